@@ -1,0 +1,41 @@
+"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|push|demo|plot``.
+
+Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
+``register(subparsers)``; heavy imports (torch, transformers) happen inside the
+command's handler so that ``hfattn --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ("train", "evaluate", "generate", "push", "demo", "plot")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the top-level parser with one sub-parser per command in :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="hfattn",
+        description="Train, evaluate, sample from and publish attention-era models.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"hfattn.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hfattn`` console script and of ``python -m hfattn``."""
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``hfattn`` CLI, one module each with ``register(subparsers)``."""

@@ -1,0 +1,65 @@
+"""``hfattn train RECIPE.yaml [--set key=value ...] [--resume]``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    """Add the ``train`` sub-command."""
+    parser = subparsers.add_parser(
+        "train",
+        help="train a recipe (also under `accelerate launch -m hfattn train ...`)",
+        description="Train the experiment described by a recipe YAML file.",
+    )
+    parser.add_argument("recipe", help="path to a recipe YAML (see recipes/)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field, e.g. --set training.max_minutes=2 (repeatable)",
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate the recipe, train, then print the evaluation table and a sample."""
+    import sys
+
+    from ..recipes import RecipeError, load_recipe
+
+    try:
+        recipe = load_recipe(args.recipe, args.overrides)
+    except (RecipeError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    from ..logging_setup import configure_logging
+    from ..recipes import run_recipe
+    from .report import print_metrics
+
+    configure_logging()
+    try:
+        result = run_recipe(recipe, resume=args.resume)
+    except (RecipeError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:
+        return 0
+    if result.interrupted:
+        print(
+            f"interrupted at step {result.progress.step}; checkpoint saved. Continue with:\n"
+            f"  hfattn train {args.recipe} --resume",
+            file=sys.stderr,
+        )
+        return 130
+    print_metrics(result.metrics, title=f"{recipe.name}: evaluation (step {result.progress.step})")
+    if result.sample is not None:
+        print(f"\n--- sample (prompt {recipe.generation.prompt!r}) ---\n{result.sample}\n---")
+    print(f"model saved to {result.output_dir}")
+    return 0

@@ -1,0 +1,1 @@
+"""Corpora and task data: the embedded Shakespeare plays, text files, Hub datasets."""

@@ -1,0 +1,77 @@
+"""Text corpora for language modelling: the embedded plays, a local text file or a Hub dataset.
+
+:func:`load_text_splits` returns ``{"train": [...], "validation": [...], "test": [...]}``, each
+a list of documents (strings).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .shakespeare import load_shakespeare
+
+EMBEDDED = {"shakespeare": load_shakespeare}
+"""Embedded corpora by name (no network needed)."""
+
+SPLIT_NAMES = ("train", "validation", "test")
+
+
+def split_by_fraction(text: str, validation_fraction: float, test_fraction: float) -> dict[str, list[str]]:
+    """Cut one text into contiguous train / validation / test parts (in that order)."""
+    n = len(text)
+    n_test = int(n * test_fraction)
+    n_val = int(n * validation_fraction)
+    n_train = n - n_val - n_test
+    return {
+        "train": [text[:n_train]],
+        "validation": [text[n_train : n_train + n_val]],
+        "test": [text[n_train + n_val :]],
+    }
+
+
+def load_text_splits(
+    source: str,
+    *,
+    text_column: str = "text",
+    validation_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+) -> dict[str, list[str]]:
+    """Load a corpus by name, path or Hub id.
+
+    Args:
+        source: ``"shakespeare"`` (embedded), a path to a UTF-8 text file (e.g. the classic
+            tiny-shakespeare ``input.txt``), or a Hub dataset id (loaded with ``datasets``;
+            its ``train`` / ``validation`` / ``test`` splits are used when present).
+        text_column: the column holding the text in a Hub dataset.
+        validation_fraction, test_fraction: the tail fractions held out when the source has
+            no splits of its own (a file, or a Hub dataset with only ``train``).
+    """
+    if source in EMBEDDED:
+        return {split: EMBEDDED[source](split) for split in SPLIT_NAMES}
+    path = Path(source).expanduser()
+    if path.is_file():
+        return split_by_fraction(path.read_text("utf-8"), validation_fraction, test_fraction)
+    if path.suffix or source.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"data.source: no such file {source!r}")
+    return _load_hub_text(source, text_column, validation_fraction, test_fraction)
+
+
+def _load_hub_text(
+    dataset_id: str, text_column: str, validation_fraction: float, test_fraction: float
+) -> dict[str, list[str]]:
+    import datasets
+
+    dataset = datasets.load_dataset(dataset_id)
+    if text_column not in dataset["train"].column_names:
+        raise ValueError(
+            f"data.text_column: {text_column!r} is not a column of {dataset_id} "
+            f"(columns: {', '.join(dataset['train'].column_names)})"
+        )
+    if all(split in dataset for split in SPLIT_NAMES):
+        return {split: list(dataset[split][text_column]) for split in SPLIT_NAMES}
+    return split_by_fraction(
+        "\n".join(dataset["train"][text_column]), validation_fraction, test_fraction
+    )
+
+
+__all__ = ["EMBEDDED", "load_text_splits", "split_by_fraction"]

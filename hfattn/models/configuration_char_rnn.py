@@ -1,0 +1,78 @@
+"""Configuration of the character-level recurrent language model (``model_type="char-rnn"``)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from huggingface_hub.dataclasses import strict
+from transformers import PreTrainedConfig
+
+CELL_TYPES = ("gru", "lstm", "rnn")
+
+
+@strict
+class CharRNNConfig(PreTrainedConfig):
+    r"""Configuration for [`CharRNNForCausalLM`].
+
+    The model is ``Embedding(vocab_size, embedding_dim) → num_layers × cell(hidden_size) →
+    Linear(hidden_size, vocab_size)``, Géron's (HOML ch. 16) and Karpathy's char-rnn.
+
+    Args:
+        vocab_size: number of characters in the vocabulary (special tokens included).
+        embedding_dim: size of the character embeddings.
+        hidden_size: size of the recurrent state of every layer.
+        num_layers: number of stacked recurrent layers.
+        cell: ``"gru"``, ``"lstm"`` or ``"rnn"`` (Elman, tanh).
+        dropout: dropout on the embeddings, between recurrent layers and before the head.
+        tie_word_embeddings: share the input embedding matrix with the output layer; when
+            ``hidden_size != embedding_dim`` a bias-free projection ``hidden → embedding`` is
+            inserted before the tied output layer.
+        initializer_range: standard deviation of the normal init of embeddings and linears.
+        use_cache: return the recurrent state as ``past_key_values`` (O(1) per new character
+            in ``generate``).
+    """
+
+    model_type = "char-rnn"
+    attribute_map: ClassVar[dict[str, str]] = {"num_hidden_layers": "num_layers"}
+
+    vocab_size: int = 68
+    embedding_dim: int = 64
+    hidden_size: int = 256
+    num_layers: int = 1
+    cell: str = "gru"
+    dropout: float = 0.0
+    tie_word_embeddings: bool = False
+    initializer_range: float = 0.02
+    use_cache: bool = True
+    pad_token_id: int | None = 0
+    unk_token_id: int | None = 1
+    bos_token_id: int | None = 2
+    eos_token_id: int | None = 3
+
+    PRESETS: ClassVar[dict[str, dict]] = {
+        # Géron, HOML ch. 16: Embedding(16) → GRU(128) → Dense(vocab)
+        "geron": {"embedding_dim": 16, "hidden_size": 128, "num_layers": 1, "cell": "gru"},
+        # Karpathy's char-rnn default: 2-layer LSTM with 128 units
+        "karpathy": {"embedding_dim": 128, "hidden_size": 128, "num_layers": 2, "cell": "lstm"},
+    }
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)  # type checks of @strict run first
+        for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        if self.cell not in CELL_TYPES:
+            raise ValueError(f"cell must be one of {', '.join(CELL_TYPES)}; got {self.cell!r}")
+        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> CharRNNConfig:
+        """Build a config from a named preset (``"geron"`` or ``"karpathy"``) plus overrides."""
+        if name not in cls.PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(cls.PRESETS)}; got {name!r}")
+        return cls(**{**cls.PRESETS[name], **overrides})
+
+
+__all__ = ["CELL_TYPES", "CharRNNConfig"]

@@ -1,0 +1,94 @@
+"""Character-level tokenizer built with the ``tokenizers`` library.
+
+Every character (space and newline included) is one token; ``decode(encode(text)) == text``
+for text inside the vocabulary, and characters outside it map to ``<unk>``. The result is a
+``transformers`` fast tokenizer, saved next to the model and loaded by
+``AutoTokenizer.from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+logger = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = {"pad_token": "<pad>", "unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>"}
+"""Special tokens, in id order 0..3 (matching the ``CharRNNConfig`` defaults)."""
+
+
+def build_char_tokenizer(
+    text: str,
+    *,
+    held_out: Iterable[str] = (),
+    min_frequency: int = 1,
+    model_max_length: int = 1_000_000,
+) -> PreTrainedTokenizerFast:
+    """Build a character tokenizer whose vocabulary is the characters of ``text``.
+
+    Args:
+        text: the training text; characters seen at least ``min_frequency`` times get an id
+            (sorted by code point after the four special tokens).
+        held_out: other texts (validation / test) checked against the vocabulary: the number
+            of their characters that will map to ``<unk>`` is logged and stored on the
+            tokenizer as ``unknown_char_count``.
+        min_frequency: rarer characters are left out (and become ``<unk>``).
+        model_max_length: the tokenizer's ``model_max_length``.
+    """
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    counts = Counter(text)
+    chars = sorted(c for c, n in counts.items() if n >= min_frequency)
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS.values())}
+    for ch in chars:
+        vocab.setdefault(ch, len(vocab))
+
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,
+        **SPECIAL_TOKENS,
+    )
+    unknown = count_unknown_chars(tokenizer, "".join(held_out)) + sum(
+        n for c, n in counts.items() if n < min_frequency
+    )
+    tokenizer.unknown_char_count = unknown
+    logger.info(
+        "char tokenizer: %d characters + %d special tokens; %d characters map to <unk>",
+        len(chars),
+        len(SPECIAL_TOKENS),
+        unknown,
+    )
+    return tokenizer
+
+
+def count_unknown_chars(tokenizer: PreTrainedTokenizerFast, text: str) -> int:
+    """Number of characters of ``text`` that are not in the tokenizer's vocabulary."""
+    vocab = tokenizer.get_vocab()
+    return sum(n for c, n in Counter(text).items() if c not in vocab)
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerFast, prompt: str) -> list[int]:
+    """Ids of a generation prompt: characters outside the vocabulary become ``<unk>`` (with a
+    warning naming them) and an empty prompt starts from ``<bos>``."""
+    if not prompt:
+        return [tokenizer.bos_token_id]
+    vocab = tokenizer.get_vocab()
+    unknown = sorted({c for c in prompt if c not in vocab})
+    if unknown:
+        logger.warning(
+            "prompt characters not in the vocabulary, mapped to %s: %s",
+            tokenizer.unk_token,
+            ", ".join(repr(c) for c in unknown),
+        )
+    return tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+
+__all__ = ["SPECIAL_TOKENS", "build_char_tokenizer", "count_unknown_chars", "encode_prompt"]

@@ -1,0 +1,1 @@
+"""The Accelerate training loop, learning-rate schedules and per-task training steps."""

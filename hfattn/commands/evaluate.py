@@ -49,7 +49,12 @@ def run(args: argparse.Namespace) -> int:
 
     source = args.data or recipe.data.source
     try:
-        splits = load_text_splits(source, text_column=recipe.data.text_column)
+        splits = load_text_splits(
+            source,
+            text_column=recipe.data.text_column,
+            validation_fraction=recipe.data.validation_fraction,
+            test_fraction=recipe.data.test_fraction,
+        )
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

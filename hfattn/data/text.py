@@ -40,8 +40,9 @@ def load_text_splits(
 
     Args:
         source: ``"shakespeare"`` (embedded), a path to a UTF-8 text file (e.g. the classic
-            tiny-shakespeare ``input.txt``), or a Hub dataset id (loaded with ``datasets``;
-            its ``train`` / ``validation`` / ``test`` splits are used when present).
+            tiny-shakespeare ``input.txt``), or a Hub dataset id or local dataset folder
+            (loaded with ``datasets.load_dataset``; its ``train`` / ``validation`` / ``test``
+            splits are used when present).
         text_column: the column holding the text in a Hub dataset.
         validation_fraction, test_fraction: the tail fractions held out when the source has
             no splits of its own (a file, or a Hub dataset with only ``train``).
@@ -51,8 +52,8 @@ def load_text_splits(
     path = Path(source).expanduser()
     if path.is_file():
         return split_by_fraction(path.read_text("utf-8"), validation_fraction, test_fraction)
-    if path.suffix or source.startswith((".", "/", "~")):
-        raise FileNotFoundError(f"data.source: no such file {source!r}")
+    if not path.is_dir() and (path.suffix or source.startswith((".", "/", "~"))):
+        raise FileNotFoundError(f"data.source: no such file or folder {source!r}")
     return _load_hub_text(source, text_column, validation_fraction, test_fraction)
 
 

@@ -1,0 +1,49 @@
+"""Recipe validation: every bad field stops before training with a message naming it."""
+
+import pytest
+
+from hfattn.cli import main
+from hfattn.recipes import RecipeError, load_recipe
+from recipe_helpers import write_recipe
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("training.lr=1", "training.lr: Key 'lr' not in 'TrainingSection'"),
+        ("training.batch_size=abc", "training.batch_size: Value 'abc'"),
+        ("training.batch_size=-8", "training.batch_size: must be > 0, got -8"),
+        ("training.optimizer=sgd", "training.optimizer: 'sgd' is not one of adamw, nadam, rmsprop, radam"),
+        ("training.schedule=step", "training.schedule: 'step' is not one of"),
+        ("model.cell=transformer", "model.cell must be one of gru, lstm, rnn"),
+        ("model.hidden_size=-3", "model.hidden_size must be a positive integer, got -3"),
+        ("model.heads=4", "model.heads: is not a field of CharRNNConfig"),
+        ("model.type=unknown-model", "model.type: unknown model type 'unknown-model'"),
+        ("hub.push_to_hub=true", "hub.repo_id: is required when hub.push_to_hub is true"),
+        ("evaluation.splits=[dev]", "evaluation.splits: 'dev' is not one of train, validation, test"),
+    ],
+)
+def test_bad_fields_are_named(tmp_path, override, message):
+    recipe = write_recipe(tmp_path)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(recipe, [override])
+    assert message in str(err.value)
+
+
+def test_shipped_recipe_is_valid_and_overridable():
+    recipe = load_recipe("recipes/char_rnn_shakespeare.yaml", ["training.max_minutes=2"])
+    assert recipe.training.max_minutes == 2.0
+    assert recipe.output_dir == "runs/char_rnn_shakespeare"
+    assert recipe.model["type"] == "char-rnn"
+
+
+def test_cli_reports_bad_input_before_training(tmp_path, capsys):
+    recipe = write_recipe(tmp_path)
+    assert main(["train", str(recipe), "--set", "model.cell=gruu"]) == 2
+    assert "model.cell must be one of gru, lstm, rnn" in capsys.readouterr().err
+    assert main(["train", str(tmp_path / "nope.yaml")]) == 2
+    assert "recipe file not found" in capsys.readouterr().err
+    missing = write_recipe(tmp_path, name="missing.yaml", data={"source": str(tmp_path / "gone.txt")})
+    assert main(["train", str(missing)]) == 2
+    assert "data.source: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # nothing was trained or written

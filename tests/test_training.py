@@ -1,0 +1,115 @@
+"""The Accelerate training engine on tiny recipes: outputs, resume, budgets, accumulation."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hfattn.cli import main
+from hfattn.recipes import load_recipe, run_recipe
+from recipe_helpers import write_recipe
+
+
+def weights(run_dir):
+    return load_file(str(run_dir / "model.safetensors"))
+
+
+def assert_same_weights(a, b, exact=True):
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        if exact:
+            assert torch.equal(wa[key], wb[key]), key
+        else:
+            torch.testing.assert_close(wa[key], wb[key], rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_train_writes_a_complete_model_folder(tmp_path, capsys):
+    recipe = write_recipe(tmp_path)
+    assert main(["train", str(recipe)]) == 0
+    out = capsys.readouterr().out
+    assert "perplexity" in out and "--- sample" in out and "MACBETH:" in out
+    run = tmp_path / "run"
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                 "modeling_char_rnn.py", "configuration_char_rnn.py", "recipe.yaml",
+                 "metrics.jsonl", "loss_curve.png", "eval_results.json"):  # fmt: skip
+        assert (run / name).is_file(), name
+    assert (run / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    config = json.loads((run / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_char_rnn.CharRNNForCausalLM"
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train_losses = [r["loss"] for r in records if r["split"] == "train"]
+    assert len(train_losses) == 8 and train_losses[-1] < train_losses[0] - 0.5
+    assert [r["step"] for r in records if r["split"] == "validation"] == [20, 40]
+
+    results = json.loads((run / "eval_results.json").read_text())
+    assert results["training"]["global_step"] == 40
+    assert results["training"]["stop_reason"] == "completed"
+    test = {r["metric_type"]: r["value"] for r in results["results"] if r["split"] == "test"}
+    assert test["perplexity"] == pytest.approx(torch.tensor(test["loss"]).exp().item(), rel=1e-6)
+    assert test["bits_per_char"] == pytest.approx(test["loss"] / torch.log(torch.tensor(2.0)).item(), rel=1e-6)
+    assert 0 < test["accuracy"] < 1 and test["loss"] < 3.5
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-20", "step-40"]
+
+    # the folder evaluates and generates through the CLI
+    assert main(["evaluate", str(run), "--split", "test", "--batch-size", "4", "--seq-len", "64"]) == 0
+    assert f"{test['loss']:.4f}" in capsys.readouterr().out
+    assert main(["generate", str(run), "--prompt", "MACBETH:\n", "--max-new-tokens", "30", "--top-k", "5"]) == 0
+    assert capsys.readouterr().out.startswith("MACBETH:\n")
+
+
+@pytest.mark.parametrize("mode", ["stateful", "stateless"])
+def test_resume_continues_exactly(tmp_path, mode):
+    """Stop at step 7 (as a signal would), resume, and end with bit-identical weights."""
+    common = {"training": {"mode": mode, "max_steps": 14, "save_every": 100, "eval_every": 5},
+              "model": {"dropout": 0.2, "num_layers": 2}}  # fmt: skip
+    straight = load_recipe(write_recipe(tmp_path / "a", **common))
+    reference = run_recipe(straight)
+
+    resumed = load_recipe(write_recipe(tmp_path / "b", **common))
+
+    def stop_at_7(progress):
+        if progress.step == 7:
+            progress.should_stop, progress.stop_reason = True, "interrupted"
+
+    first = run_recipe(resumed, callbacks=[stop_at_7])
+    assert first.interrupted and first.progress.step == 7
+    assert (tmp_path / "b" / "run" / "checkpoints" / "step-7" / "progress.json").is_file()
+    assert not (tmp_path / "b" / "run" / "model.safetensors").exists()
+    second = run_recipe(resumed, resume=True)
+    assert second.progress.step == 14 and not second.interrupted
+    assert_same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
+    assert second.progress.best_step == reference.progress.best_step
+    assert second.progress.best_loss == reference.progress.best_loss
+
+
+def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
+    common = {"training": {"mode": "stateless", "max_steps": 6, "eval_every": 100, "save_every": 100},
+              "evaluation": {"splits": ["test"]}}  # fmt: skip
+    big = load_recipe(write_recipe(tmp_path / "big", **common), ["training.batch_size=8"])
+    small = load_recipe(
+        write_recipe(tmp_path / "small", **common),
+        ["training.batch_size=4", "training.gradient_accumulation_steps=2", "training.window_shift=32"],
+    )
+    big.training.window_shift = 32
+    # windows of the same permutation: 2 micro-batches of 4 == 1 batch of 8
+    small.training.seed = big.training.seed
+    run_recipe(big)
+    run_recipe(small)
+    assert_same_weights(tmp_path / "big" / "run", tmp_path / "small" / "run", exact=False)
+
+
+def test_time_budget_stops_training_and_still_exports(tmp_path):
+    recipe = load_recipe(write_recipe(tmp_path, training={"max_steps": 100000, "max_minutes": 0.02}))
+    result = run_recipe(recipe)
+    assert 0 < result.progress.step < 100000
+    assert result.progress.stop_reason == "time budget"
+    saved = json.loads((tmp_path / "run" / "eval_results.json").read_text())
+    assert saved["training"]["stop_reason"] == "time budget"
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
+    assert main(["train", str(write_recipe(tmp_path)), "--resume"]) == 2
+    assert "--resume: no checkpoint under" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-OPTIMIZERS = ("adamw", "nadam", "rmsprop", "radam")
+OPTIMIZERS = ("adamw", "nadam", "rmsprop", "radam", "sgd")
 SCHEDULES = ("constant", "linear", "cosine", "noam")
 MIXED_PRECISION = ("no", "bf16", "fp16")
 TRAINING_MODES = ("stateless", "stateful")

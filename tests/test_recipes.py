@@ -13,7 +13,7 @@ from recipe_helpers import write_recipe
         ("training.lr=1", "training.lr: Key 'lr' not in 'TrainingSection'"),
         ("training.batch_size=abc", "training.batch_size: Value 'abc'"),
         ("training.batch_size=-8", "training.batch_size: must be > 0, got -8"),
-        ("training.optimizer=sgd", "training.optimizer: 'sgd' is not one of adamw, nadam, rmsprop, radam"),
+        ("training.optimizer=lbfgs", "training.optimizer: 'lbfgs' is not one of adamw, nadam, rmsprop, radam, sgd"),
         ("training.schedule=step", "training.schedule: 'step' is not one of"),
         ("model.cell=transformer", "model.cell must be one of gru, lstm, rnn"),
         ("model.hidden_size=-3", "model.hidden_size must be a positive integer, got -3"),

@@ -26,13 +26,13 @@ METRIC_NAMES = {
 }
 
 
-def causal_lm_loss(model, window: torch.LongTensor, state):
-    r"""Next-token cross-entropy of one ``[batch, seq+1]`` window, carrying ``state``.
+def causal_lm_loss(model, window: torch.LongTensor, state, stateful: bool):
+    r"""Next-token cross-entropy of one ``[batch, seq+1]`` window, starting from ``state`` and
+    returning the state after the window when ``stateful``.
 
     .. math:: \mathcal{L} = -\frac{1}{BT}\sum_{b,t} \ln p(w_{b,t+1} \mid w_{b,\le t}, s_0)
     """
     inputs, targets = window[:, :-1], window[:, 1:]
-    stateful = state is not None or getattr(model, "_is_stateful", False)
     out = model(input_ids=inputs, past_key_values=state, use_cache=stateful)
     logits = out.logits
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))

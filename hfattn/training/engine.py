@@ -50,7 +50,8 @@ class TrainingJob:
         tokenizer: saved next to the model.
         batches: ``StreamBatches`` / ``WindowBatches``-like: ``len()``, ``epoch(e, start)``
             yielding global batches (dim 0 = examples) and a ``stateful`` flag.
-        compute_loss: ``(model, batch, state) -> (loss, new_state)``.
+        compute_loss: ``(model, batch, state, stateful) -> (loss, new_state)``; ``model`` may
+            be wrapped (DDP), so statefulness is passed in, not read from the model.
         evaluate: ``(model, split) -> {metric: value}`` with a ``loss`` entry.
         eval_splits: splits scored at the end (``validation`` is also scored periodically).
         sample: optional ``model -> str`` shown at the end of training.
@@ -218,8 +219,8 @@ class _Run:
         self.progress = Progress(**saved)
         state_file = path / f"recurrent_state_{acc.process_index}.safetensors"
         if state_file.exists():
-            tensors = load_file(str(state_file), device=str(acc.device))
-            parts = tuple(tensors[f"state_{i}"] for i in range(len(tensors)))
+            tensors = load_file(str(state_file))
+            parts = tuple(tensors[f"state_{i}"].to(acc.device) for i in range(len(tensors)))
             self.state = parts if len(parts) > 1 else parts[0]
         logger.info("resumed from %s at step %d", path, self.progress.step)
 
@@ -251,13 +252,14 @@ class _Run:
     def train_step(self, batch) -> float:
         acc, cfg = self.accelerator, self.cfg
         with acc.accumulate(self.model):
-            loss, state = self.job.compute_loss(self.model, batch, self.state)
+            stateful = self.job.batches.stateful
+            loss, state = self.job.compute_loss(self.model, batch, self.state, stateful)
             acc.backward(loss)
             if acc.sync_gradients and cfg.max_grad_norm:
                 acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
             self.optimizer.zero_grad()
-        self.state = detach_state(state) if self.job.batches.stateful else None
+        self.state = detach_state(state) if stateful else None
         return loss.detach().float().item()
 
     def run(self) -> bool:
@@ -368,7 +370,7 @@ def train(
     model = acc.unwrap_model(run.model)
     best = run.checkpoint_root / "best" / "model.safetensors"
     if cfg.load_best_at_end and run.progress.best_step is not None and best.exists():
-        model.load_state_dict(load_file(str(best), device=str(acc.device)))
+        model.load_state_dict(load_file(str(best)))
     for split in dict.fromkeys(job.eval_splits):
         result.metrics[split] = run.evaluate(split)
     if acc.is_main_process:

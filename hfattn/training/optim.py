@@ -9,6 +9,7 @@ OPTIMIZERS = {
     "nadam": torch.optim.NAdam,  # Géron's char-RNN
     "rmsprop": torch.optim.RMSprop,  # Chollet's Transformer
     "radam": torch.optim.RAdam,  # Liu et al., rectified Adam
+    "sgd": torch.optim.SGD,
 }
 
 
@@ -18,8 +19,8 @@ def build_optimizer(
     """Instantiate the optimizer ``name`` (one of :data:`OPTIMIZERS`) over ``params``."""
     if name not in OPTIMIZERS:
         raise ValueError(f"training.optimizer: {name!r} is not one of {', '.join(OPTIMIZERS)}")
-    if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, weight_decay=weight_decay)
+    if name in ("rmsprop", "sgd"):
+        return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay)
     return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay, betas=tuple(betas))
 
 

@@ -1,0 +1,307 @@
+"""Attention speed and memory: multi-head via sdpa / eager / a naive reference, and the
+kernel (Performer) score's linear-time path against its quadratic form.
+
+Convention: 8 heads of d = 64 per head (d_model = 512), batch 2, self-attention with
+Tq = Tk = T in {128, 512, 2048}, float32, forward pass under ``torch.inference_mode``.
+The kernel score runs on per-head tensors ``[2, 8, T, 64]`` with 128 random features.
+
+- Time: the fastest of several forward calls after one warm-up, the variants of one T
+  interleaved call by call in the same process; throughput is ``batch * T / time``.
+- Peak memory: each (variant, T) runs once in a fresh child process; the figure is the
+  growth of the process's peak resident set size during one forward pass, after the module
+  and inputs were built (Linux ``VmHWM`` reset via ``/proc/self/clear_refs``). It counts
+  every allocation (torch's CPU allocator has no peak counter; ``tracemalloc`` sees only
+  Python objects).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_attention.py --out benchmarks/RESULTS_attention.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from hfattn.models.attention import MultiHeadAttention, build_score
+
+HEADS, HEAD_DIM, BATCH, FEATURES = 8, 64, 2, 128
+D_MODEL = HEADS * HEAD_DIM
+LENGTHS = (128, 512, 2048)
+MHA_VARIANTS = ("mha-sdpa", "mha-eager", "naive")
+KERNEL_VARIANTS = ("kernel-linear", "kernel-quadratic")
+
+
+def naive_multi_head(module: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    """Textbook reference: one head at a time, full ``Q K^T`` matrix, softmax, ``@ V``."""
+    q, k, v = module.q_proj(x), module.k_proj(x), module.v_proj(x)
+    heads = []
+    for i in range(HEADS):
+        part = slice(i * HEAD_DIM, (i + 1) * HEAD_DIM)
+        energies = q[..., part] @ k[..., part].transpose(-1, -2) / math.sqrt(HEAD_DIM)
+        heads.append(torch.softmax(energies, dim=-1) @ v[..., part])
+    return module.o_proj(torch.cat(heads, dim=-1))
+
+
+def make_case(variant: str, length: int):
+    """Build the module and inputs of one case; return a zero-argument forward function."""
+    torch.manual_seed(0)
+    if variant in MHA_VARIANTS:
+        implementation = "eager" if variant == "mha-eager" else "sdpa"
+        module = MultiHeadAttention(D_MODEL, HEADS, attn_implementation=implementation).eval()
+        x = torch.randn(BATCH, length, D_MODEL)
+        if variant == "naive":
+            return lambda: naive_multi_head(module, x)
+        return lambda: module(x)[0]
+    score = build_score("kernel", HEAD_DIM, HEAD_DIM, num_features=FEATURES)
+    q, k, v = (torch.randn(BATCH, HEADS, length, HEAD_DIM) for _ in range(3))
+    if variant == "kernel-linear":
+        return lambda: score.linear_attention(q, k, v)
+
+    def quadratic():
+        weights = score(q, k)
+        return (weights / weights.sum(-1, keepdim=True)) @ v
+
+    return quadratic
+
+
+def best_times(forwards: dict, repeats: int) -> dict[str, float]:
+    """Fastest of ``repeats`` calls per variant, the variants interleaved call by call.
+
+    One warm-up call each first. Interleaving and the minimum make the comparison robust to
+    other processes sharing the CPU (the machine is shared while this runs).
+    """
+    times = {name: [] for name in forwards}
+    with torch.inference_mode():
+        for forward in forwards.values():
+            forward()
+        for _ in range(repeats):
+            for name, forward in forwards.items():
+                start = time.perf_counter()
+                forward()
+                times[name].append(time.perf_counter() - start)
+    return {name: min(values) for name, values in times.items()}
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def child_peak_memory(variant: str, length: int) -> None:
+    """In a child process: print the peak-RSS growth (MiB) of one forward pass as JSON.
+
+    Linux: writing 5 to ``/proc/self/clear_refs`` resets the peak RSS (``VmHWM``) to the
+    current RSS, so ``VmHWM`` after the call minus ``VmRSS`` before it is the peak growth.
+    Elsewhere falls back to ``ru_maxrss`` (whose high-water mark cannot be reset).
+    """
+    forward = make_case(variant, length)
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        before, read_peak = _status_kib("VmRSS"), lambda: _status_kib("VmHWM")
+    except OSError:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        read_peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # noqa: E731
+    with torch.inference_mode():
+        forward()
+    print(json.dumps({"peak_mib": (read_peak() - before) / 1024}))  # KiB -> MiB
+
+
+def peak_memory(variant: str, length: int) -> float:
+    """Run :func:`child_peak_memory` in a fresh interpreter and return its MiB figure."""
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", variant, str(length), "--threads", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])["peak_mib"]
+
+
+def repeats_for(length: int, group: str) -> int:
+    """Calls per variant: more for the cheap kernel group, whose 2048/512 ratio is a check."""
+    base = {128: 30, 512: 15, 2048: 8}.get(length, 8)
+    return base * 3 if group == "kernel" else base
+
+
+def _row(variant: str, length: int, seconds: float) -> dict:
+    return {
+        "variant": variant,
+        "T": length,
+        "seconds": seconds,
+        "tokens_per_s": BATCH * length / seconds,
+        "peak_mib": peak_memory(variant, length),
+    }
+
+
+def run_benchmark() -> dict:
+    """Time every variant in this process and measure its memory in child processes."""
+    results = {"mha": [], "kernel": []}
+    for length in LENGTHS:
+        forwards = {variant: make_case(variant, length) for variant in MHA_VARIANTS}
+        with torch.inference_mode():
+            outputs = {variant: forward() for variant, forward in forwards.items()}
+        difference = max(
+            (outputs[v] - outputs["naive"]).abs().max().item() for v in ("mha-sdpa", "mha-eager")
+        )
+        for variant, seconds in best_times(forwards, repeats_for(length, "mha")).items():
+            results["mha"].append(_row(variant, length, seconds) | {"max_abs_diff": difference})
+        forwards = {variant: make_case(variant, length) for variant in KERNEL_VARIANTS}
+        for variant, seconds in best_times(forwards, repeats_for(length, "kernel")).items():
+            results["kernel"].append(_row(variant, length, seconds))
+    linear = {r["T"]: r["seconds"] for r in results["kernel"] if r["variant"] == "kernel-linear"}
+    results["linear_ratio_2048_512"] = linear[2048] / linear[512]
+    return results
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    threads = torch.get_num_threads()
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    return (
+        f"{cpu}, {os.cpu_count()} CPU cores, torch {torch.__version__} ({threads} intra-op "
+        f"thread{'s' if threads > 1 else ''}), Python {platform.python_version()}, no GPU; "
+        f"load average at the end of the run {load} (the machine was shared)"
+    )
+
+
+def to_markdown(results: dict, command: str) -> str:
+    """The results as a markdown section (for benchmarks/RESULTS.md)."""
+    sdpa = {r["T"]: r for r in results["mha"] if r["variant"] == "mha-sdpa"}
+    lines = [
+        "## Attention: multi-head (sdpa / eager / naive) and the kernel score's linear path",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        f"Setup: batch {BATCH}, {HEADS} heads x d = {HEAD_DIM} per head (d_model = {D_MODEL}), "
+        "self-attention Tq = Tk = T, float32, forward only (`torch.inference_mode`), "
+        "the fastest of several calls after a warm-up, variants interleaved call by call. Peak "
+        "memory = growth of the peak RSS (`VmHWM`, reset through `/proc/self/clear_refs`) "
+        "during one forward pass in a fresh child process.",
+        "",
+        "| T | variant | time (ms) | tokens/s | vs sdpa (time) | peak memory (MiB) | max abs diff vs naive |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in results["mha"]:
+        lines.append(
+            f"| {row['T']} | {row['variant']} | {row['seconds'] * 1e3:.1f} | "
+            f"{row['tokens_per_s']:,.0f} | {row['seconds'] / sdpa[row['T']]['seconds']:.2f}x | "
+            f"{row['peak_mib']:.1f} | {row['max_abs_diff']:.1e} |"
+        )
+    lines += [
+        "",
+        f"Kernel (Performer, {FEATURES} positive random features) on [{BATCH}, {HEADS}, T, "
+        f"{HEAD_DIM}]: linear path `KernelScore.linear_attention` vs the quadratic form "
+        "(T x T weights, normalised, `@ V`).",
+        "",
+        "| T | variant | time (ms) | tokens/s | peak memory (MiB) |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for row in results["kernel"]:
+        lines.append(
+            f"| {row['T']} | {row['variant']} | {row['seconds'] * 1e3:.2f} | "
+            f"{row['tokens_per_s']:,.0f} | {row['peak_mib']:.1f} |"
+        )
+    ratio = results["linear_ratio_2048_512"]
+    verdict = "PASS" if ratio <= 5 else "FAIL"
+    lines += [
+        "",
+        f"Linear path scaling: time(2048) / time(512) = {ratio:.2f} (4.0 = exactly linear; "
+        f"required <= 5): **{verdict}**.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def print_tables(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"Multi-head attention, batch {BATCH}, {HEADS} heads x {HEAD_DIM}")
+    for column in ("T", "variant", "ms", "tokens/s", "peak MiB", "max |diff| vs naive"):
+        table.add_column(column, justify="right")
+    for row in results["mha"]:
+        table.add_row(
+            str(row["T"]),
+            row["variant"],
+            f"{row['seconds'] * 1e3:.1f}",
+            f"{row['tokens_per_s']:,.0f}",
+            f"{row['peak_mib']:.1f}",
+            f"{row['max_abs_diff']:.1e}",
+        )
+    console.print(table)
+    table = Table(title=f"Kernel score, {FEATURES} random features")
+    for column in ("T", "variant", "ms", "tokens/s", "peak MiB"):
+        table.add_column(column, justify="right")
+    for row in results["kernel"]:
+        table.add_row(
+            str(row["T"]),
+            row["variant"],
+            f"{row['seconds'] * 1e3:.2f}",
+            f"{row['tokens_per_s']:,.0f}",
+            f"{row['peak_mib']:.1f}",
+        )
+    console.print(table)
+    console.print(f"linear path time(2048)/time(512) = {results['linear_ratio_2048_512']:.2f}")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(handle, "w") as stream:
+        stream.write(text)
+    os.replace(temporary, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write the markdown section to this file")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: on a shared CPU, multi-threaded kernels stall "
+        "at their barriers whenever another process holds a core, which swamps the timings)",
+    )
+    parser.add_argument("--child", nargs=2, metavar=("VARIANT", "T"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.child:
+        child_peak_memory(args.child[0], int(args.child[1]))
+        return 0
+    results = run_benchmark()
+    print_tables(results)
+    arguments = argv if argv is not None else sys.argv[1:]
+    command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *arguments])
+    markdown = to_markdown(results, command)
+    if args.out:
+        write_atomically(args.out, "# Attention benchmark results\n\n" + markdown)
+        print(f"wrote {args.out}")
+    return 0 if results["linear_ratio_2048_512"] <= 5 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,460 @@
+"""Attention as the theses catalogue it: a score a(q, k), a distribution p, masks, heads.
+
+``context_i = sum_j alpha_ij v_j`` with ``alpha_i = p(a(q_i, k_1), ..., a(q_i, k_Tk))``,
+in batch-matrix form ``C = p(A(Q, K)) V`` for any number of leading dimensions.
+
+- Scores (:data:`SCORES`, :func:`build_score`) live in :mod:`.scores`; distribution
+  functions (:data:`DISTRIBUTIONS`) in :mod:`.distributions`; masks in :mod:`.masking`
+  (boolean *keep* convention: ``True`` = attend). Everything is re-exported here.
+- :func:`attend` / :class:`Attention`: single-head attention with any score/distribution.
+- :class:`MultiHeadAttention`: ``MHA(Q, K, V) = Concat(head_1..head_h) W_O`` with
+  ``head_i = Attention(Q W_Qi, K W_Ki, V W_Vi)``. The scaled-dot (and dot) + softmax case
+  goes through the ``transformers`` attention interface (``eager`` / ``sdpa`` / flash ...,
+  chosen by ``config._attn_implementation``); every other score uses the generic path.
+
+Files in ``hfattn/models`` import only torch, transformers, the standard library and their
+siblings: ``save_pretrained`` copies them next to the weights for ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .distributions import DISTRIBUTIONS, get_distribution
+from .masking import (
+    causal_mask,
+    combine_masks,
+    make_attention_mask,
+    padding_mask,
+    to_additive_mask,
+    to_keep_mask,
+)
+from .scores import SCORES, AttentionScore, build_score, get_score_class
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "SCORES",
+    "Attention",
+    "AttentionScore",
+    "MultiHeadAttention",
+    "attend",
+    "build_score",
+    "causal_mask",
+    "combine_masks",
+    "eager_attention_forward",
+    "get_distribution",
+    "get_score_class",
+    "make_attention_mask",
+    "padding_mask",
+    "to_additive_mask",
+    "to_keep_mask",
+]
+
+# Scores that the transformers attention kernels compute exactly (with softmax).
+INTERFACE_SCORES = ("dot", "scaled_dot")
+
+
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    score: AttentionScore | str,
+    distribution: str | None = None,
+    mask: torch.Tensor | None = None,
+    dropout: float = 0.0,
+    training: bool = False,
+    keys_precomputed: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch-matrix attention ``C = p(A(Q, K)) V``; returns ``(context, weights)``.
+
+    Shapes: ``query [..., Tq, dq]``, ``key [..., Tk, dk]``, ``value [..., Tk, dv]`` ->
+    ``context [..., Tq, dv]``, ``weights [..., Tq, Tk]``; leading dims broadcast.
+    ``score`` is a score module, or the name of a parameter-free one (``dot``,
+    ``scaled_dot``, ``cosine``, distances, kernels). ``distribution`` defaults to the
+    score's (softmax for energies, Nadaraya-Watson ``normalize`` for kernel weights).
+    ``mask`` is a keep mask broadcastable to ``[..., Tq, Tk]``. With ``keys_precomputed``
+    the keys were already passed through ``score.precompute_keys``.
+    """
+    if isinstance(score, str):
+        score = build_score(score, query.shape[-1])  # checked against the key in forward
+        if any(True for _ in score.parameters()):
+            raise ValueError(
+                f"score {score.name!r} has learnable parameters: build it once with "
+                "build_score(...) or use the Attention module"
+            )
+    if keys_precomputed:
+        energies = score.score_precomputed(query, key)
+    else:
+        energies = score(query, key)
+    weights = get_distribution(distribution or score.default_distribution)(energies, mask)
+    if dropout > 0.0 and training:
+        weights = nn.functional.dropout(weights, p=dropout, training=True)
+    return torch.matmul(weights, value), weights
+
+
+class Attention(nn.Module):
+    """Single-head attention ``(q, K, V) -> (sum_j alpha_j v_j, alpha)`` with a named score.
+
+    Args:
+        query_dim: size of the queries ``dq``.
+        key_dim: size of the keys ``dk`` (default ``dq``).
+        score: a name in :data:`SCORES` (default ``"dot"``).
+        distribution: a name in :data:`DISTRIBUTIONS` (default: the score's own).
+        dropout: dropout on the attention weights during training.
+        **score_params: options of the score (see :func:`build_score`).
+    """
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int | None = None,
+        score: str = "dot",
+        distribution: str | None = None,
+        dropout: float = 0.0,
+        **score_params,
+    ):
+        super().__init__()
+        self.score = build_score(score, query_dim, key_dim, **score_params)
+        self.distribution = distribution or self.score.default_distribution
+        get_distribution(self.distribution)  # validate early
+        self.dropout = dropout
+
+    def precompute_keys(self, key: torch.Tensor) -> torch.Tensor:
+        """Key-only part of the score (e.g. ``W_k k`` of Bahdanau), once per source sequence."""
+        return self.score.precompute_keys(key)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        precomputed_keys: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(context [..., Tq, dv], weights [..., Tq, Tk])``.
+
+        ``value`` defaults to ``key`` (Bahdanau's annotations are both). Pass
+        ``precomputed_keys = precompute_keys(key)`` to reuse the key projection across steps.
+        """
+        if value is None:
+            value = key
+        if value is None:
+            raise ValueError("Attention needs `value` (or `key`, used as the values)")
+        if precomputed_keys is not None:
+            keys, done = precomputed_keys, True
+        elif key is not None:
+            keys, done = key, False
+        else:
+            raise ValueError("Attention needs `key` or `precomputed_keys`")
+        return attend(
+            query,
+            keys,
+            value,
+            self.score,
+            self.distribution,
+            mask,
+            self.dropout,
+            self.training,
+            keys_precomputed=done,
+        )
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference ``eager`` kernel: ``softmax(Q K^T * scaling + M) V``.
+
+    ``query [B, H, Tq, dk]``, ``key [B, H, Tk, dk]``, ``value [B, H, Tk, dv]``, additive
+    mask ``M`` broadcastable to ``[B, H, Tq, Tk]``; returns ``([B, Tq, H, dv], weights)``
+    as every ``transformers`` attention function does.
+    """
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    energies = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        energies = energies + attention_mask
+    weights = torch.softmax(energies, dim=-1)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention ``Concat(head_1, ..., head_h) W_O``, ``head_i = Attention(Q W_Qi, K W_Ki, V W_Vi)``.
+
+    Args:
+        hidden_size: size of the query input states (``d_model``) and, by default, of the output.
+        num_heads: number of heads ``h``.
+        key_dim: per-head size of queries and keys (default ``hidden_size // num_heads``;
+            Chollet's Keras layer uses ``key_dim = d_model`` per head).
+        value_dim: per-head size of the values (default ``key_dim``).
+        kv_input_size: size of the key/value input states (default ``hidden_size``).
+        output_size: size of the output (default ``hidden_size``).
+        score: a name in :data:`SCORES`; ``"scaled_dot"`` (default) and ``"dot"`` with the
+            softmax use the ``transformers`` attention interface.
+        distribution: a name in :data:`DISTRIBUTIONS` (default: the score's own).
+        score_params: options of the score, built per head size (shared by all heads).
+        dropout: dropout on the attention weights during training.
+        bias: biases in the four projections.
+        is_causal: apply a causal mask (aligned to the end of the keys, so it is correct
+            with a KV cache) on top of any given mask; ignored for cross-attention.
+        layer_idx: index of the layer in the KV cache.
+        config: a ``PreTrainedConfig`` whose ``_attn_implementation`` picks the kernel
+            (read at every call, so ``model.set_attn_implementation`` works).
+        attn_implementation: the kernel when no config is given (``"sdpa"``).
+
+    ``forward`` returns ``(output [B, Tq, output_size], weights [B, h, Tq, Tk] or None)``;
+    ``sdpa`` computes no weights: pass ``output_attentions=True`` to get them (that call
+    then runs the ``eager`` kernel).
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        *,
+        key_dim: int | None = None,
+        value_dim: int | None = None,
+        kv_input_size: int | None = None,
+        output_size: int | None = None,
+        score: str = "scaled_dot",
+        distribution: str | None = None,
+        score_params: dict | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+        config=None,
+        attn_implementation: str = "sdpa",
+    ):
+        super().__init__()
+        if key_dim is None:
+            if hidden_size % num_heads:
+                raise ValueError(
+                    f"hidden_size must be divisible by num_heads when key_dim is not given; got "
+                    f"hidden_size={hidden_size}, num_heads={num_heads}"
+                )
+            key_dim = hidden_size // num_heads
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.head_dim = key_dim  # transformers naming
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+        self.config = config
+        self.dropout = dropout
+        self._attn_implementation = attn_implementation
+        kv_input_size = kv_input_size or hidden_size
+        self.q_proj = nn.Linear(hidden_size, num_heads * key_dim, bias=bias)
+        self.k_proj = nn.Linear(kv_input_size, num_heads * key_dim, bias=bias)
+        self.v_proj = nn.Linear(kv_input_size, num_heads * self.value_dim, bias=bias)
+        self.o_proj = nn.Linear(num_heads * self.value_dim, output_size or hidden_size, bias=bias)
+        self.score = build_score(score, key_dim, key_dim, **(score_params or {}))
+        self.distribution = distribution or self.score.default_distribution
+        get_distribution(self.distribution)  # validate early
+        self.scaling = getattr(self.score, "scale", None)
+
+    @classmethod
+    def from_config(
+        cls,
+        config,
+        *,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+        kv_input_size: int | None = None,
+    ) -> MultiHeadAttention:
+        """Build from a model config. Fields read (all but the first two optional):
+
+        ``d_model`` (or ``hidden_size``), ``num_attention_heads``, ``attention_key_dim``,
+        ``attention_value_dim``, ``attention_score`` (``"scaled_dot"``),
+        ``attention_distribution`` (``None``), ``attention_score_params`` (``{}``),
+        ``attention_dropout`` (0.0), ``attention_bias`` (True).
+        """
+        hidden = getattr(config, "d_model", None) or config.hidden_size
+        return cls(
+            hidden,
+            config.num_attention_heads,
+            key_dim=getattr(config, "attention_key_dim", None),
+            value_dim=getattr(config, "attention_value_dim", None),
+            kv_input_size=kv_input_size,
+            score=getattr(config, "attention_score", None) or "scaled_dot",
+            distribution=getattr(config, "attention_distribution", None),
+            score_params=getattr(config, "attention_score_params", None),
+            dropout=getattr(config, "attention_dropout", 0.0) or 0.0,
+            bias=getattr(config, "attention_bias", True),
+            is_causal=is_causal,
+            layer_idx=layer_idx,
+            config=config,
+        )
+
+    @property
+    def attn_implementation(self) -> str:
+        """The kernel in use: ``config._attn_implementation`` if set, else the constructor's."""
+        return getattr(self.config, "_attn_implementation", None) or self._attn_implementation
+
+    @property
+    def uses_attention_interface(self) -> bool:
+        """True when the transformers kernels compute this layer (dot / scaled dot + softmax)."""
+        return self.score.name in INTERFACE_SCORES and self.distribution == "softmax"
+
+    def _split_heads(self, states: torch.Tensor, head_size: int) -> torch.Tensor:
+        """``[B, T, h * d] -> [B, h, T, d]``."""
+        return states.view(*states.shape[:-1], self.num_heads, head_size).transpose(1, 2)
+
+    def _project_key_value(
+        self,
+        states: torch.Tensor,
+        is_cross_attention: bool,
+        past_key_values: Cache | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-head keys and values, read from / written to the KV cache (BART's pattern)."""
+        cache, is_updated = past_key_values, False
+        if isinstance(past_key_values, EncoderDecoderCache):
+            is_updated = bool(past_key_values.is_updated.get(self.layer_idx))
+            cache = (
+                past_key_values.cross_attention_cache
+                if is_cross_attention
+                else past_key_values.self_attention_cache
+            )
+        if is_cross_attention and cache is not None and is_updated:
+            layer = cache.layers[self.layer_idx]
+            return layer.keys, layer.values
+        key = self._split_heads(self.k_proj(states), self.key_dim)
+        value = self._split_heads(self.v_proj(states), self.value_dim)
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+            if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
+                past_key_values.is_updated[self.layer_idx] = True
+        return key, value
+
+    def _keep_mask(
+        self,
+        attention_mask: torch.Tensor | None,
+        query_length: int,
+        key_length: int,
+        causal: bool,
+        device: torch.device,
+    ) -> torch.Tensor | None:
+        """Normalise the given mask to a 4-D keep mask and add the causal part if needed."""
+        if attention_mask is not None:
+            if attention_mask.dim() == 2:
+                attention_mask = padding_mask(attention_mask, ndim=4)
+            elif attention_mask.dim() == 3:
+                attention_mask = attention_mask.unsqueeze(1)
+            elif attention_mask.dim() != 4:
+                raise ValueError(
+                    "attention_mask must be [B, Tk] (padding), [B, Tq, Tk] or [B, 1|h, Tq, Tk]; "
+                    f"got shape {tuple(attention_mask.shape)}"
+                )
+            attention_mask = attention_mask[..., -key_length:]
+        causal_keep = causal_mask(query_length, key_length, device=device) if causal else None
+        return combine_masks(attention_mask, causal_keep)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``hidden_states [B, Tq, hidden_size]`` to itself or to ``key_value_states``.
+
+        Args:
+            hidden_states: the queries' input states.
+            key_value_states: encoder states ``[B, Tk, kv_input_size]`` for cross-attention.
+            attention_mask: a keep mask (bool, True = attend) or an additive float mask (0 =
+                attend, negative = masked, e.g. from ``transformers.masking_utils``), shaped
+                ``[B, Tk]`` (padding), ``[B, Tq, Tk]`` or ``[B, 1|h, Tq, Tk]``.
+            past_key_values: a ``Cache`` / ``EncoderDecoderCache`` (needs ``layer_idx``).
+            output_attentions: return the weights even when the kernel is ``sdpa``.
+
+        A query whose keys are all masked gets a zero context vector (before ``o_proj``).
+        """
+        is_cross_attention = key_value_states is not None
+        batch_shape = hidden_states.shape[:-1]
+        query = self._split_heads(self.q_proj(hidden_states), self.key_dim)
+        kv_states = key_value_states if is_cross_attention else hidden_states
+        key, value = self._project_key_value(kv_states, is_cross_attention, past_key_values)
+        query_length, key_length = query.shape[-2], key.shape[-2]
+        causal = self.is_causal and not is_cross_attention
+        keep = self._keep_mask(attention_mask, query_length, key_length, causal, query.device)
+        dropout = self.dropout if self.training else 0.0
+
+        if self.uses_attention_interface:
+            output, weights = self._interface_attention(
+                query,
+                key,
+                value,
+                keep,
+                attention_mask,
+                causal,
+                dropout,
+                output_attentions,
+                **kwargs,
+            )
+        else:
+            output, weights = attend(
+                query, key, value, self.score, self.distribution, keep, dropout, self.training
+            )
+            output = output.transpose(1, 2)
+        output = output.reshape(*batch_shape, self.num_heads * self.value_dim).contiguous()
+        return self.o_proj(output), weights
+
+    def _interface_attention(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        keep: torch.Tensor | None,
+        given_mask: torch.Tensor | None,
+        causal: bool,
+        dropout: float,
+        output_attentions: bool,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run the ``transformers`` kernel; returns ``([B, Tq, h, dv], weights or None)``."""
+        implementation = self.attn_implementation
+        if output_attentions and implementation != "eager":
+            implementation = "eager"
+        interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            implementation, eager_attention_forward
+        )
+        only_causal = given_mask is None and causal and query.shape[-2] == key.shape[-2]
+        if only_causal and implementation != "eager":
+            mask, is_causal = None, True  # let the kernel use its fused causal path
+        elif keep is not None and implementation in ("eager", "sdpa"):
+            mask, is_causal = to_additive_mask(keep, query.dtype), False
+        else:
+            mask, is_causal = given_mask, causal
+        output, weights = interface(
+            self,
+            query,
+            key,
+            value,
+            mask,
+            dropout=dropout,
+            scaling=self.scaling,
+            is_causal=is_causal,
+            **kwargs,
+        )
+        if keep is not None and mask is not None:
+            row_has_key = keep.any(dim=-1, keepdim=True)  # [B|1, h|1, Tq, 1]
+            output = output * row_has_key.transpose(1, 2).to(output.dtype)
+            if weights is not None:
+                weights = weights.masked_fill(~row_has_key, 0.0)
+        return output, weights

@@ -1,0 +1,134 @@
+"""Attention masks in the boolean *keep* convention.
+
+Every mask built here is a ``torch.bool`` tensor in which ``True`` means "this query may
+attend to this key" and ``False`` means "masked out". Masks broadcast against the energy
+tensor ``[..., Tq, Tk]``; for multi-head attention that is ``[B, H, Tq, Tk]``, so a padding
+mask is ``[B, 1, 1, Tk]`` and a causal mask ``[1, 1, Tq, Tk]``.
+
+Float masks are accepted wherever a mask is taken, in the *additive* convention of
+``transformers`` (``0`` = attend, a large negative number or ``-inf`` = masked, as built
+by ``transformers.masking_utils``); :func:`to_keep_mask` converts them (negative = masked).
+
+The theses implement masking by adding ``-1e6`` to masked scores before the softmax; here
+the masked energies are removed exactly (``-inf`` for the softmax, exact zeros for the
+other distributions), and a query row whose keys are all masked gets all-zero weights.
+
+This module imports only torch: it is copied next to saved weights for remote code.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def padding_mask(attention_mask: torch.Tensor, ndim: int = 4) -> torch.Tensor:
+    """Turn a ``[B, Tk]`` padding mask (1 = real token, 0 = padding) into a keep mask.
+
+    ``keep[b, ..., j] = attention_mask[b, j] != 0``, shaped ``[B, 1, ..., 1, Tk]`` with
+    ``ndim`` dimensions in all (4 for multi-head ``[B, H, Tq, Tk]``, 3 for ``[B, Tq, Tk]``).
+    """
+    if attention_mask.dim() != 2:
+        raise ValueError(
+            f"attention_mask must have shape [batch, key_length]; got {tuple(attention_mask.shape)}"
+        )
+    if ndim < 3:
+        raise ValueError(f"ndim must be at least 3 ([B, Tq, Tk]); got {ndim}")
+    keep = attention_mask != 0
+    return keep.reshape(keep.shape[0], *([1] * (ndim - 2)), keep.shape[1])
+
+
+def causal_mask(
+    query_length: int,
+    key_length: int | None = None,
+    device: torch.device | str | None = None,
+    ndim: int = 4,
+) -> torch.Tensor:
+    """Lower-triangular keep mask, aligned to the end of the keys.
+
+    With ``offset = key_length - query_length`` (the number of cached past keys),
+    ``keep[i, j] = j <= i + offset``: query ``i`` sits at absolute position ``i + offset``
+    and sees itself and everything before it. Shape ``[1, ..., 1, Tq, Tk]`` (``ndim`` dims).
+    """
+    key_length = query_length if key_length is None else key_length
+    if key_length < query_length:
+        raise ValueError(
+            f"causal_mask needs key_length >= query_length; got key_length={key_length}, "
+            f"query_length={query_length}"
+        )
+    offset = key_length - query_length
+    rows = torch.arange(query_length, device=device)[:, None] + offset
+    cols = torch.arange(key_length, device=device)[None, :]
+    keep = cols <= rows
+    return keep.reshape(*([1] * (ndim - 2)), query_length, key_length)
+
+
+def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
+    """Logical AND of keep masks (``None`` entries are ignored); ``None`` if all are ``None``.
+
+    ``combine_masks(padding_mask(m), causal_mask(T))`` is the decoder self-attention mask
+    ("both"): position ``j`` is visible from ``i`` iff it is a real token and ``j <= i``.
+    """
+    result = None
+    for mask in masks:
+        if mask is None:
+            continue
+        mask = to_keep_mask(mask)
+        result = mask if result is None else result & mask
+    return result
+
+
+def make_attention_mask(
+    query_length: int,
+    key_length: int | None = None,
+    attention_mask: torch.Tensor | None = None,
+    causal: bool = False,
+    device: torch.device | str | None = None,
+    ndim: int = 4,
+) -> torch.Tensor | None:
+    """Build the padding, causal, or combined ("both") keep mask in one call.
+
+    ``attention_mask`` is the ``[B, Tk]`` padding mask of the keys (or ``None``); ``causal``
+    adds :func:`causal_mask`. Returns ``None`` when there is nothing to mask.
+    """
+    key_length = query_length if key_length is None else key_length
+    pad = None
+    if attention_mask is not None:
+        if attention_mask.shape[-1] != key_length:
+            raise ValueError(
+                f"attention_mask has {attention_mask.shape[-1]} positions but key_length is "
+                f"{key_length}"
+            )
+        pad = padding_mask(attention_mask, ndim=ndim)
+        device = pad.device
+    causal_keep = (
+        causal_mask(query_length, key_length, device=device, ndim=ndim) if causal else None
+    )
+    return combine_masks(pad, causal_keep)
+
+
+def to_keep_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Return ``mask`` as a boolean keep mask.
+
+    Boolean masks are returned unchanged. Float masks are read in the additive convention
+    of ``transformers``: ``keep = mask >= 0`` (``0`` attends; negative values such as
+    ``-inf``, ``finfo.min`` or the theses' ``-1e6`` mask).
+    """
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point():
+        return mask >= 0
+    return mask != 0
+
+
+def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Return ``mask`` as an additive float mask: ``0`` where kept, ``finfo(dtype).min`` elsewhere.
+
+    The finite minimum (rather than ``-inf``) keeps fully-masked rows NaN-free in the
+    ``eager`` and ``sdpa`` kernels; such rows are then zeroed by the caller.
+    """
+    if mask.is_floating_point():
+        return mask.to(dtype)
+    keep = to_keep_mask(mask)
+    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(
+        ~keep, torch.finfo(dtype).min
+    )

@@ -1,0 +1,142 @@
+"""Positional encodings: fixed sinusoidal (Vaswani et al.) and learned.
+
+Sinusoidal, with 0-based positions ``t``, even size ``d`` and ``omega_i = base^(-2i/d)``:
+
+    PE[t, 2i] = sin(omega_i t),    PE[t, 2i + 1] = cos(omega_i t),    i = 0 .. d/2 - 1.
+
+Relative-position property (the theses' ``T^delta f(t) = f(t + delta)``): each pair
+``(sin, cos)`` rotates by the angle ``omega_i delta``, so ``PE(t + delta) = R(delta) PE(t)``
+with the block-diagonal rotation returned by :func:`relative_position_rotation`.
+
+This module imports only torch (remote-code safe). Sinusoidal tables are non-persistent
+buffers: a model recomputes them in ``_init_weights`` with
+``transformers.initialization.copy_(module.weight, module.compute_table())`` since buffers
+are garbage after ``from_pretrained`` builds the model on the meta device.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _check_even(dim: int) -> None:
+    if dim <= 0 or dim % 2:
+        raise ValueError(f"sinusoidal encodings need a positive even dim; got dim={dim}")
+
+
+def sinusoid_frequencies(dim: int, base: float = 10000.0, dtype=torch.float64) -> torch.Tensor:
+    """Angular frequencies ``omega_i = base^(-2i / d)`` for ``i = 0 .. d/2 - 1``."""
+    _check_even(dim)
+    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim).to(dtype)
+
+
+def sinusoidal_position_encoding(
+    num_positions: int,
+    dim: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The ``[num_positions, dim]`` table ``PE[t, 2i] = sin(omega_i t)``, ``PE[t, 2i+1] = cos(omega_i t)``.
+
+    Computed in float64 then cast to ``dtype``; positions are ``t = 0 .. num_positions - 1``.
+    """
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * sinusoid_frequencies(
+        dim, base
+    )
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(num_positions, dim)
+    return table.to(dtype=dtype, device=device)
+
+
+def relative_position_rotation(
+    delta: float, dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """Block-diagonal ``R(delta)`` with ``PE(t + delta) = R(delta) PE(t)`` for every ``t``.
+
+    Block ``i`` acts on ``(PE[2i], PE[2i+1]) = (sin(omega_i t), cos(omega_i t))``:
+
+        [[ cos(omega_i delta), sin(omega_i delta)],
+         [-sin(omega_i delta), cos(omega_i delta)]]
+
+    (the angle-addition formulas), independent of ``t``.
+    """
+    phase = sinusoid_frequencies(dim, base) * delta
+    cos, sin = phase.cos(), phase.sin()
+    rotation = torch.zeros(dim, dim, dtype=torch.float64)
+    even = torch.arange(0, dim, 2)
+    rotation[even, even] = cos
+    rotation[even, even + 1] = sin
+    rotation[even + 1, even] = -sin
+    rotation[even + 1, even + 1] = cos
+    return rotation.to(dtype)
+
+
+def _check_positions(position_ids: torch.Tensor, num_positions: int, kind: str) -> None:
+    if position_ids.numel() and int(position_ids.max()) >= num_positions:
+        raise ValueError(
+            f"{kind} positional encoding has num_positions={num_positions}; got position "
+            f"{int(position_ids.max())} (positions are 0-based)"
+        )
+
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """Fixed sinusoidal encodings looked up by position: ``forward(position_ids) = PE[position_ids]``."""
+
+    def __init__(self, num_positions: int, dim: int, base: float = 10000.0):
+        super().__init__()
+        _check_even(dim)
+        self.num_positions = num_positions
+        self.dim = dim
+        self.base = base
+        self.register_buffer("weight", self.compute_table(), persistent=False)
+
+    def compute_table(self) -> torch.Tensor:
+        """The ``[num_positions, dim]`` table (call from ``_init_weights`` to restore the buffer)."""
+        return sinusoidal_position_encoding(self.num_positions, self.dim, self.base)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings."""
+        _check_positions(position_ids, self.num_positions, "sinusoidal")
+        return nn.functional.embedding(position_ids, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_positions={self.num_positions}, dim={self.dim}, base={self.base}"
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """Learned absolute positions (Chollet's ``PositionalEmbedding``): ``forward(t) = P[t]``, ``P`` trained."""
+
+    def __init__(self, num_positions: int, dim: int):
+        super().__init__(num_positions, dim)
+        self.num_positions = num_positions
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """``[..., T]`` integer positions -> ``[..., T, dim]`` embeddings."""
+        _check_positions(position_ids, self.num_positions, "learned")
+        return super().forward(position_ids)
+
+
+POSITIONAL_ENCODINGS: dict[str, type[nn.Module]] = {
+    "sinusoidal": SinusoidalPositionalEmbedding,
+    "learned": LearnedPositionalEmbedding,
+}
+
+
+def build_positional_encoding(kind: str, num_positions: int, dim: int, **params) -> nn.Module:
+    """Build the positional encoding ``kind`` (``"sinusoidal"`` or ``"learned"``)."""
+    try:
+        cls = POSITIONAL_ENCODINGS[kind]
+    except KeyError:
+        raise ValueError(
+            f"unknown positional encoding {kind!r}; valid names: {', '.join(POSITIONAL_ENCODINGS)}"
+        ) from None
+    return cls(num_positions, dim, **params)
+
+
+def position_ids_for(
+    batch_size: int, length: int, past_length: int = 0, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Positions ``past_length .. past_length + length - 1`` as a ``[batch_size, length]`` tensor."""
+    ids = torch.arange(past_length, past_length + length, device=device)
+    return ids.unsqueeze(0).expand(batch_size, length)

@@ -1,0 +1,206 @@
+"""The theses' figures, drawn with matplotlib's Agg canvas (no display, no pyplot state).
+
+``plot(name, out_path)`` writes one PNG (atomically: a temporary file, then ``os.replace``).
+Names, in :data:`PLOTS`:
+
+- ``positional-encoding``: sinusoidal ``PE[t, i]`` for 2000 positions x 500 dimensions.
+- ``noam``: ``lr = d^-0.5 min(t^-0.5, t w^-1.5)`` for ``d = 512``, ``w = 4000``.
+- ``warmup``: Ma & Yarats' four warmup factors and RAdam's rectification ``r_t`` over
+  18000 steps with ``beta2 = 0.999``.
+- ``sigmoid``: ``sigma(x)`` and ``sigma'(x) = sigma(x) (1 - sigma(x))``.
+- ``scores``: one panel per scoring function: the weights each gives to the same 10 keys
+  for the same query (its default distribution; learnable scores at a fixed seed).
+
+Importing this module is cheap: torch and matplotlib are imported by the plot functions.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+DPI = 100
+FIGURE_SIZES: dict[str, tuple[float, float]] = {
+    "positional-encoding": (10.0, 6.0),
+    "noam": (8.0, 5.0),
+    "warmup": (9.0, 5.5),
+    "sigmoid": (8.0, 5.0),
+    "scores": (16.0, 10.0),
+}
+"""Figure sizes in inches; the PNG is ``size * DPI`` pixels."""
+
+
+def _figure(name: str):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=FIGURE_SIZES[name], dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def positional_encoding_figure(num_positions: int = 2000, dim: int = 500, base: float = 10000.0):
+    """Heatmap of ``PE[t, 2i] = sin(t / base^(2i/d))``, ``PE[t, 2i+1] = cos(...)``."""
+    from hfattn.models.positional import sinusoidal_position_encoding
+
+    table = sinusoidal_position_encoding(num_positions, dim, base).numpy()
+    figure = _figure("positional-encoding")
+    axes = figure.add_subplot()
+    image = axes.imshow(
+        table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest", origin="upper"
+    )
+    axes.set_xlabel("encoding dimension i")
+    axes.set_ylabel("position t")
+    axes.set_title(f"Sinusoidal positional encoding ({num_positions} positions x {dim} dims)")
+    figure.colorbar(image, ax=axes, label="PE[t, i]")
+    return figure
+
+
+def noam_figure(d_model: int = 512, warmup: int = 4000, steps: int = 20000):
+    """The Noam schedule ``d^-0.5 min(t^-0.5, t w^-1.5)``, its peak marked."""
+    from hfattn.training.schedules import noam_lr
+
+    t = range(1, steps + 1)
+    lr = [noam_lr(s, d_model, warmup) for s in t]
+    figure = _figure("noam")
+    axes = figure.add_subplot()
+    axes.plot(list(t), lr, color="tab:blue", label=f"d_model={d_model}, warmup={warmup}")
+    peak = noam_lr(warmup, d_model, warmup)
+    axes.axvline(warmup, color="grey", linestyle="--", linewidth=1)
+    axes.annotate(
+        f"peak {peak:.3e} at step {warmup}",
+        xy=(warmup, peak),
+        xytext=(warmup * 1.4, peak * 0.95),
+        arrowprops={"arrowstyle": "->"},
+    )
+    axes.set_xlabel("training step t")
+    axes.set_ylabel("learning rate")
+    axes.set_title("Noam schedule: lr = d^-0.5 * min(t^-0.5, t * w^-1.5)")
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def warmup_figure(steps: int = 18000, beta2: float = 0.999, tau: int = 4000):
+    """Warmup factors (linear / exponential with ``tau``, untuned ones) and RAdam's ``r_t``."""
+    from hfattn.training.schedules import (
+        exponential_warmup,
+        linear_warmup,
+        radam_rectification,
+        untuned_exponential_warmup,
+        untuned_linear_warmup,
+    )
+
+    t = list(range(1, steps + 1))
+    curves = {
+        f"linear, min(1, t/tau), tau={tau}": [linear_warmup(s, tau) for s in t],
+        f"exponential, 1-exp(-t/tau), tau={tau}": [exponential_warmup(s, tau) for s in t],
+        "untuned exponential, 1-exp(-(1-b2) t)": [untuned_exponential_warmup(s, beta2) for s in t],
+        "untuned linear, min(1, (1-b2) t / 2)": [untuned_linear_warmup(s, beta2) for s in t],
+        "RAdam rectification r_t": [radam_rectification(s, beta2) for s in t],
+    }
+    figure = _figure("warmup")
+    axes = figure.add_subplot()
+    for (label, values), style in zip(curves.items(), ("-", "-", "--", "--", ":"), strict=True):
+        axes.plot(t, values, linestyle=style, linewidth=2, label=label)
+    axes.set_xlabel("training step t")
+    axes.set_ylabel("factor multiplying the learning rate")
+    axes.set_title(f"Warmup factors (Ma & Yarats) and RAdam rectification, beta2={beta2}")
+    axes.set_ylim(-0.02, 1.05)
+    axes.legend(loc="lower right")
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def sigmoid_figure(limit: float = 8.0):
+    """``sigma(x) = 1 / (1 + e^-x)`` and its derivative ``sigma(x) (1 - sigma(x))``."""
+    import torch
+
+    x = torch.linspace(-limit, limit, 801, dtype=torch.float64)
+    s = torch.sigmoid(x)
+    figure = _figure("sigmoid")
+    axes = figure.add_subplot()
+    axes.plot(x.numpy(), s.numpy(), label="sigma(x) = 1 / (1 + exp(-x))")
+    axes.plot(x.numpy(), (s * (1 - s)).numpy(), label="sigma'(x) = sigma(x)(1 - sigma(x))")
+    axes.axhline(0.0, color="grey", linewidth=0.8)
+    axes.set_xlabel("x")
+    axes.set_ylabel("value")
+    axes.set_title("Sigmoid and its derivative")
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def scores_figure(num_keys: int = 10, dim: int = 2, seed: int = 0):
+    """One bar chart per score in ``SCORES``: weights over the same keys for the same query."""
+    import torch
+
+    from hfattn.models.attention import SCORES, attend, build_score
+
+    params = {"location": {"max_length": num_keys}}
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        keys = torch.randn(num_keys, dim, dtype=torch.float64)
+        query = keys[3:4] + 0.3 * torch.randn(1, dim, dtype=torch.float64)
+        weights = {}
+        for name in SCORES:
+            score = build_score(name, dim, dim, **params.get(name, {})).double()
+            with torch.no_grad():
+                _, alpha = attend(query, keys, keys, score)
+            weights[name] = (alpha[0].numpy(), score.default_distribution)
+    figure = _figure("scores")
+    columns = 6
+    rows = -(-len(weights) // columns)
+    grid = figure.subplots(rows, columns, sharex=True, sharey=True)
+    for axes, (name, (alpha, distribution)) in zip(grid.flat, weights.items(), strict=False):
+        axes.bar(range(num_keys), alpha, color="tab:blue")
+        axes.set_title(f"{name} ({distribution})", fontsize=9)
+        axes.set_ylim(0, 1)
+        axes.set_xticks(range(num_keys))
+    for axes in grid.flat[len(weights) :]:
+        axes.set_visible(False)
+    for axes in grid[-1]:
+        axes.set_xlabel("key j")
+    for axes in grid[:, 0]:
+        axes.set_ylabel("weight alpha_j")
+    figure.suptitle(
+        f"Attention weights of one query over {num_keys} keys (d={dim}; key 3 is the nearest "
+        "neighbour of the query by construction)"
+    )
+    return figure
+
+
+PLOTS: dict[str, Callable] = {
+    "positional-encoding": positional_encoding_figure,
+    "noam": noam_figure,
+    "warmup": warmup_figure,
+    "sigmoid": sigmoid_figure,
+    "scores": scores_figure,
+}
+"""Figure builders by name; each returns a ``matplotlib.figure.Figure``."""
+
+
+def plot(name: str, out_path: str | os.PathLike) -> Path:
+    """Draw the figure ``name`` (one of :data:`PLOTS`) and write it to ``out_path`` as PNG.
+
+    The PNG is written to a temporary file in the same folder and renamed into place, so
+    ``out_path`` is never left half-written. Returns the path written.
+    """
+    if name not in PLOTS:
+        raise ValueError(f"unknown plot {name!r}; valid names: {', '.join(PLOTS)}")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    figure = PLOTS[name]()
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent
+    )
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            figure.savefig(stream, format="png", dpi=DPI)
+        os.replace(temporary, out_path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return out_path

@@ -1,0 +1,60 @@
+"""``hfattn push DIR --repo-id OWNER/NAME``: publish a model folder (and its Space) to the Hub."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    """Add the ``push`` sub-command."""
+    parser = subparsers.add_parser(
+        "push",
+        help="publish a model folder to the Hugging Face Hub (model card, optional Space)",
+        description=(
+            "Upload a saved model or training run (weights, config, tokenizer, modeling code, a "
+            "rendered model card) to the Hub as one commit. Uses HF_TOKEN and HF_ENDPOINT."
+        ),
+    )
+    parser.add_argument(
+        "dir", metavar="DIR", help="model folder (save_pretrained output or training run)"
+    )
+    parser.add_argument("--repo-id", required=True, metavar="OWNER/NAME", help="Hub repository id")
+    parser.add_argument("--private", action="store_true", help="create the repository private")
+    parser.add_argument("--revision", metavar="REV", help="branch to commit to (default: main)")
+    parser.add_argument("--space", action="store_true", help="also publish a Gradio Space demo")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="LoRA folders: publish the merged model, not the adapter",
+    )
+    parser.add_argument(
+        "--dry-run",
+        metavar="OUT_DIR",
+        help="write the folders that would be uploaded to OUT_DIR, print their tree, upload nothing",
+    )
+    parser.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Run ``hfattn push``; errors are printed as one line and give exit status 1."""
+    from hfattn.hub import HubPushError, push_model_folder
+
+    try:
+        url = push_model_folder(
+            args.dir,
+            args.repo_id,
+            private=args.private,
+            revision=args.revision,
+            space=args.space,
+            merge=args.merge,
+            dry_run_dir=args.dry_run,
+        )
+    except (HubPushError, FileExistsError) as exc:
+        print(f"hfattn push: error: {exc}", file=sys.stderr)
+        return 1
+    if args.dry_run is None:
+        print(url)
+        if args.space:
+            print(url.replace(args.repo_id, f"spaces/{args.repo_id}"))
+    return 0

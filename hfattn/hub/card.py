@@ -1,0 +1,313 @@
+"""Render a model's README.md (Hub model card) from ``model_cards/model_card_template.md``.
+
+The YAML front matter comes from :class:`huggingface_hub.ModelCardData` (license, language,
+``library_name``, ``pipeline_tag``, tags, datasets, ``base_model`` and, only when training
+recorded results, ``model-index``); the body from the folder's ``config.json``,
+``eval_results.json``, ``recipe.yaml`` and the task and citation tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+from pathlib import Path
+
+import yaml
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from .assets import asset_dir
+from .citations import citations_for
+from .folder import ModelFolder
+
+TEMPLATE_NAME = "model_card_template.md"
+
+_META_CONFIG_KEYS = frozenset(
+    {
+        "architectures",
+        "auto_map",
+        "dtype",
+        "torch_dtype",
+        "model_type",
+        "transformers_version",
+        "use_cache",
+        "return_dict",
+        "output_attentions",
+        "output_hidden_states",
+        "initializer_range",
+        "id2label",
+        "label2id",
+        "problem_type",
+        "_name_or_path",
+    }
+)
+"""``config.json`` keys that say nothing about the architecture (left out of its table)."""
+
+_ADAPTER_KEYS = (
+    "peft_type",
+    "r",
+    "lora_alpha",
+    "lora_dropout",
+    "target_modules",
+    "modules_to_save",
+)
+
+
+def count_parameters(folder: Path) -> int | None:
+    """Number of weights stored in ``folder/*.safetensors``, read from the file headers only.
+
+    Returns ``None`` when there is no safetensors file.
+    """
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with open(file, "rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(size))
+        total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    return total
+
+
+def _human_count(n: int) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f}{unit} ({n:,})"
+    return f"{n:,}"
+
+
+def _format_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def eval_results_of(folder: ModelFolder, model_name: str) -> list[EvalResult]:
+    """The ``EvalResult`` entries of the card's ``model-index`` (empty without results)."""
+    data = folder.eval_results
+    if not data:
+        return []
+    return [
+        EvalResult(
+            task_type=data["task_type"],
+            task_name=data.get("task_name") or folder.task.task_name,
+            dataset_type=data["dataset_type"],
+            dataset_name=data["dataset_name"],
+            dataset_split=r["split"],
+            metric_type=r["metric_type"],
+            metric_name=r.get("metric_name") or r["metric_type"],
+            metric_value=r["value"],
+        )
+        for r in data["results"]
+    ]
+
+
+def card_data_for(folder: ModelFolder, repo_id: str, *, merged: bool = False) -> ModelCardData:
+    """The card's front matter for ``folder`` published as ``repo_id``.
+
+    ``merged`` marks a full model made by merging a LoRA adapter into its base model.
+    """
+    model_name = repo_id.split("/")[-1]
+    tags = ["hfattn"]
+    if folder.model_type:
+        tags.append(folder.model_type)
+    if folder.is_adapter:
+        tags += ["peft", "lora"]
+    if merged:
+        tags.append("lora-merged")
+    tags += [t for t in folder.hub.tags if t not in tags]
+    library = "peft" if folder.is_adapter else "transformers"
+    return ModelCardData(
+        model_name=model_name,
+        license=folder.hub.license,
+        language=list(folder.hub.language) or None,
+        library_name=library,
+        pipeline_tag=folder.task.pipeline_tag,
+        tags=tags,
+        datasets=list(folder.hub.datasets) or None,
+        base_model=folder.base_model,
+        eval_results=eval_results_of(folder, model_name) or None,
+    )
+
+
+def _model_rows(folder: ModelFolder) -> list[tuple[str, str]]:
+    config = folder.config
+    rows = []
+    if folder.model_type:
+        rows.append(("Model type", f"`{folder.model_type}`"))
+    if config.get("architectures"):
+        rows.append(("Architecture", ", ".join(f"`{a}`" for a in config["architectures"])))
+    rows.append(("Task", f"{folder.task.task_name} (`{folder.task.pipeline_tag}`)"))
+    params = count_parameters(folder.path)
+    if params is not None:
+        label = "Adapter parameters" if folder.is_adapter else "Parameters"
+        rows.append((label, _human_count(params)))
+    if folder.base_model:
+        rows.append(
+            ("Base model", f"[`{folder.base_model}`](https://huggingface.co/{folder.base_model})")
+        )
+    if config.get("id2label"):
+        rows.append(("Labels", ", ".join(str(v) for v in config["id2label"].values())))
+    rows.append(("License", folder.hub.license))
+    return rows
+
+
+def _architecture_rows(folder: ModelFolder) -> list[tuple[str, str]]:
+    rows = [
+        (key, _format_value(value))
+        for key, value in sorted(folder.config.items())
+        if key not in _META_CONFIG_KEYS and not key.endswith("_token_id") and value is not None
+    ]
+    if folder.is_adapter:
+        rows += [
+            (f"adapter.{key}", _format_value(folder.adapter_config[key]))
+            for key in _ADAPTER_KEYS
+            if folder.adapter_config.get(key) is not None
+        ]
+    return rows
+
+
+def _training_rows(folder: ModelFolder) -> list[tuple[str, str]]:
+    training = folder.training or {}
+    labels = {
+        "recipe": "Recipe",
+        "global_step": "Optimizer steps",
+        "epochs_completed": "Epochs completed",
+        "best_step": "Best checkpoint (step)",
+        "stop_reason": "Stopped because",
+        "train_runtime_s": "Training time",
+        "hardware": "Hardware",
+        "num_processes": "Processes",
+        "mixed_precision": "Mixed precision",
+    }
+    rows = []
+    for key, label in labels.items():
+        if training.get(key) is not None:
+            value = training[key]
+            rows.append(
+                (
+                    label,
+                    _format_seconds(value) if key == "train_runtime_s" else _format_value(value),
+                )
+            )
+    rows += [
+        (key, _format_value(value))
+        for key, value in training.items()
+        if key not in labels and isinstance(value, (str, int, float))
+    ]
+    if folder.recipe and not training.get("recipe") and folder.recipe.get("name"):
+        rows.insert(0, ("Recipe", str(folder.recipe["name"])))
+    return rows
+
+
+def _summary(folder: ModelFolder) -> str:
+    what = f"`{folder.model_type}` model" if folder.model_type else "model"
+    if folder.is_adapter:
+        what = f"{folder.adapter_config.get('peft_type', 'PEFT')} fine-tune of a {what}"
+    sentence = f"A {what} for {folder.task.task_name.lower()} (`{folder.task.pipeline_tag}`)"
+    if folder.eval_results:
+        sentence += f", trained and evaluated on {folder.eval_results['dataset_name']}"
+    return sentence + ", published with hfattn."
+
+
+def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
+    task = folder.task
+    generation = (folder.recipe or {}).get("generation")
+    prompt = generation.get("prompt") if isinstance(generation, dict) else None
+    body = task.usage.format(example=json.dumps(prompt or task.default_example))
+    imports = f"from transformers import {task.auto_class}, AutoTokenizer"
+    load_tok = f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")'
+    plain = f'{load_tok}\nmodel = {task.auto_class}.from_pretrained("{repo_id}")\n{body}'
+    # AutoTokenizer reads config.json too, so it needs the remote code as well.
+    remote = (
+        f"{imports}\n\n{load_tok[:-1]}, trust_remote_code=True)\n"
+        f'model = {task.auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)\n{body}'
+        if needs_remote_code(folder.config)
+        else f"{imports}\n\n{plain}"
+    )
+    with_hfattn = (
+        f"import hfattn  # registers the hfattn architectures with the Auto classes\n{imports}\n\n"
+        f"{plain}"
+    )
+    base = folder.base_model or "BASE_MODEL_ID"
+    adapter = (
+        f"from peft import PeftModel\n{imports}\n\n{load_tok}\n"
+        f'base = {task.auto_class}.from_pretrained("{base}")\n'
+        f'model = PeftModel.from_pretrained(base, "{repo_id}")\n{body}'
+    )
+    return {"usage_remote": remote, "usage_hfattn": with_hfattn, "usage_adapter": adapter}
+
+
+def needs_remote_code(config: dict) -> bool:
+    """Whether loading needs ``trust_remote_code`` (the config carries an ``auto_map``)."""
+    return bool(config.get("auto_map"))
+
+
+def render_model_card(
+    folder: ModelFolder,
+    repo_id: str,
+    *,
+    merged: bool = False,
+    template_path: str | Path | None = None,
+) -> ModelCard:
+    """Render the model card of ``folder`` published as ``repo_id``.
+
+    Args:
+        folder: the inspected model or adapter folder.
+        repo_id: ``owner/name`` on the Hub (used in the usage snippets and as ``model_name``).
+        merged: ``folder`` is a full model made by merging a LoRA adapter into its base model.
+        template_path: a jinja template; defaults to ``model_cards/model_card_template.md``.
+    """
+    from hfattn import __version__
+
+    template = Path(template_path) if template_path else asset_dir("model_cards") / TEMPLATE_NAME
+    results = [
+        {
+            "split": r["split"],
+            "metric_name": r.get("metric_name") or r["metric_type"],
+            "value": _format_value(r["value"]),
+        }
+        for r in (folder.eval_results or {}).get("results", [])
+    ]
+    recipe_yaml = (
+        yaml.safe_dump(folder.recipe, sort_keys=False, allow_unicode=True).rstrip()
+        if folder.recipe
+        else None
+    )
+    card = ModelCard.from_template(
+        card_data_for(folder, repo_id, merged=merged),
+        template_path=str(template),
+        model_name=repo_id.split("/")[-1],
+        repo_id=repo_id,
+        summary=_summary(folder),
+        is_adapter=folder.is_adapter,
+        peft_type=(folder.adapter_config or {}).get("peft_type", "PEFT"),
+        base_model=folder.base_model,
+        model_rows=_model_rows(folder),
+        architecture_rows=_architecture_rows(folder),
+        training_rows=_training_rows(folder),
+        has_loss_curve=(folder.path / "loss_curve.png").is_file(),
+        recipe_yaml=recipe_yaml,
+        results=results,
+        dataset_name=(folder.eval_results or {}).get("dataset_name"),
+        task_name=(folder.eval_results or {}).get("task_name") or folder.task.task_name,
+        intended_use=folder.task.intended_use,
+        limitations=folder.task.limitations,
+        needs_remote_code=needs_remote_code(folder.config),
+        citations=citations_for(folder.config, (folder.adapter_config or {}).get("peft_type")),
+        hfattn_version=__version__,
+        **_usage(folder, repo_id),
+    )
+    return ModelCard(re.sub(r"\n{3,}", "\n\n", card.content))

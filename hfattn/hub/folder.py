@@ -1,0 +1,249 @@
+"""Read and validate what a saved model folder says about itself.
+
+A folder is either a full model (``config.json`` + ``*.safetensors`` + tokenizer files, as
+written by ``save_pretrained`` or an hfattn training run) or a PEFT adapter
+(``adapter_config.json`` + ``adapter_model.safetensors``). A training run adds
+``recipe.yaml`` (whose ``hub:`` section holds the card metadata) and ``eval_results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .tasks import TaskInfo, task_for_architectures, task_for_peft
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+class ModelFolderError(ValueError):
+    """The folder cannot be published as it is; the message says which file or field and why."""
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    """The ``hub:`` section of a recipe (defaults apply to folders without a recipe)."""
+
+    license: str = "mit"
+    language: tuple[str, ...] = ("en",)
+    tags: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+    base_model: str | None = None
+
+    @classmethod
+    def from_recipe(cls, recipe: dict | None) -> HubSettings:
+        """Validate the recipe's ``hub:`` mapping (missing keys take the defaults)."""
+        section = (recipe or {}).get("hub") or {}
+        if not isinstance(section, dict):
+            raise ModelFolderError(
+                f"recipe.yaml 'hub' must be a mapping, got {type(section).__name__}"
+            )
+        values = {}
+        for name in ("license", "base_model"):
+            value = section.get(name)
+            if value is not None and not (isinstance(value, str) and value.strip()):
+                raise ModelFolderError(
+                    f"recipe.yaml hub.{name} must be a non-empty string, got {value!r}"
+                )
+            if value is not None:
+                values[name] = value.strip()
+        for name in ("language", "tags", "datasets"):
+            value = section.get(name)
+            if value is None:
+                continue
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ModelFolderError(
+                    f"recipe.yaml hub.{name} must be a list of non-empty strings, got {value!r}"
+                )
+            values[name] = tuple(value)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A validated model or adapter folder, with everything the card and the Space need."""
+
+    path: Path
+    config: dict
+    """``config.json`` of the model (of the adapter's base model when it is available locally,
+    else ``{}``)."""
+    task: TaskInfo
+    adapter_config: dict | None = None
+    eval_results: dict | None = None
+    """``eval_results.json`` when it records at least one result, else ``None``."""
+    training: dict | None = None
+    """The ``training`` facts of ``eval_results.json`` (steps, runtime, hardware, ...)."""
+    recipe: dict | None = None
+    hub: HubSettings = field(default_factory=HubSettings)
+
+    @property
+    def is_adapter(self) -> bool:
+        """Whether this is a PEFT adapter folder (``adapter_config.json`` present)."""
+        return self.adapter_config is not None
+
+    @property
+    def model_type(self) -> str | None:
+        """``config.model_type`` (of the base model for adapters), or ``None`` when unknown."""
+        return self.config.get("model_type")
+
+    @property
+    def base_model(self) -> str | None:
+        """The Hub id of the model this one derives from (recipe ``hub.base_model`` first, then
+        the adapter's ``base_model_name_or_path`` when it looks like a Hub id), or ``None``."""
+        if self.hub.base_model:
+            return self.hub.base_model
+        if self.adapter_config:
+            name = self.adapter_config.get("base_model_name_or_path")
+            if name and looks_like_hub_id(name):
+                return name
+        return None
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """Whether ``name`` is a Hub repo id (``owner/name`` or a bare canonical name), not a path."""
+    if not name or name.startswith((".", "/", "~")) or "\\" in name or Path(name).exists():
+        return False
+    return name.count("/") <= 1
+
+
+def read_json(path: Path) -> dict:
+    """Parse a JSON object file, with an error naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelFolderError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ModelFolderError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def validate_eval_results(data: dict, source: str = "eval_results.json") -> dict:
+    """Check the ``eval_results.json`` schema written by training; return it unchanged.
+
+    Required: ``task_type``, ``dataset_name``, ``dataset_type`` (strings) and ``results``, a
+    non-empty list of ``{"split", "metric_type", "value"}`` (``metric_name`` optional).
+    """
+    for key in ("task_type", "dataset_name", "dataset_type"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise ModelFolderError(
+                f"{source}: '{key}' must be a non-empty string, got {data.get(key)!r}"
+            )
+    results = data.get("results")
+    if not isinstance(results, list) or not results:
+        raise ModelFolderError(f"{source}: 'results' must be a non-empty list, got {results!r}")
+    for i, result in enumerate(results):
+        if not isinstance(result, dict):
+            raise ModelFolderError(f"{source}: results[{i}] must be an object, got {result!r}")
+        for key in ("split", "metric_type"):
+            if not isinstance(result.get(key), str) or not result[key]:
+                raise ModelFolderError(
+                    f"{source}: results[{i}].{key} must be a non-empty string, got {result.get(key)!r}"
+                )
+        value = result.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ModelFolderError(f"{source}: results[{i}].value must be a number, got {value!r}")
+    training = data.get("training")
+    if training is not None and not isinstance(training, dict):
+        raise ModelFolderError(f"{source}: 'training' must be an object, got {training!r}")
+    return data
+
+
+def _read_recipe(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ModelFolderError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(recipe, dict):
+        raise ModelFolderError(f"{path}: expected a mapping, got {type(recipe).__name__}")
+    return recipe
+
+
+def _check_remote_code(config: dict, path: Path) -> None:
+    """A custom ``model_type`` needs ``auto_map`` + its modeling files to load without hfattn."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    model_type = config.get("model_type")
+    if model_type in CONFIG_MAPPING_NAMES:
+        return
+    auto_map = config.get("auto_map")
+    if not isinstance(auto_map, dict) or not auto_map:
+        raise ModelFolderError(
+            f"{path / 'config.json'}: model_type {model_type!r} is not built into transformers and "
+            "the config has no 'auto_map', so the model would not load without hfattn; save it "
+            "with `import hfattn` done first (the models register for remote code)"
+        )
+    for reference in auto_map.values():
+        module = str(reference).split("--")[-1].split(".")[0]
+        if not (path / f"{module}.py").is_file():
+            raise ModelFolderError(
+                f"{path}: auto_map names {reference!r} but {module}.py is missing from the folder"
+            )
+
+
+def inspect_folder(path: str | Path) -> ModelFolder:
+    """Validate a model or adapter folder and read its metadata.
+
+    Raises:
+        ModelFolderError: the folder is missing, is not a model/adapter folder, lacks weights or
+            a tokenizer, or one of its JSON/YAML files is invalid (the message names which).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelFolderError(f"model folder {path} does not exist or is not a directory")
+    adapter_config = None
+    if (path / "adapter_config.json").is_file():
+        adapter_config = read_json(path / "adapter_config.json")
+        if not (path / "adapter_model.safetensors").is_file():
+            raise ModelFolderError(
+                f"{path}: adapter_config.json present but adapter_model.safetensors missing"
+            )
+        task = task_for_peft(adapter_config.get("task_type"))
+        base = adapter_config.get("base_model_name_or_path")
+        config = (
+            read_json(Path(base) / "config.json")
+            if base and (Path(base) / "config.json").is_file()
+            else {}
+        )
+    else:
+        if not (path / "config.json").is_file():
+            raise ModelFolderError(
+                f"{path} is not a model folder: config.json missing (expected the output of "
+                "save_pretrained or of an hfattn training run)"
+            )
+        config = read_json(path / "config.json")
+        if not any(path.glob("*.safetensors")):
+            raise ModelFolderError(f"{path}: no *.safetensors weights (save with save_pretrained)")
+        try:
+            task = task_for_architectures(config.get("architectures"))
+        except ValueError as exc:
+            raise ModelFolderError(f"{path / 'config.json'}: {exc}") from None
+        _check_remote_code(config, path)
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelFolderError(
+            f"{path}: no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the tokenizer next to the model"
+        )
+    eval_results, training = None, None
+    if (path / "eval_results.json").is_file():
+        recorded = read_json(path / "eval_results.json")
+        # A run evaluated on no split records no results: the card then says so.
+        if recorded.get("results"):
+            eval_results = validate_eval_results(recorded, str(path / "eval_results.json"))
+        training = recorded.get("training") if isinstance(recorded.get("training"), dict) else None
+    recipe = _read_recipe(path / "recipe.yaml")
+    return ModelFolder(
+        path=path,
+        config=config,
+        task=task,
+        adapter_config=adapter_config,
+        eval_results=eval_results,
+        training=training,
+        recipe=recipe,
+        hub=HubSettings.from_recipe(recipe),
+    )

@@ -1,0 +1,358 @@
+"""Publish a model folder (and optionally its Gradio Space) to the Hugging Face Hub.
+
+One call to :func:`push_model_folder` validates everything first (repo id, token, folder),
+stages the exact folder to upload (see :mod:`hfattn.hub.staging`), then creates the
+repository and uploads the folder as a single commit (``HfApi.create_commit`` with every
+file): a failed push leaves nothing half-committed. Server errors and timeouts are retried with exponential
+backoff. The token never appears in logs, exceptions or cards.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from .folder import ModelFolderError, inspect_folder
+from .space import SpaceError, stage_space
+from .staging import publish_dir, render_tree, stage_model, write_text_atomic
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+REPO_ID_PATTERN = re.compile(
+    r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$"
+)
+RETRY_ATTEMPTS = 4
+"""Tries per Hub call (the first one included) before giving up."""
+RETRY_BASE_DELAY_S = 2.0
+"""Wait before the first retry; doubled after every failure, up to :data:`RETRY_MAX_DELAY_S`."""
+RETRY_MAX_DELAY_S = 30.0
+RETRY_STATUS_CODES = frozenset({408, 429, 500, 502, 503, 504})
+REDACTED = "hf_***"
+
+
+class HubPushError(RuntimeError):
+    """A push was refused or failed; the message says why and never contains the token."""
+
+
+def validate_repo_id(repo_id: str) -> str:
+    """Return ``repo_id`` if it is ``owner/name`` as the Hub accepts it.
+
+    Raises:
+        HubPushError: naming the value and the allowed form.
+    """
+    if (
+        not isinstance(repo_id, str)
+        or not REPO_ID_PATTERN.match(repo_id)
+        or "--" in repo_id
+        or ".." in repo_id
+    ):
+        raise HubPushError(
+            f"repo_id must be 'owner/name' (letters, digits, '-', '_' and '.', no '--' or '..', "
+            f"at most 96 characters each side), got {repo_id!r}"
+        )
+    return repo_id
+
+
+def resolve_token(token: str | None = None) -> str:
+    """The token to push with: ``token``, else ``$HF_TOKEN`` or the saved login.
+
+    Raises:
+        HubPushError: when there is none (checked before any upload work).
+    """
+    from huggingface_hub import get_token
+
+    token = token or os.environ.get("HF_TOKEN") or get_token()
+    if not token:
+        raise HubPushError(
+            "no Hugging Face token: set HF_TOKEN to a token with write access "
+            "(https://huggingface.co/settings/tokens) or run `hf auth login`; nothing was uploaded"
+        )
+    return token
+
+
+def scrub(text: str, token: str | None) -> str:
+    """``text`` with every occurrence of ``token`` replaced by ``hf_***``."""
+    return text.replace(token, REDACTED) if token else text
+
+
+class _ScrubFilter(logging.Filter):
+    """Rewrites log records so that the token never reaches a handler."""
+
+    def __init__(self, token: str):
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self.token in message:
+            record.msg, record.args = scrub(message, self.token), None
+        return True
+
+
+@contextmanager
+def scrubbed_logs(token: str) -> Iterator[None]:
+    """Scrub ``token`` from every record reaching the root or ``huggingface_hub`` handlers."""
+    scrubber = _ScrubFilter(token)
+    handlers = {
+        *logging.getLogger().handlers,
+        *logging.getLogger("huggingface_hub").handlers,
+        *logging.getLogger("hfattn").handlers,
+    }
+    for handler in handlers:
+        handler.addFilter(scrubber)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(scrubber)
+
+
+def _transient_exceptions() -> tuple[type[BaseException], ...]:
+    """Network-level errors worth retrying (the HTTP client of huggingface_hub 1.x or 2.x)."""
+    found: list[type[BaseException]] = [TimeoutError, ConnectionError]
+    for name in ("httpx2", "httpx"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        found += [module.TimeoutException, module.NetworkError, module.RemoteProtocolError]
+    return tuple(found)
+
+
+def _describe(exc: BaseException) -> tuple[str, bool]:
+    """A one-line description of a failed Hub call and whether it is worth retrying."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(exc, HfHubHTTPError) and exc.response is not None:
+        status = exc.response.status_code
+        detail = str(exc).splitlines()[0]
+        if exc.server_message and exc.server_message not in detail:
+            detail += f" ({exc.server_message.strip()})"
+        if status in (401, 403):
+            detail = f"the Hub refused the token (HTTP {status}): check it has write access to the namespace; {detail}"
+        return f"HTTP {status}: {detail}", status in RETRY_STATUS_CODES
+    if isinstance(exc, _transient_exceptions()):
+        return f"{type(exc).__name__}: {exc or 'timed out / connection lost'}", True
+    return f"{type(exc).__name__}: {exc}", False
+
+
+def call_with_retries(what: str, fn: Callable[[], T], token: str) -> T:
+    """Run the Hub call ``fn``, retrying server errors and timeouts with exponential backoff.
+
+    Raises:
+        HubPushError: on a non-retryable error or once :data:`RETRY_ATTEMPTS` tries failed;
+            the message names ``what`` and the last error, with the token scrubbed.
+    """
+    delay = RETRY_BASE_DELAY_S
+    for attempt in range(1, RETRY_ATTEMPTS + 1):
+        try:
+            return fn()
+        except Exception as exc:  # classified below; never re-raised: it may carry the token
+            detail, retryable = _describe(exc)
+            detail = scrub(detail, token)
+        # Raised outside the except block so that the original error (whose request holds the
+        # Authorization header) is not even attached as __context__.
+        if not retryable:
+            raise HubPushError(f"{what} failed: {detail}")
+        if attempt == RETRY_ATTEMPTS:
+            raise HubPushError(
+                f"{what} failed after {RETRY_ATTEMPTS} attempts (last error: {detail}); "
+                "nothing was committed by the failed step, re-run the push to try again"
+            )
+        logger.warning(
+            "%s failed (%s); retrying in %.1fs (attempt %d/%d)",
+            what,
+            detail,
+            delay,
+            attempt + 1,
+            RETRY_ATTEMPTS,
+        )
+        time.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX_DELAY_S)
+    raise AssertionError("unreachable")
+
+
+def _scrub_staged(root: Path, token: str | None) -> None:
+    """Replace the token in every staged text file (a recipe could carry it by mistake)."""
+    if not token:
+        return
+    for path in root.rglob("*"):
+        if path.is_file() and path.suffix in (".md", ".json", ".yaml", ".yml", ".py", ".txt"):
+            text = path.read_text(encoding="utf-8", errors="ignore")
+            if token in text:
+                logger.warning(
+                    "%s contained the Hub token; it was replaced by %s", path.name, REDACTED
+                )
+                write_text_atomic(path, scrub(text, token))
+
+
+def _endpoint() -> str | None:
+    """``$HF_ENDPOINT`` read now (huggingface_hub reads it once, at import)."""
+    return os.environ.get("HF_ENDPOINT") or None
+
+
+def commit_folder(
+    api, repo_id: str, folder: Path, message: str, *, repo_type: str = "model", revision=None
+):
+    """Upload every file under ``folder`` to ``repo_id`` as exactly one commit.
+
+    ``HfApi.upload_folder`` splits large folders into several commits when ``hf_xet`` is
+    installed; ``create_commit`` with the full list of operations is all-or-nothing.
+    """
+    from huggingface_hub import CommitOperationAdd
+
+    operations = [
+        CommitOperationAdd(
+            path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=str(path)
+        )
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    ]
+    return api.create_commit(
+        repo_id=repo_id,
+        repo_type=repo_type,
+        operations=operations,
+        commit_message=message,
+        revision=revision,
+    )
+
+
+def _commit_message(folder) -> str:
+    kind = folder.model_type or "model"
+    return f"Upload {kind} {'adapter' if folder.is_adapter else 'model'} with hfattn"
+
+
+def _print_dry_run(root: Path, repo_id: str, excluded: list[tuple[str, str]], space: bool) -> None:
+    from rich.console import Console
+
+    console = Console()
+    console.print(render_tree(root, f"{root}  (dry run: nothing uploaded)"))
+    console.print(f"model/ would be uploaded to [bold]{repo_id}[/] in one commit")
+    if space:
+        console.print(f"space/ would be uploaded to the Space [bold]{repo_id}[/] (sdk gradio)")
+    for name, reason in excluded:
+        console.print(f"[dim]left out: {name} ({reason})")
+
+
+def push_model_folder(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    space: bool = False,
+    merge: bool = False,
+    dry_run_dir: str | Path | None = None,
+) -> str:
+    """Publish a saved model (or LoRA adapter) folder as the Hub model repository ``repo_id``.
+
+    Args:
+        folder: a ``save_pretrained`` folder with its tokenizer, or an hfattn training run
+            (its ``recipe.yaml`` ``hub:`` section and ``eval_results.json`` feed the card).
+        repo_id: ``owner/name``; the repository is created if needed.
+        private: create the repository (and the Space) private.
+        revision: branch to commit to (created from ``main`` if missing); default ``main``.
+        token: Hub token; default ``$HF_TOKEN`` or the saved login. Not needed for a dry run.
+        space: also create/update the Gradio Space ``repo_id`` that demos the model.
+        merge: for a LoRA adapter folder, publish the merged full model instead of the adapter.
+        dry_run_dir: write what would be uploaded to ``dry_run_dir/model`` (and ``/space``),
+            print its tree and upload nothing.
+
+    Returns:
+        The model repository URL (``{endpoint}/{repo_id}``).
+
+    Raises:
+        HubPushError: bad repo id, no token, an invalid folder, or a Hub failure after retries.
+        FileExistsError: ``dry_run_dir`` exists and is not empty.
+    """
+    from huggingface_hub import HfApi, constants
+
+    validate_repo_id(repo_id)
+    if dry_run_dir is None:
+        token = resolve_token(token)
+    elif Path(dry_run_dir).exists() and (
+        not Path(dry_run_dir).is_dir() or any(Path(dry_run_dir).iterdir())
+    ):
+        raise FileExistsError(
+            f"dry-run output {dry_run_dir} exists and is not empty; pass a new folder"
+        )
+    try:
+        model_folder = inspect_folder(folder)
+        if space:
+            from .space import app_dir_for
+
+            app_dir_for(model_folder.task)
+    except (ModelFolderError, SpaceError, FileNotFoundError) as exc:
+        raise HubPushError(str(exc)) from None
+    endpoint = (_endpoint() or constants.ENDPOINT).rstrip("/")
+    url = f"{endpoint}/{repo_id}"
+
+    stage_parent = Path(dry_run_dir).resolve().parent if dry_run_dir is not None else None
+    if stage_parent is not None:
+        stage_parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".hfattn-push-", dir=stage_parent) as tmp:
+        root = Path(tmp) / "staged"
+        try:
+            published, excluded = stage_model(model_folder, root / "model", repo_id, merge=merge)
+            if space:
+                stage_space(published, repo_id, root / "space")
+        except (ModelFolderError, SpaceError) as exc:
+            raise HubPushError(str(exc)) from None
+        _scrub_staged(root, token)
+        if dry_run_dir is not None:
+            final = publish_dir(root, dry_run_dir)
+            _print_dry_run(final, repo_id, excluded, space)
+            return url
+
+        api = HfApi(endpoint=endpoint, token=token, library_name="hfattn")
+        with scrubbed_logs(token):
+            repo_url = call_with_retries(
+                f"creating model repo {repo_id}",
+                lambda: api.create_repo(repo_id, private=private, exist_ok=True),
+                token,
+            )
+            if revision and revision != "main":
+                call_with_retries(
+                    f"creating branch {revision!r} of {repo_id}",
+                    lambda: api.create_branch(repo_id, branch=revision, exist_ok=True),
+                    token,
+                )
+            commit = call_with_retries(
+                f"uploading {folder} to {repo_id}",
+                lambda: commit_folder(
+                    api, repo_id, root / "model", _commit_message(published), revision=revision
+                ),
+                token,
+            )
+            logger.info("pushed %s to %s (%s)", folder, repo_url, commit.commit_url)
+            if space:
+                _push_space(api, repo_id, root / "space", private, token)
+    return str(repo_url)
+
+
+def _push_space(api, repo_id: str, space_dir: Path, private: bool, token: str) -> None:
+    """Create the Gradio Space ``repo_id`` and upload ``space_dir`` as one commit."""
+    space_url = call_with_retries(
+        f"creating Space {repo_id}",
+        lambda: api.create_repo(
+            repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True
+        ),
+        token,
+    )
+    call_with_retries(
+        f"uploading the Space {repo_id} (the model repo is already published)",
+        lambda: commit_folder(
+            api, repo_id, space_dir, "Upload Gradio demo with hfattn", repo_type="space"
+        ),
+        token,
+    )
+    logger.info("pushed the Space %s", space_url)

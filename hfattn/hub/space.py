@@ -1,0 +1,137 @@
+"""Build the folder of a Gradio Space that demos a published model, and load its app locally.
+
+A staged Space is self-contained: the task's ``app.py`` (from ``spaces/<task>/``), the shared
+``frame.py`` (from ``spaces/common/``), ``requirements.txt`` and a README whose
+:class:`huggingface_hub.SpaceCardData` front matter names the model. ``hfattn demo`` runs the
+very same files on a local model folder.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from huggingface_hub import SpaceCard, SpaceCardData
+
+from .assets import asset_dir
+from .folder import ModelFolder, looks_like_hub_id
+from .staging import write_text_atomic
+from .tasks import TASKS, TaskInfo
+
+APP_FILE = "app.py"
+FRAME_FILE = "frame.py"
+CARD_TEMPLATE = "space_card_template.md"
+FALLBACK_GRADIO_VERSION = "5.0.0"
+_EMOJI = {"text-generation": "✍️", "translation": "🌐", "text-classification": "🏷️"}
+
+
+class SpaceError(ValueError):
+    """No Space app exists for the task, or the staged app cannot be loaded."""
+
+
+def app_dir_for(task: TaskInfo) -> Path:
+    """The ``spaces/<task>/`` folder of ``task``'s app.
+
+    Raises:
+        SpaceError: naming the task and the tasks that have an app.
+    """
+    available = [tag for tag, info in TASKS.items() if info.space_app]
+    if task.space_app is None:
+        raise SpaceError(
+            f"no Space app for task {task.pipeline_tag!r} yet; apps exist for: {', '.join(available)}"
+        )
+    path = asset_dir("spaces") / task.space_app
+    if not (path / APP_FILE).is_file():
+        raise SpaceError(f"{path / APP_FILE} is missing (task {task.pipeline_tag!r})")
+    return path
+
+
+def gradio_sdk_version() -> str:
+    """The installed gradio version (what the app was tested with), for the Space's ``sdk_version``."""
+    try:
+        return importlib.metadata.version("gradio")
+    except importlib.metadata.PackageNotFoundError:
+        return FALLBACK_GRADIO_VERSION
+
+
+def space_card(folder: ModelFolder, model_id: str, title: str | None = None) -> SpaceCard:
+    """The Space README: front matter (sdk gradio, ``app_file``, ``models: [model_id]``) + body."""
+    task = folder.task
+    title = title or model_id.split("/")[-1]
+    data = SpaceCardData(
+        title=title,
+        emoji=_EMOJI.get(task.pipeline_tag, "🤗"),
+        colorFrom="indigo",
+        colorTo="blue",
+        sdk="gradio",
+        sdk_version=gradio_sdk_version(),
+        app_file=APP_FILE,
+        models=[model_id] if looks_like_hub_id(model_id) else None,
+        license=folder.hub.license,
+        pinned=False,
+        short_description=f"{task.task_name} with {title}"[:60],
+        tags=["hfattn", task.pipeline_tag],
+    )
+    template = asset_dir("spaces") / "common" / CARD_TEMPLATE
+    return SpaceCard.from_template(
+        data,
+        template_path=str(template),
+        title=title,
+        model_id=model_id,
+        task_name=task.task_name,
+        description=f"Built with hfattn from the `spaces/{task.space_app}` app.",
+    )
+
+
+def stage_space(
+    folder: ModelFolder, model_id: str, out: str | Path, *, title: str | None = None
+) -> Path:
+    """Write the Space that demos ``model_id`` (a Hub repo id, or a local folder for demos)
+    into the empty or new directory ``out``; return ``out``.
+
+    Raises:
+        SpaceError: no app exists for the folder's task.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    app_dir = app_dir_for(folder.task)
+    for src in sorted(app_dir.iterdir()):
+        if src.is_file() and not src.name.startswith(".") and src.suffix != ".pyc":
+            shutil.copy2(src, out / src.name)
+    shutil.copy2(asset_dir("spaces") / "common" / FRAME_FILE, out / FRAME_FILE)
+    requirements = (app_dir / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    if folder.is_adapter and not any(r.startswith("peft") for r in requirements):
+        requirements.append("peft")
+    write_text_atomic(out / "requirements.txt", "\n".join(r for r in requirements if r) + "\n")
+    write_text_atomic(out / "README.md", str(space_card(folder, model_id, title)))
+    return out
+
+
+def load_space_app(space_dir: str | Path) -> ModuleType:
+    """Import a staged Space's ``app.py`` (with its own ``frame.py``) as a fresh module.
+
+    The module exposes ``build_demo(model_id=None) -> gradio.Blocks``.
+
+    Raises:
+        SpaceError: when gradio is not installed or ``app.py`` is missing.
+    """
+    space_dir = Path(space_dir).resolve()
+    if importlib.util.find_spec("gradio") is None:
+        raise SpaceError("the Space apps need gradio: pip install 'hfattn[spaces]'")
+    if not (space_dir / APP_FILE).is_file():
+        raise SpaceError(f"{space_dir} has no {APP_FILE}")
+    sys.modules.pop("frame", None)  # each staged Space brings its own frame.py
+    sys.path.insert(0, str(space_dir))
+    try:
+        name = f"hfattn_space_app_{abs(hash(space_dir))}"
+        spec = importlib.util.spec_from_file_location(name, space_dir / APP_FILE)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(space_dir))
+    return module

@@ -1,0 +1,196 @@
+"""Build the exact folder that is uploaded to a model repository.
+
+Only top-level files a model repository needs are copied (weights, configs, tokenizer,
+modeling source, the recipe, the recorded results and the loss curve); checkpoints, training
+logs, pickles and anything else are left out, and ``README.md`` is rendered afresh. LoRA
+adapters are staged as adapters or, with ``merge=True``, as the merged full model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .card import render_model_card
+from .folder import ModelFolder, ModelFolderError, inspect_folder
+
+INCLUDE_PATTERNS = (
+    "*.safetensors",
+    "*.json",
+    "*.py",
+    "*.txt",
+    "*.model",
+    "*.jinja",
+    "recipe.yaml",
+    "loss_curve.png",
+)
+"""Top-level files published with a model (matched case-sensitively, after the exclusions)."""
+
+EXCLUDE_REASONS = (
+    ("README.md", "re-rendered from model_cards/"),
+    ("trainer_state.json", "training log"),
+    ("training_args.json", "training log"),
+    ("*.jsonl", "training log"),
+    ("*.log", "training log"),
+    ("*.bin", "pickle (only safetensors are published)"),
+    ("*.pt", "pickle (only safetensors are published)"),
+    ("*.pth", "pickle (only safetensors are published)"),
+    ("*.pkl", "pickle (only safetensors are published)"),
+    ("*.ckpt", "checkpoint"),
+    (".*", "hidden file"),
+)
+"""``(pattern, reason)`` of top-level files never published, checked before the inclusions."""
+
+ADAPTER_ONLY_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+def select_files(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Split the entries of ``folder`` into files to publish and ``(name, reason)`` left out."""
+    included, excluded = [], []
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.is_dir():
+            reason = "training checkpoints" if entry.name == "checkpoints" else "sub-folder"
+            excluded.append((entry.name + "/", reason))
+            continue
+        reason = next((r for p, r in EXCLUDE_REASONS if fnmatch.fnmatchcase(entry.name, p)), None)
+        if reason is None and not any(fnmatch.fnmatchcase(entry.name, p) for p in INCLUDE_PATTERNS):
+            reason = "not a model repository file"
+        if reason is None:
+            included.append(entry)
+        else:
+            excluded.append((entry.name, reason))
+    return included, excluded
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """Hard-link ``src`` to ``dst`` when possible (weights can be large), else copy it."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _stage_adapter_config(folder: ModelFolder, out: Path) -> None:
+    """Copy ``adapter_config.json``, pointing ``base_model_name_or_path`` at the Hub base model."""
+    config = dict(folder.adapter_config)
+    if folder.base_model:
+        config["base_model_name_or_path"] = folder.base_model
+    write_text_atomic(
+        out / "adapter_config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
+    )
+
+
+def merge_adapter(folder: ModelFolder, out: Path) -> None:
+    """Load the adapter's base model, apply the adapter, ``merge_and_unload`` and save to ``out``.
+
+    Raises:
+        ModelFolderError: when ``peft`` is not installed.
+    """
+    try:
+        import peft
+    except ImportError:
+        raise ModelFolderError(
+            "merging a LoRA adapter (--merge) needs peft: pip install peft"
+        ) from None
+    import transformers
+
+    import hfattn  # noqa: F401  (registers hfattn architectures for the base model)
+
+    base_id = folder.adapter_config.get("base_model_name_or_path")
+    if not base_id:
+        raise ModelFolderError(
+            f"{folder.path / 'adapter_config.json'}: base_model_name_or_path is empty"
+        )
+    auto_class = getattr(transformers, folder.task.auto_class)
+    base = auto_class.from_pretrained(base_id)
+    merged = peft.PeftModel.from_pretrained(base, str(folder.path)).merge_and_unload()
+    merged.save_pretrained(out)
+
+
+def stage_model(
+    folder: ModelFolder, out: str | Path, repo_id: str, *, merge: bool = False
+) -> tuple[ModelFolder, list[tuple[str, str]]]:
+    """Write the folder to upload as ``repo_id`` into the empty or new directory ``out``.
+
+    Returns the folder as published (the merged model when ``merge``) and the
+    ``(name, reason)`` of every entry left out.
+
+    Raises:
+        ModelFolderError: ``merge`` on a folder that is not a LoRA adapter, or the folder is invalid.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if merge and not folder.is_adapter:
+        raise ModelFolderError(
+            f"--merge applies to LoRA adapter folders (with adapter_config.json); {folder.path} is a full model"
+        )
+    included, excluded = select_files(folder.path)
+    for src in included:
+        if folder.is_adapter and src.name in ADAPTER_ONLY_FILES:
+            if merge:
+                excluded.append((src.name, "merged into the base model"))
+                continue
+            if src.name == "adapter_config.json":
+                _stage_adapter_config(folder, out)
+                continue
+        _copy(src, out / src.name)
+    published = folder
+    if merge:
+        merge_adapter(folder, out)
+        published = inspect_folder(out)
+        published = dataclasses.replace(
+            published, hub=dataclasses.replace(published.hub, base_model=folder.base_model)
+        )
+    card = render_model_card(published, repo_id, merged=merge)
+    write_text_atomic(out / "README.md", str(card))
+    return published, excluded
+
+
+def publish_dir(staged: Path, dest: str | Path) -> Path:
+    """Move the finished ``staged`` folder to ``dest`` (which must not exist or be empty).
+
+    Raises:
+        FileExistsError: ``dest`` exists and is not an empty directory.
+    """
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise FileExistsError(f"dry-run output {dest} exists and is not empty; pass a new folder")
+    if dest.exists():
+        dest.rmdir()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, dest)
+    return dest
+
+
+def render_tree(root: Path, label: str | None = None):
+    """A ``rich.tree.Tree`` of ``root`` with file sizes (print it with a rich ``Console``)."""
+    from rich.filesize import decimal
+    from rich.tree import Tree
+
+    def add(node: Tree, directory: Path) -> None:
+        for entry in sorted(directory.iterdir(), key=lambda p: (p.is_file(), p.name)):
+            if entry.is_dir():
+                add(node.add(f"[bold]{entry.name}/"), entry)
+            else:
+                node.add(f"{entry.name} [dim]({decimal(entry.stat().st_size)})")
+
+    tree = Tree(f"[bold]{label or root}")
+    add(tree, root)
+    return tree

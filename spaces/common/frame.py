@@ -1,0 +1,179 @@
+"""Shared frame of the hfattn Gradio Spaces (uploaded next to each app as ``frame.py``).
+
+A Space runs with only ``transformers``, ``torch`` and ``gradio`` installed, so this file
+imports nothing from hfattn. It loads the model (from ``$HFATTN_MODEL_ID``, else the first
+entry of ``models:`` in the Space's README front matter) on CPU with
+``trust_remote_code=True``, enforces input and output caps, and lays out the page: a header
+naming the model, the task's inputs and a Run button on the left, its outputs on the right,
+examples and the limits underneath. A task app only describes its :class:`Task`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+MODEL_ENV = "HFATTN_MODEL_ID"
+"""Environment variable naming the model: a Hub repo id or a local model folder."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps that keep a CPU Space responsive. Override with ``HFATTN_MAX_INPUT_CHARS`` and
+    ``HFATTN_MAX_NEW_TOKENS``."""
+
+    max_input_chars: int = 1000
+    max_new_tokens: int = 500
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """Defaults, overridden by the environment variables named in the class docstring."""
+        values = {}
+        for name, env in (
+            ("max_input_chars", "HFATTN_MAX_INPUT_CHARS"),
+            ("max_new_tokens", "HFATTN_MAX_NEW_TOKENS"),
+        ):
+            if os.environ.get(env):
+                value = int(os.environ[env])
+                if value < 1:
+                    raise ValueError(f"{env} must be a positive integer, got {value}")
+                values[name] = value
+        return cls(**values)
+
+
+@dataclass
+class Context:
+    """What a task's predict function receives first: the loaded model, tokenizer and caps."""
+
+    model: Any
+    tokenizer: Any
+    limits: Limits
+    model_id: str
+
+
+@dataclass
+class Task:
+    """One task's app: its components and its predict function; the frame does the rest.
+
+    ``inputs(context)`` and ``outputs(context)`` create the Gradio components (called inside
+    the page layout); ``predict(context, *input_values)`` returns the output value(s), or
+    yields successive values to stream them. ``examples`` are rows of input values.
+    """
+
+    title: str
+    description: str
+    auto_class: str
+    inputs: Callable[[Context], list]
+    outputs: Callable[[Context], list]
+    predict: Callable[..., Any]
+    api_name: str
+    button: str = "Run"
+    examples: list[list] = field(default_factory=list)
+
+
+def resolve_model_id(app_dir: str | Path | None = None) -> str:
+    """The model to serve: ``$HFATTN_MODEL_ID``, else the first ``models:`` entry of the
+    README.md next to the app.
+
+    Raises:
+        RuntimeError: when neither names a model.
+    """
+    if os.environ.get(MODEL_ENV):
+        return os.environ[MODEL_ENV]
+    readme = Path(app_dir or Path(__file__).parent) / "README.md"
+    if readme.is_file():
+        from huggingface_hub import SpaceCard
+
+        models = SpaceCard.load(readme).data.models or []
+        if models:
+            return models[0]
+    raise RuntimeError(
+        f"no model to serve: set {MODEL_ENV} to a Hub repo id or a model folder, or list it "
+        f"under 'models:' in {readme}"
+    )
+
+
+def load_model(model_id: str, auto_class: str):
+    """Load ``(model, tokenizer)`` on CPU in eval mode, trusting the repo's modeling code."""
+    import torch
+    import transformers
+
+    torch.set_grad_enabled(False)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_id, trust_remote_code=True)
+    model = getattr(transformers, auto_class).from_pretrained(model_id, trust_remote_code=True)
+    return model.to("cpu").eval(), tokenizer
+
+
+def check_text(text: str | None, limits: Limits, field_name: str = "Input") -> str:
+    """Return ``text`` (``""`` for ``None``), or refuse it with a visible message when it is
+    longer than ``limits.max_input_chars``."""
+    text = text or ""
+    if len(text) > limits.max_input_chars:
+        raise gr.Error(
+            f"{field_name} is {len(text)} characters long; this Space accepts at most "
+            f"{limits.max_input_chars}. Please shorten it."
+        )
+    return text
+
+
+def check_range(value, field_name: str, low, high):
+    """Return ``value``, or refuse it with a message naming the field and its allowed range."""
+    if value is None or not low <= value <= high:
+        raise gr.Error(f"{field_name} must be between {low} and {high}, got {value}.")
+    return value
+
+
+def _bind(task: Task, context: Context) -> Callable:
+    """The event handler: ``task.predict`` with the context bound, keeping it a generator
+    function when it streams (Gradio inspects that)."""
+    if inspect.isgeneratorfunction(task.predict):
+
+        def handler(*values):
+            yield from task.predict(context, *values)
+
+    else:
+
+        def handler(*values):
+            return task.predict(context, *values)
+
+    # Expose predict's parameter names (minus the context) as the API's parameter names.
+    signature = inspect.signature(task.predict)
+    handler.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    handler.__name__ = handler.__qualname__ = task.api_name
+    handler.__doc__ = task.predict.__doc__
+    return handler
+
+
+def build_app(
+    task: Task, model_id: str | None = None, limits: Limits | None = None, app_dir=None
+) -> gr.Blocks:
+    """Load the model and build the Space's page for ``task`` (call ``.launch()`` on it)."""
+    model_id = model_id or resolve_model_id(app_dir)
+    limits = limits or Limits.from_env()
+    model, tokenizer = load_model(model_id, task.auto_class)
+    context = Context(model, tokenizer, limits, model_id)
+    link = (
+        model_id if Path(model_id).exists() else f"[{model_id}](https://huggingface.co/{model_id})"
+    )
+    with gr.Blocks(title=f"{task.title}: {model_id}") as demo:
+        gr.Markdown(f"# {task.title}\n\nModel: {link}\n\n{task.description}")
+        with gr.Row():
+            with gr.Column():
+                inputs = task.inputs(context)
+                button = gr.Button(task.button, variant="primary")
+            with gr.Column():
+                outputs = task.outputs(context)
+        button.click(_bind(task, context), inputs, outputs, api_name=task.api_name)
+        if task.examples:
+            gr.Examples(task.examples, inputs, cache_examples=False)
+        gr.Markdown(
+            f"Runs on CPU. Inputs are limited to {limits.max_input_chars} characters and "
+            f"outputs to {limits.max_new_tokens} new tokens."
+        )
+    return demo.queue(default_concurrency_limit=1)

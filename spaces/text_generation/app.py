@@ -1,0 +1,122 @@
+"""Text-generation Space: sample from a causal language model published with hfattn.
+
+Prompt, temperature (0 = greedy), top-k, top-p and the number of new tokens; the output
+streams as it is generated. Runs with only transformers, torch and gradio installed: the
+model comes from ``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with
+``trust_remote_code=True``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from threading import Thread
+
+import gradio as gr
+
+try:  # in a Space, frame.py is uploaded next to this file
+    import frame
+except ImportError:  # in the hfattn source tree: spaces/common/frame.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+    import frame
+
+
+def _inputs(context: frame.Context) -> list:
+    return [
+        gr.Textbox(label="Prompt", lines=4, placeholder="ROMEO:", elem_id="prompt"),
+        gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)"),
+        gr.Slider(0, 200, value=50, step=1, label="Top-k (0 = off)"),
+        gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p"),
+        gr.Slider(
+            1,
+            context.limits.max_new_tokens,
+            value=min(200, context.limits.max_new_tokens),
+            step=1,
+            label="New tokens",
+        ),
+    ]
+
+
+def _outputs(context: frame.Context) -> list:
+    return [gr.Textbox(label="Generated text", lines=14, elem_id="output")]
+
+
+def generate(context: frame.Context, prompt, temperature, top_k, top_p, max_new_tokens):
+    """Stream ``prompt`` followed by the generated continuation (yields the growing text)."""
+    from transformers import TextIteratorStreamer
+
+    prompt = frame.check_text(prompt, context.limits, "Prompt")
+    temperature = frame.check_range(temperature, "Temperature", 0.0, 2.0)
+    top_k = int(frame.check_range(top_k, "Top-k", 0, 200))
+    top_p = frame.check_range(top_p, "Top-p", 0.0, 1.0)
+    max_new_tokens = int(
+        frame.check_range(max_new_tokens, "New tokens", 1, context.limits.max_new_tokens)
+    )
+    model, tokenizer = context.model, context.tokenizer
+
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+    if ids.shape[1] == 0:  # empty prompt: start from <bos>
+        start = (
+            tokenizer.bos_token_id
+            if tokenizer.bos_token_id is not None
+            else model.config.bos_token_id
+        )
+        ids = ids.new_full((1, 1), start)
+    sampling = {"do_sample": False}
+    if temperature > 0:
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": top_k, "top_p": top_p}
+    streamer = TextIteratorStreamer(
+        tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=120
+    )
+    failure: list[BaseException] = []
+
+    def run():
+        try:
+            model.generate(
+                input_ids=ids,
+                attention_mask=ids.new_ones(ids.shape),
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+                streamer=streamer,
+                **sampling,
+            )
+        except BaseException as exc:  # surface it below instead of hanging the stream
+            failure.append(exc)
+            streamer.end()
+
+    worker = Thread(target=run, daemon=True)
+    worker.start()
+    text = prompt
+    for piece in streamer:
+        if piece:
+            text += piece
+            yield text
+    worker.join()
+    if failure:
+        raise gr.Error(f"Generation failed: {failure[0]}")
+    yield text
+
+
+TASK = frame.Task(
+    title="Text generation",
+    description=(
+        "Type a prompt and press **Generate**. Temperature 0 decodes greedily; higher values "
+        "sample more freely. Top-k and top-p restrict sampling to the most likely tokens."
+    ),
+    auto_class="AutoModelForCausalLM",
+    inputs=_inputs,
+    outputs=_outputs,
+    predict=generate,
+    api_name="generate",
+    button="Generate",
+    examples=[["ROMEO:", 0.8, 50, 0.95, 200], ["To be, or not to be", 0.5, 20, 0.9, 200]],
+)
+
+
+def build_demo(model_id: str | None = None) -> gr.Blocks:
+    """The Space's page for ``model_id`` (default: ``$HFATTN_MODEL_ID`` or the README)."""
+    return frame.build_app(TASK, model_id, app_dir=Path(__file__).parent)
+
+
+if __name__ == "__main__":
+    build_demo().launch()

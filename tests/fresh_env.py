@@ -1,0 +1,108 @@
+"""A Python environment *without* hfattn, and a Space app process running in it.
+
+``make_fresh_venv`` creates a bare virtual environment whose only extra ``sys.path`` entry is
+the current environment's site-packages, added by a ``.pth`` line: torch, transformers and
+gradio import from there, but hfattn does not, because its editable install is activated by
+a ``.pth`` file of that site-packages which a plain path entry does not execute. Run its
+Python outside the source tree (``cwd`` elsewhere) so that ``./hfattn`` is not importable.
+
+Used by the publishing tests and by ``benchmarks/bench_space.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from pathlib import Path
+
+CHECK_NO_HFATTN = (
+    "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('hfattn') is None else 3)"
+)
+
+
+def make_fresh_venv(path: Path) -> Path:
+    """Create the environment at ``path`` and return its python executable.
+
+    Raises:
+        RuntimeError: if hfattn is importable from it (the test would prove nothing).
+    """
+    path = Path(path)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    python = path / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(purelib) / "parent_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    check = subprocess.run([str(python), "-c", CHECK_NO_HFATTN], cwd=path, env=clean_env())
+    if check.returncode != 0:
+        raise RuntimeError(f"hfattn is importable from the fresh environment {path}")
+    return python
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """The current environment minus anything that would leak hfattn or a virtualenv into a
+    child process, plus ``overrides``."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+    }
+    env.update(overrides)
+    return env
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_space(python: Path, space_dir: Path, env: dict[str, str], timeout: float = 120.0):
+    """Run ``python app.py`` in ``space_dir`` as a Space would; return ``(process, url)`` once
+    the page answers. The caller terminates the process.
+
+    Raises:
+        RuntimeError: with the app's output if it exits or does not answer within ``timeout``.
+    """
+    port = free_port()
+    env = clean_env(
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_ANALYTICS_ENABLED="False",
+        **env,
+    )
+    log = open(space_dir / "space.log", "wb")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(
+        [str(python), "app.py"], cwd=space_dir, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return process, url
+        except OSError:
+            time.sleep(0.25)
+    stop(process)
+    raise RuntimeError(f"Space app did not start:\n{(space_dir / 'space.log').read_text()[-3000:]}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Terminate ``process`` (then kill it if it lingers)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,391 @@
+"""Publishing to a local Hub: the pushed repo loads without hfattn, the card carries the
+recorded results, and bad input / server failures / secrets are handled."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TEST_TOKEN
+from fresh_env import clean_env
+from huggingface_hub import ModelCard, SpaceCard
+
+from hfattn.cli import main as cli_main
+from hfattn.hub import HubPushError, inspect_folder, push_model_folder, render_model_card
+from hfattn.hub import push as push_module
+
+TESTS_DIR = Path(__file__).parent
+PUBLISHED = {
+    "README.md",
+    "config.json",
+    "configuration_char_rnn.py",
+    "eval_results.json",
+    "generation_config.json",
+    "loss_curve.png",
+    "model.safetensors",
+    "modeling_char_rnn.py",
+    "recipe.yaml",
+    "tokenizer.json",
+    "tokenizer_config.json",
+}
+
+LOAD_SCRIPT = f"""
+import importlib.util, json, sys
+assert importlib.util.find_spec("hfattn") is None, "hfattn must not be importable here"
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from tiny_runs import greedy_and_sampled
+repo = sys.argv[1]
+tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True).eval()
+print(json.dumps({{"module": type(model).__module__, **greedy_and_sampled(model, tokenizer)}}))
+"""
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch):
+    """Keep the backoff short in tests (the policy itself is unchanged)."""
+    monkeypatch.setattr(push_module, "RETRY_BASE_DELAY_S", 0.01)
+
+
+def _expected_generations(folder: Path) -> dict[str, str]:
+    from tiny_runs import greedy_and_sampled
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    return greedy_and_sampled(model, AutoTokenizer.from_pretrained(folder))
+
+
+def _copy_run(run: Path, dest: Path, *, results: bool = True) -> Path:
+    shutil.copytree(run, dest)
+    if not results:
+        (dest / "eval_results.json").unlink()
+    return dest
+
+
+def test_push_then_load_without_hfattn(hub_server, char_rnn_run, fresh_python, tmp_path):
+    expected = _expected_generations(char_rnn_run)
+    start = time.perf_counter()
+    url = push_model_folder(char_rnn_run, "tester/char-rnn-tiny")
+    assert url == f"{hub_server.url}/tester/char-rnn-tiny"
+    assert set(hub_server.files("tester/char-rnn-tiny")) == PUBLISHED  # no checkpoints/ or logs
+    assert len(hub_server.repo("tester/char-rnn-tiny").commits) == 1
+
+    env = clean_env(HF_HOME=str(tmp_path / "fresh_hf_home"))  # nothing cached
+    result = subprocess.run(
+        [str(fresh_python), "-c", LOAD_SCRIPT, "tester/char-rnn-tiny"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["module"].startswith("transformers_modules")  # the repo's own modeling code
+    assert loaded["greedy"] == expected["greedy"]
+    assert loaded["sampled"] == expected["sampled"]
+    assert len(loaded["greedy"]) > len("ROMEO:")
+    print(f"push + fresh-env load round trip: {elapsed:.2f}s")
+
+    readme = hub_server.revision_dir("tester/char-rnn-tiny") / "README.md"
+    card = ModelCard.load(readme)
+    recorded = json.loads((char_rnn_run / "eval_results.json").read_text())
+    got = [
+        (
+            r.task_type,
+            r.dataset_type,
+            r.dataset_name,
+            r.dataset_split,
+            r.metric_type,
+            r.metric_name,
+            r.metric_value,
+        )
+        for r in card.data.eval_results
+    ]
+    want = [
+        (
+            recorded["task_type"],
+            recorded["dataset_type"],
+            recorded["dataset_name"],
+            r["split"],
+            r["metric_type"],
+            r["metric_name"],
+            r["value"],
+        )
+        for r in recorded["results"]
+    ]
+    assert got == want
+    assert card.data.library_name == "transformers"
+    assert card.data.pipeline_tag == "text-generation"
+    assert card.data.license == "mit"
+    assert card.data.language == ["en"]
+    assert card.data.tags == ["hfattn", "char-rnn", "shakespeare", "tiny"]
+    config = json.loads((char_rnn_run / "config.json").read_text())
+    assert f"| `hidden_size` | `{config['hidden_size']}` |" in card.text
+    assert f"| Perplexity | {recorded['results'][0]['value']:.4g} |" in card.text
+    assert "trust_remote_code=True" in card.text and "import hfattn" in card.text
+    assert "| Hardware | 2-core CPU |" in card.text
+    assert "karpathy2015unreasonable" in card.text and "cho2014gru" in card.text
+    assert "hochreiter1997lstm" not in card.text  # a GRU model does not cite the LSTM paper
+    assert "![Training and validation loss](loss_curve.png)" in card.text
+    assert TEST_TOKEN not in readme.read_text()
+
+
+def test_card_without_recorded_results(char_rnn_run, tmp_path):
+    folder = inspect_folder(_copy_run(char_rnn_run, tmp_path / "run", results=False))
+    card = render_model_card(folder, "tester/no-results")
+    assert card.data.eval_results is None
+    assert "model-index" not in str(card)
+    assert "Results are not recorded for this model" in card.text
+    assert "| Recipe | char_rnn_tiny_test |" in card.text  # the recipe still describes training
+    reloaded = ModelCard(str(card))
+    assert reloaded.data.pipeline_tag == "text-generation"
+
+    recorded = json.loads((char_rnn_run / "eval_results.json").read_text())
+    (folder.path / "eval_results.json").write_text(json.dumps({**recorded, "results": []}))
+    no_splits = render_model_card(inspect_folder(folder.path), "tester/no-splits")
+    assert no_splits.data.eval_results is None  # evaluated on no split: no model-index
+    assert (
+        "Results are not recorded" in no_splits.text
+        and "| Hardware | 2-core CPU |" in no_splits.text
+    )
+
+    (folder.path / "eval_results.json").unlink()
+    (folder.path / "recipe.yaml").unlink()  # a bare save_pretrained folder: defaults apply
+    bare = render_model_card(inspect_folder(folder.path), "tester/bare")
+    assert "Training details were not recorded" in bare.text
+    assert bare.data.license == "mit" and bare.data.tags == ["hfattn", "char-rnn"]
+
+
+def test_no_token_fails_before_any_work(hub_server, char_rnn_run, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN")
+    with pytest.raises(HubPushError, match="no Hugging Face token: set HF_TOKEN"):
+        push_model_folder(char_rnn_run, "tester/no-token")
+    assert hub_server.requests == []
+
+
+@pytest.mark.parametrize(
+    "repo_id", ["no-slash", "a/b/c", "-bad/name", "me/na--me", "me/", "/name", "me/na me"]
+)
+def test_bad_repo_id_is_refused(hub_server, char_rnn_run, repo_id):
+    with pytest.raises(HubPushError, match="repo_id must be 'owner/name'"):
+        push_model_folder(char_rnn_run, repo_id)
+    assert hub_server.requests == []
+
+
+def test_not_a_model_folder(hub_server, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HubPushError, match="config.json missing"):
+        push_model_folder(tmp_path / "empty", "tester/x")
+    assert hub_server.requests == []
+
+
+def test_server_errors_are_retried_then_succeed(hub_server, char_rnn_run, caplog):
+    hub_server.fail(r"POST /api/models/.*/commit/", status=503, times=2, echo_auth=True)
+    hub_server.fail(r"POST /api/repos/create", status=None, times=1)  # connection dropped
+    with caplog.at_level(logging.WARNING):
+        push_model_folder(char_rnn_run, "tester/flaky")
+    commits = [r for r in hub_server.requests if "/commit/" in r.path]
+    assert len(commits) == 3
+    assert len(hub_server.repo("tester/flaky").commits) == 1
+    assert set(hub_server.files("tester/flaky")) == PUBLISHED
+    assert "retrying" in caplog.text and "HTTP 503" in caplog.text
+    assert TEST_TOKEN not in caplog.text
+    assert "hf_***" in caplog.text  # the echoed Authorization header was scrubbed
+
+
+def test_retries_exhausted_fail_clearly_and_commit_nothing(hub_server, char_rnn_run, caplog):
+    hub_server.fail(r"POST /api/models/.*/commit/", status=500, times=100, echo_auth=True)
+    with caplog.at_level(logging.DEBUG), pytest.raises(HubPushError) as info:
+        push_model_folder(char_rnn_run, "tester/down")
+    message = str(info.value)
+    assert f"failed after {push_module.RETRY_ATTEMPTS} attempts" in message
+    assert "HTTP 500" in message and "nothing was committed" in message
+    assert TEST_TOKEN not in message and TEST_TOKEN not in caplog.text
+    assert info.value.__cause__ is None and info.value.__context__ is None  # no leaky chain
+    assert hub_server.repo("tester/down").commits == []
+    assert hub_server.files("tester/down") == []
+
+
+def test_timeouts_exhausted(hub_server, char_rnn_run):
+    hub_server.fail(r"POST /api/models/.*/commit/", status=None, times=100)
+    with pytest.raises(HubPushError, match="failed after 4 attempts"):
+        push_model_folder(char_rnn_run, "tester/timeout")
+    assert hub_server.files("tester/timeout") == []
+
+
+def test_client_errors_are_not_retried(hub_server, char_rnn_run):
+    hub_server.fail(r"POST /api/models/.*/commit/", status=403, times=100)
+    with pytest.raises(HubPushError, match="refused the token"):
+        push_model_folder(char_rnn_run, "tester/forbidden")
+    assert len([r for r in hub_server.requests if "/commit/" in r.path]) == 1
+
+
+def test_token_in_recipe_is_scrubbed_from_card(hub_server, char_rnn_run, tmp_path):
+    run = _copy_run(char_rnn_run, tmp_path / "run")
+    recipe = (
+        (run / "recipe.yaml")
+        .read_text()
+        .replace("repo_id: null", f"repo_id: null\n  note: {TEST_TOKEN}")
+    )
+    (run / "recipe.yaml").write_text(recipe)
+    push_model_folder(run, "tester/leaky")
+    base = hub_server.revision_dir("tester/leaky")
+    for name in hub_server.files("tester/leaky"):
+        assert TEST_TOKEN.encode() not in (base / name).read_bytes(), name
+    assert "hf_***" in (base / "README.md").read_text()
+
+
+def test_auth_header_and_private_branch(hub_server, char_rnn_run):
+    push_model_folder(char_rnn_run, "tester/priv", private=True, revision="dev")
+    assert hub_server.repo("tester/priv").private
+    assert set(hub_server.files("tester/priv", "dev")) == PUBLISHED
+    assert hub_server.files("tester/priv", "main") == []
+    writes = [r for r in hub_server.requests if r.method == "POST" and r.path.startswith("/api/")]
+    assert writes and all(r.authorization == f"Bearer {TEST_TOKEN}" for r in writes)
+
+
+def test_dry_run_writes_exact_folder_and_tree(
+    hub_server, char_rnn_run, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.delenv("HF_TOKEN")  # a dry run needs no token
+    out = tmp_path / "dry"
+    push_model_folder(char_rnn_run, "tester/dry", space=True, dry_run_dir=out)
+    assert hub_server.requests == []
+    assert {p.name for p in (out / "model").iterdir()} == PUBLISHED
+    assert {p.name for p in (out / "space").iterdir()} == {
+        "README.md",
+        "app.py",
+        "frame.py",
+        "requirements.txt",
+    }
+    printed = capsys.readouterr().out
+    for name in ("model", "space", "model.safetensors", "app.py", "README.md"):
+        assert name in printed
+    assert "left out: checkpoints/ (training checkpoints)" in printed
+    assert "left out: metrics.jsonl (training log)" in printed
+    with pytest.raises(FileExistsError, match="not empty"):
+        push_model_folder(char_rnn_run, "tester/dry", dry_run_dir=out)
+
+
+def test_cli_push_with_space(hub_server, char_rnn_run, capsys):
+    assert cli_main(["push", str(char_rnn_run), "--repo-id", "tester/cli", "--space"]) == 0
+    lines = capsys.readouterr().out.split()
+    assert lines == [f"{hub_server.url}/tester/cli", f"{hub_server.url}/spaces/tester/cli"]
+    assert hub_server.repo("tester/cli", "space").sdk == "gradio"
+    assert set(hub_server.files("tester/cli", repo_type="space")) == {
+        "README.md",
+        "app.py",
+        "frame.py",
+        "requirements.txt",
+    }
+    space_card = SpaceCard.load(
+        hub_server.revision_dir("tester/cli", repo_type="space") / "README.md"
+    )
+    assert space_card.data.sdk == "gradio" and space_card.data.app_file == "app.py"
+    assert space_card.data.models == ["tester/cli"]
+    requirements = (
+        hub_server.revision_dir("tester/cli", repo_type="space") / "requirements.txt"
+    ).read_text()
+    assert "transformers" in requirements and "hfattn" not in requirements
+    assert cli_main(["push", str(char_rnn_run), "--repo-id", "bad id"]) == 1
+    assert "repo_id must be 'owner/name'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- LoRA adapters
+@pytest.fixture
+def lora_run(tmp_path) -> tuple[Path, Path]:
+    """A tiny GPT-2 base folder and a LoRA adapter run folder trained on top of it."""
+    peft = pytest.importorskip("peft", reason="peft is not installed: LoRA publishing is untested")
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from hfattn.tokenization import build_char_tokenizer
+
+    torch.manual_seed(0)
+    tokenizer = build_char_tokenizer("abcdefghijklmnopqrstuvwxyz ROMEO:")
+    base = GPT2LMHeadModel(
+        GPT2Config(
+            n_layer=1,
+            n_embd=16,
+            n_head=2,
+            vocab_size=len(tokenizer),
+            n_positions=64,
+            bos_token_id=2,
+            eos_token_id=3,
+        )
+    )
+    base.save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    config = peft.LoraConfig(
+        task_type="CAUSAL_LM", r=2, lora_alpha=4, target_modules=["c_attn"], fan_in_fan_out=True
+    )
+    model = peft.get_peft_model(GPT2LMHeadModel.from_pretrained(tmp_path / "base"), config)
+    for name, param in model.named_parameters():
+        if "lora_B" in name:  # as if trained: B starts at zero, which would make merging a no-op
+            torch.nn.init.normal_(param, std=0.5)
+    run = tmp_path / "lora_run"
+    model.save_pretrained(run)
+    tokenizer.save_pretrained(run)
+    (run / "recipe.yaml").write_text("name: lora_test\nhub:\n  base_model: openai-community/gpt2\n")
+    return tmp_path / "base", run
+
+
+def test_lora_adapter_is_pushed_as_adapter(hub_server, lora_run):
+    _, run = lora_run
+    push_model_folder(run, "tester/lora")
+    files = set(hub_server.files("tester/lora"))
+    assert {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "README.md",
+        "tokenizer.json",
+    } <= files
+    assert "model.safetensors" not in files
+    base = hub_server.revision_dir("tester/lora")
+    card = ModelCard.load(base / "README.md")
+    assert card.data.base_model == "openai-community/gpt2"
+    assert card.data.library_name == "peft"
+    assert "lora" in card.data.tags and "PeftModel.from_pretrained" in card.text
+    adapter_config = json.loads((base / "adapter_config.json").read_text())
+    assert adapter_config["base_model_name_or_path"] == "openai-community/gpt2"
+
+
+def test_lora_merge_publishes_the_merged_model(lora_run, tmp_path, monkeypatch):
+    import peft
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    base_dir, run = lora_run
+    push_model_folder(run, "tester/lora-merged", merge=True, dry_run_dir=tmp_path / "dry")
+    staged = tmp_path / "dry" / "model"
+    names = {p.name for p in staged.iterdir()}
+    assert {"config.json", "model.safetensors", "README.md", "tokenizer.json"} <= names
+    assert not names & {"adapter_config.json", "adapter_model.safetensors"}
+    merged = AutoModelForCausalLM.from_pretrained(staged).eval()
+    reference = peft.PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(base_dir), run
+    ).eval()
+    ids = torch.tensor([[4, 5, 6, 7, 8]])
+    with torch.no_grad():
+        torch.testing.assert_close(merged(ids).logits, reference(ids).logits, atol=1e-5, rtol=1e-5)
+        plain = AutoModelForCausalLM.from_pretrained(base_dir)(ids).logits
+    assert not torch.allclose(merged(ids).logits, plain, atol=1e-3)  # the adapter changed it
+    card = ModelCard.load(staged / "README.md")
+    assert card.data.base_model == "openai-community/gpt2"
+    assert card.data.library_name == "transformers" and "lora-merged" in card.data.tags
+    assert "trust_remote_code" not in card.text  # GPT-2 is built into transformers
+
+
+def test_merge_refused_for_full_model(char_rnn_run, tmp_path):
+    with pytest.raises(HubPushError, match="--merge applies to LoRA adapter folders"):
+        push_model_folder(char_rnn_run, "tester/x", merge=True, dry_run_dir=tmp_path / "d")

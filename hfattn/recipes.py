@@ -153,9 +153,7 @@ class GenerationSection:
 
     def __post_init__(self):
         _require_positive(self, "generation", "max_new_tokens", "temperature", "top_k", "num_beams")
-        _require(
-            self.top_p is None or 0 < self.top_p <= 1, "generation.top_p", "must be in (0, 1]"
-        )
+        _require(self.top_p is None or 0 < self.top_p <= 1, "generation.top_p", "must be in (0, 1]")
 
 
 @dataclass
@@ -248,9 +246,7 @@ def validate_model_section(model: dict[str, Any]):
     preset = model.pop("preset", None)
     known = {f.name for f in dataclasses.fields(config_cls)}
     for key in model:
-        _require(
-            key in known, f"model.{key}", f"is not a field of {config_cls.__name__}"
-        )
+        _require(key in known, f"model.{key}", f"is not a field of {config_cls.__name__}")
     try:
         if preset is not None:
             return config_cls.from_preset(preset, **model)
@@ -298,6 +294,9 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, callbacks=()):
             from .hub.push import push_model_folder
 
             push_model_folder(
-                result.output_dir, recipe.hub.repo_id, private=recipe.hub.private, space=recipe.hub.space
+                result.output_dir,
+                recipe.hub.repo_id,
+                private=recipe.hub.private,
+                space=recipe.hub.space,
             )
     return result

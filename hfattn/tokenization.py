@@ -17,7 +17,12 @@ from transformers import PreTrainedTokenizerFast
 
 logger = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = {"pad_token": "<pad>", "unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>"}
+SPECIAL_TOKENS = {
+    "pad_token": "<pad>",
+    "unk_token": "<unk>",
+    "bos_token": "<bos>",
+    "eos_token": "<eos>",
+}
 """Special tokens, in id order 0..3 (matching the ``CharRNNConfig`` defaults)."""
 
 

@@ -41,7 +41,11 @@ def write_recipe(folder: Path, name: str = "recipe.yaml", **sections) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     recipe = {k: (dict(v) if isinstance(v, dict) else v) for k, v in TINY_RECIPE.items()}
-    recipe["data"] = {"source": str(corpus_file(folder)), "validation_fraction": 0.1, "test_fraction": 0.1}
+    recipe["data"] = {
+        "source": str(corpus_file(folder)),
+        "validation_fraction": 0.1,
+        "test_fraction": 0.1,
+    }
     recipe["output_dir"] = str(folder / "run")
     for key, value in sections.items():
         if isinstance(value, dict):

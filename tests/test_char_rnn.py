@@ -56,7 +56,12 @@ def test_tied_embeddings_share_storage_and_survive_save(tmp_path, hidden):
 
 def test_presets_and_bad_configs():
     geron = CharRNNConfig.from_preset("geron", vocab_size=40)
-    assert (geron.embedding_dim, geron.hidden_size, geron.num_layers, geron.cell) == (16, 128, 1, "gru")
+    assert (geron.embedding_dim, geron.hidden_size, geron.num_layers, geron.cell) == (
+        16,
+        128,
+        1,
+        "gru",
+    )
     karpathy = CharRNNConfig.from_preset("karpathy")
     assert (karpathy.hidden_size, karpathy.num_layers, karpathy.cell) == (128, 2, "lstm")
     assert isinstance(CharRNNForCausalLM(karpathy).rnn, torch.nn.LSTM)
@@ -99,7 +104,9 @@ def test_beam_search_finds_a_sequence_at_least_as_likely_as_greedy():
         return logits.gather(1, seq[0, 4:, None]).sum()
 
     greedy = model.generate(prompt, max_new_tokens=6, do_sample=False)
-    beam = model.generate(prompt, max_new_tokens=6, num_beams=4, do_sample=False, length_penalty=0.0)
+    beam = model.generate(
+        prompt, max_new_tokens=6, num_beams=4, do_sample=False, length_penalty=0.0
+    )
     assert logprob(beam) >= logprob(greedy) - 1e-5
 
 
@@ -109,7 +116,9 @@ def test_left_padded_batch_matches_single_prompts():
     batch = torch.cat([a, torch.cat([torch.zeros(1, 3, dtype=torch.long), b], 1)])
     mask = torch.ones_like(batch)
     mask[1, :3] = 0
-    out = model.generate(batch, attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    out = model.generate(
+        batch, attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0
+    )
     assert torch.equal(out[0, 6:], model.generate(a, max_new_tokens=5, do_sample=False)[0, 6:])
     assert torch.equal(out[1, 6:], model.generate(b, max_new_tokens=5, do_sample=False)[0, 3:])
 

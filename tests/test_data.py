@@ -77,4 +77,9 @@ def test_window_batches_shuffle_deterministically_and_resume():
 def test_encode_corpus_marks_document_starts_with_bos():
     tok = build_char_tokenizer("ab\n")
     ids = encode_corpus(tok, ["ab", "b\n"])
-    assert ids.tolist() == [tok.bos_token_id, *tok("ab")["input_ids"], tok.bos_token_id, *tok("b\n")["input_ids"]]
+    assert ids.tolist() == [
+        tok.bos_token_id,
+        *tok("ab")["input_ids"],
+        tok.bos_token_id,
+        *tok("b\n")["input_ids"],
+    ]

@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from recipe_helpers import write_recipe
 from test_training import assert_same_weights
 
@@ -41,12 +40,15 @@ def test_two_cpu_processes_match_one_process(tmp_path):
 
 def test_sigterm_leaves_a_resumable_checkpoint(tmp_path):
     recipe = write_recipe(
-        tmp_path, training={"max_steps": 100000, "save_every": 1000, "eval_every": 1000, "log_every": 1}
+        tmp_path,
+        training={"max_steps": 100000, "save_every": 1000, "eval_every": 1000, "log_every": 1},
     )
     proc = subprocess.Popen(hfattn_cmd("train", str(recipe)), stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / "run" / "metrics.jsonl"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 5):
+    while time.monotonic() < deadline and not (
+        metrics.exists() and len(metrics.read_text().splitlines()) >= 5
+    ):
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)

@@ -1,10 +1,10 @@
 """Recipe validation: every bad field stops before training with a message naming it."""
 
 import pytest
+from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.recipes import RecipeError, load_recipe
-from recipe_helpers import write_recipe
 
 
 @pytest.mark.parametrize(
@@ -13,14 +13,20 @@ from recipe_helpers import write_recipe
         ("training.lr=1", "training.lr: Key 'lr' not in 'TrainingSection'"),
         ("training.batch_size=abc", "training.batch_size: Value 'abc'"),
         ("training.batch_size=-8", "training.batch_size: must be > 0, got -8"),
-        ("training.optimizer=lbfgs", "training.optimizer: 'lbfgs' is not one of adamw, nadam, rmsprop, radam, sgd"),
+        (
+            "training.optimizer=lbfgs",
+            "training.optimizer: 'lbfgs' is not one of adamw, nadam, rmsprop, radam, sgd",
+        ),
         ("training.schedule=step", "training.schedule: 'step' is not one of"),
         ("model.cell=transformer", "model.cell must be one of gru, lstm, rnn"),
         ("model.hidden_size=-3", "model.hidden_size must be a positive integer, got -3"),
         ("model.heads=4", "model.heads: is not a field of CharRNNConfig"),
         ("model.type=unknown-model", "model.type: unknown model type 'unknown-model'"),
         ("hub.push_to_hub=true", "hub.repo_id: is required when hub.push_to_hub is true"),
-        ("evaluation.splits=[dev]", "evaluation.splits: 'dev' is not one of train, validation, test"),
+        (
+            "evaluation.splits=[dev]",
+            "evaluation.splits: 'dev' is not one of train, validation, test",
+        ),
     ],
 )
 def test_bad_fields_are_named(tmp_path, override, message):
@@ -43,7 +49,9 @@ def test_cli_reports_bad_input_before_training(tmp_path, capsys):
     assert "model.cell must be one of gru, lstm, rnn" in capsys.readouterr().err
     assert main(["train", str(tmp_path / "nope.yaml")]) == 2
     assert "recipe file not found" in capsys.readouterr().err
-    missing = write_recipe(tmp_path, name="missing.yaml", data={"source": str(tmp_path / "gone.txt")})
+    missing = write_recipe(
+        tmp_path, name="missing.yaml", data={"source": str(tmp_path / "gone.txt")}
+    )
     assert main(["train", str(missing)]) == 2
     assert "data.source: no such file" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # nothing was trained or written

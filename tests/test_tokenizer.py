@@ -5,7 +5,12 @@ import logging
 import pytest
 from transformers import AutoTokenizer
 
-from hfattn.tokenization import SPECIAL_TOKENS, build_char_tokenizer, count_unknown_chars, encode_prompt
+from hfattn.tokenization import (
+    SPECIAL_TOKENS,
+    build_char_tokenizer,
+    count_unknown_chars,
+    encode_prompt,
+)
 
 TEXT = "ROMEO:\nBut, soft! what light\tthrough yonder  window breaks?\n"
 

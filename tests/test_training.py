@@ -4,11 +4,11 @@ import json
 
 import pytest
 import torch
+from recipe_helpers import write_recipe
 from safetensors.torch import load_file
 
 from hfattn.cli import main
 from hfattn.recipes import load_recipe, run_recipe
-from recipe_helpers import write_recipe
 
 
 def weights(run_dir):
@@ -49,14 +49,32 @@ def test_train_writes_a_complete_model_folder(tmp_path, capsys):
     assert results["training"]["stop_reason"] == "completed"
     test = {r["metric_type"]: r["value"] for r in results["results"] if r["split"] == "test"}
     assert test["perplexity"] == pytest.approx(torch.tensor(test["loss"]).exp().item(), rel=1e-6)
-    assert test["bits_per_char"] == pytest.approx(test["loss"] / torch.log(torch.tensor(2.0)).item(), rel=1e-6)
+    assert test["bits_per_char"] == pytest.approx(
+        test["loss"] / torch.log(torch.tensor(2.0)).item(), rel=1e-6
+    )
     assert 0 < test["accuracy"] < 1 and test["loss"] < 3.5
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-20", "step-40"]
 
     # the folder evaluates and generates through the CLI
-    assert main(["evaluate", str(run), "--split", "test", "--batch-size", "4", "--seq-len", "64"]) == 0
+    assert (
+        main(["evaluate", str(run), "--split", "test", "--batch-size", "4", "--seq-len", "64"]) == 0
+    )
     assert f"{test['loss']:.4f}" in capsys.readouterr().out
-    assert main(["generate", str(run), "--prompt", "MACBETH:\n", "--max-new-tokens", "30", "--top-k", "5"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                str(run),
+                "--prompt",
+                "MACBETH:\n",
+                "--max-new-tokens",
+                "30",
+                "--top-k",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.startswith("MACBETH:\n")
 
 
@@ -91,7 +109,11 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
     big = load_recipe(write_recipe(tmp_path / "big", **common), ["training.batch_size=8"])
     small = load_recipe(
         write_recipe(tmp_path / "small", **common),
-        ["training.batch_size=4", "training.gradient_accumulation_steps=2", "training.window_shift=32"],
+        [
+            "training.batch_size=4",
+            "training.gradient_accumulation_steps=2",
+            "training.window_shift=32",
+        ],
     )
     big.training.window_shift = 32
     # windows of the same permutation: 2 micro-batches of 4 == 1 batch of 8
@@ -102,7 +124,9 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
 
 
 def test_time_budget_stops_training_and_still_exports(tmp_path):
-    recipe = load_recipe(write_recipe(tmp_path, training={"max_steps": 100000, "max_minutes": 0.02}))
+    recipe = load_recipe(
+        write_recipe(tmp_path, training={"max_steps": 100000, "max_minutes": 0.02})
+    )
     result = run_recipe(recipe)
     assert 0 < result.progress.step < 100000
     assert result.progress.stop_reason == "time budget"

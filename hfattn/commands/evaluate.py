@@ -62,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     metrics = {
         split: evaluate_causal_lm(
-            model, encode_corpus(tokenizer, splits[split]), batch_size=args.batch_size, seq_len=args.seq_len
+            model,
+            encode_corpus(tokenizer, splits[split]),
+            batch_size=args.batch_size,
+            seq_len=args.seq_len,
         )
         for split in (args.split or ["test"])
     }

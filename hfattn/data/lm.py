@@ -61,7 +61,12 @@ class WindowBatches:
     stateful = False
 
     def __init__(
-        self, ids: torch.LongTensor, batch_size: int, seq_len: int, shift: int | None = None, seed: int = 0
+        self,
+        ids: torch.LongTensor,
+        batch_size: int,
+        seq_len: int,
+        shift: int | None = None,
+        seed: int = 0,
     ):
         self.ids = ids
         self.batch_size = batch_size

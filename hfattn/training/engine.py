@@ -228,7 +228,9 @@ class _Run:
         if self.accelerator.is_main_process:
             weights = self.accelerator.unwrap_model(self.model).state_dict()
             with atomic_path(self.checkpoint_root / "best" / "model.safetensors") as tmp:
-                save_file({k: v.detach().cpu().clone().contiguous() for k, v in weights.items()}, str(tmp))
+                save_file(
+                    {k: v.detach().cpu().clone().contiguous() for k, v in weights.items()}, str(tmp)
+                )
 
     # ---- evaluation --------------------------------------------------------------------
     def evaluate(self, split: str) -> dict:
@@ -267,7 +269,12 @@ class _Run:
         the run was interrupted (a checkpoint has been written)."""
         acc, cfg, p = self.accelerator, self.cfg, self.progress
         start, last_saved, losses = time.monotonic() - p.elapsed_s, p.step, []
-        bar = tqdm(total=self.total_steps, initial=p.step, disable=not acc.is_local_main_process, desc="train")
+        bar = tqdm(
+            total=self.total_steps,
+            initial=p.step,
+            disable=not acc.is_local_main_process,
+            desc="train",
+        )
         with _stop_on_signals(p):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
@@ -381,7 +388,9 @@ def train(
     return result
 
 
-def _export(model, job: TrainingJob, result: TrainResult, run: _Run, recipe_name, generation_defaults):
+def _export(
+    model, job: TrainingJob, result: TrainResult, run: _Run, recipe_name, generation_defaults
+):
     """Final folder: weights + config + generation config + tokenizer + results + curve."""
     for key, value in generation_defaults.items():
         setattr(model.generation_config, key, value)
@@ -397,8 +406,12 @@ def _export(model, job: TrainingJob, result: TrainResult, run: _Run, recipe_name
             "dataset_name": meta.get("dataset_name"),
             "dataset_type": meta.get("dataset_type"),
             "results": [
-                {"split": split, "metric_type": name, "metric_name": meta.get("metric_names", {}).get(name, name),
-                 "value": value}  # fmt: skip
+                {
+                    "split": split,
+                    "metric_type": name,
+                    "metric_name": meta.get("metric_names", {}).get(name, name),
+                    "value": value,
+                }  # fmt: skip
                 for split, scores in result.metrics.items()
                 for name, value in scores.items()
                 if name in meta.get("reported_metrics", scores) and isinstance(value, float)
@@ -427,10 +440,18 @@ def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
+    records = (
+        [json.loads(line) for line in metrics_path.read_text().splitlines()]
+        if metrics_path.exists()
+        else []
+    )
     fig, ax = plt.subplots(figsize=(7, 4))
     for split, style in (("train", "-"), ("validation", "o-")):
-        points = [(r["step"], r["loss"]) for r in records if r["split"] == split and math.isfinite(r["loss"])]
+        points = [
+            (r["step"], r["loss"])
+            for r in records
+            if r["split"] == split and math.isfinite(r["loss"])
+        ]
         if points:
             ax.plot(*zip(*points, strict=True), style, label=split)
     ax.set_xlabel("optimizer step")
@@ -444,4 +465,11 @@ def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["Progress", "TrainResult", "TrainingJob", "latest_checkpoint", "plot_loss_curve", "train"]
+__all__ = [
+    "Progress",
+    "TrainResult",
+    "TrainingJob",
+    "latest_checkpoint",
+    "plot_loss_curve",
+    "train",
+]

@@ -14,7 +14,12 @@ OPTIMIZERS = {
 
 
 def build_optimizer(
-    name: str, params, *, lr: float, weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999)
+    name: str,
+    params,
+    *,
+    lr: float,
+    weight_decay: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
 ) -> torch.optim.Optimizer:
     """Instantiate the optimizer ``name`` (one of :data:`OPTIMIZERS`) over ``params``."""
     if name not in OPTIMIZERS:

@@ -20,6 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import torch
+
 CHECK_NO_HFATTN = (
     "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('hfattn') is None else 3)"
 )
@@ -106,3 +108,28 @@ def stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def greedy_and_sampled(model, tokenizer, prompt: str = "ROMEO:", n: int = 40) -> dict[str, str]:
+    """A greedy and a seeded sampled continuation of ``prompt`` (the fresh-env checks compare
+    them with what the same folder gives where hfattn is installed)."""
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+    greedy = model.generate(ids, max_new_tokens=n, do_sample=False)
+    torch.manual_seed(1234)
+    sampled = model.generate(ids, max_new_tokens=n, do_sample=True, temperature=0.9, top_k=20)
+    return {"greedy": tokenizer.decode(greedy[0]), "sampled": tokenizer.decode(sampled[0])}
+
+
+LOAD_SCRIPT = f"""
+import importlib.util, json, sys
+assert importlib.util.find_spec("hfattn") is None, "hfattn must not be importable here"
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from fresh_env import greedy_and_sampled
+repo = sys.argv[1]
+tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True).eval()
+print(json.dumps({{"module": type(model).__module__, **greedy_and_sampled(model, tokenizer)}}))
+"""
+"""Run with the fresh environment's python and a repo id or folder: prints, as JSON, the
+module the model class came from and its greedy and sampled generations."""

@@ -36,7 +36,7 @@ def corpus_file(folder: Path, chars: int = 60_000) -> Path:
     return path
 
 
-def write_recipe(folder: Path, name: str = "recipe.yaml", **sections) -> Path:
+def write_recipe(folder: Path, filename: str = "recipe.yaml", **sections) -> Path:
     """Write :data:`TINY_RECIPE` with ``sections`` merged in (one level deep)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -52,6 +52,6 @@ def write_recipe(folder: Path, name: str = "recipe.yaml", **sections) -> Path:
             recipe.setdefault(key, {}).update(value)
         else:
             recipe[key] = value
-    path = folder / name
+    path = folder / filename
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     return path

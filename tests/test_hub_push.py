@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TEST_TOKEN
-from fresh_env import clean_env
+from fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
 from huggingface_hub import ModelCard, SpaceCard
 
 from hfattn.cli import main as cli_main
@@ -34,18 +34,6 @@ PUBLISHED = {
     "tokenizer_config.json",
 }
 
-LOAD_SCRIPT = f"""
-import importlib.util, json, sys
-assert importlib.util.find_spec("hfattn") is None, "hfattn must not be importable here"
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from tiny_runs import greedy_and_sampled
-repo = sys.argv[1]
-tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
-model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True).eval()
-print(json.dumps({{"module": type(model).__module__, **greedy_and_sampled(model, tokenizer)}}))
-"""
-
 
 @pytest.fixture(autouse=True)
 def fast_retries(monkeypatch):
@@ -54,7 +42,6 @@ def fast_retries(monkeypatch):
 
 
 def _expected_generations(folder: Path) -> dict[str, str]:
-    from tiny_runs import greedy_and_sampled
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(folder).eval()

@@ -50,7 +50,7 @@ def test_cli_reports_bad_input_before_training(tmp_path, capsys):
     assert main(["train", str(tmp_path / "nope.yaml")]) == 2
     assert "recipe file not found" in capsys.readouterr().err
     missing = write_recipe(
-        tmp_path, name="missing.yaml", data={"source": str(tmp_path / "gone.txt")}
+        tmp_path, filename="missing.yaml", data={"source": str(tmp_path / "gone.txt")}
     )
     assert main(["train", str(missing)]) == 2
     assert "data.source: no such file" in capsys.readouterr().err

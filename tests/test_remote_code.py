@@ -1,0 +1,35 @@
+"""A saved folder loads and generates where hfattn is not installed (trust_remote_code)."""
+
+import json
+import subprocess
+
+import pytest
+from fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+pytestmark = pytest.mark.slow
+
+
+def test_folder_loads_without_hfattn_and_generates_the_same_text(
+    char_rnn_run, fresh_python, tmp_path
+):
+    config = json.loads((char_rnn_run / "config.json").read_text())
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_char_rnn.CharRNNConfig",
+        "AutoModelForCausalLM": "modeling_char_rnn.CharRNNForCausalLM",
+    }
+    model = AutoModelForCausalLM.from_pretrained(char_rnn_run).eval()
+    expected = greedy_and_sampled(model, AutoTokenizer.from_pretrained(char_rnn_run))
+
+    result = subprocess.run(
+        [str(fresh_python), "-c", LOAD_SCRIPT, str(char_rnn_run)],
+        cwd=tmp_path,
+        env=clean_env(HF_HUB_OFFLINE="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["module"].startswith("transformers_modules")  # the folder's own source
+    assert loaded["greedy"] == expected["greedy"] and loaded["sampled"] == expected["sampled"]

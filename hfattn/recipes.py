@@ -17,8 +17,9 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-OPTIMIZERS = ("adamw", "nadam", "rmsprop", "radam", "sgd")
-SCHEDULES = ("constant", "linear", "cosine", "noam")
+from .training.optim import OPTIMIZERS
+from .training.schedules import SCHEDULES
+
 MIXED_PRECISION = ("no", "bf16", "fp16")
 TRAINING_MODES = ("stateless", "stateful")
 TASKS = ("causal-lm",)
@@ -99,8 +100,8 @@ class TrainingSection:
 
     def __post_init__(self):
         _require_choice(self.mode, "training.mode", TRAINING_MODES)
-        _require_choice(self.optimizer, "training.optimizer", OPTIMIZERS)
-        _require_choice(self.schedule, "training.schedule", SCHEDULES)
+        _require_choice(self.optimizer, "training.optimizer", tuple(OPTIMIZERS))
+        _require_choice(self.schedule, "training.schedule", tuple(SCHEDULES))
         _require_choice(self.mixed_precision, "training.mixed_precision", MIXED_PRECISION)
         _require_positive(
             self,

@@ -101,10 +101,8 @@ def resolve_model_id(app_dir: str | Path | None = None) -> str:
 
 def load_model(model_id: str, auto_class: str):
     """Load ``(model, tokenizer)`` on CPU in eval mode, trusting the repo's modeling code."""
-    import torch
     import transformers
 
-    torch.set_grad_enabled(False)
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_id, trust_remote_code=True)
     model = getattr(transformers, auto_class).from_pretrained(model_id, trust_remote_code=True)
     return model.to("cpu").eval(), tokenizer

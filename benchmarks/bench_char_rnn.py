@@ -58,7 +58,9 @@ def bare_step(model, window, state):
 def time_training(steps: int) -> dict:
     """Median seconds per optimizer step of each implementation (interleaved)."""
     torch.manual_seed(0)
-    hf = CharRNNForCausalLM(CharRNNConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN))
+    hf = CharRNNForCausalLM(
+        CharRNNConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN)
+    )
     bare = BareCharRNN()
     runs = {"CharRNNForCausalLM": (hf, hf_step), "bare nn.GRU loop": (bare, bare_step)}
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-3) for name, (m, _) in runs.items()}
@@ -83,7 +85,9 @@ def time_training(steps: int) -> dict:
 def time_generation(new_chars: int) -> dict:
     """Seconds to generate ``new_chars`` greedily with and without the state cache."""
     torch.manual_seed(0)
-    model = CharRNNForCausalLM(CharRNNConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN))
+    model = CharRNNForCausalLM(
+        CharRNNConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN)
+    )
     model.eval()
     prompt = torch.randint(4, VOCAB, (1, 20))
     kwargs = {"max_new_tokens": new_chars, "min_new_tokens": new_chars, "do_sample": False}
@@ -106,7 +110,9 @@ def main() -> None:
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     train = time_training(args.steps)
-    table = Table(title=f"Training step: batch {BATCH} x {SEQ} chars, GRU {HIDDEN}, embedding {EMBED}")
+    table = Table(
+        title=f"Training step: batch {BATCH} x {SEQ} chars, GRU {HIDDEN}, embedding {EMBED}"
+    )
     for col in ("implementation", "median s/step", "tokens/s"):
         table.add_column(col, justify="right")
     for name, seconds in train.items():

@@ -75,11 +75,12 @@ def noam_figure(d_model: int = 512, warmup: int = 4000, steps: int = 20000):
         xytext=(warmup * 1.4, peak * 0.95),
         arrowprops={"arrowstyle": "->"},
     )
-    axes.set_xlabel("training step t")
-    axes.set_ylabel("learning rate")
-    axes.set_title("Noam schedule: lr = d^-0.5 * min(t^-0.5, t * w^-1.5)")
-    axes.legend()
-    axes.grid(alpha=0.3)
+    _label_line_plot(
+        axes,
+        "training step t",
+        "learning rate",
+        "Noam schedule: lr = d^-0.5 * min(t^-0.5, t * w^-1.5)",
+    )
     return figure
 
 
@@ -105,12 +106,14 @@ def warmup_figure(steps: int = 18000, beta2: float = 0.999, tau: int = 4000):
     axes = figure.add_subplot()
     for (label, values), style in zip(curves.items(), ("-", "-", "--", "--", ":"), strict=True):
         axes.plot(t, values, linestyle=style, linewidth=2, label=label)
-    axes.set_xlabel("training step t")
-    axes.set_ylabel("factor multiplying the learning rate")
-    axes.set_title(f"Warmup factors (Ma & Yarats) and RAdam rectification, beta2={beta2}")
+    _label_line_plot(
+        axes,
+        "training step t",
+        "factor multiplying the learning rate",
+        f"Warmup factors (Ma & Yarats) and RAdam rectification, beta2={beta2}",
+        legend_loc="lower right",
+    )
     axes.set_ylim(-0.02, 1.05)
-    axes.legend(loc="lower right")
-    axes.grid(alpha=0.3)
     return figure
 
 
@@ -125,11 +128,7 @@ def sigmoid_figure(limit: float = 8.0):
     axes.plot(x.numpy(), s.numpy(), label="sigma(x) = 1 / (1 + exp(-x))")
     axes.plot(x.numpy(), (s * (1 - s)).numpy(), label="sigma'(x) = sigma(x)(1 - sigma(x))")
     axes.axhline(0.0, color="grey", linewidth=0.8)
-    axes.set_xlabel("x")
-    axes.set_ylabel("value")
-    axes.set_title("Sigmoid and its derivative")
-    axes.legend()
-    axes.grid(alpha=0.3)
+    _label_line_plot(axes, "x", "value", "Sigmoid and its derivative")
     return figure
 
 
@@ -204,3 +203,12 @@ def plot(name: str, out_path: str | os.PathLike) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return out_path
+
+
+def _label_line_plot(axes, xlabel: str, ylabel: str, title: str, legend_loc: str = "best") -> None:
+    """Axis labels, title, legend and a light grid: the frame of every line plot here."""
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.legend(loc=legend_loc)
+    axes.grid(alpha=0.3)

@@ -76,21 +76,27 @@ def make_case(variant: str, length: int):
     return quadratic
 
 
-def best_times(forwards: dict, repeats: int) -> dict[str, float]:
-    """Fastest of ``repeats`` calls per variant, the variants interleaved call by call.
+def best_times(forwards: dict, repeats: int, interleave: bool = True) -> dict[str, float]:
+    """Fastest of ``repeats`` calls per variant, after one warm-up call each.
 
-    One warm-up call each first. Interleaving and the minimum make the comparison robust to
-    other processes sharing the CPU (the machine is shared while this runs).
+    ``interleave``: the variants take turns call by call, which makes the comparison robust
+    to other processes sharing the CPU. Without it each variant runs its calls in one block,
+    so that one variant's large temporaries (the quadratic kernel form allocates 0.5 GB at
+    T = 2048) do not evict another's working set and fault its pages in again every call.
     """
     times = {name: [] for name in forwards}
+    schedule = (
+        [name for _ in range(repeats) for name in forwards]
+        if interleave
+        else [name for name in forwards for _ in range(repeats)]
+    )
     with torch.inference_mode():
         for forward in forwards.values():
             forward()
-        for _ in range(repeats):
-            for name, forward in forwards.items():
-                start = time.perf_counter()
-                forward()
-                times[name].append(time.perf_counter() - start)
+        for name in schedule:
+            start = time.perf_counter()
+            forwards[name]()
+            times[name].append(time.perf_counter() - start)
     return {name: min(values) for name, values in times.items()}
 
 
@@ -160,7 +166,8 @@ def run_benchmark() -> dict:
         for variant, seconds in best_times(forwards, repeats_for(length, "mha")).items():
             results["mha"].append(_row(variant, length, seconds) | {"max_abs_diff": difference})
         forwards = {variant: make_case(variant, length) for variant in KERNEL_VARIANTS}
-        for variant, seconds in best_times(forwards, repeats_for(length, "kernel")).items():
+        kernel_times = best_times(forwards, repeats_for(length, "kernel"), interleave=False)
+        for variant, seconds in kernel_times.items():
             results["kernel"].append(_row(variant, length, seconds))
     linear = {r["T"]: r["seconds"] for r in results["kernel"] if r["variant"] == "kernel-linear"}
     results["linear_ratio_2048_512"] = linear[2048] / linear[512]
@@ -181,7 +188,7 @@ def machine() -> str:
     return (
         f"{cpu}, {os.cpu_count()} CPU cores, torch {torch.__version__} ({threads} intra-op "
         f"thread{'s' if threads > 1 else ''}), Python {platform.python_version()}, no GPU; "
-        f"load average at the end of the run {load} (the machine was shared)"
+        f"load average at the end of the run {load}"
     )
 
 
@@ -197,7 +204,8 @@ def to_markdown(results: dict, command: str) -> str:
         "",
         f"Setup: batch {BATCH}, {HEADS} heads x d = {HEAD_DIM} per head (d_model = {D_MODEL}), "
         "self-attention Tq = Tk = T, float32, forward only (`torch.inference_mode`), "
-        "the fastest of several calls after a warm-up, variants interleaved call by call. Peak "
+        "the fastest of several calls after a warm-up, multi-head variants interleaved call by "
+        "call, kernel variants timed one block each (see `best_times`). Peak "
         "memory = growth of the peak RSS (`VmHWM`, reset through `/proc/self/clear_refs`) "
         "during one forward pass in a fresh child process.",
         "",

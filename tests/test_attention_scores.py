@@ -228,6 +228,10 @@ def test_kernel_linear_path_matches_quadratic_form():
     keep[0, :, 6:] = False
     masked, _ = attend(query, key, value, score, mask=keep.unsqueeze(-2))
     torch.testing.assert_close(score.linear_attention(query, key, value, keep), masked)
+    # blocks of 4 keys / queries (9 keys: 4 + 4 + 1) give the same numbers
+    for chunked_mask, reference in ((None, quadratic), (keep, masked)):
+        chunked = score.linear_attention(query, key, value, chunked_mask, chunk_size=4)
+        torch.testing.assert_close(chunked, reference)
     # causal prefix sums
     key_c, value_c = key[..., :6, :], value[..., :6, :]
     causal = torch.tril(torch.ones(6, 6, dtype=torch.bool))

@@ -377,3 +377,27 @@ def test_lora_merge_publishes_the_merged_model(lora_run, tmp_path, monkeypatch):
 def test_merge_refused_for_full_model(char_rnn_run, tmp_path):
     with pytest.raises(HubPushError, match="--merge applies to LoRA adapter folders"):
         push_model_folder(char_rnn_run, "tester/x", merge=True, dry_run_dir=tmp_path / "d")
+
+
+# --------------------------------------------------------------- push at the end of training
+def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
+    from recipe_helpers import write_recipe
+
+    from hfattn.recipes import load_recipe, run_recipe
+
+    recipe = write_recipe(
+        tmp_path,
+        training={"max_steps": 4, "eval_every": 4},
+        evaluation={"splits": ["test"]},
+        hub={"push_to_hub": True, "repo_id": "tester/from-recipe", "tags": ["tiny"]},
+    )
+    run_recipe(load_recipe(recipe))
+    files = set(hub_server.files("tester/from-recipe"))
+    assert {"model.safetensors", "config.json", "modeling_char_rnn.py", "README.md"} <= files
+    assert not any(f.startswith("checkpoints/") for f in files)
+    card = ModelCard.load(hub_server.revision_dir("tester/from-recipe") / "README.md")
+    recorded = json.loads((tmp_path / "run" / "eval_results.json").read_text())
+    assert [r.metric_value for r in card.data.eval_results] == [
+        r["value"] for r in recorded["results"]
+    ]
+    assert "tiny" in card.data.tags

@@ -424,34 +424,52 @@ class KernelScore(AttentionScore):
         key_padding_mask: torch.Tensor | None = None,
         causal: bool = False,
         eps: float = 1e-12,
+        chunk_size: int = 256,
     ) -> torch.Tensor:
         """Normalised kernel attention in linear time: ``out_i = phi(q_i)^T S / phi(q_i)^T z``.
 
-        Non-causal: ``S = sum_j phi(k_j) v_j^T`` and ``z = sum_j phi(k_j)``. Causal: the sums run
-        over ``j <= i`` (prefix sums, ``O(T m d_v)`` memory). ``key_padding_mask`` (``[..., Tk]``,
-        True/1 = keep) removes padded keys. Equals :meth:`forward` followed by the
-        ``normalize`` distribution and ``weights @ value``.
+        Non-causal: ``S = sum_j phi(k_j) v_j^T`` and ``z = sum_j phi(k_j)``, accumulated over
+        blocks of ``chunk_size`` keys and applied to blocks of queries, so the feature maps
+        never exist for the whole sequence at once (memory ``O(chunk m)`` besides the output,
+        and a working set that stays in cache: time grows linearly with T). Causal: the sums
+        run over ``j <= i`` (prefix sums, ``O(T m d_v)`` memory). ``key_padding_mask``
+        (``[..., Tk]``, True/1 = keep) removes padded keys. Equals :meth:`forward` followed by
+        the ``normalize`` distribution and ``weights @ value``.
         """
         self.check_inputs(query, key)
-        phi_q, phi_k = self.feature_map(query), self.feature_map(key)
-        if key_padding_mask is not None:
-            phi_k = phi_k * key_padding_mask.to(phi_k.dtype).unsqueeze(-1)
         if causal:
             if query.shape[-2] != key.shape[-2]:
                 raise ValueError(
                     f"causal linear attention needs Tq == Tk; got query shape "
                     f"{tuple(query.shape)} and key shape {tuple(key.shape)}"
                 )
+            phi_q, phi_k = self.feature_map(query), self._masked_key_features(key, key_padding_mask)
             state = torch.cumsum(phi_k.unsqueeze(-1) * value.unsqueeze(-2), dim=-3)
             normaliser = torch.cumsum(phi_k, dim=-2)
             numerator = torch.einsum("...tm,...tmv->...tv", phi_q, state)
             denominator = (phi_q * normaliser).sum(-1, keepdim=True)
-        else:
-            state = torch.matmul(phi_k.transpose(-1, -2), value)
-            normaliser = phi_k.sum(dim=-2).unsqueeze(-1)  # [..., m, 1]
-            numerator = torch.matmul(phi_q, state)
-            denominator = torch.matmul(phi_q, normaliser)
-        return numerator / denominator.clamp_min(eps)
+            return numerator / denominator.clamp_min(eps)
+        # [V, 1]: one product gives the numerator and the normaliser z together
+        with_ones = torch.cat([value, value.new_ones(*value.shape[:-1], 1)], dim=-1)
+        state = 0
+        for start in range(0, key.shape[-2], chunk_size):
+            block = slice(start, start + chunk_size)
+            mask = None if key_padding_mask is None else key_padding_mask[..., block]
+            phi_k = self._masked_key_features(key[..., block, :], mask)
+            state = state + torch.matmul(phi_k.transpose(-1, -2), with_ones[..., block, :])
+        both = torch.cat(
+            [
+                torch.matmul(self.feature_map(query[..., start : start + chunk_size, :]), state)
+                for start in range(0, query.shape[-2], chunk_size)
+            ],
+            dim=-2,
+        )
+        return both[..., :-1] / both[..., -1:].clamp_min(eps)
+
+    def _masked_key_features(self, key: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``phi(k)`` with the rows of padded keys (``mask`` 0 / False) set to zero."""
+        phi_k = self.feature_map(key)
+        return phi_k if mask is None else phi_k * mask.to(phi_k.dtype).unsqueeze(-1)
 
 
 # --- distances (negative energies) ----------------------------------------------------

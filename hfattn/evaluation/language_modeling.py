@@ -46,7 +46,6 @@ def evaluate_causal_lm(
     scores = perplexity.compute()
     scores["bits_per_char"] = scores.pop("bits_per_token")
     scores.update(accuracy.compute())
-    scores["num_tokens"] = int(len(ids) - 1 - (len(ids) - 1) % batch_size)
     return scores
 
 

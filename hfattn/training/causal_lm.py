@@ -99,7 +99,6 @@ def build_causal_lm_job(recipe) -> TrainingJob:
             "dataset_type": dataset_type,
             "metric_names": METRIC_NAMES,
             "reported_metrics": tuple(METRIC_NAMES),
-            "unknown_char_count": tokenizer.unknown_char_count,
         },
     )
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list, set_seed
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
@@ -138,11 +139,16 @@ class _Run:
 
     def __init__(self, job: TrainingJob, cfg, output_dir: Path, callbacks):
         self.job, self.cfg, self.output_dir, self.callbacks = job, cfg, output_dir, callbacks
+        # A second run in the same process (a notebook, the tests) may ask for another
+        # precision: forget the previous run's settings, keep the distributed set-up.
+        AcceleratorState._reset_state(reset_partial_state=False)
         self.accelerator = Accelerator(
             mixed_precision=cfg.mixed_precision,
             gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         )
         acc = self.accelerator
+        if cfg.mixed_precision == "fp16" and acc.device.type == "cpu":
+            logger.warning("training.mixed_precision=fp16 has no effect on CPU; use bf16 there")
         if job.batches.batch_size % acc.num_processes:
             raise ValueError(
                 f"training.batch_size={job.batches.batch_size} must be divisible by the "
@@ -302,9 +308,7 @@ class _Run:
                     if over_time and not p.should_stop:
                         p.should_stop, p.stop_reason = True, "time budget"
                     stop = p.step >= self.total_steps or _any_process(acc, p.should_stop)
-                    if (cfg.save_every and p.step % cfg.save_every == 0) or (
-                        stop and p.stop_reason == "interrupted"
-                    ):
+                    if cfg.save_every and p.step % cfg.save_every == 0:
                         self.save_checkpoint()
                         last_saved = p.step
                     if stop:
@@ -315,13 +319,9 @@ class _Run:
                     self.state = None  # a new epoch starts every stream from the beginning
         bar.close()
         p.elapsed_s = time.monotonic() - start
-        if p.stop_reason == "interrupted":
-            if last_saved != p.step:
-                self.save_checkpoint()
-            return True
-        if p.step != last_saved:
+        if p.step != last_saved:  # the last state is always resumable
             self.save_checkpoint()
-        return False
+        return p.stop_reason == "interrupted"
 
 
 def _any_process(accelerator: Accelerator, flag: bool) -> bool:

@@ -13,7 +13,7 @@ import evaluate
 
 
 class Perplexity(evaluate.Metric):
-    """Mean NLL in nats per token, its exponential (perplexity) and bits per token."""
+    """Mean NLL in nats per token, its exponential (perplexity), bits per token, token count."""
 
     def _info(self):
         return evaluate.MetricInfo(
@@ -30,4 +30,9 @@ class Perplexity(evaluate.Metric):
         if total == 0:
             raise ValueError("num_tokens: no tokens were scored")
         loss = sum(nll_sum) / total
-        return {"loss": loss, "perplexity": math.exp(loss), "bits_per_token": loss / math.log(2)}
+        return {
+            "loss": loss,
+            "perplexity": math.exp(loss),
+            "bits_per_token": loss / math.log(2),
+            "num_tokens": total,
+        }

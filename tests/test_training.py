@@ -141,7 +141,9 @@ def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
 
 def test_bf16_mixed_precision_trains(tmp_path):
     recipe = load_recipe(
-        write_recipe(tmp_path, training={"max_steps": 10, "mixed_precision": "bf16", "eval_every": 10})
+        write_recipe(
+            tmp_path, training={"max_steps": 10, "mixed_precision": "bf16", "eval_every": 10}
+        )
     )
     result = run_recipe(recipe)
     saved = json.loads((tmp_path / "run" / "eval_results.json").read_text())

@@ -125,7 +125,7 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
 
 def test_time_budget_stops_training_and_still_exports(tmp_path):
     recipe = load_recipe(
-        write_recipe(tmp_path, training={"max_steps": 100000, "max_minutes": 0.02})
+        write_recipe(tmp_path, training={"max_steps": 100000, "epochs": 1000, "max_minutes": 0.02})
     )
     result = run_recipe(recipe)
     assert 0 < result.progress.step < 100000

@@ -319,6 +319,9 @@ class _Run:
                     self.state = None  # a new epoch starts every stream from the beginning
         bar.close()
         p.elapsed_s = time.monotonic() - start
+        finished = p.stop_reason != "interrupted"
+        if finished and cfg.eval_every and p.step % cfg.eval_every:
+            self.periodic_eval()  # best-model tracking also sees the last steps
         if p.step != last_saved:  # the last state is always resumable
             self.save_checkpoint()
         return p.stop_reason == "interrupted"

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from hfattn import CharRNNConfig, CharRNNForCausalLM
 
-VOCAB, EMBED, HIDDEN, BATCH, SEQ = 84, 64, 384, 64, 128  # the shipped recipe's sizes
+VOCAB, EMBED, HIDDEN, BATCH, SEQ = 84, 64, 512, 64, 128  # the shipped recipe's sizes
 
 
 class BareCharRNN(nn.Module):

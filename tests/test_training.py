@@ -76,6 +76,9 @@ def test_train_writes_a_complete_model_folder(tmp_path, capsys):
         == 0
     )
     assert capsys.readouterr().out.startswith("MACBETH:\n")
+    # a character outside the vocabulary: warned about, kept in the printed prompt
+    assert main(["generate", str(run), "--prompt", "Zoë:\n", "--max-new-tokens", "5"]) == 0
+    assert capsys.readouterr().out.startswith("Zoë:\n")
 
 
 @pytest.mark.parametrize("mode", ["stateful", "stateless"])

@@ -135,7 +135,8 @@ def generate_text(model, tokenizer, prompt: str, *, seed: int | None = 0, **kwar
         pad_token_id=tokenizer.pad_token_id,
         **kwargs,
     )
-    return tokenizer.decode(out[0], skip_special_tokens=True)
+    # the prompt is returned as typed (characters mapped to <unk> are not lost)
+    return prompt + tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 
 __all__ = ["build_causal_lm_job", "causal_lm_loss", "generate_text", "generation_kwargs"]

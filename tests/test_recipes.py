@@ -10,7 +10,7 @@ from hfattn.recipes import RecipeError, load_recipe
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("training.lr=1", "training.lr: Key 'lr' not in 'TrainingSection'"),
+        ("training.lr=1", "training.lr: Key 'lr' not in 'LMTrainingSection'"),
         ("training.batch_size=abc", "training.batch_size: Value 'abc'"),
         ("training.batch_size=-8", "training.batch_size: must be > 0, got -8"),
         (

@@ -199,11 +199,12 @@ def test_space_for_task_without_app_is_refused(char_rnn_run, tmp_path):
     import dataclasses
 
     from hfattn.hub import SpaceError
-    from hfattn.hub.tasks import TASKS
 
-    folder = dataclasses.replace(inspect_folder(char_rnn_run), task=TASKS["translation"])
+    folder = inspect_folder(char_rnn_run)
+    without_app = dataclasses.replace(folder.task, pipeline_tag="summarization", space_app=None)
+    folder = dataclasses.replace(folder, task=without_app)
     with pytest.raises(
-        SpaceError, match="no Space app for task 'translation' yet; apps exist for: text-generation"
+        SpaceError, match="no Space app for task 'summarization' yet; apps exist for"
     ):
         stage_space(folder, "owner/x", tmp_path)
 

@@ -1,4 +1,5 @@
-"""``hfattn evaluate DIR``: loss, perplexity, bits per char and next-char accuracy."""
+"""``hfattn evaluate DIR``: re-score a saved model with its task's metrics (causal LM: loss,
+perplexity, bits per char, next-char accuracy; translation: BLEU, chrF, exact match, ...)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,21 @@ def register(subparsers) -> None:
     parser.add_argument("model_dir", help="a folder written by `hfattn train`")
     parser.add_argument("--split", action="append", help="split(s) to score (default: test)")
     parser.add_argument("--data", help="override the data source (name, text file or Hub id)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument(
+        "--batch-size", type=int, help="default: the recipe's evaluation.batch_size"
+    )
+    parser.add_argument(
+        "--seq-len", type=int, help="causal LM window (default: the recipe's evaluation.seq_len)"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the folder and its recipe's data, score, print a table, return 0."""
+    """Load the folder and its recipe's data, score with the recipe's task, print a table."""
     import sys
     from pathlib import Path
 
-    from ..recipes import Recipe, RecipeError, load_recipe
+    from ..recipes import RecipeError, default_recipe, load_recipe
 
     model_dir = Path(args.model_dir)
     if not (model_dir / "config.json").is_file():
@@ -33,41 +38,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     recipe_file = model_dir / "recipe.yaml"
     try:
-        recipe = load_recipe(recipe_file) if recipe_file.is_file() else Recipe()
+        recipe = load_recipe(recipe_file) if recipe_file.is_file() else default_recipe()
+        if args.batch_size is not None:
+            recipe.evaluation.batch_size = args.batch_size
+        if args.seq_len is not None:
+            if not hasattr(recipe.evaluation, "seq_len"):
+                raise RecipeError(f"--seq-len: task {recipe.task!r} has no evaluation.seq_len")
+            recipe.evaluation.seq_len = args.seq_len
     except RecipeError as err:
         print(f"error: {recipe_file}: {err}", file=sys.stderr)
         return 2
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    import hfattn  # noqa: F401
-
-    from ..data.lm import encode_corpus
-    from ..data.text import load_text_splits
-    from ..evaluation.language_modeling import evaluate_causal_lm
+    from ..tasks import get_task
     from .report import print_metrics
 
-    source = args.data or recipe.data.source
     try:
-        splits = load_text_splits(
-            source,
-            text_column=recipe.data.text_column,
-            validation_fraction=recipe.data.validation_fraction,
-            test_fraction=recipe.data.test_fraction,
+        metrics = get_task(recipe.task).evaluate_folder(
+            model_dir, recipe, args.split or ["test"], data=args.data
         )
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    metrics = {
-        split: evaluate_causal_lm(
-            model,
-            encode_corpus(tokenizer, splits[split]),
-            batch_size=args.batch_size,
-            seq_len=args.seq_len,
-        )
-        for split in (args.split or ["test"])
-    }
-    print_metrics(metrics, title=f"{model_dir} on {source}")
+    print_metrics(metrics, title=f"{model_dir} on {args.data or recipe.data.source}")
     return 0

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     import hfattn  # noqa: F401
 
     from ..logging_setup import configure_logging
-    from ..training.causal_lm import generate_text
+    from ..tasks.causal_lm import generate_text
 
     configure_logging()
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)

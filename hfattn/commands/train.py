@@ -60,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
         return 130
     print_metrics(result.metrics, title=f"{recipe.name}: evaluation (step {result.progress.step})")
     if result.sample is not None:
-        print(f"\n--- sample (prompt {recipe.generation.prompt!r}) ---\n{result.sample}\n---")
+        print(f"\n--- sample ---\n{result.sample}\n---")
     print(f"model saved to {result.output_dir}")
     return 0

@@ -20,7 +20,7 @@ from huggingface_hub import SpaceCard, SpaceCardData
 from .assets import asset_dir
 from .folder import ModelFolder, looks_like_hub_id
 from .staging import write_text_atomic
-from .tasks import TASKS, TaskInfo
+from .tasks import TaskInfo, task_infos
 
 APP_FILE = "app.py"
 FRAME_FILE = "frame.py"
@@ -39,7 +39,7 @@ def app_dir_for(task: TaskInfo) -> Path:
     Raises:
         SpaceError: naming the task and the tasks that have an app.
     """
-    available = [tag for tag, info in TASKS.items() if info.space_app]
+    available = [tag for tag, info in task_infos().items() if info.space_app]
     if task.space_app is None:
         raise SpaceError(
             f"no Space app for task {task.pipeline_tag!r} yet; apps exist for: {', '.join(available)}"

@@ -33,7 +33,6 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from ..fileio import atomic_path, atomic_write_json
-from ..models.modeling_char_rnn import detach_state
 from .optim import build_optimizer
 from .schedules import build_lr_scheduler
 
@@ -49,10 +48,12 @@ class TrainingJob:
     Attributes:
         model: the ``PreTrainedModel`` to train.
         tokenizer: saved next to the model.
-        batches: ``StreamBatches`` / ``WindowBatches``-like: ``len()``, ``epoch(e, start)``
-            yielding global batches (dim 0 = examples) and a ``stateful`` flag.
+        batches: ``len()``, ``epoch(e, start)`` yielding global batches (a tensor, or a dict of
+            tensors, dim 0 = examples), ``batch_size`` and a ``stateful`` flag.
         compute_loss: ``(model, batch, state, stateful) -> (loss, new_state)``; ``model`` may
-            be wrapped (DDP), so statefulness is passed in, not read from the model.
+            be wrapped (DDP), so statefulness is passed in, not read from the model. A stateful
+            task returns the state already detached (truncated BPTT); it is a tensor or a tuple
+            of tensors (saved with checkpoints).
         evaluate: ``(model, split) -> {metric: value}`` with a ``loss`` entry.
         eval_splits: splits scored at the end (``validation`` is also scored periodically).
         sample: optional ``model -> str`` shown at the end of training.
@@ -267,7 +268,7 @@ class _Run:
                 acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
             self.optimizer.zero_grad()
-        self.state = detach_state(state) if stateful else None
+        self.state = state if stateful else None
         return loss.detach().float().item()
 
     def run(self) -> bool:
@@ -284,7 +285,7 @@ class _Run:
         with _stop_on_signals(p):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
-                    losses.append(self.train_step(batch[self.rows].to(acc.device)))
+                    losses.append(self.train_step(_rows_of(batch, self.rows, acc.device)))
                     p.batch_in_epoch += 1
                     if not acc.sync_gradients:
                         continue
@@ -325,6 +326,13 @@ class _Run:
         if p.step != last_saved:  # the last state is always resumable
             self.save_checkpoint()
         return p.stop_reason == "interrupted"
+
+
+def _rows_of(batch, rows: slice, device):
+    """This process' share of a global batch (a tensor or a dict of tensors), on ``device``."""
+    if isinstance(batch, dict):
+        return {key: value[rows].to(device) for key, value in batch.items()}
+    return batch[rows].to(device)
 
 
 def _any_process(accelerator: Accelerator, flag: bool) -> bool:

@@ -1,0 +1,204 @@
+"""The recipe sections every task shares, and the checks that name a bad field.
+
+A recipe is ``name``, ``task``, ``output_dir``, ``model`` (validated against the model's config
+class), ``training`` (the engine's options, :class:`TrainingSection`; a task may subclass it to
+add its own batching fields), ``evaluation`` / ``generation`` (bases here, extended by each
+task), the task's own ``tokenizer`` and ``data`` sections, and ``hub``. Each task module
+(:mod:`hfattn.tasks`) declares its recipe class as a subclass of :class:`RecipeBase`; OmegaConf
+then rejects unknown keys and wrong types with the dotted name of the field, and every
+section's ``__post_init__`` checks values (ranges, choices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from .training.optim import OPTIMIZERS
+from .training.schedules import SCHEDULES
+
+MIXED_PRECISION = ("no", "bf16", "fp16")
+SPLITS = ("train", "validation", "test")
+
+
+class RecipeError(ValueError):
+    """A recipe field is unknown, mistyped or out of range (the message names the field)."""
+
+
+def require(condition: bool, field_name: str, message: str) -> None:
+    """Raise :class:`RecipeError` ``"<field_name>: <message>"`` unless ``condition``."""
+    if not condition:
+        raise RecipeError(f"{field_name}: {message}")
+
+
+def require_choice(value: str | None, field_name: str, allowed: tuple[str, ...]) -> None:
+    """``value`` must be one of ``allowed`` (the message lists them)."""
+    require(value in allowed, field_name, f"{value!r} is not one of {', '.join(allowed)}")
+
+
+def require_positive(section: object, prefix: str, *names: str) -> None:
+    """Every named field of ``section`` must be ``None`` or > 0."""
+    for name in names:
+        value = getattr(section, name)
+        require(value is None or value > 0, f"{prefix}.{name}", f"must be > 0, got {value}")
+
+
+def require_fraction(section: object, prefix: str, *names: str, high: float = 0.5) -> None:
+    """Every named field of ``section`` must lie in the open interval (0, ``high``)."""
+    for name in names:
+        value = getattr(section, name)
+        require(0 < value < high, f"{prefix}.{name}", f"must be in (0, {high}), got {value}")
+
+
+@dataclass
+class TrainingSection:
+    """``training:`` — the Accelerate loop (see :mod:`hfattn.training.engine`)."""
+
+    batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    epochs: int = 1
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    optimizer: str = "adamw"
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    max_grad_norm: float | None = 1.0
+    mixed_precision: str = "no"
+    log_every: int = 50
+    eval_every: int | None = 500
+    save_every: int | None = 500
+    keep_checkpoints: int = 2
+    load_best_at_end: bool = True
+    seed: int = 1337
+
+    def __post_init__(self):
+        require_choice(self.optimizer, "training.optimizer", tuple(OPTIMIZERS))
+        require_choice(self.schedule, "training.schedule", tuple(SCHEDULES))
+        require_choice(self.mixed_precision, "training.mixed_precision", MIXED_PRECISION)
+        require_positive(
+            self,
+            "training",
+            "batch_size",
+            "gradient_accumulation_steps",
+            "epochs",
+            "max_steps",
+            "max_minutes",
+            "learning_rate",
+            "log_every",
+            "eval_every",
+            "save_every",
+            "keep_checkpoints",
+            "max_grad_norm",
+        )
+        require(self.warmup_steps >= 0, "training.warmup_steps", "must be >= 0")
+        require(self.weight_decay >= 0, "training.weight_decay", "must be >= 0")
+        require(len(self.betas) == 2, "training.betas", "must be two numbers [beta1, beta2]")
+
+
+@dataclass
+class EvaluationSection:
+    """``evaluation:`` — splits scored at the end (``validation`` is also scored periodically)."""
+
+    splits: list[str] = field(default_factory=lambda: ["validation", "test"])
+    batch_size: int = 32
+
+    def __post_init__(self):
+        for split in self.splits:
+            require_choice(split, "evaluation.splits", SPLITS)
+        require_positive(self, "evaluation", "batch_size")
+
+
+@dataclass
+class GenerationSection:
+    """``generation:`` — ``generate()`` settings: the sample shown after training and the
+    defaults saved in ``generation_config.json``."""
+
+    max_new_tokens: int = 300
+    do_sample: bool = True
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    num_beams: int = 1
+    seed: int = 0
+
+    def __post_init__(self):
+        require_positive(self, "generation", "max_new_tokens", "temperature", "top_k", "num_beams")
+        require(self.top_p is None or 0 < self.top_p <= 1, "generation.top_p", "must be in (0, 1]")
+
+    def generate_kwargs(self) -> dict:
+        """``generate()`` keyword arguments (``seed`` included: callers seed torch with it)."""
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "do_sample": self.do_sample,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "num_beams": self.num_beams,
+            "seed": self.seed,
+        }
+
+
+@dataclass
+class HubSection:
+    """``hub:`` — publishing at the end of training and the model card's metadata."""
+
+    push_to_hub: bool = False
+    repo_id: str | None = None
+    private: bool = False
+    space: bool = False
+    license: str = "mit"
+    language: list[str] = field(default_factory=lambda: ["en"])
+    tags: list[str] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)
+    base_model: str | None = None
+
+    def __post_init__(self):
+        require(
+            not self.push_to_hub or bool(self.repo_id),
+            "hub.repo_id",
+            "is required when hub.push_to_hub is true",
+        )
+
+
+@dataclass
+class RecipeBase:
+    """The sections every recipe has. A task's recipe class adds ``tokenizer``, ``data`` and
+    its own ``training`` / ``evaluation`` / ``generation`` types.
+
+    ``model`` holds ``type`` (a registered ``model_type``), an optional ``preset`` and any
+    field of that model's config (``vocab_size`` comes from the tokenizer)."""
+
+    name: str = "experiment"
+    task: str = "causal-lm"
+    output_dir: str | None = None
+    model: dict[str, Any] = field(default_factory=dict)
+    hub: HubSection = field(default_factory=HubSection)
+
+    def __post_init__(self):
+        if self.output_dir is None:
+            self.output_dir = str(Path("runs") / self.name)
+
+    def to_yaml(self) -> str:
+        """The resolved recipe as YAML (written next to the trained model)."""
+        return OmegaConf.to_yaml(OmegaConf.structured(self))
+
+
+__all__ = [
+    "SPLITS",
+    "EvaluationSection",
+    "GenerationSection",
+    "HubSection",
+    "RecipeBase",
+    "RecipeError",
+    "TrainingSection",
+    "require",
+    "require_choice",
+    "require_fraction",
+    "require_positive",
+]

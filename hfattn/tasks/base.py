@@ -1,0 +1,64 @@
+"""What a task is: one object that owns a recipe shape, a training job and its Hub facts.
+
+A task module (``hfattn/tasks/<name>.py``) defines ``TASK``, an instance of a :class:`Task`
+subclass. :mod:`hfattn.recipes` validates a recipe against ``TASK.recipe_class``, asks
+``TASK.build_job(recipe)`` for the :class:`~hfattn.training.engine.TrainingJob` that the engine
+trains, and ``TASK.evaluate_folder`` re-scores a saved model; :mod:`hfattn.hub` reads
+``TASK.card`` (pipeline tag, Auto class, usage snippet, Space app). The engine knows no task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Card and Space facts of one task."""
+
+    pipeline_tag: str
+    task_name: str
+    auto_class: str
+    usage: str
+    """Python lines run after ``model`` and ``tokenizer`` are loaded; ``{example}`` is replaced
+    by an example input (a Python string literal)."""
+    intended_use: str
+    limitations: str
+    space_app: str | None
+    """Folder of ``spaces/`` holding this task's Gradio app, or ``None`` when none exists yet."""
+    default_example: str = "Hello"
+    architecture_suffixes: tuple[str, ...] = ()
+    """Model class-name endings (``ForCausalLM``) whose folders belong to this task."""
+    peft_task_type: str | None = None
+    """PEFT ``task_type`` of this task's adapters (``CAUSAL_LM``)."""
+
+
+class Task:
+    """Base class of the tasks: subclasses set the class attributes and implement the methods."""
+
+    name: ClassVar[str]
+    """The recipe's ``task:`` value."""
+    recipe_class: ClassVar[type]
+    """A dataclass subclassing :class:`hfattn.schema.RecipeBase`."""
+    card: ClassVar[TaskInfo]
+    default_model_type: ClassVar[str]
+
+    def build_job(self, recipe):
+        """Data, tokenizer, model, batches, loss, evaluation and sample of ``recipe``."""
+        raise NotImplementedError
+
+    def generation_defaults(self, recipe) -> dict:
+        """``generate()`` defaults saved in the model's ``generation_config.json``."""
+        return {k: v for k, v in recipe.generation.generate_kwargs().items() if k != "seed"}
+
+    def evaluate_folder(
+        self, model_dir: Path, recipe, splits: list[str], *, data: str | None = None
+    ) -> dict[str, dict]:
+        """Score the saved model in ``model_dir`` on ``splits`` of the recipe's data (or of
+        ``data``); returns ``{split: {metric: value}}``."""
+        raise NotImplementedError
+
+
+__all__ = ["Task", "TaskInfo"]

@@ -1,4 +1,4 @@
-"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|push|demo|plot``.
+"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|translate|push|demo|plot``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers) happen inside the
@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("train", "evaluate", "generate", "push", "demo", "plot")
+COMMANDS = ("train", "evaluate", "generate", "translate", "push", "demo", "plot")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ Names, in :data:`PLOTS`:
 - ``sigmoid``: ``sigma(x)`` and ``sigma'(x) = sigma(x) (1 - sigma(x))``.
 - ``scores``: one panel per scoring function: the weights each gives to the same 10 keys
   for the same query (its default distribution; learnable scores at a fixed seed).
+- ``attention`` (``model_dir``, ``text``): the alignment heatmap of a translation model.
 
 Importing this module is cheap: torch and matplotlib are imported by the plot functions.
 """
@@ -171,6 +172,38 @@ def scores_figure(num_keys: int = 10, dim: int = 2, seed: int = 0):
     return figure
 
 
+def attention_figure(model_dir: str, text: str, num_beams: int = 1):
+    """Alignment heatmap of a seq2seq model folder translating ``text``: source tokens on x,
+    output tokens on y, cell = the attention weight (see
+    :func:`hfattn.evaluation.translation.alignment`)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import hfattn  # noqa: F401  (registers the model types)
+    from hfattn.evaluation.translation import alignment
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    source, output, weights = alignment(model, tokenizer, text, num_beams=num_beams)
+    return alignment_figure(source, output, weights)
+
+
+def alignment_figure(source_tokens, output_tokens, weights):
+    """Heatmap of ``weights`` [output, source] with the tokens as tick labels."""
+    width = min(4.0 + 0.45 * len(source_tokens), 24.0)
+    height = min(3.0 + 0.35 * len(output_tokens), 24.0)
+    FIGURE_SIZES["attention"] = (width, height)
+    figure = _figure("attention")
+    axes = figure.add_subplot()
+    image = axes.imshow(weights, cmap="viridis", vmin=0.0, aspect="auto", interpolation="nearest")
+    axes.set_xticks(range(len(source_tokens)), source_tokens, rotation=60, ha="right")
+    axes.set_yticks(range(len(output_tokens)), output_tokens)
+    axes.set_xlabel("source token")
+    axes.set_ylabel("output token")
+    axes.set_title("Attention alignment")
+    figure.colorbar(image, ax=axes, label="attention weight")
+    return figure
+
+
 PLOTS: dict[str, Callable] = {
     "positional-encoding": positional_encoding_figure,
     "noam": noam_figure,
@@ -178,20 +211,25 @@ PLOTS: dict[str, Callable] = {
     "sigmoid": sigmoid_figure,
     "scores": scores_figure,
 }
-"""Figure builders by name; each returns a ``matplotlib.figure.Figure``."""
+"""The theses' figures by name; each builder takes no argument and returns a ``Figure``."""
+
+MODEL_PLOTS: dict[str, Callable] = {"attention": attention_figure}
+"""Figures of a trained model: the builder takes the model folder and an input."""
 
 
-def plot(name: str, out_path: str | os.PathLike) -> Path:
-    """Draw the figure ``name`` (one of :data:`PLOTS`) and write it to ``out_path`` as PNG.
+def plot(name: str, out_path: str | os.PathLike, **params) -> Path:
+    """Draw the figure ``name`` (one of :data:`PLOTS`, with its ``params``) and write it to
+    ``out_path`` as PNG.
 
     The PNG is written to a temporary file in the same folder and renamed into place, so
     ``out_path`` is never left half-written. Returns the path written.
     """
-    if name not in PLOTS:
-        raise ValueError(f"unknown plot {name!r}; valid names: {', '.join(PLOTS)}")
+    builders = {**PLOTS, **MODEL_PLOTS}
+    if name not in builders:
+        raise ValueError(f"unknown plot {name!r}; valid names: {', '.join(builders)}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    figure = PLOTS[name]()
+    figure = builders[name](**params)
     handle, temporary = tempfile.mkstemp(
         prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent
     )

@@ -25,8 +25,8 @@ def test_plot_writes_a_non_blank_png_of_the_right_size(name, tmp_path):
 
 
 def test_unknown_plot_name_lists_the_valid_ones(tmp_path):
-    with pytest.raises(ValueError, match="unknown plot 'attention'.*positional-encoding, noam"):
-        plot("attention", tmp_path / "x.png")
+    with pytest.raises(ValueError, match="unknown plot 'heatmap'.*positional-encoding, noam"):
+        plot("heatmap", tmp_path / "x.png")
 
 
 def test_failed_plot_leaves_nothing_on_disk(tmp_path, monkeypatch):

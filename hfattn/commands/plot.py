@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import argparse
 
-from hfattn.plotting import PLOTS
+from hfattn.plotting import MODEL_PLOTS, PLOTS
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the figure ``args.name`` to ``args.out`` (default ``<name>.png``)."""
+    import sys
+
     from hfattn.plotting import plot
 
+    params = {}
+    if args.name == "attention":
+        if len(args.args) != 2:
+            print('error: usage: hfattn plot attention DIR "source sentence"', file=sys.stderr)
+            return 2
+        params = {"model_dir": args.args[0], "text": args.args[1], "num_beams": args.num_beams}
+    elif args.args:
+        print(f"error: plot {args.name} takes no arguments, got {args.args}", file=sys.stderr)
+        return 2
     out = args.out or f"{args.name}.png"
-    path = plot(args.name, out)
+    try:
+        path = plot(args.name, out, **params)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"wrote {path}")
     return 0
 
@@ -21,10 +36,17 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``plot`` sub-command to ``subparsers``."""
     parser = subparsers.add_parser(
         "plot",
-        help="draw a figure (positional encodings, Noam, warmups, sigmoid, attention scores)",
+        help="draw a figure (positional encodings, Noam, warmups, sigmoid, scores, an alignment)",
         description="Draw one of the figures of the seed theses as a PNG file.",
     )
-    parser.add_argument("name", metavar="NAME", choices=list(PLOTS), help=", ".join(PLOTS))
+    parser.add_argument(
+        "name",
+        metavar="NAME",
+        choices=[*PLOTS, *MODEL_PLOTS],
+        help=", ".join([*PLOTS, *MODEL_PLOTS]),
+    )
+    parser.add_argument("args", nargs="*", metavar="ARG", help='attention: DIR "source sentence"')
     parser.add_argument("--out", metavar="FILE", help="output PNG path (default: NAME.png)")
+    parser.add_argument("--num-beams", type=int, default=1, help="attention: beam width")
     parser.set_defaults(func=run)
     return parser

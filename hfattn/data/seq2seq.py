@@ -1,0 +1,92 @@
+"""Batches of (source, target) id sequences for encoder-decoder training.
+
+:class:`PairBatches` shuffles the pairs every epoch (deterministically in ``seed + epoch``),
+groups them by source length within pools of ``pool_batches`` batches so that a batch pads
+little (the usual "bucketing" of NMT toolkits), and yields dicts of padded tensors:
+``input_ids`` / ``attention_mask`` (right padding with ``pad_token_id``) and ``labels``
+(padding ``-100``, ignored by the loss). The last incomplete batch of an epoch is dropped, so
+every batch has ``batch_size`` rows and splits evenly across processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+IGNORE_INDEX = -100
+
+
+def pad_sources(sources: Sequence[Sequence[int]], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad ``sources`` with ``pad_token_id``: ``input_ids`` and ``attention_mask``."""
+    width = max(len(s) for s in sources)
+    input_ids = torch.full((len(sources), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sources), width), dtype=torch.long)
+    for row, ids in enumerate(sources):
+        input_ids[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+        attention_mask[row, : len(ids)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def pad_pairs(
+    sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], pad_token_id: int
+) -> dict[str, torch.Tensor]:
+    """Right-pad ``sources`` (pad id, with an attention mask) and ``targets`` (``-100``)."""
+    label_width = max(len(t) for t in targets)
+    labels = torch.full((len(targets), label_width), IGNORE_INDEX, dtype=torch.long)
+    for row, ids in enumerate(targets):
+        labels[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+    return {**pad_sources(sources, pad_token_id), "labels": labels}
+
+
+class PairBatches:
+    """Length-grouped, shuffled, padded batches of id pairs (see the module docstring)."""
+
+    stateful = False
+
+    def __init__(
+        self,
+        sources: Sequence[Sequence[int]],
+        targets: Sequence[Sequence[int]],
+        batch_size: int,
+        *,
+        pad_token_id: int,
+        seed: int = 0,
+        pool_batches: int = 50,
+    ):
+        if len(sources) != len(targets):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+        if len(sources) < batch_size:
+            raise ValueError(
+                f"{len(sources)} training pairs are fewer than training.batch_size={batch_size}"
+            )
+        self.sources, self.targets = list(sources), list(targets)
+        self.batch_size = batch_size
+        self.pad_token_id = pad_token_id
+        self.seed = seed
+        self.pool = batch_size * pool_batches
+
+    def __len__(self) -> int:
+        return len(self.sources) // self.batch_size
+
+    def order(self, epoch: int) -> list[list[int]]:
+        """The batches of ``epoch`` as lists of pair indices."""
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        shuffled = torch.randperm(len(self.sources), generator=generator).tolist()
+        shuffled = shuffled[: len(self) * self.batch_size]
+        batches = []
+        for begin in range(0, len(shuffled), self.pool):
+            pool = sorted(shuffled[begin : begin + self.pool], key=lambda i: len(self.sources[i]))
+            batches += [pool[k : k + self.batch_size] for k in range(0, len(pool), self.batch_size)]
+        permutation = torch.randperm(len(batches), generator=generator).tolist()
+        return [batches[k] for k in permutation]
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+        """Padded batches ``start, start+1, …`` of ``epoch``."""
+        for rows in self.order(epoch)[start:]:
+            yield pad_pairs(
+                [self.sources[i] for i in rows], [self.targets[i] for i in rows], self.pad_token_id
+            )
+
+
+__all__ = ["IGNORE_INDEX", "PairBatches", "pad_pairs", "pad_sources"]

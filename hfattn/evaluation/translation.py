@@ -1,0 +1,214 @@
+r"""Translating with a seq2seq model and scoring it on held-out pairs.
+
+:func:`translate_texts` batches sources (sorted by length, order restored), truncates sources
+longer than the model allows (warning, or :class:`SourceTooLongError` when asked to refuse),
+returns ``""`` for an empty source, and decodes with ``generate`` (greedy, sampling or beam
+search). :func:`evaluate_translation` adds the teacher-forced figures:
+
+.. math:: L = -\frac{1}{N}\sum_{b,t:\,y_{b,t}\neq\text{pad}} \ln p(y_{b,t}\mid y_{b,<t}, x_b),
+          \qquad \mathrm{acc} = \frac{1}{N}\sum_{b,t} 1[\arg\max p(\cdot\mid y_{b,<t}, x_b) = y_{b,t}]
+
+(masked next-token accuracy, the figure Keras reports for the seed's Transformer), and corpus
+BLEU, chrF and exact match of the decoded translations (bundled ``evaluate`` modules).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import torch
+from torch.nn import functional as F
+
+from ..data.seq2seq import IGNORE_INDEX, pad_sources
+from . import load_metric
+
+logger = logging.getLogger(__name__)
+
+
+class SourceTooLongError(ValueError):
+    """A source sentence has more tokens than the model accepts and truncation is refused."""
+
+
+def source_limit(model, tokenizer) -> int | None:
+    """The longest source (in tokens) the model accepts: ``config.max_source_positions`` or
+    ``max_position_embeddings`` when set, else the tokenizer's ``model_max_length`` when it is
+    a real limit, else ``None``."""
+    for name in ("max_source_positions", "max_position_embeddings"):
+        value = getattr(model.config, name, None)
+        if value:
+            return int(value)
+    limit = getattr(tokenizer, "model_max_length", None)
+    return int(limit) if limit and limit < 1_000_000 else None
+
+
+def encode_sources(
+    tokenizer, texts: Sequence[str], limit: int | None, *, on_too_long: str = "warn"
+) -> list[list[int]]:
+    """Token ids of ``texts`` (with ``<eos>``), cut to ``limit`` tokens (the last kept token is
+    ``<eos>``) with one warning naming how many were cut, or refused with ``on_too_long="error"``.
+    """
+    if on_too_long not in ("warn", "error"):
+        raise ValueError(f"on_too_long: {on_too_long!r} is not one of warn, error")
+    encoded = tokenizer(list(texts))["input_ids"]
+    too_long = [i for i, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
+    if too_long and on_too_long == "error":
+        first = too_long[0]
+        raise SourceTooLongError(
+            f"source {first} has {len(encoded[first])} tokens; the model accepts at most {limit}"
+        )
+    if too_long:
+        logger.warning(
+            "%d source(s) longer than %d tokens were truncated (first: %r)",
+            len(too_long),
+            limit,
+            texts[too_long[0]][:60],
+        )
+        for i in too_long:
+            encoded[i] = encoded[i][: limit - 1] + [tokenizer.eos_token_id]
+    return encoded
+
+
+@torch.no_grad()
+def translate_texts(
+    model,
+    tokenizer,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 32,
+    num_beams: int = 1,
+    max_new_tokens: int = 128,
+    on_too_long: str = "warn",
+    **generate_kwargs,
+) -> list[str]:
+    """Translate ``texts`` (any order and lengths); an empty or blank source gives ``""``."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    outputs = [""] * len(texts)
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    encoded = encode_sources(
+        tokenizer, [texts[i] for i in todo], source_limit(model, tokenizer), on_too_long=on_too_long
+    )
+    order = sorted(range(len(todo)), key=lambda k: len(encoded[k]))
+    for begin in range(0, len(order), batch_size):
+        chunk = order[begin : begin + batch_size]
+        batch = pad_sources([encoded[k] for k in chunk], tokenizer.pad_token_id)
+        generated = model.generate(
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+            **generate_kwargs,
+        )
+        for k, text in zip(
+            chunk, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True
+        ):
+            outputs[todo[k]] = text.strip()
+    model.train(was_training)
+    return outputs
+
+
+@torch.no_grad()
+def teacher_forced_scores(model, batches) -> dict:
+    """Loss (nats/token), perplexity and masked next-token accuracy over padded ``batches``."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    perplexity, accuracy = load_metric("perplexity"), load_metric("accuracy")
+    for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        logits = model(**batch).logits.float()
+        labels = batch["labels"]
+        keep = labels != IGNORE_INDEX
+        nll = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            labels.reshape(-1),
+            ignore_index=IGNORE_INDEX,
+            reduction="sum",
+        )
+        perplexity.add(nll_sum=nll.item(), num_tokens=int(keep.sum()))
+        accuracy.add_batch(
+            predictions=logits.argmax(-1)[keep].tolist(), references=labels[keep].tolist()
+        )
+    model.train(was_training)
+    scores = perplexity.compute()
+    scores.pop("bits_per_token")
+    scores["token_accuracy"] = accuracy.compute()["accuracy"]
+    return scores
+
+
+@torch.no_grad()
+def alignment(model, tokenizer, text: str, *, num_beams: int = 1, max_new_tokens: int = 64):
+    """Translate ``text`` and return ``(source_tokens, output_tokens, weights)``: ``weights``
+    [output, source] is the cross-attention each output token paid to each source token
+    (last decoder layer, mean over heads), read from one teacher-forced pass over the decoded
+    output, so it is the alignment of the translation whatever the decoding (beam search
+    included).
+
+    Raises:
+        ValueError: for an empty source, or a model that returns no cross-attention.
+    """
+    if not text.strip():
+        raise ValueError("text: the source sentence is empty")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    ids = encode_sources(tokenizer, [text], source_limit(model, tokenizer))[0]
+    input_ids = torch.tensor([ids], device=device)
+    generated = model.generate(
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        num_beams=num_beams,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+    )
+    decoder_input_ids = generated[:, :-1]
+    out = model(
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        decoder_input_ids=decoder_input_ids,
+        output_attentions=True,
+        return_dict=True,
+    )
+    model.train(was_training)
+    cross = out.cross_attentions
+    if cross is None or (isinstance(cross, tuple) and not cross):
+        raise ValueError(f"{type(model).__name__} returned no cross-attention (attention: null?)")
+    weights = cross[-1] if isinstance(cross, (tuple, list)) else cross
+    if weights.dim() == 4:  # [batch, heads, tgt, src]
+        weights = weights.mean(1)
+    output_ids = generated[0, 1:].tolist()
+    return (
+        tokenizer.convert_ids_to_tokens(ids),
+        tokenizer.convert_ids_to_tokens(output_ids),
+        weights[0].float().cpu().numpy(),
+    )
+
+
+def text_scores(predictions: Sequence[str], references: Sequence[str]) -> dict:
+    """Corpus BLEU and chrF (0-100) and exact match (0-1) of ``predictions``."""
+    return {
+        "bleu": load_metric("sacrebleu").compute(predictions=predictions, references=references)[
+            "score"
+        ],
+        "chrf": load_metric("chrf").compute(predictions=predictions, references=references)[
+            "score"
+        ],
+        "exact_match": load_metric("exact_match").compute(
+            predictions=predictions, references=references
+        )["exact_match"],
+    }
+
+
+__all__ = [
+    "SourceTooLongError",
+    "alignment",
+    "encode_sources",
+    "source_limit",
+    "teacher_forced_scores",
+    "text_scores",
+    "translate_texts",
+]

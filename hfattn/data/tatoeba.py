@@ -1,0 +1,218 @@
+"""``spa.txt``: the Anki / Tatoeba English–Spanish sentence pairs, and the seeds' preprocessings.
+
+The file (``spa-eng.zip`` on manythings.org / the TensorFlow bucket) has one pair per line::
+
+    Go.<TAB>Ve.<TAB>CC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM) & #4986655 (cueyayotl)
+
+The third field (attribution) is optional and ignored. A line without a tab, or with an empty
+side, is malformed: it is reported (logging warning, with its line number) and skipped.
+
+Two preprocessings reproduce the seeds (:data:`PREPROCESSINGS`):
+
+- ``"chollet"`` (*Deep Learning with Python*, 2nd ed., ch. 11): both sides lower-cased and
+  stripped of punctuation (``string.punctuation`` plus ``¿`` and ``¡``; the brackets of the
+  target markers are kept), the target wrapped as ``"[start] … [end]"``; pairs shuffled (seed)
+  and split 70/15/15. Its model settings: vocabulary 15,000, sequence length 20.
+- ``"geron"`` (*Hands-On ML*, 3rd ed., ch. 16): ``¡`` and ``¿`` removed (the tokenizer
+  lower-cases and strips the rest); pairs shuffled (seed), the first 100,000 are ``train``, the
+  rest is cut into ``validation`` and ``test`` in the ratio of the two fractions. Its model
+  settings: vocabulary 1,000, sequence length 50 (tokenizer / truncation settings).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import re
+import string
+import zipfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .cache import hfattn_cache_dir
+
+logger = logging.getLogger(__name__)
+
+CHOLLET = {"vocab_size": 15_000, "sequence_length": 20}
+"""Chollet's settings: top-15,000 words per language, sequences of 20 tokens."""
+
+GERON = {"vocab_size": 1_000, "max_length": 50, "train_size": 100_000}
+"""Géron's settings: vocabulary 1,000, sequences of 50 tokens, the first 100,000 shuffled pairs
+for training."""
+
+PREPROCESSINGS = {"chollet": CHOLLET, "geron": GERON}
+"""The seeds' preprocessings by name, with their model/tokenizer settings."""
+
+CHOLLET_STRIP_CHARS = (string.punctuation + "¿¡").replace("[", "").replace("]", "")
+"""Characters removed by :func:`chollet_standardize` (Keras' ``string.punctuation + "¿"``,
+plus ``¡``; ``[`` and ``]`` are kept for the ``[start]`` / ``[end]`` markers)."""
+
+_CHOLLET_STRIP = re.compile(f"[{re.escape(CHOLLET_STRIP_CHARS)}]")
+
+
+def chollet_standardize(text: str) -> str:
+    """Chollet's ``custom_standardization``: lower-case, remove :data:`CHOLLET_STRIP_CHARS`
+    (``"¿Cómo estás?"`` → ``"cómo estás"``); whitespace is also collapsed."""
+    return " ".join(_CHOLLET_STRIP.sub("", text.lower()).split())
+
+
+def chollet_pair(pair: dict[str, str], source_lang: str, target_lang: str) -> dict[str, str]:
+    """One pair as Chollet feeds it: both sides standardized, the target as
+    ``"[start] … [end]"``."""
+    return {
+        source_lang: chollet_standardize(pair[source_lang]),
+        target_lang: f"[start] {chollet_standardize(pair[target_lang])} [end]",
+    }
+
+
+def geron_pair(pair: dict[str, str], source_lang: str, target_lang: str) -> dict[str, str]:
+    """One pair as Géron feeds it: ``¡`` and ``¿`` removed from both sides."""
+    return {
+        lang: pair[lang].replace("¡", "").replace("¿", "") for lang in (source_lang, target_lang)
+    }
+
+
+PAIR_TRANSFORMS = {"chollet": chollet_pair, "geron": geron_pair}
+"""The text side of each preprocessing (applies to any source)."""
+
+
+def read_spa_txt(
+    path: str | Path, *, source_lang: str = "en", target_lang: str = "es"
+) -> list[dict[str, str]]:
+    """The pairs of a tab-separated ``spa.txt`` (or a ``.zip`` holding one) as
+    ``[{source_lang: col 1, target_lang: col 2}, ...]``, in file order. Malformed lines are
+    logged (warning with the line number) and skipped."""
+    path = Path(path)
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            members = [n for n in zf.namelist() if n.endswith(".txt") and "_about" not in n]
+            if not members:
+                raise ValueError(f"data.source: no .txt file inside {path}")
+            text = zf.read(members[0]).decode("utf-8")
+    else:
+        text = path.read_text("utf-8")
+    pairs = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2 or not fields[0].strip() or not fields[1].strip():
+            logger.warning(
+                "%s:%d: malformed line (expected English<TAB>Spanish[<TAB>attribution]), "
+                "skipped: %r",
+                path,
+                number,
+                line[:80],
+            )
+            continue
+        pairs.append({source_lang: fields[0].strip(), target_lang: fields[1].strip()})
+    return pairs
+
+
+def download(url: str) -> Path:
+    """Download ``url`` once into ``$HF_HOME/hfattn/downloads/<hash>/<file name>`` (atomically)
+    and return the local path (the cached file on later calls)."""
+    import urllib.request
+
+    from ..fileio import atomic_path
+
+    name = Path(urlparse(url).path).name or "download"
+    target = hfattn_cache_dir() / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+    if not target.is_file():
+        logger.info("downloading %s into %s", url, target)
+        with atomic_path(target) as tmp, urllib.request.urlopen(url, timeout=60) as response:
+            tmp.write_bytes(response.read())
+    return target
+
+
+def _group_split(
+    pairs: list[dict[str, str]], source_lang: str, counts: tuple[int, int], rng: random.Random
+) -> dict[str, list[dict[str, str]]]:
+    """Split ``pairs`` so every translation of one source sentence falls in the same split:
+    ``counts`` = (validation, test) source sentences, drawn in shuffled order."""
+    sources = sorted({p[source_lang] for p in pairs})
+    rng.shuffle(sources)
+    n_val, n_test = counts
+    where = {s: "validation" for s in sources[:n_val]}
+    where.update({s: "test" for s in sources[n_val : n_val + n_test]})
+    out: dict[str, list[dict[str, str]]] = {"train": [], "validation": [], "test": []}
+    for p in pairs:
+        out[where.get(p[source_lang], "train")].append(p)
+    return out
+
+
+def split_spa_pairs(
+    pairs: list[dict[str, str]],
+    *,
+    preprocessing: str | None,
+    source_lang: str = "en",
+    target_lang: str = "es",
+    seed: int = 0,
+    validation_fraction: float = 0.15,
+    test_fraction: float = 0.15,
+    train_size: int | None = None,
+    group_by_source: bool = False,
+) -> dict[str, list[dict[str, str]]]:
+    """Shuffle (``seed``) and split the pairs of a file, applying ``preprocessing``.
+
+    ``None`` and ``"chollet"``: ``train`` / ``validation`` / ``test`` by the fractions (70/15/15
+    by default). ``"geron"``: the first ``train_size`` (default 100,000) shuffled pairs are
+    ``train`` and the rest is cut into ``validation`` / ``test`` in the ratio of the
+    fractions. ``group_by_source=True`` keeps all translations of one source sentence in one
+    split (the seeds do not: ``"Go."`` has several translations that may land in different
+    splits); the fractions then count source sentences.
+    """
+    if preprocessing is not None and preprocessing not in PREPROCESSINGS:
+        raise ValueError(
+            f"data.preprocessing must be one of {', '.join(PREPROCESSINGS)} or None; "
+            f"got {preprocessing!r}"
+        )
+    rng = random.Random(seed)
+    pairs = list(pairs)
+    if preprocessing:
+        transform = PAIR_TRANSFORMS[preprocessing]
+        pairs = [transform(p, source_lang, target_lang) for p in pairs]
+    if preprocessing == "geron":
+        train_size = GERON["train_size"] if train_size is None else train_size
+        held = 1.0 - min(1.0, train_size / max(1, len(pairs)))
+        total = validation_fraction + test_fraction
+        val_share = validation_fraction / total * held if total else held
+        test_share = test_fraction / total * held if total else 0.0
+    else:
+        val_share, test_share = validation_fraction, test_fraction
+    if group_by_source:
+        n_sources = len({p[source_lang] for p in pairs})
+        counts = (round(n_sources * val_share), round(n_sources * test_share))
+        return _group_split(pairs, source_lang, counts, rng)
+    rng.shuffle(pairs)
+    n = len(pairs)
+    if preprocessing == "geron":
+        n_train = min(n, train_size)
+        n_test = (
+            round((n - n_train) * (test_share / (val_share + test_share))) if n > n_train else 0
+        )
+        n_val = n - n_train - n_test
+    else:
+        n_val, n_test = int(n * val_share), int(n * test_share)
+        n_train = n - n_val - n_test
+    return {
+        "train": pairs[:n_train],
+        "validation": pairs[n_train : n_train + n_val],
+        "test": pairs[n_train + n_val :],
+    }
+
+
+__all__ = [
+    "CHOLLET",
+    "CHOLLET_STRIP_CHARS",
+    "GERON",
+    "PAIR_TRANSFORMS",
+    "PREPROCESSINGS",
+    "chollet_pair",
+    "chollet_standardize",
+    "download",
+    "geron_pair",
+    "read_spa_txt",
+    "split_spa_pairs",
+]

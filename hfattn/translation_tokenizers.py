@@ -1,0 +1,245 @@
+"""Tokenizers for translation (seq2seq) models, built with the ``tokenizers`` library.
+
+:func:`build_translation_tokenizer` returns a plain ``transformers`` fast tokenizer (only
+``tokenizer.json`` + ``tokenizer_config.json`` once saved: ``AutoTokenizer.from_pretrained``
+loads it without hfattn). One tokenizer object encodes both sides, as Marian's does::
+
+    batch = tok(["I love you."], text_target=["te quiero."])   # input_ids, attention_mask, labels
+
+Kinds:
+
+- ``"word"``: like Keras ``TextVectorization``: lower-case, strip punctuation (``¿`` ``¡``
+  included; ``[`` ``]`` kept for Chollet's ``[start]``/``[end]``), split on whitespace, the
+  ``vocab_size`` most frequent words (ties alphabetical). Decoding joins words with spaces.
+- ``"char"``: one token per character (spaces included), decoded fused.
+- ``"bpe"``: byte-pair encoding over ``Metaspace`` pieces (``▁`` marks a word start, and the
+  decoder turns it back into a space).
+
+``joint=True`` trains one vocabulary on both languages (``vocab_size`` in total).
+``joint=False`` trains each language's own vocabulary (``vocab_size`` each, special tokens
+included) and merges them into one id space: word/char = the union of the two vocabularies
+(source-language tokens first, then the target's new ones), so the total is between
+``vocab_size`` and ``2 * vocab_size - 4``; BPE = the union of the two vocabularies and the
+source merges followed by the target merges not already present (a word is merged by the
+source's rules first, then the target's).
+
+Special tokens: ``<pad>`` = 0, ``<unk>`` = 1, ``<bos>`` = 2, ``<eos>`` = 3 (the model configs'
+defaults). Every encoded text, source or target, ends with ``<eos>`` (template ``$A <eos>``);
+labels carry no ``<bos>``: the model's decoder starts from ``decoder_start_token_id`` =
+``<bos>`` by shifting the labels right.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers.processors import TemplateProcessing
+from transformers import PreTrainedTokenizerFast
+
+from .data.tatoeba import CHOLLET_STRIP_CHARS
+from .tokenization import SPECIAL_TOKENS
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("word", "char", "bpe")
+"""Tokenizer kinds of :func:`build_translation_tokenizer`."""
+
+DEFAULT_VOCAB_SIZES = {"word": 15_000, "char": None, "bpe": 8_000}
+"""Default ``vocab_size`` per kind (``None``: every character seen)."""
+
+_SPECIALS = list(SPECIAL_TOKENS.values())  # <pad> <unk> <bos> <eos>, ids 0..3
+
+
+def _pairs(pairs_or_dataset, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
+    """``[(source, target), ...]`` from pairs, a ``Dataset`` or ``DatasetDict`` (its ``train``)
+    with a ``translation`` column."""
+    import datasets
+
+    data = pairs_or_dataset
+    if isinstance(data, datasets.DatasetDict):
+        data = data["train"]
+    if hasattr(data, "column_names"):
+        if "translation" not in data.column_names:
+            raise ValueError(f"the dataset has no translation column ({data.column_names})")
+        data = data["translation"]
+    out = []
+    for item in data:
+        if isinstance(item, dict):
+            try:
+                out.append((item[source_lang], item[target_lang]))
+            except KeyError as e:
+                raise ValueError(
+                    f"pair {item!r} has no {e.args[0]!r} side (source_lang={source_lang!r}, "
+                    f"target_lang={target_lang!r})"
+                ) from None
+        else:
+            source, target = item
+            out.append((source, target))
+    if not out:
+        raise ValueError("no pairs to build the tokenizer from")
+    return out
+
+
+def _normalizer(lowercase: bool, strip_punctuation: bool):
+    steps = [normalizers.NFC()]
+    if lowercase:
+        steps.append(normalizers.Lowercase())
+    if strip_punctuation:
+        steps.append(normalizers.Replace(Regex(f"[{_regex_class(CHOLLET_STRIP_CHARS)}]"), ""))
+    return normalizers.Sequence(steps)
+
+
+def _regex_class(chars: str) -> str:
+    return "".join("\\" + c if c.isascii() and not c.isalnum() else c for c in chars)
+
+
+def _top(counts: Counter, n: int | None, min_frequency: int) -> list[str]:
+    items = sorted(
+        (tok for tok, c in counts.items() if c >= min_frequency and tok not in _SPECIALS),
+        key=lambda tok: (-counts[tok], tok),
+    )
+    return items if n is None else items[: max(0, n)]
+
+
+def _count(backend: Tokenizer, texts: Iterable[str], kind: str) -> Counter:
+    counts: Counter = Counter()
+    for text in texts:
+        normalized = backend.normalizer.normalize_str(text)
+        if kind == "char":
+            counts.update(normalized)
+        else:
+            counts.update(t for t, _ in backend.pre_tokenizer.pre_tokenize_str(normalized))
+    return counts
+
+
+def _bpe_model(texts: list[str], vocab_size: int, min_frequency: int, normalizer, pre_tok):
+    backend = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
+    backend.normalizer = normalizer
+    backend.pre_tokenizer = pre_tok
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=_SPECIALS,
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer=trainer)
+    model = json.loads(backend.to_str())["model"]
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    return model["vocab"], merges
+
+
+def build_translation_tokenizer(
+    pairs_or_dataset,
+    *,
+    kind: str = "word",
+    vocab_size: int | None = None,
+    joint: bool = True,
+    lowercase: bool | None = None,
+    strip_punctuation: bool | None = None,
+    source_lang: str = "en",
+    target_lang: str = "es",
+    min_frequency: int = 1,
+    model_max_length: int = 512,
+) -> PreTrainedTokenizerFast:
+    """Build a seq2seq tokenizer from training pairs (see the module docstring).
+
+    Args:
+        pairs_or_dataset: ``[{source_lang: ..., target_lang: ...}, ...]``, ``[(source,
+            target), ...]``, a ``Dataset`` with a ``translation`` column, or a ``DatasetDict``
+            (its ``train`` split is used: never build a vocabulary on held-out data).
+        kind: ``"word"``, ``"char"`` or ``"bpe"``.
+        vocab_size: tokens in the vocabulary, the four special tokens included (per
+            language when ``joint=False``); default :data:`DEFAULT_VOCAB_SIZES`.
+        joint: one vocabulary for both languages, or one per language merged into one id
+            space.
+        lowercase, strip_punctuation: text normalization; default ``True`` for ``"word"``
+            (Keras' ``lower_and_strip_punctuation``), ``False`` for ``"char"`` and ``"bpe"``.
+        source_lang, target_lang: the keys of the pairs.
+        min_frequency: rarer tokens (words, characters, BPE pairs) are left out.
+        model_max_length: the tokenizer's ``model_max_length`` (truncation length).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    vocab_size = DEFAULT_VOCAB_SIZES[kind] if vocab_size is None else vocab_size
+    if vocab_size is not None and vocab_size <= len(_SPECIALS):
+        raise ValueError(f"vocab_size must be > {len(_SPECIALS)} (the special tokens)")
+    lowercase = (kind == "word") if lowercase is None else lowercase
+    strip_punctuation = (kind == "word") if strip_punctuation is None else strip_punctuation
+    pairs = _pairs(pairs_or_dataset, source_lang, target_lang)
+    sides = [[p[0] for p in pairs], [p[1] for p in pairs]]
+    groups = [sides[0] + sides[1]] if joint else sides
+
+    normalizer = _normalizer(lowercase, strip_punctuation)
+    unk = SPECIAL_TOKENS["unk_token"]
+    if kind == "bpe":
+        pre_tok = pre_tokenizers.Metaspace()
+        vocab: dict[str, int] = {tok: i for i, tok in enumerate(_SPECIALS)}
+        merges: list[tuple[str, str]] = []
+        seen_merges: set[tuple[str, str]] = set()
+        for texts in groups:
+            group_vocab, group_merges = _bpe_model(
+                texts, vocab_size, min_frequency, normalizer, pre_tok
+            )
+            for tok, _ in sorted(group_vocab.items(), key=lambda kv: kv[1]):
+                vocab.setdefault(tok, len(vocab))
+            for merge in group_merges:
+                if merge not in seen_merges:
+                    seen_merges.add(merge)
+                    merges.append(merge)
+        backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk, fuse_unk=True))
+        backend.pre_tokenizer = pre_tok
+        backend.decoder = decoders.Metaspace()
+    else:
+        probe = Tokenizer(models.WordLevel(vocab={unk: 0}, unk_token=unk))
+        probe.normalizer = normalizer
+        if kind == "char":
+            pre_tok = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+        elif strip_punctuation:
+            pre_tok = pre_tokenizers.WhitespaceSplit()
+        else:
+            pre_tok = pre_tokenizers.Whitespace()  # punctuation becomes its own word
+        probe.pre_tokenizer = pre_tok
+        vocab = {tok: i for i, tok in enumerate(_SPECIALS)}
+        n_tokens = None if vocab_size is None else vocab_size - len(_SPECIALS)
+        for texts in groups:
+            for tok in _top(_count(probe, texts, kind), n_tokens, min_frequency):
+                vocab.setdefault(tok, len(vocab))
+        backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=unk))
+        backend.pre_tokenizer = pre_tok
+        if kind == "char":
+            backend.decoder = decoders.Fuse()
+    backend.normalizer = normalizer
+    eos = SPECIAL_TOKENS["eos_token"]
+    backend.post_processor = TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, vocab[eos])]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,
+        **SPECIAL_TOKENS,
+    )
+    logger.info(
+        "%s %s tokenizer (%s→%s): %d tokens",
+        "joint" if joint else "per-language",
+        kind,
+        source_lang,
+        target_lang,
+        len(tokenizer),
+    )
+    return tokenizer
+
+
+def unknown_rate(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> float:
+    """Share of the tokens of ``texts`` (special tokens excluded) that are ``<unk>``."""
+    ids = [i for t in texts for i in tokenizer(t, add_special_tokens=False)["input_ids"]]
+    return sum(i == tokenizer.unk_token_id for i in ids) / max(1, len(ids))
+
+
+__all__ = ["DEFAULT_VOCAB_SIZES", "KINDS", "build_translation_tokenizer", "unknown_rate"]

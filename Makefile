@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format browser clean
+.PHONY: run test lint format browser sword clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP) sword
 	$(VENV)/bin/hfattn train recipes/char_rnn_shakespeare.yaml
 
 # Headless Chromium for the Space browser tests (Debian package; tests skip with a reason without it).
@@ -23,7 +23,16 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium could not be installed: browser tests will be skipped"; }
 
-test: $(STAMP) browser
+# The Bible in English and Spanish (SWORD modules read by pysword) and apertium's en->es
+# baseline (Debian packages; the Bible tests skip with a reason without them).
+sword:
+	@test -f /usr/share/sword/mods.d/engWEB2015eb.conf -a -f /usr/share/sword/mods.d/spaRV1909eb.conf \
+	  -a -f /usr/share/apertium/modes/eng-spa.mode || { \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    sword-text-web sword-text-sparv apertium-eng-spa >/dev/null) \
+	  || echo "sword-text-web/sword-text-sparv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
+
+test: $(STAMP) browser sword
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -36,16 +36,22 @@ def corpus_file(folder: Path, chars: int = 60_000) -> Path:
     return path
 
 
-def write_recipe(folder: Path, filename: str = "recipe.yaml", **sections) -> Path:
-    """Write :data:`TINY_RECIPE` with ``sections`` merged in (one level deep)."""
+def write_recipe(
+    folder: Path, filename: str = "recipe.yaml", base: dict | None = None, **sections
+) -> Path:
+    """Write ``base`` (default :data:`TINY_RECIPE` on a slice of Macbeth) with ``sections``
+    merged in (one level deep)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    recipe = {k: (dict(v) if isinstance(v, dict) else v) for k, v in TINY_RECIPE.items()}
-    recipe["data"] = {
-        "source": str(corpus_file(folder)),
-        "validation_fraction": 0.1,
-        "test_fraction": 0.1,
-    }
+    if base is None:
+        recipe = {k: (dict(v) if isinstance(v, dict) else v) for k, v in TINY_RECIPE.items()}
+        recipe["data"] = {
+            "source": str(corpus_file(folder)),
+            "validation_fraction": 0.1,
+            "test_fraction": 0.1,
+        }
+    else:
+        recipe = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
     recipe["output_dir"] = str(folder / "run")
     for key, value in sections.items():
         if isinstance(value, dict):

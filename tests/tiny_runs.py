@@ -40,3 +40,59 @@ def build_char_rnn_run(
     if not with_results:
         (out / "eval_results.json").unlink()
     return out
+
+
+TINY_TRANSLATION_MODELS = {
+    "bahdanau": {
+        "type": "bahdanau",
+        "attention": "bahdanau",
+        "embedding_dim": 16,
+        "encoder_hidden_size": 32,
+        "bidirectional": True,
+        "decoder_hidden_size": 64,
+    },
+    "marian": {
+        "type": "marian",
+        "d_model": 32,
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2,
+        "encoder_ffn_dim": 64,
+        "decoder_ffn_dim": 64,
+        "max_position_embeddings": 64,
+    },
+}
+"""Tiny encoder-decoders for the translation-task tests (Marian shows the task is model-agnostic)."""
+
+
+def build_translation_run(
+    out: Path, *, model: str = "bahdanau", steps: int = 60, source: str = "date-normalization"
+) -> Path:
+    """Train a tiny translation model on a small generated task with ``run_recipe``."""
+    from hfattn.recipes import load_recipe, run_recipe
+
+    out = Path(out)
+    recipe = write_recipe(
+        out.parent / f"{out.name}_recipe",
+        base={},
+        name=f"{model}_tiny_test",
+        task="translation",
+        output_dir=str(out),
+        model=TINY_TRANSLATION_MODELS[model],
+        tokenizer={"type": "char"},
+        data={"source": source, "size": 1500, "validation_fraction": 0.1, "test_fraction": 0.1},
+        training={
+            "batch_size": 32,
+            "max_steps": steps,
+            "learning_rate": 0.005,
+            "log_every": 10,
+            "eval_every": steps,
+            "save_every": steps,
+        },
+        evaluation={"splits": ["test"], "batch_size": 64, "max_new_tokens": 16},
+        generation={"max_new_tokens": 16, "num_beams": 2, "examples": ["April 22, 2019"]},
+        hub={"language": ["en"], "tags": ["tiny"]},
+    )
+    run_recipe(load_recipe(recipe))
+    return out

@@ -163,15 +163,25 @@ def load_pairs(data: PairDataSection, source: str | None = None) -> dict[str, tu
         test_fraction=data.test_fraction,
         train_size=data.train_size,
     )
-    pairs = {}
-    for split, dataset in splits.items():
-        rows = dataset["translation"]
-        target_lang = next(lang for lang in rows[0] if lang != data.source_lang) if rows else None
-        pairs[split] = (
-            [row[data.source_lang] for row in rows],
-            [row[target_lang] for row in rows],
+    target_lang = target_language(splits["train"], data.source_lang)
+    return {
+        split: (
+            [row[data.source_lang] for row in dataset["translation"]],
+            [row[target_lang] for row in dataset["translation"]],
         )
-    return pairs
+        for split, dataset in splits.items()
+    }
+
+
+def target_language(dataset, source_lang: str) -> str:
+    """The language key of the ``translation`` column that is not ``source_lang``."""
+    languages = list(dataset.features["translation"])
+    others = [lang for lang in languages if lang != source_lang]
+    if len(others) != 1:
+        raise ValueError(
+            f"data.source_lang: {source_lang!r} with languages {languages}: expected one other"
+        )
+    return others[0]
 
 
 def reference_text(tokenizer, text: str) -> str:
@@ -272,7 +282,7 @@ class TranslationTask(Task):
         from ..translation_tokenizers import build_translation_tokenizer
 
         t, d = recipe.tokenizer, recipe.data
-        target_lang = d.target_lang or "tgt"
+        target_lang = d.target_lang or "target"
         options = {
             k: v
             for k, v in (("lowercase", t.lowercase), ("strip_punctuation", t.strip_punctuation))
@@ -303,6 +313,8 @@ class TranslationTask(Task):
         tokenizer = self.build_tokenizer(recipe, train_sources, train_targets)
         config = validate_model_section(recipe.model)
         config.vocab_size = len(tokenizer)
+        if getattr(config, "decoder_vocab_size", None) is not None:  # Marian's separate size
+            config.decoder_vocab_size = len(tokenizer)
         for name in ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id"):
             setattr(config, name, getattr(tokenizer, name))
         config.decoder_start_token_id = tokenizer.bos_token_id

@@ -1,0 +1,183 @@
+"""The translation task: pair batches, metrics, references, truncation, recipes, and a tiny
+end-to-end run through ``hfattn train`` / ``translate`` / ``evaluate`` (Marian here: the task
+knows no model family; the Bahdanau model has its own tests)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import pytest
+import sacrebleu
+import torch
+from recipe_helpers import write_recipe
+
+from hfattn.cli import main
+from hfattn.data.seq2seq import IGNORE_INDEX, PairBatches
+from hfattn.evaluation import load_metric
+from hfattn.evaluation.translation import (
+    SourceTooLongError,
+    encode_sources,
+    teacher_forced_scores,
+    translate_texts,
+)
+from hfattn.recipes import RecipeError, load_recipe
+from hfattn.tasks import get_task
+from hfattn.tasks.translation import reference_text
+from hfattn.translation_tokenizers import build_translation_tokenizer
+
+
+@pytest.fixture(scope="module")
+def marian_run(tmp_path_factory):
+    from tiny_runs import build_translation_run
+
+    return build_translation_run(tmp_path_factory.mktemp("tr") / "marian", model="marian")
+
+
+def test_pair_batches_cover_each_pair_once_grouped_by_length():
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 40, (1000,), generator=gen).tolist()
+    sources = [[5] * n for n in lengths]
+    targets = [[6] * (n % 7 + 1) for n in lengths]
+    batches = PairBatches(sources, targets, 32, pad_token_id=0, seed=3, pool_batches=8)
+    assert len(batches) == 1000 // 32
+    order = batches.order(0)
+    flat = [i for rows in order for i in rows]
+    gen_order = torch.randperm(len(flat), generator=gen).tolist()
+    assert len(flat) == len(set(flat)) == len(batches) * 32
+    assert batches.order(0) == order and batches.order(1) != order  # seeded per epoch
+    assert [b["input_ids"].tolist() for b in batches.epoch(0, start=5)] == [
+        b["input_ids"].tolist() for b in list(batches.epoch(0))[5:]
+    ]
+    padded_share = []
+    for rows, batch in zip(order, batches.epoch(0), strict=True):
+        want = [lengths[i] for i in rows]
+        assert batch["attention_mask"].sum(1).tolist() == want
+        assert (batch["input_ids"][batch["attention_mask"] == 0] == 0).all()
+        label_lengths = (batch["labels"] != IGNORE_INDEX).sum(1).tolist()
+        assert label_lengths == [n % 7 + 1 for n in want]
+        padded_share.append(1 - sum(want) / (len(want) * max(want)))
+    # length grouping pads far less than batches of the same pairs in random order
+    flat_batches = [[flat[j] for j in gen_order[k : k + 32]] for k in range(0, len(flat), 32)]
+    random_share = [
+        1 - sum(lengths[i] for i in b) / (32 * max(lengths[i] for i in b)) for b in flat_batches
+    ]
+    assert sum(padded_share) / len(padded_share) < 0.5 * sum(random_share) / len(random_share)
+
+
+def test_bundled_metrics_equal_sacrebleu():
+    hyps = ["el gato se sentó en la alfombra", "hola", "22 de abril de 2019"]
+    refs = ["el gato se sentó sobre la alfombra", "hola", "22 de abril del 2019"]
+    bleu = load_metric("sacrebleu").compute(predictions=hyps, references=refs)["score"]
+    chrf = load_metric("chrf").compute(predictions=hyps, references=refs)["score"]
+    assert bleu == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert chrf == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    em = load_metric("exact_match").compute(predictions=hyps, references=refs)
+    assert em["exact_match"] == pytest.approx(1 / 3)
+
+
+def test_reference_text_follows_the_tokenizer_normalisation():
+    pairs = [{"en": "How are you, Tom?", "es": "¿Cómo estás, Tom?"}] * 3
+    word = build_translation_tokenizer(pairs, kind="word", vocab_size=50)
+    # lowercased, punctuation gone, words spaced as decode writes them; unknown words kept
+    assert reference_text(word, "¿Cómo estás, Ana?") == "cómo estás ana"
+    ids = word(text_target="¿Cómo estás, Tom?")["input_ids"]
+    assert word.decode(ids, skip_special_tokens=True) == reference_text(word, "¿Cómo estás, Tom?")
+    char = build_translation_tokenizer(pairs, kind="char")
+    assert reference_text(char, "¿Cómo  estás?") == "¿Cómo estás?"
+
+
+def test_sources_longer_than_the_model_are_cut_with_a_warning_or_refused(caplog):
+    pairs = [{"en": "abc def", "es": "abc def"}]
+    tok = build_translation_tokenizer(pairs, kind="char")
+    with caplog.at_level(logging.WARNING):
+        ids = encode_sources(tok, ["abc", "abcdefabcdef"], limit=6)
+    assert ids[0] == tok("abc")["input_ids"] and len(ids[1]) == 6
+    assert ids[1][-1] == tok.eos_token_id
+    assert "1 source(s) longer than 6 tokens were truncated" in caplog.text
+    with pytest.raises(
+        SourceTooLongError, match="source 1 has 13 tokens; the model accepts at most 6"
+    ):
+        encode_sources(tok, ["abc", "abcdefabcdef"], limit=6, on_too_long="error")
+
+
+def test_teacher_forced_scores_match_the_formula(marian_run):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hfattn.data.seq2seq import pad_pairs
+
+    tok = AutoTokenizer.from_pretrained(marian_run)
+    model = AutoModelForSeq2SeqLM.from_pretrained(marian_run).eval()
+    src = ["April 22, 2019", "1 Mar 1998", "12/31/1999"]
+    tgt = ["2019-04-22", "1998-03-01", "1999-12-31"]
+    batch = pad_pairs(tok(src)["input_ids"], tok(text_target=tgt)["input_ids"], tok.pad_token_id)
+    scores = teacher_forced_scores(model, [batch])
+    with torch.no_grad():
+        logp = model(**batch).logits.log_softmax(-1)
+    nll, hits, n = 0.0, 0, 0
+    for b, labels in enumerate(batch["labels"].tolist()):
+        for t, y in enumerate(labels):
+            if y != IGNORE_INDEX:
+                nll -= logp[b, t, y].item()
+                hits += int(logp[b, t].argmax().item() == y)
+                n += 1
+    assert scores["num_tokens"] == n
+    assert scores["loss"] == pytest.approx(nll / n, rel=1e-5)
+    assert scores["perplexity"] == pytest.approx(math.exp(nll / n), rel=1e-5)
+    assert scores["token_accuracy"] == pytest.approx(hits / n)
+
+
+def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys):
+    results = json.loads((marian_run / "eval_results.json").read_text())
+    assert results["task_type"] == "translation"
+    test = {r["metric_type"]: r["value"] for r in results["results"] if r["split"] == "test"}
+    assert set(test) >= {"bleu", "chrf", "exact_match", "token_accuracy", "loss"}
+    assert 0 <= test["bleu"] <= 100 and 0 <= test["exact_match"] <= 1
+    assert test["loss"] < math.log(
+        len(json.loads((marian_run / "tokenizer.json").read_text())["model"]["vocab"])
+    )
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(marian_run)
+    model = AutoModelForSeq2SeqLM.from_pretrained(marian_run)
+    sources = ["April 22, 2019", "", "3/1/1998"]
+    want = translate_texts(model, tok, sources, num_beams=2, max_new_tokens=128)
+    assert want[1] == "" and want[0]
+    assert main(["translate", str(marian_run), *sources]) == 0
+    assert capsys.readouterr().out.split("\n")[:3] == want  # beam 2 from generation_config
+    file = tmp_path / "in.txt"
+    file.write_text("\n".join(sources), encoding="utf-8")
+    assert main(["translate", str(marian_run), "--file", str(file), "--num-beams", "2"]) == 0
+    assert capsys.readouterr().out.split("\n")[:3] == want
+    assert main(["translate", str(marian_run), "x", "--batch-size", "0"]) == 2
+    assert "--batch-size must be >= 1" in capsys.readouterr().err
+
+    recipe = load_recipe(marian_run / "recipe.yaml")
+    again = get_task("translation").evaluate_folder(marian_run, recipe, ["test"])["test"]
+    for name in ("bleu", "chrf", "exact_match", "token_accuracy", "loss"):
+        assert again[name] == pytest.approx(test[name], rel=1e-6), name
+    assert main(["evaluate", str(marian_run), "--split", "test"]) == 0
+    assert "bleu" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("task=summarize", "task: 'summarize' is not one of causal-lm, translation"),
+        (
+            "tokenizer.type=sentencepiece",
+            "tokenizer.type: 'sentencepiece' is not one of word, char, bpe",
+        ),
+        ("data.on_too_long=maybe", "data.on_too_long: 'maybe' is not one of warn, error"),
+        ("data.preprocessing=keras", "data.preprocessing: 'keras' is not one of chollet, geron"),
+        ("evaluation.seq_len=5", "evaluation.seq_len: Key 'seq_len' not in"),
+        ("training.mode=stateful", "training.mode: Key 'mode' not in"),
+    ],
+)
+def test_translation_recipe_fields_are_checked(tmp_path, override, message):
+    recipe = write_recipe(tmp_path, base={"task": "translation", "model": {"type": "marian"}})
+    with pytest.raises(RecipeError) as err:
+        load_recipe(recipe, [override])
+    assert message in str(err.value)

@@ -142,6 +142,28 @@ def card_data_for(folder: ModelFolder, repo_id: str, *, merged: bool = False) ->
     )
 
 
+_ATTENTION_KEYS = ("score", "distribution", "cell")
+"""``config.json`` fields that qualify an RNN encoder-decoder's ``attention`` variant."""
+
+
+def _attention_row(config: dict) -> tuple[str, str] | None:
+    """The card's "Attention" row for configs with an ``attention`` field (the RNN
+    encoder-decoders): the variant and the fields that qualify it, or that there is none."""
+    if "attention" not in config:
+        return None
+    variant = config["attention"]
+    details = ", ".join(
+        f"{key} `{_format_value(config[key])}`"
+        for key in _ATTENTION_KEYS
+        if config.get(key) is not None
+    )
+    if variant is None:
+        text = "none (`attention: null`, the encoder's final state only)"
+    else:
+        text = f"`{_format_value(variant)}`"
+    return ("Attention", f"{text} ({details})" if details else text)
+
+
 def _model_rows(folder: ModelFolder) -> list[tuple[str, str]]:
     config = folder.config
     rows = []
@@ -149,6 +171,9 @@ def _model_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         rows.append(("Model type", f"`{folder.model_type}`"))
     if config.get("architectures"):
         rows.append(("Architecture", ", ".join(f"`{a}`" for a in config["architectures"])))
+    attention = _attention_row(config)
+    if attention:
+        rows.append(attention)
     rows.append(("Task", f"{folder.task.task_name} (`{folder.task.pipeline_tag}`)"))
     params = count_parameters(folder.path)
     if params is not None:
@@ -225,7 +250,9 @@ def _summary(folder: ModelFolder) -> str:
 def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
     task = folder.task
     generation = (folder.recipe or {}).get("generation")
-    prompt = generation.get("prompt") if isinstance(generation, dict) else None
+    prompt = None
+    if isinstance(generation, dict):  # a causal LM's prompt, or a translation example
+        prompt = generation.get("prompt") or next(iter(generation.get("examples") or []), None)
     body = task.usage.format(example=json.dumps(prompt or task.default_example))
     imports = f"from transformers import {task.auto_class}, AutoTokenizer"
     load_tok = f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")'

@@ -271,7 +271,7 @@ class TranslationTask(Task):
             "inputs degrade quickly, rare words become `<unk>`, and outputs must not be relied "
             "on for real translation work."
         ),
-        space_app=None,
+        space_app="translation",
         default_example="I love you.",
         architecture_suffixes=("ForConditionalGeneration", "ForSeq2SeqLM"),
         peft_task_type="SEQ_2_SEQ_LM",

@@ -5,13 +5,22 @@ and marks them for ``trust_remote_code`` export (``save_pretrained`` then copies
 source and writes ``auto_map``).
 """
 
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-from .models import CharRNNConfig, CharRNNForCausalLM
+from .models import (
+    BahdanauConfig,
+    BahdanauForConditionalGeneration,
+    CharRNNConfig,
+    CharRNNForCausalLM,
+    RecurrentCache,
+)
 
 __version__ = "0.1.0"
 
-_AUTO_MODELS = ((CharRNNConfig, CharRNNForCausalLM, AutoModelForCausalLM),)
+_AUTO_MODELS = (
+    (CharRNNConfig, CharRNNForCausalLM, AutoModelForCausalLM),
+    (BahdanauConfig, BahdanauForConditionalGeneration, AutoModelForSeq2SeqLM),
+)
 
 
 def _register() -> None:
@@ -24,4 +33,11 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["CharRNNConfig", "CharRNNForCausalLM", "__version__"]
+__all__ = [
+    "BahdanauConfig",
+    "BahdanauForConditionalGeneration",
+    "CharRNNConfig",
+    "CharRNNForCausalLM",
+    "RecurrentCache",
+    "__version__",
+]

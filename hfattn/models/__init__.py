@@ -1,7 +1,17 @@
 """Modeling code only (torch + transformers). Files here import siblings, never the rest of
 hfattn, because ``save_pretrained`` copies them flat next to the weights."""
 
+from .configuration_bahdanau import BahdanauConfig
 from .configuration_char_rnn import CharRNNConfig
+from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauModel
 from .modeling_char_rnn import CharRNNForCausalLM
+from .recurrent_cache import RecurrentCache
 
-__all__ = ["CharRNNConfig", "CharRNNForCausalLM"]
+__all__ = [
+    "BahdanauConfig",
+    "BahdanauForConditionalGeneration",
+    "BahdanauModel",
+    "CharRNNConfig",
+    "CharRNNForCausalLM",
+    "RecurrentCache",
+]

@@ -1,0 +1,648 @@
+"""RNN encoder-decoders with and without attention (Sutskever / Cho, Bahdanau, Luong).
+
+``BahdanauForConditionalGeneration`` is a ``PreTrainedModel`` + ``GenerationMixin`` laid out
+as BART: ``model.encoder`` (embeddings → packed (bi)GRU/LSTM → bridge), ``model.decoder``
+(GRU/LSTM with Bahdanau, Luong or no attention over the encoder outputs) and ``lm_head``.
+
+- Encoder: padded positions never reach the RNN (``pack_padded_sequence``), so a sentence's
+  annotations are the same padded in a batch or alone. Sources must be right-padded.
+- Bahdanau: ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_j))``, ``s_t = cell([E y_{t-1};
+  c_t], s_{t-1})``, readout ``[s_t; c_t]``. The keys' share of the score (``W_k h_j``) is
+  computed once per source, not once per step.
+- Luong: ``h_t = cell(E y_{t-1} [; h̃_{t-1}], h_{t-1})``, ``c_t = Σ_j α_tj h̄_j`` with
+  ``α_t = p(a(h_t, h̄_j))``, ``h̃_t = tanh(W_c [c_t; h_t])``, readout ``h̃_t``.
+- Without attention and for Luong without input feeding, teacher forcing runs the decoder
+  RNN once over the whole target and the attention as one batched score over all steps;
+  a step loop is used only where the recurrence needs the context.
+- The decoder state (``h``, ``c``, ``h̃``, precomputed keys) is the generation cache, a
+  :class:`~.recurrent_cache.RecurrentCache`: each generated token costs one decoder step.
+
+Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
+this file (and its siblings) next to the weights for ``trust_remote_code`` loading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+
+from .attention import Attention
+from .configuration_bahdanau import BahdanauConfig
+from .masking import padding_mask
+from .recurrent_cache import RecurrentCache
+
+_CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+
+def shift_tokens_right(
+    labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None
+) -> torch.Tensor:
+    """Teacher forcing inputs: ``y_in = [start, y_1, …, y_{T-1}]`` (``-100`` → ``pad``), as BART."""
+    if decoder_start_token_id is None:
+        raise ValueError("config.decoder_start_token_id must be set to shift labels")
+    if pad_token_id is None:
+        raise ValueError("config.pad_token_id must be set to shift labels")
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+@dataclass
+class BahdanauEncoderOutput(BaseModelOutput):
+    """Encoder outputs plus the decoder's initial state, all batch-first (so that
+    ``generate`` can expand them with ``repeat_interleave`` on dim 0).
+
+    Args:
+        last_hidden_state: annotations ``h_j = [h→_j; h←_j]`` ``[batch, src_len, annotation]``
+            (zeros at padded positions).
+        decoder_initial_hidden: ``s_0`` ``[batch, decoder_layers, decoder_hidden]``.
+        decoder_initial_cell: the LSTM's ``c_0``, same shape (``None`` for a GRU).
+    """
+
+    decoder_initial_hidden: torch.Tensor | None = None
+    decoder_initial_cell: torch.Tensor | None = None
+
+
+@dataclass
+class BahdanauDecoderOutput(BaseModelOutput):
+    """Decoder readout ``o_t`` ``[batch, tgt_len, readout]`` (``last_hidden_state``), the state
+    after the last step (``state``: names → batch-first tensors) and, when asked, the
+    alignment ``α`` ``[batch, tgt_len, src_len]`` (``attentions``)."""
+
+    state: dict | None = None
+
+
+class BahdanauPreTrainedModel(PreTrainedModel):
+    """Weight initialisation, tied-weight bookkeeping and HF plumbing of the family."""
+
+    config_class = BahdanauConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    # The recurrent state is the cache: generate() must not build a DynamicCache; beam search
+    # reorders it with RecurrentCache.reorder_cache; assisted decoding (rollback) is refused.
+    _is_stateful = True
+    _no_split_modules = []
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Normal(0, initializer_range) embeddings/linears; Xavier input and orthogonal recurrent
+        matrices with zero biases for every RNN cell (the base class only knows ``nn.LSTM``)."""
+        if isinstance(module, nn.RNNBase):
+            for name, param in module.named_parameters():
+                if name.startswith("weight_ih"):
+                    init.xavier_uniform_(param)
+                elif name.startswith("weight_hh"):
+                    init.orthogonal_(param)
+                else:
+                    init.zeros_(param)
+        else:
+            super()._init_weights(module)
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        return {}
+
+    @property
+    def _tied_weights_keys(self) -> dict[str, str]:
+        return self._own_tied_weights()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """``{target: source}`` of the shared parameters. Unlike the base class (which ties only
+        when ``tie_word_embeddings``), shared encoder/decoder embeddings are tied whenever
+        ``share_encoder_decoder_embeddings`` is set."""
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return self._own_tied_weights()
+
+
+class BahdanauEncoder(BahdanauPreTrainedModel):
+    r"""Embeddings → (bi)GRU/LSTM over the real tokens only → bridge to the decoder state.
+
+    .. math:: h→_j = \mathrm{cell}(E x_j, h→_{j-1}),\quad h←_j = \mathrm{cell}(E x_j, h←_{j+1}),
+              \quad h_j = [h→_j; h←_j]
+
+    Bridge: ``concat`` gives decoder layer ``l`` the state ``[h→_T; h←_1]`` of encoder layer
+    ``l`` (and the same for ``c``); ``projection`` gives ``s_0 = tanh(W [h→_T; h←_1])`` of the
+    top layer reshaped to ``[decoder_layers, decoder_hidden]``; ``zeros`` gives zeros.
+    """
+
+    def __init__(self, config: BahdanauConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.embedding_dim)
+        self.dropout = nn.Dropout(config.dropout)
+        self.rnn = _CELLS[config.cell](
+            input_size=config.embedding_dim,
+            hidden_size=config.encoder_hidden_size,
+            num_layers=config.encoder_layers,
+            dropout=config.dropout if config.encoder_layers > 1 else 0.0,
+            bidirectional=config.bidirectional,
+            batch_first=True,
+        )
+        if config.bridge == "projection":
+            out = config.decoder_layers * config.decoder_hidden_size
+            self.bridge_hidden = nn.Linear(config.annotation_size, out)
+            self.bridge_cell = (
+                nn.Linear(config.annotation_size, out) if config.cell == "lstm" else None
+            )
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BahdanauEncoderOutput:
+        """Encode ``input_ids`` ``[batch, src_len]`` (right-padded; ``attention_mask`` 1 = token).
+
+        Returns annotations ``[batch, src_len, hidden × directions]`` (zeros at padding) and the
+        decoder's initial state (see :class:`BahdanauEncoderOutput`).
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds")
+        embeds = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        batch, src_len = embeds.shape[:2]
+        if src_len > self.config.max_source_positions:
+            raise ValueError(
+                f"input_ids has {src_len} positions but max_source_positions is "
+                f"{self.config.max_source_positions}"
+            )
+        embeds = self.dropout(embeds)
+        if attention_mask is None or bool(attention_mask.all()):
+            outputs, final = self.rnn(embeds)
+        else:
+            keep = attention_mask != 0
+            if bool((keep[:, 1:] & ~keep[:, :-1]).any()):
+                raise ValueError(
+                    "attention_mask: the encoder needs right-padded sources (1s then 0s per row)"
+                )
+            lengths = keep.sum(1).clamp_min(1).cpu()
+            packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
+            packed_out, final = self.rnn(packed)
+            outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src_len)
+        hidden, cell = final if isinstance(final, tuple) else (final, None)
+        init_h, init_c = self._bridge(hidden, cell, batch)
+        outputs = self.dropout(outputs)
+        return BahdanauEncoderOutput(
+            last_hidden_state=outputs,
+            hidden_states=(outputs,) if output_hidden_states else None,
+            decoder_initial_hidden=init_h,
+            decoder_initial_cell=init_c,
+        )
+
+    def _by_layer(self, state: torch.Tensor) -> torch.Tensor:
+        """``[layers × directions, batch, hidden]`` → ``[batch, layers, directions × hidden]``."""
+        c = self.config
+        state = state.view(
+            c.encoder_layers, c.num_directions, state.shape[1], c.encoder_hidden_size
+        )
+        return state.permute(2, 0, 1, 3).reshape(state.shape[2], c.encoder_layers, -1)
+
+    def _bridge(
+        self, hidden: torch.Tensor, cell: torch.Tensor | None, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        c = self.config
+        if c.bridge == "zeros":
+            zeros = hidden.new_zeros(batch, c.decoder_layers, c.decoder_hidden_size)
+            return zeros, (zeros.clone() if cell is not None else None)
+        hidden = self._by_layer(hidden)
+        cell = None if cell is None else self._by_layer(cell)
+        if c.bridge == "concat":
+            return hidden, cell
+        shape = (batch, c.decoder_layers, c.decoder_hidden_size)
+        init_h = torch.tanh(self.bridge_hidden(hidden[:, -1])).view(shape)
+        init_c = None if cell is None else torch.tanh(self.bridge_cell(cell[:, -1])).view(shape)
+        return init_h, init_c
+
+
+class BahdanauDecoder(BahdanauPreTrainedModel):
+    r"""GRU/LSTM decoder with Bahdanau, Luong or no attention; produces the readout ``o_t``.
+
+    - none: ``s_t = cell(E y_{t-1}, s_{t-1})``, ``o_t = s_t``.
+    - bahdanau: ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_·))``,
+      ``s_t = cell([E y_{t-1}; c_t], s_{t-1})``, ``o_t = [s_t; c_t]``.
+    - luong: ``h_t = cell(E y_{t-1} [; h̃_{t-1}], h_{t-1})``, ``α_t = p(a(h_t, h̄_·))``,
+      ``c_t = Σ_j α_tj h̄_j``, ``o_t = h̃_t = tanh(W_c [c_t; h_t])``.
+
+    Queries are the top layer's hidden state; ``p`` and ``a`` are any distribution / score.
+    """
+
+    def __init__(self, config: BahdanauConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.embedding_dim)
+        self.dropout = nn.Dropout(config.dropout)
+        hidden, annotation = config.decoder_hidden_size, config.annotation_size
+        self.attention = None
+        self.combine = None
+        input_size = config.embedding_dim
+        if config.attention is not None:
+            self.attention = Attention(
+                hidden,
+                annotation,
+                score=config.attention_score,
+                distribution=config.distribution,
+                **config.attention_score_kwargs(),
+            )
+        if config.attention == "bahdanau":
+            input_size += annotation
+            self.readout_size = hidden + annotation
+        elif config.attention == "luong":
+            self.combine = nn.Linear(annotation + hidden, hidden, bias=False)
+            if config.input_feeding:
+                input_size += hidden
+            self.readout_size = hidden
+        else:
+            self.readout_size = hidden
+        self.rnn = _CELLS[config.cell](
+            input_size=input_size,
+            hidden_size=hidden,
+            num_layers=config.decoder_layers,
+            dropout=config.dropout if config.decoder_layers > 1 else 0.0,
+            batch_first=True,
+        )
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    @property
+    def one_pass(self) -> bool:
+        """True when teacher forcing needs no step loop (no attention, or Luong without
+        input feeding: the recurrence does not depend on the context)."""
+        return self.config.attention is None or (
+            self.config.attention == "luong" and not self.config.input_feeding
+        )
+
+    def initial_state(self, encoder_outputs: BahdanauEncoderOutput) -> dict[str, torch.Tensor]:
+        """The state before the first target token: bridge output, ``h̃_0 = 0`` (input feeding)
+        and the precomputed keys ``precompute_keys(h_·)``."""
+        state = {"h": encoder_outputs.decoder_initial_hidden}
+        if encoder_outputs.decoder_initial_cell is not None:
+            state["c"] = encoder_outputs.decoder_initial_cell
+        if self.config.input_feeding:
+            h = state["h"]
+            state["feed"] = h.new_zeros(h.shape[0], self.config.decoder_hidden_size)
+        if self.attention is not None:
+            state["keys"] = self.attention.precompute_keys(encoder_outputs.last_hidden_state)
+        return state
+
+    def _rnn_state(self, state: dict):
+        h = state["h"].transpose(0, 1).contiguous()
+        if "c" in state:
+            return h, state["c"].transpose(0, 1).contiguous()
+        return h
+
+    @staticmethod
+    def _batch_first(rnn_state) -> dict[str, torch.Tensor]:
+        if isinstance(rnn_state, tuple):
+            return {"h": rnn_state[0].transpose(0, 1), "c": rnn_state[1].transpose(0, 1)}
+        return {"h": rnn_state.transpose(0, 1)}
+
+    def _attend(self, query, annotations, keys, keep):
+        return self.attention(query, annotations, annotations, keep, precomputed_keys=keys)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        encoder_hidden_states: torch.Tensor,
+        state: dict[str, torch.Tensor],
+        encoder_attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        step_by_step: bool = False,
+        **kwargs,
+    ) -> BahdanauDecoderOutput:
+        """Run the decoder over ``input_ids`` ``[batch, tgt_len]`` from ``state``.
+
+        Args:
+            encoder_hidden_states: annotations ``[batch, src_len, annotation]``.
+            state: batch-first ``h`` (``c``, ``feed``, ``keys``) from :meth:`initial_state` or
+                from the previous call.
+            encoder_attention_mask: ``[batch, src_len]``, 0 = padding (masked out of the
+                attention).
+            step_by_step: force the step loop even where one pass suffices (for checks).
+        """
+        embeds = self.dropout(self.embed_tokens(input_ids))
+        keep = None
+        if encoder_attention_mask is not None and self.attention is not None:
+            keep = padding_mask(encoder_attention_mask, ndim=3)  # [batch, 1, src_len]
+        keys = state.get("keys")
+        rnn_state = self._rnn_state(state)
+        weights = None
+        new_state = {}
+        if self.one_pass and not step_by_step:
+            outputs, rnn_state = self.rnn(embeds, rnn_state)
+            readout = outputs
+            if self.attention is not None:  # Luong without input feeding
+                context, weights = self._attend(outputs, encoder_hidden_states, keys, keep)
+                readout = torch.tanh(self.combine(torch.cat([context, outputs], -1)))
+        else:
+            readouts, all_weights = [], []
+            feed = state.get("feed")
+            for t in range(embeds.shape[1]):
+                x_t = embeds[:, t : t + 1]
+                if self.config.attention == "bahdanau":
+                    top = (rnn_state[0] if isinstance(rnn_state, tuple) else rnn_state)[-1]
+                    context, w = self._attend(top[:, None], encoder_hidden_states, keys, keep)
+                    out_t, rnn_state = self.rnn(torch.cat([x_t, context], -1), rnn_state)
+                    o_t = torch.cat([out_t, context], -1)
+                else:
+                    if feed is not None:
+                        x_t = torch.cat([x_t, feed[:, None]], -1)
+                    out_t, rnn_state = self.rnn(x_t, rnn_state)
+                    o_t, w = out_t, None
+                    if self.attention is not None:
+                        context, w = self._attend(out_t, encoder_hidden_states, keys, keep)
+                        o_t = torch.tanh(self.combine(torch.cat([context, out_t], -1)))
+                        if feed is not None:
+                            feed = o_t[:, 0]
+                readouts.append(o_t)
+                if w is not None:
+                    all_weights.append(w)
+            readout = torch.cat(readouts, 1)
+            weights = torch.cat(all_weights, 1) if all_weights else None
+            if feed is not None:
+                new_state["feed"] = feed
+        if self.config.input_feeding and "feed" not in new_state:
+            new_state["feed"] = state.get("feed")
+        new_state.update(self._batch_first(rnn_state))
+        if keys is not None:
+            new_state["keys"] = keys
+        return BahdanauDecoderOutput(
+            last_hidden_state=self.dropout(readout),
+            attentions=weights if output_attentions else None,
+            state=new_state,
+        )
+
+
+class BahdanauModel(BahdanauPreTrainedModel):
+    """Encoder + decoder without the output layer (BART's ``BartModel``); returns the
+    decoder readout as ``last_hidden_state``."""
+
+    def __init__(self, config: BahdanauConfig):
+        super().__init__(config)
+        if config.share_encoder_decoder_embeddings:
+            shared = nn.Embedding(config.vocab_size, config.embedding_dim)
+            self.encoder = BahdanauEncoder(config, shared)
+            self.decoder = BahdanauDecoder(
+                config, nn.Embedding(config.vocab_size, config.embedding_dim)
+            )
+        else:
+            self.encoder = BahdanauEncoder(config)
+            self.decoder = BahdanauDecoder(config)
+        self.post_init()
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if self.config.share_encoder_decoder_embeddings:
+            return {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
+        return {}
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embed_tokens = value
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        encoder_outputs: BahdanauEncoderOutput | tuple | None = None,
+        past_key_values: RecurrentCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        step_by_step: bool = False,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        """Encode (unless ``encoder_outputs`` are given), then decode ``decoder_input_ids``
+        from the cached state or from the bridge. See
+        :meth:`BahdanauForConditionalGeneration.forward`."""
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if decoder_input_ids is None:
+            raise ValueError("decoder_input_ids (or labels) are required")
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BahdanauEncoderOutput):
+            encoder_outputs = _encoder_output_from(encoder_outputs)
+        if past_key_values is not None and not isinstance(past_key_values, RecurrentCache):
+            raise TypeError(
+                "past_key_values must be the RecurrentCache returned by this model; got "
+                f"{type(past_key_values).__name__}"
+            )
+        if past_key_values is None or past_key_values.is_empty:
+            state = self.decoder.initial_state(encoder_outputs)
+        else:
+            state = dict(past_key_values.states)
+        decoded = self.decoder(
+            decoder_input_ids,
+            encoder_outputs.last_hidden_state,
+            state,
+            encoder_attention_mask=attention_mask,
+            output_attentions=bool(output_attentions),
+            step_by_step=step_by_step,
+        )
+        cache = None
+        if use_cache:
+            cache = past_key_values if past_key_values is not None else RecurrentCache()
+            cache.update_states(decoder_input_ids.shape[1], **decoded.state)
+        weights = decoded.attentions
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoded.last_hidden_state,
+            past_key_values=cache,
+            decoder_hidden_states=(decoded.last_hidden_state,) if output_hidden_states else None,
+            cross_attentions=(weights[:, None],) if weights is not None else None,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+        )
+
+
+def _encoder_output_from(outputs) -> BahdanauEncoderOutput:
+    """Accept the encoder's output as a tuple / plain ``BaseModelOutput`` too (ordered as
+    :class:`BahdanauEncoderOutput`'s non-``None`` fields)."""
+    if isinstance(outputs, (tuple, list)):
+        fields = ["last_hidden_state", "decoder_initial_hidden", "decoder_initial_cell"]
+        return BahdanauEncoderOutput(**dict(zip(fields, outputs, strict=False)))
+    return BahdanauEncoderOutput(**{k: v for k, v in outputs.items()})
+
+
+class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin):
+    r"""RNN encoder-decoder with an output layer over the readout ``o_t``:
+
+    .. math:: p(y_t \mid y_{<t}, x) = \mathrm{softmax}(W_o\, o_t + b_o)
+
+    With ``tie_word_embeddings`` ``W_o`` is the decoder embedding matrix, applied after a
+    bias-free projection ``o_t → embedding_dim`` when the sizes differ. Training loss:
+    token cross-entropy with ``-100`` ignored, summed and divided by ``num_items_in_batch``
+    when the Trainer passes it (exact gradient accumulation), else averaged.
+    """
+
+    def __init__(self, config: BahdanauConfig):
+        super().__init__(config)
+        self.model = BahdanauModel(config)
+        readout = self.model.decoder.readout_size
+        tied = config.tie_word_embeddings
+        self.output_projection = (
+            nn.Linear(readout, config.embedding_dim, bias=False)
+            if tied and readout != config.embedding_dim
+            else None
+        )
+        self.lm_head = nn.Linear(config.embedding_dim if tied else readout, config.vocab_size)
+        self.post_init()
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if not self.config.tie_word_embeddings:
+            return {}
+        if self.config.share_encoder_decoder_embeddings:
+            return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+        return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+
+    def get_encoder(self, modality: str | None = None):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """``shift_tokens_right(labels)`` (used by data collators)."""
+        return shift_tokens_right(
+            labels, self.config.pad_token_id, self.config.decoder_start_token_id
+        )
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BahdanauEncoderOutput | tuple | None = None,
+        past_key_values: RecurrentCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        step_by_step: bool = False,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        r"""Next-token logits for every target position, and the loss when ``labels`` are given.
+
+        Args:
+            input_ids: source ids ``[batch, src_len]``, right-padded.
+            attention_mask: ``[batch, src_len]``, 1 = token, 0 = padding.
+            decoder_input_ids: ``[batch, tgt_len]``; default ``shift_tokens_right(labels)``.
+            decoder_attention_mask: ignored (the decoder is causal; padding comes last).
+            encoder_outputs: reuse an encoder pass (``generate`` does).
+            past_key_values: the :class:`RecurrentCache` returned by the previous call.
+            labels: ``[batch, tgt_len]`` targets, ``-100`` ignored.
+            num_items_in_batch: number of target tokens in the whole (accumulated) batch; the
+                loss is then ``Σ CE / num_items_in_batch``.
+            output_attentions: return ``cross_attentions = (α,)`` with ``α`` ``[batch, 1,
+                tgt_len, src_len]`` (one head).
+            step_by_step: force the decoder's step loop (one pass is used where possible).
+        """
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None and decoder_input_ids is None:
+            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            step_by_step=step_by_step,
+        )
+        readout = outputs.last_hidden_state
+        if self.output_projection is not None:
+            readout = self.output_projection(readout)
+        logits = self.lm_head(readout)
+
+        loss = None
+        if labels is not None:
+            labels = labels.to(logits.device)
+            total = nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(),
+                labels.reshape(-1),
+                ignore_index=-100,
+                reduction="sum",
+            )
+            if num_items_in_batch is None:
+                count = (labels != -100).sum().clamp_min(1)
+            else:
+                count = torch.as_tensor(num_items_in_batch, device=logits.device)
+            loss = total / count
+        result = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+        )
+        return result if return_dict else result.to_tuple()
+
+
+__all__ = [
+    "BahdanauDecoder",
+    "BahdanauEncoder",
+    "BahdanauEncoderOutput",
+    "BahdanauForConditionalGeneration",
+    "BahdanauModel",
+    "BahdanauPreTrainedModel",
+    "shift_tokens_right",
+]

@@ -1,0 +1,157 @@
+"""A recurrent state as a ``transformers`` generation cache.
+
+An RNN decoder needs no key/value history: everything it remembers about the tokens it
+has read is a handful of fixed-size tensors (``h``, ``c`` of an LSTM, the previous
+attentional vector of Luong's input feeding, keys projected once per source, ...).
+:class:`RecurrentCache` holds such tensors by name, each with a batch dimension, and
+counts the tokens it has absorbed, so that ``generate()`` can slice its inputs
+(``get_seq_length``), reorder beams (``reorder_cache``) and expand or select batch rows.
+
+It knows nothing about any model: a model writes its named state after every forward
+(:meth:`RecurrentCache.update_states`) and reads it back at the next one.
+
+This module imports only torch and transformers (remote-code safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+import torch
+from transformers.cache_utils import Cache
+
+
+class RecurrentCache(Cache):
+    r"""Named recurrent-state tensors with a batch dimension, usable as ``past_key_values``.
+
+    After ``t`` tokens the cache holds the state ``S_t`` of the recurrence
+    ``S_t = f(S_{t-1}, x_t)``; the next forward continues from it, so every generated token
+    costs one step instead of a re-run over the prefix.
+
+    Args:
+        states: initial named tensors (e.g. ``{"h": h, "c": c}``).
+        seen_tokens: number of tokens already absorbed into ``states``.
+        batch_dims: the batch dimension of each name (default 0 for every name); e.g.
+            ``{"h": 1}`` for PyTorch's ``[num_layers, batch, hidden]`` layout.
+
+    Beam search calls :meth:`reorder_cache` (``index_select`` on each batch dimension);
+    :meth:`batch_repeat_interleave` / :meth:`batch_select_indices` expand and filter rows;
+    :meth:`detach` cuts the autograd graph (truncated BPTT between batches).
+    """
+
+    is_compileable = False
+
+    def __init__(
+        self,
+        states: Mapping[str, torch.Tensor] | None = None,
+        seen_tokens: int = 0,
+        batch_dims: Mapping[str, int] | None = None,
+    ):
+        super().__init__(layers=[])
+        self.states: dict[str, torch.Tensor] = dict(states or {})
+        self.batch_dims: dict[str, int] = dict(batch_dims or {})
+        self.seen_tokens = int(seen_tokens)
+
+    # --- access ---------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}={tuple(v.shape)}" for k, v in self.states.items())
+        return f"{type(self).__name__}(seen_tokens={self.seen_tokens}, {shapes})"
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.states[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.states
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.states)
+
+    def get(self, name: str, default: torch.Tensor | None = None) -> torch.Tensor | None:
+        """The tensor stored as ``name``, or ``default``."""
+        return self.states.get(name, default)
+
+    @property
+    def is_empty(self) -> bool:
+        """True before the first forward has written a state."""
+        return not self.states
+
+    def batch_dim(self, name: str) -> int:
+        """The batch dimension of the tensor ``name``."""
+        return self.batch_dims.get(name, 0)
+
+    @property
+    def batch_size(self) -> int:
+        """Number of rows (sequences, beams) in the state, ``-1`` while empty."""
+        for name, tensor in self.states.items():
+            return tensor.shape[self.batch_dim(name)]
+        return -1
+
+    def get_seq_length(self, layer_idx: int | None = 0) -> int:
+        """Number of tokens absorbed into the state (what ``generate`` slices inputs by)."""
+        return self.seen_tokens
+
+    def get_max_length(self, layer_idx: int | None = None) -> int:
+        """No limit: the state has a fixed size whatever the length."""
+        return -1
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def update_states(self, num_new_tokens: int = 0, **states: torch.Tensor | None) -> None:
+        """Store ``states`` (a ``None`` value removes the name) after ``num_new_tokens`` tokens."""
+        for name, tensor in states.items():
+            if tensor is None:
+                self.states.pop(name, None)
+            else:
+                self.states[name] = tensor
+        self.seen_tokens += int(num_new_tokens)
+
+    def reset(self) -> None:
+        """Forget every state (the next forward starts from the initial state)."""
+        self.states.clear()
+        self.seen_tokens = 0
+
+    def crop(self, max_length: int) -> None:
+        """An RNN state cannot be rolled back to an earlier token."""
+        if max_length < 0:
+            max_length = self.seen_tokens + max_length
+        if max_length != self.seen_tokens:
+            raise NotImplementedError(
+                f"{type(self).__name__} cannot be cropped: a recurrent state does not keep the "
+                "states of earlier tokens"
+            )
+
+    # --- batch operations ---------------------------------------------------------------------
+
+    def _apply_inplace(self, fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
+        for name, tensor in self.states.items():
+            self.states[name] = fn(tensor, self.batch_dim(name))
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Beam search: row ``i`` becomes old row ``beam_idx[i]`` (in place)."""
+        self._apply_inplace(lambda t, d: t.index_select(d, beam_idx.to(t.device)))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the rows ``indices`` (in place)."""
+        self._apply_inplace(lambda t, d: t.index_select(d, indices.to(t.device)))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        """Repeat every row ``repeats`` times, consecutively (in place)."""
+        self._apply_inplace(lambda t, d: t.repeat_interleave(repeats, dim=d))
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> RecurrentCache:
+        """A new cache with ``fn`` applied to every tensor (same names, batch dims, count)."""
+        return type(self)(
+            {k: fn(v) for k, v in self.states.items()}, self.seen_tokens, self.batch_dims
+        )
+
+    def detach(self) -> RecurrentCache:
+        """A copy whose tensors are cut from the autograd graph (truncated BPTT)."""
+        return self.map(torch.Tensor.detach)
+
+    def to(self, *args, **kwargs) -> RecurrentCache:
+        """A copy with every tensor moved / cast as ``torch.Tensor.to(*args, **kwargs)``."""
+        return self.map(lambda t: t.to(*args, **kwargs))
+
+
+__all__ = ["RecurrentCache"]

@@ -257,6 +257,16 @@ def test_translate_checks_fields_and_survives_missing_attention(translation_run,
     model.forward = without_cross_attention
     assert app.translate(context, SENTENCES[0], 2, NEW_TOKENS) == (text, None)
 
+    if MODEL == "bahdanau":  # the real thing: an RNN encoder-decoder with ``attention: null``
+        from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+        config = AutoConfig.from_pretrained(translation_run)
+        config.attention = None
+        plain = AutoModelForSeq2SeqLM.from_config(config).eval()
+        context = app.frame.Context(plain, tokenizer, app.frame.Limits(), "local")
+        text, figure = app.translate(context, f"{SENTENCES[0]}\n{SENTENCES[1]}", 2, 5)
+        assert figure is None and len(text.split("\n")) == 2
+
 
 # ------------------------------------------------------------------------------- browser
 @pytest.mark.slow

@@ -123,6 +123,7 @@ def _heatmap(source_tokens: list[str], output_tokens: list[str], weights):
     axes.set_yticks(range(len(output_tokens)), output_tokens)
     axes.set_xlabel("source token")
     axes.set_ylabel("output token")
+    axes.set_title("Cross-attention: output token × source token")
     figure.colorbar(image, ax=axes, label="attention weight")
     return figure
 

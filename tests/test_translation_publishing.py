@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -156,6 +157,26 @@ def test_push_translation_card(hub_server, translation_run, tmp_path, capsys):
     assert result.returncode == 0, result.stderr[-3000:]
     translation = result.stdout.strip().splitlines()[-1]
     assert translation == expected_translations(translation_run, ["April 22, 2019"], 4, 50)[0]
+
+
+def test_card_names_a_model_without_attention(translation_run, tmp_path):
+    """``attention: null`` (Sutskever / Cho) is stated as such; models without an
+    ``attention`` field (Marian, char-RNN) get no Attention row."""
+    from hfattn.hub import render_model_card
+
+    folder = tmp_path / "run"
+    shutil.copytree(translation_run, folder, ignore=shutil.ignore_patterns("checkpoints"))
+    config = json.loads((folder / "config.json").read_text())
+    config.update(attention=None, cell="gru", score=None)
+    (folder / "config.json").write_text(json.dumps(config))
+    text = render_model_card(inspect_folder(folder), "me/plain").text
+    assert (
+        "| Attention | none (`attention: null`, the encoder's final state only) (cell `gru`) |"
+        in (text)
+    )
+    config.pop("attention")
+    (folder / "config.json").write_text(json.dumps(config))
+    assert "| Attention |" not in render_model_card(inspect_folder(folder), "me/plain").text
 
 
 # --------------------------------------------------------------------------------- Space

@@ -39,7 +39,8 @@ def test_padding_positions_do_not_change_the_state():
     a = model(x, use_cache=True)
     b = model(padded, attention_mask=mask, use_cache=True)
     torch.testing.assert_close(b.logits[:, 3:], a.logits)
-    torch.testing.assert_close(b.past_key_values[0], a.past_key_values[0])
+    for name in ("h", "c"):
+        torch.testing.assert_close(b.past_key_values[name], a.past_key_values[name])
 
 
 @pytest.mark.parametrize("hidden", [8, 16])
@@ -64,7 +65,8 @@ def test_presets_and_bad_configs():
     )
     karpathy = CharRNNConfig.from_preset("karpathy")
     assert (karpathy.hidden_size, karpathy.num_layers, karpathy.cell) == (128, 2, "lstm")
-    assert isinstance(CharRNNForCausalLM(karpathy).rnn, torch.nn.LSTM)
+    layers = CharRNNForCausalLM(karpathy).layers
+    assert len(layers) == 2 and all(isinstance(layer, torch.nn.LSTM) for layer in layers)
     with pytest.raises(ValueError, match="cell must be one of gru, lstm, rnn"):
         CharRNNConfig(cell="transformer")
     with pytest.raises(ValueError, match="hidden_size must be a positive integer"):
@@ -90,7 +92,7 @@ def test_cached_and_uncached_generation_agree(cell):
 def test_each_new_character_costs_one_step():
     model = tiny()
     lengths = []
-    model.rnn.register_forward_hook(lambda m, args, out: lengths.append(args[0].shape[1]))
+    model.layers[0].register_forward_hook(lambda m, args, out: lengths.append(args[0].shape[1]))
     model.generate(torch.randint(4, VOCAB, (1, 9)), max_new_tokens=6, do_sample=False)
     assert lengths == [9] + [1] * 5  # prefill once, then one step per new character
 

@@ -1,30 +1,39 @@
 """Character-level recurrent language model (Géron HOML ch. 16, Karpathy's char-rnn).
 
 ``CharRNNForCausalLM`` is a ``PreTrainedModel`` + ``GenerationMixin``: the recurrent state is
-the generation cache (``past_key_values``), so every new character costs one RNN step instead
-of a re-run over the whole text. The same state, carried between batches and detached, gives
-stateful (truncated-BPTT) training.
+the generation cache (``past_key_values``, a :class:`~.recurrent_cache.RecurrentCache`), so
+every new character costs one RNN step instead of a re-run over the whole text, and a cache
+returned by ``generate`` continues the text where it stopped. The same state, carried between
+batches and detached, gives stateful (truncated-BPTT) training.
 
 Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
-this file next to the weights for ``trust_remote_code`` loading.
+this file (and ``recurrent_cache.py``) next to the weights for ``trust_remote_code`` loading.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
+from transformers.cache_utils import Cache
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_char_rnn import CharRNNConfig
+from .recurrent_cache import RecurrentCache
 
 RecurrentState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 """``h`` of shape [num_layers, batch, hidden] (GRU / RNN) or the pair ``(h, c)`` (LSTM)."""
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
+
+_STATE_NAMES = ("h", "c")
+"""Names of the state tensors in the cache: ``h`` (every cell) and ``c`` (LSTM)."""
 
 
 def map_state(state: RecurrentState, fn) -> RecurrentState:
@@ -34,25 +43,113 @@ def map_state(state: RecurrentState, fn) -> RecurrentState:
     return fn(state)
 
 
-def detach_state(state: RecurrentState | None) -> RecurrentState | None:
-    """Cut the autograd graph at a batch boundary (truncated BPTT for stateful training)."""
-    return None if state is None else map_state(state, torch.Tensor.detach)
+def to_cache(state: RecurrentState | RecurrentCache | None, seen_tokens: int = 0) -> RecurrentCache:
+    """The state as a :class:`RecurrentCache` (``None`` gives an empty cache = zero state).
+
+    A cache is returned as is; a plain ``h`` / ``(h, c)`` (``[num_layers, batch, hidden]``
+    each) is wrapped, with ``seen_tokens`` as its length (unknown for a bare tensor: 0).
+    """
+    if isinstance(state, RecurrentCache):
+        return state
+    if isinstance(state, Cache):
+        raise TypeError(
+            f"past_key_values must be a RecurrentCache, a tensor h or a tuple (h, c); "
+            f"got {type(state).__name__}"
+        )
+    tensors = () if state is None else state if isinstance(state, tuple) else (state,)
+    if len(tensors) > len(_STATE_NAMES):
+        raise ValueError(f"a recurrent state has 1 (h) or 2 (h, c) tensors; got {len(tensors)}")
+    states = dict(zip(_STATE_NAMES, tensors, strict=False))
+    return RecurrentCache(states, seen_tokens, batch_dims=dict.fromkeys(states, 1))
+
+
+def state_tensors(state: RecurrentState | RecurrentCache | None) -> RecurrentState | None:
+    """The plain state: ``h`` (GRU / RNN) or ``(h, c)`` (LSTM), from a cache or as given.
+
+    This is what training checkpoints store and what ``forward(past_key_values=...)`` also
+    accepts; ``None`` for ``None`` or an empty cache.
+    """
+    if not isinstance(state, RecurrentCache):
+        return state
+    if state.is_empty:
+        return None
+    if "c" in state:
+        return (state["h"], state["c"])
+    return state["h"]
+
+
+def detach_state(
+    state: RecurrentState | RecurrentCache | None,
+) -> RecurrentState | RecurrentCache | None:
+    """Cut the autograd graph at a batch boundary (truncated BPTT for stateful training).
+
+    Works on a plain state (returns tensors) and on a :class:`RecurrentCache` (returns a
+    detached copy with the same length).
+    """
+    if state is None:
+        return None
+    if isinstance(state, RecurrentCache):
+        return state.detach()
+    return map_state(state, torch.Tensor.detach)
+
+
+# ---- old checkpoints: one stacked cell `rnn.*_l{k}` -> one module per layer `layers.{k}.*_l0` --
+_OLD_LAYOUT = re.compile(r"^(.*)rnn\.(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)$")
+_converted_layers = 0
+
+
+def _register_stacked_layout(num_layers: int) -> None:
+    """Map the stacked-cell weight names of ``num_layers`` layers onto the per-layer modules.
+
+    ``from_pretrained`` renames ``rnn.weight_ih_l3`` to ``layers.3.weight_ih_l0`` on load, and
+    ``save_pretrained`` writes the stacked names back: the file format is still that of one
+    stacked ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN``, readable by older versions of this file.
+    """
+    global _converted_layers
+    if num_layers <= _converted_layers:
+        return
+    _converted_layers = max(num_layers, 16)
+    register_checkpoint_conversion_mapping(
+        "CharRNNForCausalLM",
+        [
+            WeightRenaming(
+                rf"^rnn\.(weight_ih|weight_hh|bias_ih|bias_hh)_l{k}(?!\d)", rf"layers.{k}.\1_l0"
+            )
+            for k in range(_converted_layers)
+        ],
+        overwrite=True,
+    )
+
+
+_register_stacked_layout(16)
+
+
+def _stacked_to_layers(state_dict: dict, prefix: str, *args) -> None:
+    """``load_state_dict`` pre-hook: accept a state dict saved with the stacked layout."""
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        match = _OLD_LAYOUT.match(key[len(prefix) :])
+        if match and not match.group(1):
+            name, layer = match.group(2), match.group(3)
+            state_dict[f"{prefix}layers.{layer}.{name}_l0"] = state_dict.pop(key)
 
 
 @dataclass
 class CharRNNOutput(CausalLMOutputWithPast):
     """:class:`~transformers.modeling_outputs.CausalLMOutputWithPast` whose ``past_key_values``
-    is the recurrent state after the last input character (see :data:`RecurrentState`)."""
+    is the recurrent state after the last input character (a :class:`RecurrentCache` holding
+    ``h`` and, for an LSTM, ``c``, each [num_layers, batch, hidden]) and whose
+    ``hidden_states`` are the embeddings followed by the output of every layer."""
 
 
 class CharRNNPreTrainedModel(PreTrainedModel):
     """Weight initialisation and HF plumbing shared by char-RNN models."""
 
     config_class = CharRNNConfig
-    base_model_prefix = "char_rnn"
+    # The model has no separate base model: its body is itself.
+    base_model_prefix = ""
     main_input_name = "input_ids"
-    # The recurrent state is the cache: generate() must not build a DynamicCache, and beam
-    # search reorders it through `_reorder_cache`.
+    # The recurrent state is the cache: generate() must not build a DynamicCache; forward
+    # creates a RecurrentCache, which beam search reorders with its `reorder_cache`.
     _is_stateful = True
     _no_split_modules = []
 
@@ -77,25 +174,31 @@ class CharRNNPreTrainedModel(PreTrainedModel):
 
 
 class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
-    r"""Embedding → stacked GRU/LSTM/RNN → linear head, trained to predict the next character.
+    r"""Embedding → ``num_layers`` GRU/LSTM/RNN layers → linear head, predicting the next character.
 
-    .. math:: h_t = \mathrm{cell}(E[x_t], h_{t-1}),\qquad p(x_{t+1}\mid x_{\le t}) =
-              \mathrm{softmax}(W h_t + b)
+    .. math:: h^{(l)}_t = \mathrm{cell}_l(h^{(l-1)}_t, h^{(l)}_{t-1}),\quad h^{(0)}_t = E[x_t],
+              \qquad p(x_{t+1}\mid x_{\le t}) = \mathrm{softmax}(W h^{(L)}_t + b)
 
-    With ``tie_word_embeddings`` the output matrix is ``E`` itself and ``h_t`` is first projected
-    to ``embedding_dim`` when the sizes differ.
+    Every layer is its own single-layer cell module (``layers[l]``), so that
+    ``output_hidden_states`` can return each layer's outputs; each still runs the whole
+    sequence in one fused call. Dropout is applied to the embeddings, between layers and
+    before the head. With ``tie_word_embeddings`` the output matrix is ``E`` itself and
+    ``h_t`` is first projected to ``embedding_dim`` when the sizes differ.
     """
 
     def __init__(self, config: CharRNNConfig):
         super().__init__(config)
+        _register_stacked_layout(config.num_layers)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
-        self.rnn = _CELLS[config.cell](
-            input_size=config.embedding_dim,
-            hidden_size=config.hidden_size,
-            num_layers=config.num_layers,
-            dropout=config.dropout if config.num_layers > 1 else 0.0,
-            batch_first=True,
+        cell = _CELLS[config.cell]
+        self.layers = nn.ModuleList(
+            cell(
+                input_size=config.embedding_dim if i == 0 else config.hidden_size,
+                hidden_size=config.hidden_size,
+                batch_first=True,
+            )
+            for i in range(config.num_layers)
         )
         tied = getattr(config, "tie_word_embeddings", False)
         head_in = config.embedding_dim if tied else config.hidden_size
@@ -105,6 +208,7 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
             else None
         )
         self.lm_head = nn.Linear(head_in, config.vocab_size)
+        self._register_load_state_dict_pre_hook(_stacked_to_layers)
         self.post_init()
 
     @property
@@ -132,74 +236,119 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         h = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
         return (h, h.clone()) if self.config.cell == "lstm" else h
 
-    def _run_rnn(
+    def _run_layers(
         self, embeds: torch.Tensor, state: RecurrentState | None, mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor, RecurrentState]:
-        """Run the stacked cell. Where ``mask`` has zeros (padding, e.g. left-padded prompts),
-        step one position at a time and keep the previous state at masked positions, so pad
-        tokens never change the state: ``h_t = m_t·cell(x_t, h_{t-1}) + (1−m_t)·h_{t-1}``."""
-        if mask is None or bool(mask.all()):
-            return self.rnn(embeds, state)
+    ) -> tuple[list[torch.Tensor], RecurrentState]:
+        """Run the layers over the sequence; return each layer's outputs and the final state.
+
+        Without padding every layer is one fused cell call over the whole sequence. Where
+        ``mask`` has zeros (e.g. left-padded prompts), step one position at a time and keep the
+        previous state at masked positions, so pad tokens never change the state:
+        ``h_t = m_t·cell(x_t, h_{t-1}) + (1−m_t)·h_{t-1}`` (outputs are 0 there).
+        """
         if state is None:
             state = self.initial_state(embeds.shape[0])
-        outputs = []
-        for t in range(embeds.shape[1]):
-            out_t, new_state = self.rnn(embeds[:, t : t + 1], state)
-            keep = mask[:, t].to(embeds.dtype)
-            state = _blend_state(new_state, state, keep)
-            outputs.append(out_t * keep[:, None, None])
-        return torch.cat(outputs, dim=1), state
+        masked = mask is not None and not bool(mask.all())
+        outputs, finals = [], []
+        x = self.dropout(embeds)
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                x = self.dropout(x)
+            layer_state = map_state(state, lambda t, i=i: t[i : i + 1])
+            if masked:
+                x, layer_state = _masked_steps(layer, x, layer_state, mask)
+            else:
+                x, layer_state = layer(x, layer_state)
+            outputs.append(x)
+            finals.append(layer_state)
+        if isinstance(state, tuple):
+            final = tuple(torch.cat(parts, 0) for parts in zip(*finals, strict=True))
+        else:
+            final = torch.cat(finals, 0)
+        return outputs, final
 
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: RecurrentState | None = None,
+        past_key_values: RecurrentCache | RecurrentState | None = None,
         labels: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         **kwargs,
     ) -> CharRNNOutput | tuple:
-        r"""Next-character logits for every position, the loss when ``labels`` are given, and the
-        final recurrent state when ``use_cache``.
+        r"""Next-character logits for every position, the loss when ``labels`` are given, the
+        final recurrent state when ``use_cache`` and every layer's outputs when
+        ``output_hidden_states``.
 
         Args:
             input_ids: [batch, seq] character ids (or ``inputs_embeds`` [batch, seq, embedding_dim]).
             attention_mask: [batch, seq] or [batch, past+seq] (1 = real token). Only the last
                 ``seq`` columns are used; zeros make the state skip those positions.
-            past_key_values: the state returned by the previous call (``None`` = zeros).
+            past_key_values: the state to start from: a :class:`RecurrentCache` (returned by a
+                previous call or by ``generate``; it is updated in place and returned, as
+                ``DynamicCache`` is), or a plain ``h`` / ``(h, c)`` [num_layers, batch, hidden]
+                (wrapped in a new cache). ``None`` = zeros.
             labels: [batch, seq] targets, ``-100`` ignored. As in every HF causal LM they are the
                 inputs themselves; the shift happens here: loss = CE(logits[:, :-1], labels[:, 1:]).
+            output_hidden_states: also return ``hidden_states``, a tuple of ``num_layers + 1``
+                tensors: the embeddings [batch, seq, embedding_dim], then the output of each
+                layer [batch, seq, hidden_size] (before dropout; the last one feeds the head).
+            kwargs: ``num_items_in_batch`` (passed by ``Trainer``): the loss is then the sum of
+                the token losses divided by it, so that gradient accumulation over micro-batches
+                gives the gradient of the whole batch's mean.
         """
         use_cache = self.config.use_cache if use_cache is None else use_cache
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        if output_hidden_states is None:
+            output_hidden_states = bool(getattr(self.config, "output_hidden_states", False))
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds")
         embeds = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         seq_len = embeds.shape[1]
         mask = None if attention_mask is None else attention_mask[:, -seq_len:]
-        hidden, state = self._run_rnn(self.dropout(embeds), past_key_values, mask)
-        hidden = self.dropout(hidden)
+        cache = to_cache(past_key_values) if use_cache or past_key_values is not None else None
+        outputs, state = self._run_layers(embeds, state_tensors(cache), mask)
+        hidden = self.dropout(outputs[-1])
         if self.output_projection is not None:
             hidden = self.output_projection(hidden)
         logits = self.lm_head(hidden)
 
         loss = None
         if labels is not None:
-            loss = nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                labels[:, 1:].reshape(-1).to(logits.device),
-                ignore_index=-100,
+            loss = self.loss_function(
+                logits=logits,
+                labels=labels,
+                vocab_size=self.config.vocab_size,
+                num_items_in_batch=kwargs.get("num_items_in_batch"),
             )
-        state = state if use_cache else None
+        if use_cache:
+            states = {"h": state[0], "c": state[1]} if isinstance(state, tuple) else {"h": state}
+            cache.batch_dims.update(dict.fromkeys(states, 1))
+            cache.update_states(seq_len, **states)
+        else:
+            cache = None
+        hidden_states = (embeds, *outputs) if output_hidden_states else None
         if not return_dict:
-            return tuple(v for v in (loss, logits, state) if v is not None)
-        return CharRNNOutput(loss=loss, logits=logits, past_key_values=state)
+            return tuple(v for v in (loss, logits, cache, hidden_states) if v is not None)
+        return CharRNNOutput(
+            loss=loss, logits=logits, past_key_values=cache, hidden_states=hidden_states
+        )
 
-    def _reorder_cache(self, past_key_values: RecurrentState, beam_idx: torch.LongTensor):
-        """Beam search: pick the state of each surviving beam (batch dim is 1)."""
-        return map_state(past_key_values, lambda t: t.index_select(1, beam_idx.to(t.device)))
+
+def _masked_steps(
+    layer: nn.RNNBase, x: torch.Tensor, state: RecurrentState, mask: torch.Tensor
+) -> tuple[torch.Tensor, RecurrentState]:
+    """One layer stepped position by position; masked positions keep the state, output 0."""
+    outputs = []
+    for t in range(x.shape[1]):
+        out_t, new_state = layer(x[:, t : t + 1], state)
+        keep = mask[:, t].to(x.dtype)
+        state = _blend_state(new_state, state, keep)
+        outputs.append(out_t * keep[:, None, None])
+    return torch.cat(outputs, dim=1), state
 
 
 def _blend_state(new: RecurrentState, old: RecurrentState, keep: torch.Tensor) -> RecurrentState:
@@ -211,4 +360,11 @@ def _blend_state(new: RecurrentState, old: RecurrentState, keep: torch.Tensor) -
     return k * new + (1 - k) * old
 
 
-__all__ = ["CharRNNForCausalLM", "CharRNNOutput", "CharRNNPreTrainedModel", "detach_state"]
+__all__ = [
+    "CharRNNForCausalLM",
+    "CharRNNOutput",
+    "CharRNNPreTrainedModel",
+    "detach_state",
+    "state_tensors",
+    "to_cache",
+]

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 from ..data.lm import StreamBatches, WindowBatches, encode_corpus
 from ..data.text import load_text_splits
 from ..evaluation.language_modeling import evaluate_causal_lm
-from ..models.modeling_char_rnn import detach_state
+from ..models.modeling_char_rnn import detach_state, state_tensors
 from ..schema import (
     EvaluationSection,
     GenerationSection,
@@ -120,7 +120,8 @@ class CausalLMRecipe(RecipeBase):
 # ---- training pieces -----------------------------------------------------------------------
 def causal_lm_loss(model, window: torch.LongTensor, state, stateful: bool):
     r"""Next-token cross-entropy of one ``[batch, seq+1]`` window, starting from ``state`` and
-    returning the (detached) state after the window when ``stateful``.
+    returning the (detached) state after the window when ``stateful``, as plain tensors (``h``
+    or ``(h, c)``), which the engine carries and stores in checkpoints.
 
     .. math:: \mathcal{L} = -\frac{1}{BT}\sum_{b,t} \ln p(w_{b,t+1} \mid w_{b,\le t}, s_0)
     """
@@ -128,7 +129,7 @@ def causal_lm_loss(model, window: torch.LongTensor, state, stateful: bool):
     out = model(input_ids=inputs, past_key_values=state, use_cache=stateful)
     logits = out.logits
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
-    return loss, detach_state(out.past_key_values) if stateful else None
+    return loss, state_tensors(detach_state(out.past_key_values)) if stateful else None
 
 
 def _text_splits(data: TextDataSection, source: str | None = None) -> dict[str, list[str]]:

@@ -319,6 +319,39 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
             return {"h": rnn_state[0].transpose(0, 1), "c": rnn_state[1].transpose(0, 1)}
         return {"h": rnn_state.transpose(0, 1)}
 
+    def _unstack(self, rnn_state) -> list:
+        """``[layers, batch, hidden]`` state(s) → one ``h`` or ``(h, c)`` per layer."""
+        if isinstance(rnn_state, tuple):
+            return list(zip(rnn_state[0].unbind(0), rnn_state[1].unbind(0), strict=True))
+        return list(rnn_state.unbind(0))
+
+    @staticmethod
+    def _restack(layers: list):
+        if isinstance(layers[0], tuple):
+            return torch.stack([h for h, _ in layers]), torch.stack([c for _, c in layers])
+        return torch.stack(layers)
+
+    def _step(self, x: torch.Tensor, layers: list) -> tuple[torch.Tensor, list]:
+        """One time step of the stacked cell with the ``nn.GRU`` / ``nn.LSTM`` weights (the fused
+        per-token cell kernels are several times faster than ``nn.LSTM`` on a length-1 input).
+        Dropout between layers as in ``nn.LSTM``."""
+        rnn, new_layers = self.rnn, []
+        cell = torch.lstm_cell if self.config.cell == "lstm" else torch.gru_cell
+        for index, state in enumerate(layers):
+            if index > 0 and rnn.dropout and self.training:
+                x = nn.functional.dropout(x, rnn.dropout, training=True)
+            state = cell(
+                x,
+                state,
+                getattr(rnn, f"weight_ih_l{index}"),
+                getattr(rnn, f"weight_hh_l{index}"),
+                getattr(rnn, f"bias_ih_l{index}"),
+                getattr(rnn, f"bias_hh_l{index}"),
+            )
+            new_layers.append(state)
+            x = state[0] if isinstance(state, tuple) else state
+        return x, new_layers
+
     def _attend(self, query, annotations, keys, keep):
         return self.attention(query, annotations, annotations, keep, precomputed_keys=keys)
 
@@ -359,28 +392,31 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         else:
             readouts, all_weights = [], []
             feed = state.get("feed")
+            layers = self._unstack(rnn_state)
             for t in range(embeds.shape[1]):
-                x_t = embeds[:, t : t + 1]
+                x_t = embeds[:, t]
                 if self.config.attention == "bahdanau":
-                    top = (rnn_state[0] if isinstance(rnn_state, tuple) else rnn_state)[-1]
+                    top = layers[-1][0] if isinstance(layers[-1], tuple) else layers[-1]
                     context, w = self._attend(top[:, None], encoder_hidden_states, keys, keep)
-                    out_t, rnn_state = self.rnn(torch.cat([x_t, context], -1), rnn_state)
+                    context = context[:, 0]
+                    out_t, layers = self._step(torch.cat([x_t, context], -1), layers)
                     o_t = torch.cat([out_t, context], -1)
                 else:
                     if feed is not None:
-                        x_t = torch.cat([x_t, feed[:, None]], -1)
-                    out_t, rnn_state = self.rnn(x_t, rnn_state)
+                        x_t = torch.cat([x_t, feed], -1)
+                    out_t, layers = self._step(x_t, layers)
                     o_t, w = out_t, None
                     if self.attention is not None:
-                        context, w = self._attend(out_t, encoder_hidden_states, keys, keep)
-                        o_t = torch.tanh(self.combine(torch.cat([context, out_t], -1)))
+                        context, w = self._attend(out_t[:, None], encoder_hidden_states, keys, keep)
+                        o_t = torch.tanh(self.combine(torch.cat([context[:, 0], out_t], -1)))
                         if feed is not None:
-                            feed = o_t[:, 0]
+                            feed = o_t
                 readouts.append(o_t)
                 if w is not None:
                     all_weights.append(w)
-            readout = torch.cat(readouts, 1)
+            readout = torch.stack(readouts, 1)
             weights = torch.cat(all_weights, 1) if all_weights else None
+            rnn_state = self._restack(layers)
             if feed is not None:
                 new_state["feed"] = feed
         if self.config.input_feeding and "feed" not in new_state:

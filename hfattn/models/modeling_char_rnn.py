@@ -20,7 +20,10 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache
-from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.conversion_mapping import (
+    get_checkpoint_conversion_mapping,
+    register_checkpoint_conversion_mapping,
+)
 from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
@@ -95,7 +98,7 @@ def detach_state(
 
 # ---- old checkpoints: one stacked cell `rnn.*_l{k}` -> one module per layer `layers.{k}.*_l0` --
 _OLD_LAYOUT = re.compile(r"^(.*)rnn\.(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)$")
-_converted_layers = 0
+_CONVERSION_KEY = "CharRNNForCausalLM"
 
 
 def _register_stacked_layout(num_layers: int) -> None:
@@ -104,18 +107,19 @@ def _register_stacked_layout(num_layers: int) -> None:
     ``from_pretrained`` renames ``rnn.weight_ih_l3`` to ``layers.3.weight_ih_l0`` on load, and
     ``save_pretrained`` writes the stacked names back: the file format is still that of one
     stacked ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN``, readable by older versions of this file.
+    The registry is global and keyed by class name (a ``trust_remote_code`` copy of this file
+    shares it), so it only ever grows.
     """
-    global _converted_layers
-    if num_layers <= _converted_layers:
+    registered = get_checkpoint_conversion_mapping(_CONVERSION_KEY) or []
+    if num_layers <= len(registered):
         return
-    _converted_layers = max(num_layers, 16)
     register_checkpoint_conversion_mapping(
-        "CharRNNForCausalLM",
+        _CONVERSION_KEY,
         [
             WeightRenaming(
                 rf"^rnn\.(weight_ih|weight_hh|bias_ih|bias_hh)_l{k}(?!\d)", rf"layers.{k}.\1_l0"
             )
-            for k in range(_converted_layers)
+            for k in range(max(num_layers, 16))
         ],
         overwrite=True,
     )

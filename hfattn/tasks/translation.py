@@ -273,7 +273,7 @@ class TranslationTask(Task):
         ),
         space_app="translation",
         default_example="I love you.",
-        architecture_suffixes=("ForConditionalGeneration", "ForSeq2SeqLM"),
+        architecture_suffixes=("ForConditionalGeneration", "ForSeq2SeqLM", "MTModel"),
         peft_task_type="SEQ_2_SEQ_LM",
     )
 

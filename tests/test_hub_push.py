@@ -29,6 +29,7 @@ PUBLISHED = {
     "loss_curve.png",
     "model.safetensors",
     "modeling_char_rnn.py",
+    "recurrent_cache.py",
     "recipe.yaml",
     "tokenizer.json",
     "tokenizer_config.json",

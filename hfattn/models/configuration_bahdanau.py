@@ -54,7 +54,8 @@ class BahdanauConfig(PreTrainedConfig):
         input_feeding: Luong's input feeding, ``h̃_{t-1}`` concatenated to the next input.
         dropout: dropout on embeddings, between stacked layers and on the readout.
         max_source_positions: longest source (also the ``location`` score's ``max_length``).
-        initializer_range: standard deviation of the normal init of embeddings and linears.
+        initializer_range: kept for transformers compatibility; the weights are initialised as
+            ``BahdanauPreTrainedModel._init_weights`` describes (Glorot linears, N(0, 1) embeddings).
         use_cache: return the decoder state as ``past_key_values`` in ``generate``.
     """
 

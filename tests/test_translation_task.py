@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -22,7 +23,7 @@ from hfattn.evaluation.translation import (
     teacher_forced_scores,
     translate_texts,
 )
-from hfattn.recipes import RecipeError, load_recipe
+from hfattn.recipes import RecipeError, load_recipe, run_recipe
 from hfattn.tasks import get_task
 from hfattn.tasks.translation import reference_text
 from hfattn.translation_tokenizers import build_translation_tokenizer
@@ -181,3 +182,40 @@ def test_translation_recipe_fields_are_checked(tmp_path, override, message):
     with pytest.raises(RecipeError) as err:
         load_recipe(recipe, [override])
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("path", sorted(Path("recipes").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_recipes_validate(path):
+    recipe = load_recipe(path)
+    assert recipe.name == path.stem
+
+
+def test_spa_recipe_trains_on_a_local_spa_txt(tmp_path, caplog):
+    lines = [f"I have {n} apples.\tTengo {n} manzanas.\tCC-BY 2.0 (France)" for n in range(240)]
+    lines.insert(7, "a line without a tab")
+    spa = tmp_path / "spa.txt"
+    spa.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    overrides = [
+        f"data.source={spa}",
+        "data.train_size=200",
+        "model.embedding_dim=8",
+        "model.encoder_hidden_size=16",
+        "model.decoder_hidden_size=32",
+        "training.max_steps=4",
+        "training.eval_every=4",
+        "training.save_every=4",
+        "evaluation.splits=[test]",
+        f"output_dir={tmp_path / 'run'}",
+    ]
+    with caplog.at_level(logging.WARNING):
+        result = run_recipe(load_recipe("recipes/bahdanau_spa_eng.yaml", overrides))
+    assert "spa.txt:8: malformed line" in caplog.text
+    assert result.progress.step == 4
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["cell"], config["encoder_hidden_size"], config["bridge"]) == (
+        "lstm",
+        16,
+        "concat",
+    )
+    assert config["attention"] == "bahdanau"
+    assert result.metrics["test"]["num_examples"] == 20  # 240 pairs: 200 train, 20 + 20 held out

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 
 def print_metrics(metrics: dict[str, dict], title: str) -> None:
-    """Print ``{split: {metric: value}}`` as one table, a row per split."""
+    """Print ``{split: {metric: value}}`` as one table: a row per metric, a column per split
+    (tasks report many metrics; splits are few, so the table stays narrow)."""
     from rich.console import Console
     from rich.table import Table
 
     names = list(dict.fromkeys(k for scores in metrics.values() for k in scores))
     table = Table(title=title)
-    table.add_column("split")
+    table.add_column("metric")
+    for split in metrics:
+        table.add_column(split, justify="right")
     for name in names:
-        table.add_column(name, justify="right")
-    for split, scores in metrics.items():
-        table.add_row(split, *(_fmt(scores.get(name)) for name in names))
+        table.add_row(name, *(_fmt(scores.get(name)) for scores in metrics.values()))
     Console().print(table)
 
 

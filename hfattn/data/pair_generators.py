@@ -78,12 +78,23 @@ def _random_day(rng: random.Random, first: dt.date, last: dt.date) -> dt.date:
 
 
 def date_pair(day: dt.date, width: str = "full") -> dict[str, str]:
-    """``{"en": ..., "es": ...}``: ``day`` in the CLDR ``width`` of both locales."""
+    """``{"en": ..., "es": ...}``: ``day`` in the CLDR ``width`` of both locales.
+
+    The translation is a function of the English text: where two widths write the same
+    English ("May 6, 1985" is both the long and the medium form, since May needs no
+    abbreviation), the Spanish of the wider one is used ("6 de mayo de 1985", never
+    "6 may 1985"), so no source has two references.
+    """
     from babel.dates import format_date
 
     if width not in DATE_WIDTHS:
         raise ValueError(f"width must be one of {', '.join(DATE_WIDTHS)}; got {width!r}")
-    return {lang: format_date(day, width, locale=lang) for lang in ("en", "es")}
+    english = format_date(day, width, locale="en")
+    for wider in DATE_WIDTHS[: DATE_WIDTHS.index(width)]:
+        if format_date(day, wider, locale="en") == english:
+            width = wider
+            break
+    return {"en": english, "es": format_date(day, width, locale="es")}
 
 
 def spanish_number_words(n: int) -> str:

@@ -20,6 +20,17 @@ def _names(values) -> str:
     return ", ".join("None" if v is None else str(v) for v in values)
 
 
+_GERON_ENCODER_DECODER = {
+    "embedding_dim": 128,
+    "cell": "lstm",
+    "encoder_hidden_size": 256,
+    "bidirectional": True,
+    "decoder_hidden_size": 512,
+    "bridge": "concat",
+}
+"""Géron's (HOML ch. 16) encoder-decoder sizes, shared by his three presets."""
+
+
 @strict
 class BahdanauConfig(PreTrainedConfig):
     r"""Configuration for [`BahdanauForConditionalGeneration`]: an embedding, a (bi)GRU/LSTM
@@ -95,37 +106,11 @@ class BahdanauConfig(PreTrainedConfig):
     PRESETS: ClassVar[dict[str, dict]] = {
         # Géron, HOML ch. 16: Embedding(128) → BiLSTM(256) whose concatenated final (h, c)
         # start an LSTM(512) decoder; here with Bahdanau (additive) attention.
-        "geron": {
-            "embedding_dim": 128,
-            "cell": "lstm",
-            "encoder_hidden_size": 256,
-            "bidirectional": True,
-            "decoder_hidden_size": 512,
-            "bridge": "concat",
-            "attention": "bahdanau",
-            "score": "additive",
-        },
+        "geron": {**_GERON_ENCODER_DECODER, "attention": "bahdanau", "score": "additive"},
         # The same encoder-decoder without attention (Sutskever et al. / Géron's first model).
-        "geron-no-attention": {
-            "embedding_dim": 128,
-            "cell": "lstm",
-            "encoder_hidden_size": 256,
-            "bidirectional": True,
-            "decoder_hidden_size": 512,
-            "bridge": "concat",
-            "attention": None,
-        },
+        "geron-no-attention": {**_GERON_ENCODER_DECODER, "attention": None},
         # Géron's code uses Keras' Attention layer: Luong dot-product on the decoder outputs.
-        "geron-luong": {
-            "embedding_dim": 128,
-            "cell": "lstm",
-            "encoder_hidden_size": 256,
-            "bidirectional": True,
-            "decoder_hidden_size": 512,
-            "bridge": "concat",
-            "attention": "luong",
-            "score": "dot",
-        },
+        "geron-luong": {**_GERON_ENCODER_DECODER, "attention": "luong", "score": "dot"},
         # Bahdanau et al. (2015) RNNsearch: BiGRU(1000) encoder, GRU(1000) decoder,
         # s_0 = tanh(W h_1), additive attention (620-dim embeddings).
         "bahdanau": {

@@ -49,6 +49,19 @@ class Task:
         """Data, tokenizer, model, batches, loss, evaluation and sample of ``recipe``."""
         raise NotImplementedError
 
+    def card_metadata(self, dataset: tuple[str, str], metric_names: dict[str, str]) -> dict:
+        """The task / dataset / metric names that training records in ``eval_results.json``
+        (and the card's ``model-index``): ``dataset`` is ``(name, type)``; ``metric_names``
+        maps every reported metric to its display name."""
+        return {
+            "task_type": self.card.pipeline_tag,
+            "task_name": self.card.task_name,
+            "dataset_name": dataset[0],
+            "dataset_type": dataset[1],
+            "metric_names": metric_names,
+            "reported_metrics": tuple(metric_names),
+        }
+
     def generation_defaults(self, recipe) -> dict:
         """``generate()`` defaults saved in the model's ``generation_config.json``."""
         return {k: v for k, v in recipe.generation.generate_kwargs().items() if k != "seed"}

@@ -234,9 +234,7 @@ class CausalLMTask(Task):
         def sample(model) -> str:
             return generate_text(model, tokenizer, g.prompt, **g.generate_kwargs())
 
-        name, dataset_type = DATASET_NAMES.get(
-            recipe.data.source, (recipe.data.source, recipe.data.source)
-        )
+        dataset = DATASET_NAMES.get(recipe.data.source, (recipe.data.source,) * 2)
         return TrainingJob(
             model=model,
             tokenizer=tokenizer,
@@ -245,14 +243,7 @@ class CausalLMTask(Task):
             evaluate=evaluate,
             eval_splits=tuple(e.splits),
             sample=sample,
-            card_metadata={
-                "task_type": self.card.pipeline_tag,
-                "task_name": self.card.task_name,
-                "dataset_name": name,
-                "dataset_type": dataset_type,
-                "metric_names": METRIC_NAMES,
-                "reported_metrics": tuple(METRIC_NAMES),
-            },
+            card_metadata=self.card_metadata(dataset, METRIC_NAMES),
         )
 
     def evaluate_folder(

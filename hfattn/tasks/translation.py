@@ -345,7 +345,7 @@ class TranslationTask(Task):
             translations = translate_texts(model, tokenizer, examples, **kwargs)
             return "\n".join(f"{s}  →  {t}" for s, t in zip(examples, translations, strict=True))
 
-        name, dataset_type = DATASET_NAMES.get(d.source, (d.source, d.source))
+        dataset = DATASET_NAMES.get(d.source, (d.source,) * 2)
         return TrainingJob(
             model=model,
             tokenizer=tokenizer,
@@ -354,14 +354,7 @@ class TranslationTask(Task):
             evaluate=evaluate,
             eval_splits=tuple(e.splits),
             sample=sample,
-            card_metadata={
-                "task_type": self.card.pipeline_tag,
-                "task_name": self.card.task_name,
-                "dataset_name": name,
-                "dataset_type": dataset_type,
-                "metric_names": METRIC_NAMES,
-                "reported_metrics": tuple(METRIC_NAMES),
-            },
+            card_metadata=self.card_metadata(dataset, METRIC_NAMES),
         )
 
     def generation_defaults(self, recipe: TranslationRecipe) -> dict:

@@ -175,10 +175,15 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
         ("data.preprocessing=keras", "data.preprocessing: 'keras' is not one of chollet, geron"),
         ("evaluation.seq_len=5", "evaluation.seq_len: Key 'seq_len' not in"),
         ("training.mode=stateful", "training.mode: Key 'mode' not in"),
+        ("model.score=foo", "model.score must be one of dot, scaled_dot, general"),
+        ("model.distribution=softermax", "model.distribution must be one of softmax, sparsemax"),
+        ("model.cell=rnn", "model.cell must be one of gru, lstm; got 'rnn'"),
+        ("model.attention=global", "model.attention must be one of None, bahdanau, luong"),
     ],
 )
 def test_translation_recipe_fields_are_checked(tmp_path, override, message):
-    recipe = write_recipe(tmp_path, base={"task": "translation", "model": {"type": "marian"}})
+    model_type = "bahdanau" if override.startswith("model.") else "marian"
+    recipe = write_recipe(tmp_path, base={"task": "translation", "model": {"type": model_type}})
     with pytest.raises(RecipeError) as err:
         load_recipe(recipe, [override])
     assert message in str(err.value)
@@ -219,3 +224,26 @@ def test_spa_recipe_trains_on_a_local_spa_txt(tmp_path, caplog):
     )
     assert config["attention"] == "bahdanau"
     assert result.metrics["test"]["num_examples"] == 20  # 240 pairs: 200 train, 20 + 20 held out
+
+
+def test_plot_attention_draws_the_alignment_of_a_translation(tmp_path, capsys):
+    from matplotlib.image import imread
+    from tiny_runs import build_translation_run
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hfattn.evaluation.translation import alignment
+
+    run = build_translation_run(tmp_path / "bahdanau", model="bahdanau", steps=20)
+    tok = AutoTokenizer.from_pretrained(run)
+    model = AutoModelForSeq2SeqLM.from_pretrained(run)
+    source, output, weights = alignment(model, tok, "April 22, 2019", num_beams=2)
+    assert source == tok.convert_ids_to_tokens(tok("April 22, 2019")["input_ids"])
+    assert weights.shape == (len(output), len(source))
+    assert abs(weights.sum(1) - 1).max() < 1e-5  # softmax rows over the source tokens
+    out = tmp_path / "align.png"
+    assert main(["plot", "attention", str(run), "April 22, 2019", "--out", str(out)]) == 0
+    assert imread(out).shape[2] in (3, 4) and out.stat().st_size > 5_000
+    assert main(["plot", "attention", str(run)]) == 2
+    assert 'usage: hfattn plot attention DIR "source sentence"' in capsys.readouterr().err
+    assert main(["plot", "attention", str(run), " ", "--out", str(out)]) == 2
+    assert "the source sentence is empty" in capsys.readouterr().err

@@ -34,10 +34,14 @@ def test_generator_examples_are_exact():
     assert date_pair(day, "short") == {"en": "4/22/19", "es": "22/4/19"}
     # one English text, one reference: May's medium form is its long form
     may = dt.date(1985, 5, 6)
-    assert date_pair(may, "medium") == date_pair(may, "long") == {
-        "en": "May 6, 1985",
-        "es": "6 de mayo de 1985",
-    }
+    assert (
+        date_pair(may, "medium")
+        == date_pair(may, "long")
+        == {
+            "en": "May 6, 1985",
+            "es": "6 de mayo de 1985",
+        }
+    )
     assert date_pair(dt.date(1985, 6, 6), "medium") == {"en": "Jun 6, 1985", "es": "6 jun 1985"}
     assert number_pair(345) == {
         "en": "three hundred and forty-five",

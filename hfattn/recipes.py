@@ -11,6 +11,9 @@ sections live in :mod:`hfattn.schema`, the task's in its module.
 from __future__ import annotations
 
 import dataclasses
+import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,19 @@ def _task_of(*configs) -> str:
     return name
 
 
+def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
+    """Every ``--set`` item must be ``KEY=VALUE`` with both sides non-empty (``KEY=null``
+    unsets a field explicitly): ``training.max_steps`` or ``training.max_steps=`` would
+    otherwise silently set it to null."""
+    for item in overrides:
+        key, equals, value = item.partition("=")
+        require(
+            bool(equals and key.strip() and value.strip()),
+            f"--set {item}",
+            "expected KEY=VALUE, e.g. training.max_steps=100 (KEY=null unsets a field)",
+        )
+
+
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RecipeBase:
     """Read a recipe YAML, apply ``key=value`` overrides and validate everything.
 
@@ -46,6 +62,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"recipe file not found: {path}")
+    check_overrides(overrides)
     try:
         raw = OmegaConf.load(path)
         dotlist = OmegaConf.from_dotlist(list(overrides))
@@ -75,15 +92,58 @@ def validate_model_section(model: dict[str, Any]):
     config_cls = CONFIG_MAPPING[model_type]
     require("vocab_size" not in model, "model.vocab_size", "is set from the tokenizer")
     preset = model.pop("preset", None)
-    known = {f.name for f in dataclasses.fields(config_cls)}
-    for key in model:
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    known = set(fields)
+    hints = {key: _field_type(config_cls, fields[key]) for key in model if key in fields}
+    for key, value in model.items():
         require(key in known, f"model.{key}", f"is not a field of {config_cls.__name__}")
+        require(
+            _matches(value, hints.get(key)),
+            f"model.{key}",
+            f"{value!r} is not of type {_type_name(hints.get(key))}",
+        )
     try:
         if preset is not None:
             return config_cls.from_preset(preset, **model)
         return AutoConfig.for_model(model_type, **model)
     except (ValueError, TypeError) as err:
         raise RecipeError(f"model.{err}") from None
+
+
+_SCALARS = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
+
+
+def _matches(value, hint) -> bool:
+    """Whether ``value`` fits a config field's simple type hint (``bool``, ``int``, ``float``,
+    ``str``, ``X | None``, ``list``, ``dict``); other hints are left to the config."""
+    if hint is None or hint is typing.Any:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint) or hint
+    if origin in _SCALARS:
+        ok = isinstance(value, _SCALARS[origin])
+        return ok and (origin is bool or not isinstance(value, bool))
+    if origin in (list, dict, tuple):
+        return isinstance(value, origin if origin is not tuple else (tuple, list))
+    return True
+
+
+def _field_type(config_cls, field):
+    """A dataclass field's type, evaluated when it is a string annotation (``None`` when it
+    cannot be: then the config's own checks apply)."""
+    if not isinstance(field.type, str):
+        return field.type
+    try:
+        return eval(field.type, vars(sys.modules[config_cls.__module__]))  # noqa: S307
+    except Exception:  # an annotation naming something the module does not import
+        return None
+
+
+def _type_name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def build_job(recipe: RecipeBase):

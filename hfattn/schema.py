@@ -99,6 +99,11 @@ class TrainingSection:
         require(self.warmup_steps >= 0, "training.warmup_steps", "must be >= 0")
         require(self.weight_decay >= 0, "training.weight_decay", "must be >= 0")
         require(len(self.betas) == 2, "training.betas", "must be two numbers [beta1, beta2]")
+        require(
+            all(0 <= b < 1 for b in self.betas),
+            "training.betas",
+            f"each must be in [0, 1), got {list(self.betas)}",
+        )
 
 
 @dataclass

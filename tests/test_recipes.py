@@ -55,3 +55,42 @@ def test_cli_reports_bad_input_before_training(tmp_path, capsys):
     assert main(["train", str(missing)]) == 2
     assert "data.source: no such file" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # nothing was trained or written
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["training.max_steps"], "--set training.max_steps: expected KEY=VALUE"),
+        (["training.max_steps="], "--set training.max_steps=: expected KEY=VALUE"),
+        (["=5"], "--set =5: expected KEY=VALUE"),
+        (["model.use_cache=maybe"], "model.use_cache: 'maybe' is not of type bool"),
+        (["model.hidden_size=2.5"], "model.hidden_size: 2.5 is not of type int"),
+        (["training.betas=[0.9,1.5]"], "training.betas: each must be in [0, 1), got [0.9, 1.5]"),
+    ],
+)
+def test_silent_values_are_refused(tmp_path, overrides, message):
+    recipe = write_recipe(tmp_path)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(recipe, overrides)
+    assert message in str(err.value)
+    assert load_recipe(recipe, ["training.max_steps=null"]).training.max_steps is None
+
+
+def test_generate_uses_the_saved_generation_defaults(char_rnn_run, capsys):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hfattn.tasks.causal_lm import generate_text
+
+    model = AutoModelForCausalLM.from_pretrained(char_rnn_run)
+    saved = model.generation_config  # the tiny recipe: 40 new tokens at temperature 0.8
+    assert (saved.max_new_tokens, saved.temperature, saved.do_sample) == (40, 0.8, True)
+    tokenizer = AutoTokenizer.from_pretrained(char_rnn_run)
+    want = generate_text(
+        model, tokenizer, "ROMEO:", seed=0, max_new_tokens=40, do_sample=True, temperature=0.8
+    )
+    assert main(["generate", str(char_rnn_run), "--prompt", "ROMEO:"]) == 0
+    assert capsys.readouterr().out.rstrip("\n") == want
+    assert main(["generate", str(char_rnn_run), "--prompt", "R", "--max-new-tokens", "5"]) == 0
+    assert len(capsys.readouterr().out.rstrip("\n")) <= 1 + 5
+    assert main(["generate", str(char_rnn_run), "--top-k", "-5"]) == 2
+    assert "--top-k must be >= 0 (0 = off), got -5" in capsys.readouterr().err

@@ -14,11 +14,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument("model_dir", help="a model folder (or a Hub repo id)")
     parser.add_argument("--prompt", default="", help="text to continue (empty: start from <bos>)")
-    parser.add_argument("--max-new-tokens", type=int, default=300)
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--top-p", type=float, default=None)
-    parser.add_argument("--num-beams", type=int, default=1)
+    saved = " (default: the model's generation_config.json)"
+    parser.add_argument("--max-new-tokens", type=int, help="new tokens" + saved)
+    parser.add_argument("--temperature", type=float, help="sampling temperature" + saved)
+    parser.add_argument("--top-k", type=int, help="top-k sampling, 0 = off" + saved)
+    parser.add_argument("--top-p", type=float, help="nucleus sampling" + saved)
+    parser.add_argument("--num-beams", type=int, help="beam width" + saved)
     parser.add_argument("--greedy", action="store_true", help="argmax decoding (no sampling)")
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(func=run)
@@ -28,8 +29,13 @@ def run(args: argparse.Namespace) -> int:
     """Print the prompt and its continuation."""
     import sys
 
-    if args.max_new_tokens < 1 or args.temperature <= 0 or args.num_beams < 1:
-        print("error: --max-new-tokens, --temperature and --num-beams must be > 0", file=sys.stderr)
+    for name in ("max_new_tokens", "temperature", "num_beams"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            print(f"error: --{name.replace('_', '-')} must be > 0, got {value}", file=sys.stderr)
+            return 2
+    if args.top_k is not None and args.top_k < 0:
+        print(f"error: --top-k must be >= 0 (0 = off), got {args.top_k}", file=sys.stderr)
         return 2
     if args.top_p is not None and not 0 < args.top_p <= 1:
         print("error: --top-p must be in (0, 1]", file=sys.stderr)
@@ -45,17 +51,25 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModelForCausalLM.from_pretrained(args.model_dir).eval()
-    text = generate_text(
-        model,
-        tokenizer,
-        args.prompt,
-        seed=args.seed,
-        max_new_tokens=args.max_new_tokens,
-        do_sample=not args.greedy and args.num_beams == 1,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        num_beams=args.num_beams,
-    )
+    text = generate_text(model, tokenizer, args.prompt, seed=args.seed, **_settings(args, model))
     print(text)
     return 0
+
+
+def _settings(args: argparse.Namespace, model) -> dict:
+    """``generate`` settings: each option given on the command line, else the value saved in
+    the model's ``generation_config.json`` (the recipe's ``generation:`` section), else the
+    CLI's own default."""
+    saved = model.generation_config
+    fallback = {"max_new_tokens": 300, "temperature": 1.0, "num_beams": 1}
+    chosen = {}
+    for name in ("max_new_tokens", "temperature", "top_k", "top_p", "num_beams"):
+        value = getattr(args, name)
+        chosen[name] = value if value is not None else getattr(saved, name, None)
+        if chosen[name] is None:
+            chosen[name] = fallback.get(name)
+    if chosen["top_k"] == 0:
+        chosen["top_k"] = None
+    sample = saved.do_sample if saved.do_sample is not None else True
+    chosen["do_sample"] = bool(sample) and not args.greedy and chosen["num_beams"] == 1
+    return chosen

@@ -263,6 +263,12 @@ def test_dry_run_writes_exact_folder_and_tree(
     assert "left out: metrics.jsonl (training log)" in printed
     with pytest.raises(FileExistsError, match="not empty"):
         push_model_folder(char_rnn_run, "tester/dry", dry_run_dir=out)
+    # the preview shares no file with the model: editing it leaves the model as it was
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        assert (out / "model" / name).stat().st_ino != (char_rnn_run / name).stat().st_ino
+    before = (char_rnn_run / "config.json").read_bytes()
+    (out / "model" / "config.json").write_text("{}")
+    assert (char_rnn_run / "config.json").read_bytes() == before
 
 
 def test_cli_push_with_space(hub_server, char_rnn_run, capsys):

@@ -153,3 +153,47 @@ def test_bf16_mixed_precision_trains(tmp_path):
     assert saved["training"]["mixed_precision"] == "bf16"
     assert result.metrics["test"]["loss"] < 4.4  # below the uniform-guess loss ln(vocab ≈ 65)
     assert weights(tmp_path / "run")["lm_head.weight"].dtype == torch.float32  # master weights
+
+
+def test_non_finite_loss_stops_training_with_the_step(tmp_path, monkeypatch, capsys):
+    import hfattn.tasks.causal_lm as causal_lm
+
+    real_loss = causal_lm.causal_lm_loss
+    calls = []
+
+    def loss_that_explodes(model, window, state, stateful):
+        loss, state = real_loss(model, window, state, stateful)
+        calls.append(1)
+        return (loss * float("nan") if len(calls) == 25 else loss), state
+
+    monkeypatch.setattr(causal_lm, "causal_lm_loss", loss_that_explodes)
+    recipe = write_recipe(tmp_path)
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "training loss is nan at step 25" in err
+    assert "the last good checkpoint is" in err and "step-20" in err
+    run = tmp_path / "run"
+    assert not (run / "model.safetensors").exists()  # no NaN model is exported
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-20"]
+
+
+def test_evaluate_refuses_nan_weights_and_bad_options(tmp_path, capsys):
+    import shutil
+
+    from safetensors.torch import save_file
+
+    recipe = write_recipe(tmp_path, training={"max_steps": 10, "eval_every": 10, "save_every": 10})
+    assert main(["train", str(recipe)]) == 0
+    run = tmp_path / "run"
+    broken = tmp_path / "broken"
+    shutil.copytree(run, broken)
+    tensors = weights(run)
+    tensors["lm_head.bias"] = torch.full_like(tensors["lm_head.bias"], float("nan"))
+    save_file(tensors, str(broken / "model.safetensors"))
+    capsys.readouterr()
+    assert main(["evaluate", str(broken), "--split", "test", "--seq-len", "64"]) == 1
+    assert "non-finite metrics (test.loss=nan" in capsys.readouterr().err
+    assert main(["evaluate", str(run), "--batch-size", "0"]) == 2
+    assert "--batch-size must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["evaluate", str(run), "--split", "bogus"]) == 2
+    assert "--split 'bogus' is not one of train, validation, test" in capsys.readouterr().err

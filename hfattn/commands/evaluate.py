@@ -27,6 +27,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the folder and its recipe's data, score with the recipe's task, print a table."""
+    import math
     import sys
     from pathlib import Path
 
@@ -37,6 +38,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: model_dir: {model_dir} has no config.json", file=sys.stderr)
         return 2
     recipe_file = model_dir / "recipe.yaml"
+    if args.batch_size is not None and args.batch_size < 1:
+        print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
+        return 2
+    for split in args.split or []:
+        if split not in ("train", "validation", "test"):
+            print(
+                f"error: --split {split!r} is not one of train, validation, test", file=sys.stderr
+            )
+            return 2
     try:
         recipe = load_recipe(recipe_file) if recipe_file.is_file() else default_recipe()
         if args.batch_size is not None:
@@ -60,4 +70,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print_metrics(metrics, title=f"{model_dir} on {args.data or recipe.data.source}")
+    broken = [
+        f"{split}.{name}={value}"
+        for split, scores in metrics.items()
+        for name, value in scores.items()
+        if isinstance(value, float) and not math.isfinite(value)
+    ]
+    if broken:
+        print(
+            f"error: non-finite metrics ({', '.join(broken)}): the weights are broken",
+            file=sys.stderr,
+        )
+        return 1
     return 0

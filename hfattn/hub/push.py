@@ -302,7 +302,9 @@ def push_model_folder(
     with tempfile.TemporaryDirectory(prefix=".hfattn-push-", dir=stage_parent) as tmp:
         root = Path(tmp) / "staged"
         try:
-            published, excluded = stage_model(model_folder, root / "model", repo_id, merge=merge)
+            published, excluded = stage_model(
+                model_folder, root / "model", repo_id, merge=merge, link=dry_run_dir is None
+            )
             if space:
                 stage_space(published, repo_id, root / "space")
         except (ModelFolderError, SpaceError) as exc:

@@ -67,12 +67,17 @@ def select_files(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     return included, excluded
 
 
-def _copy(src: Path, dst: Path) -> None:
-    """Hard-link ``src`` to ``dst`` when possible (weights can be large), else copy it."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+def _copy(src: Path, dst: Path, *, link: bool) -> None:
+    """Hard-link ``src`` to ``dst`` when ``link`` and possible (weights can be large), else
+    copy it. Only a staging folder that is deleted after the upload may link: a preview the
+    user can edit must not share its files with the model."""
+    if link:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copy2(src, dst)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -125,9 +130,10 @@ def merge_adapter(folder: ModelFolder, out: Path) -> None:
 
 
 def stage_model(
-    folder: ModelFolder, out: str | Path, repo_id: str, *, merge: bool = False
+    folder: ModelFolder, out: str | Path, repo_id: str, *, merge: bool = False, link: bool = False
 ) -> tuple[ModelFolder, list[tuple[str, str]]]:
-    """Write the folder to upload as ``repo_id`` into the empty or new directory ``out``.
+    """Write the folder to upload as ``repo_id`` into the empty or new directory ``out``
+    (``link``: hard-link the files instead of copying them, for a temporary staging folder).
 
     Returns the folder as published (the merged model when ``merge``) and the
     ``(name, reason)`` of every entry left out.
@@ -150,7 +156,7 @@ def stage_model(
             if src.name == "adapter_config.json":
                 _stage_adapter_config(folder, out)
                 continue
-        _copy(src, out / src.name)
+        _copy(src, out / src.name, link=link)
     published = folder
     if merge:
         merge_adapter(folder, out)

@@ -70,6 +70,10 @@ class TrainingJob:
     card_metadata: dict = field(default_factory=dict)
 
 
+class NonFiniteLossError(ValueError):
+    """The training loss became NaN or infinite; nothing after the last checkpoint is saved."""
+
+
 @dataclass
 class Progress:
     """Where training stands; saved in every checkpoint as ``progress.json``."""
@@ -263,6 +267,15 @@ class _Run:
         with acc.accumulate(self.model):
             stateful = self.job.batches.stateful
             loss, state = self.job.compute_loss(self.model, batch, self.state, stateful)
+            if not torch.isfinite(loss.detach()).all():
+                p = self.progress
+                kept = latest_checkpoint(self.output_dir)
+                raise NonFiniteLossError(
+                    f"training loss is {loss.item()} at step {p.step + 1} (epoch {p.epoch}, "
+                    f"batch {p.batch_in_epoch}); stopped without saving it"
+                    + (f"; the last good checkpoint is {kept}" if kept else "")
+                    + ". Lower training.learning_rate or set training.max_grad_norm"
+                )
             acc.backward(loss)
             if acc.sync_gradients and cfg.max_grad_norm:
                 acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -477,6 +490,7 @@ def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:
 
 
 __all__ = [
+    "NonFiniteLossError",
     "Progress",
     "TrainResult",
     "TrainingJob",

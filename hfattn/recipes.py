@@ -11,6 +11,7 @@ sections live in :mod:`hfattn.schema`, the task's in its module.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import types
 import typing
@@ -22,6 +23,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .schema import RecipeBase, RecipeError, require
 from .tasks import TASK_NAMES, get_task
+
+logger = logging.getLogger(__name__)
 
 Recipe = RecipeBase
 """Every task's recipe class subclasses this one."""
@@ -102,6 +105,12 @@ def validate_model_section(model: dict[str, Any]):
             f"model.{key}",
             f"{value!r} is not of type {_type_name(hints.get(key))}",
         )
+    if preset is not None:
+        overridden = sorted(set(model) & set(getattr(config_cls, "PRESETS", {}).get(preset, {})))
+        if overridden:
+            logger.warning(
+                "model.preset %r: the recipe overrides its %s", preset, ", ".join(overridden)
+            )
     try:
         if preset is not None:
             return config_cls.from_preset(preset, **model)
@@ -151,10 +160,21 @@ def build_job(recipe: RecipeBase):
     return get_task(recipe.task).build_job(recipe)
 
 
-def run_recipe(recipe: RecipeBase, *, resume: bool = False, callbacks=()):
-    """Train a recipe end to end; push to the Hub when ``hub.push_to_hub`` is set."""
+def run_recipe(recipe: RecipeBase, *, resume: bool = False, overwrite: bool = False, callbacks=()):
+    """Train a recipe end to end; push to the Hub when ``hub.push_to_hub`` is set.
+
+    ``resume`` continues the run in ``output_dir``; ``overwrite`` replaces it (a folder that
+    holds another run is refused otherwise)."""
     from .training.engine import train
 
+    if recipe.hub.push_to_hub:  # a bad repo id or a missing token fails now, not after training
+        from .hub.push import HubPushError, resolve_token, validate_repo_id
+
+        try:
+            validate_repo_id(recipe.hub.repo_id)
+            resolve_token()
+        except HubPushError as err:
+            raise RecipeError(f"hub: {err}") from None
     task = get_task(recipe.task)
     job = task.build_job(recipe)
     result = train(
@@ -162,12 +182,13 @@ def run_recipe(recipe: RecipeBase, *, resume: bool = False, callbacks=()):
         recipe.training,
         recipe.output_dir,
         resume=resume,
+        overwrite=overwrite,
         recipe_yaml=recipe.to_yaml(),
         recipe_name=recipe.name,
         generation_defaults=task.generation_defaults(recipe),
         callbacks=callbacks,
     )
-    if recipe.hub.push_to_hub and not result.interrupted:
+    if recipe.hub.push_to_hub and not result.interrupted:  # settings checked before training
         from accelerate import PartialState
 
         if PartialState().is_main_process:

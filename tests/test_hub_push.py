@@ -408,3 +408,31 @@ def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
         r["value"] for r in recorded["results"]
     ]
     assert "tiny" in card.data.tags
+
+
+@pytest.mark.parametrize("damage", ["truncated", "nan_weights", "nan_result"])
+def test_broken_folders_are_never_uploaded(hub_server, char_rnn_run, tmp_path, capsys, damage):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "run"
+    shutil.copytree(char_rnn_run, folder)
+    weights_file = folder / "model.safetensors"
+    if damage == "truncated":
+        data = weights_file.read_bytes()
+        weights_file.write_bytes(data[: len(data) // 2])
+        expected = "model.safetensors: not a readable safetensors file"
+    elif damage == "nan_weights":
+        tensors = load_file(str(weights_file))
+        name = sorted(tensors)[0]
+        tensors[name] = torch.full_like(tensors[name], float("nan"))
+        save_file(tensors, str(weights_file))
+        expected = f"tensor {name!r} holds NaN or infinite values"
+    else:
+        results = json.loads((folder / "eval_results.json").read_text())
+        results["results"][0]["value"] = float("nan")
+        (folder / "eval_results.json").write_text(json.dumps(results))
+        expected = "results[0].value is nan"
+    assert cli_main(["push", str(folder), "--repo-id", "tester/broken"]) == 1
+    assert expected in capsys.readouterr().err
+    assert hub_server.requests == []  # refused before any upload

@@ -197,3 +197,58 @@ def test_evaluate_refuses_nan_weights_and_bad_options(tmp_path, capsys):
     assert "--batch-size must be >= 1, got 0" in capsys.readouterr().err
     assert main(["evaluate", str(run), "--split", "bogus"]) == 2
     assert "--split 'bogus' is not one of train, validation, test" in capsys.readouterr().err
+
+
+def test_a_fresh_run_owns_its_output_dir(tmp_path, capsys):
+    recipe = write_recipe(tmp_path, training={"max_steps": 10, "eval_every": 10, "save_every": 5})
+    assert main(["train", str(recipe)]) == 0
+    first = weights(tmp_path / "run")
+    capsys.readouterr()
+    # a second run into the same folder is refused: nothing of the first run is touched
+    assert main(["train", str(recipe), "--set", "training.seed=7"]) == 2
+    assert "already holds a run (checkpoints, model.safetensors)" in capsys.readouterr().err
+    assert all(torch.equal(first[k], v) for k, v in weights(tmp_path / "run").items())
+    # --overwrite replaces it: only the new run's checkpoints remain
+    assert main(["train", str(recipe), "--set", "training.seed=7", "--overwrite"]) == 0
+    run = tmp_path / "run"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-10", "step-5"]
+    assert any(not torch.equal(first[k], v) for k, v in weights(run).items())
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps)  # one run's log, not two
+
+
+def test_unknown_bare_data_source_fails_at_once(tmp_path, capsys):
+    import time
+
+    recipe = write_recipe(tmp_path, data={"source": "shakespear"})
+    start = time.perf_counter()
+    assert main(["train", str(recipe)]) == 2
+    assert time.perf_counter() - start < 10  # no trip to the Hub
+    assert "data.source: 'shakespear' is not an embedded corpus (shakespeare)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_push_settings_are_checked_before_training(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # no stored token either
+    recipe = write_recipe(tmp_path, hub={"push_to_hub": True, "repo_id": "me/tiny"})
+    assert main(["train", str(recipe)]) == 2
+    assert "hub: " in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # nothing was trained
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    assert main(["train", str(recipe), "--set", "hub.repo_id=not a repo id"]) == 2
+    assert "hub: " in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_preset_overrides_are_reported(caplog):
+    import logging
+
+    from hfattn.recipes import validate_model_section
+
+    with caplog.at_level(logging.WARNING):
+        config = validate_model_section(
+            {"type": "char-rnn", "preset": "karpathy", "hidden_size": 64, "dropout": 0.1}
+        )
+    assert config.hidden_size == 64 and config.cell == "lstm"
+    assert "model.preset 'karpathy': the recipe overrides its hidden_size" in caplog.text

@@ -22,6 +22,11 @@ def register(subparsers) -> None:
         help="override a recipe field, e.g. --set training.max_minutes=2 (repeatable)",
     )
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run already in output_dir (default: refuse to touch it)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -43,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging()
     try:
-        result = run_recipe(recipe, resume=args.resume)
-    except (RecipeError, FileNotFoundError, ValueError) as err:
+        result = run_recipe(recipe, resume=args.resume, overwrite=args.overwrite)
+    except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from accelerate import PartialState

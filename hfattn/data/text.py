@@ -56,6 +56,11 @@ def load_text_splits(
         return split_by_fraction(path.read_text("utf-8"), validation_fraction, test_fraction)
     if not path.is_dir() and (path.suffix or source.startswith((".", "/", "~"))):
         raise FileNotFoundError(f"data.source: no such file or folder {source!r}")
+    if not path.is_dir() and "/" not in source:  # not embedded, not a file, not owner/name
+        raise ValueError(
+            f"data.source: {source!r} is not an embedded corpus ({', '.join(EMBEDDED)}), an "
+            "existing file or folder, or a Hub dataset id (owner/name)"
+        )
     return _load_hub_text(source, text_column, validation_fraction, test_fraction)
 
 

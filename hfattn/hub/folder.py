@@ -9,6 +9,7 @@ written by ``save_pretrained`` or an hfattn training run) or a PEFT adapter
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,10 +148,37 @@ def validate_eval_results(data: dict, source: str = "eval_results.json") -> dict
         value = result.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ModelFolderError(f"{source}: results[{i}].value must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ModelFolderError(
+                f"{source}: results[{i}].value is {value} ({result.get('split')} "
+                f"{result.get('metric_type')}): refusing to publish a non-finite result"
+            )
     training = data.get("training")
     if training is not None and not isinstance(training, dict):
         raise ModelFolderError(f"{source}: 'training' must be an object, got {training!r}")
     return data
+
+
+def verify_weights(path: Path) -> None:
+    """Read every tensor of every ``*.safetensors`` file of ``path``: a truncated or corrupt
+    file, or a NaN / infinite value, is an error naming the file (and the tensor)."""
+    import torch
+    from safetensors import safe_open
+
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                for name in handle.keys():  # noqa: SIM118 (safe_open has no __iter__)
+                    tensor = handle.get_tensor(name)
+                    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                        raise ModelFolderError(
+                            f"{file}: tensor {name!r} holds NaN or infinite values; "
+                            "refusing to publish broken weights"
+                        )
+        except ModelFolderError:
+            raise
+        except Exception as exc:  # safetensors raises its own error types for bad files
+            raise ModelFolderError(f"{file}: not a readable safetensors file ({exc})") from None
 
 
 def _read_recipe(path: Path) -> dict | None:

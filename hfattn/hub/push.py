@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from .folder import ModelFolderError, inspect_folder
+from .folder import ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, stage_space
 from .staging import publish_dir, render_tree, stage_model, write_text_atomic
 
@@ -287,6 +287,7 @@ def push_model_folder(
         )
     try:
         model_folder = inspect_folder(folder)
+        verify_weights(model_folder.path)
         if space:
             from .space import app_dir_for
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list, set_seed
 from safetensors.torch import load_file, save_file
@@ -361,6 +361,7 @@ def train(
     output_dir: str | Path,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     recipe_yaml: str | None = None,
     recipe_name: str | None = None,
     generation_defaults: dict | None = None,
@@ -373,8 +374,18 @@ def train(
     ``checkpoints/``. With ``resume`` the newest checkpoint is loaded and training continues
     exactly where it stopped. ``callbacks`` run after every optimizer step and may set
     ``progress.should_stop``.
+
+    A fresh run owns its folder: one that already holds a run (checkpoints or a saved model)
+    is refused unless ``resume`` (continue it) or ``overwrite`` (its checkpoints, log and
+    model files are removed first), so an old run's checkpoints can never be mistaken for
+    the new run's.
+
+    Raises:
+        FileExistsError: ``output_dir`` holds another run and neither flag is set.
     """
     output_dir = Path(output_dir)
+    if not resume:
+        _claim_output_dir(output_dir, overwrite)
     set_seed(cfg.seed)
     run = _Run(job, cfg, output_dir, callbacks)
     acc = run.accelerator
@@ -410,6 +421,28 @@ def train(
             result.sample = job.sample(model)
     acc.wait_for_everyone()
     return result
+
+
+RUN_FILES = ("metrics.jsonl", "eval_results.json", "loss_curve.png", "recipe.yaml")
+
+
+def _claim_output_dir(output_dir: Path, overwrite: bool) -> None:
+    """Refuse (or, with ``overwrite``, clear) a folder that already holds a training run."""
+    previous = [p.name for p in (output_dir / "checkpoints", *output_dir.glob("*.safetensors"))]
+    previous = [name for name in previous if (output_dir / name).exists()]
+    if not previous:
+        return
+    if not overwrite:
+        raise FileExistsError(
+            f"output_dir {output_dir} already holds a run ({', '.join(previous)}); continue it "
+            "with --resume, replace it with --overwrite, or pick another output_dir "
+            "(--set output_dir=runs/NAME)"
+        )
+    if PartialState().is_main_process:
+        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+        for path in [*output_dir.glob("*.safetensors"), *(output_dir / n for n in RUN_FILES)]:
+            path.unlink(missing_ok=True)
+    PartialState().wait_for_everyone()
 
 
 def _export(

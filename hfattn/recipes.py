@@ -55,6 +55,30 @@ def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
         )
 
 
+def _read_yaml(path: Path):
+    """The recipe file as an OmegaConf mapping; YAML syntax errors, a top level that is not a
+    mapping and non-UTF-8 bytes become one :class:`RecipeError` naming the file (and line)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise RecipeError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise RecipeError(f"{path}:{where}: not valid YAML ({problem})") from None
+    if data is None:
+        data = {}
+    require(
+        isinstance(data, dict),
+        str(path),
+        f"a recipe is a mapping of sections (name, task, model, ...), got a {type(data).__name__}",
+    )
+    return OmegaConf.create(data)
+
+
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RecipeBase:
     """Read a recipe YAML, apply ``key=value`` overrides and validate everything.
 
@@ -66,8 +90,8 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     if not path.is_file():
         raise FileNotFoundError(f"recipe file not found: {path}")
     check_overrides(overrides)
+    raw = _read_yaml(path)
     try:
-        raw = OmegaConf.load(path)
         dotlist = OmegaConf.from_dotlist(list(overrides))
         task = get_task(_task_of(raw, dotlist))
         merged = OmegaConf.merge(OmegaConf.structured(task.recipe_class), raw, dotlist)

@@ -94,3 +94,40 @@ def test_generate_uses_the_saved_generation_defaults(char_rnn_run, capsys):
     assert len(capsys.readouterr().out.rstrip("\n")) <= 1 + 5
     assert main(["generate", str(char_rnn_run), "--top-k", "-5"]) == 2
     assert "--top-k must be >= 0 (0 = off), got -5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"name: x\ntraining: [1, 2\n", "line 3, column 1: not valid YAML"),
+        (b"- a\n- b\n", "a recipe is a mapping of sections (name, task, model, ...), got a list"),
+        (b"name: \xff\xfe\n", "not UTF-8 text (byte 6)"),
+    ],
+)
+def test_unreadable_recipe_files_give_one_message(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    assert main(["train", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_commands_name_a_missing_or_broken_model_folder(char_rnn_run, tmp_path, capsys):
+    import shutil
+    import time
+
+    start = time.perf_counter()
+    assert main(["generate", "./runs/no-such-run", "--prompt", "x"]) == 2
+    assert "model folder './runs/no-such-run' does not exist" in capsys.readouterr().err
+    assert time.perf_counter() - start < 10  # no Hub retries
+    broken = tmp_path / "broken"
+    shutil.copytree(char_rnn_run, broken)
+    data = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(data[:1000])
+    for argv in (["generate", str(broken)], ["evaluate", str(broken)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"cannot load the model in '{broken}'" in err and "Traceback" not in err
+    (broken / "config.json").write_text("{garbage")
+    assert main(["generate", str(broken)]) == 2
+    assert "config.json' is not a valid JSON file" in capsys.readouterr().err

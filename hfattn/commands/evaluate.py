@@ -60,12 +60,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from ..tasks import get_task
+    from .loading import ModelLoadError, load_model_and_tokenizer
     from .report import print_metrics
 
+    task = get_task(recipe.task)
+    try:  # one clear message for unreadable weights, config or tokenizer files
+        load_model_and_tokenizer(str(model_dir), task.card.auto_class)
+    except ModelLoadError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
-        metrics = get_task(recipe.task).evaluate_folder(
-            model_dir, recipe, args.split or ["test"], data=args.data
-        )
+        metrics = task.evaluate_folder(model_dir, recipe, args.split or ["test"], data=args.data)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -41,16 +41,16 @@ def run(args: argparse.Namespace) -> int:
         print("error: --top-p must be in (0, 1]", file=sys.stderr)
         return 2
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    import hfattn  # noqa: F401
-
     from ..logging_setup import configure_logging
     from ..tasks.causal_lm import generate_text
+    from .loading import ModelLoadError, load_model_and_tokenizer
 
     configure_logging()
-    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModelForCausalLM.from_pretrained(args.model_dir).eval()
+    try:
+        model, tokenizer = load_model_and_tokenizer(args.model_dir, "AutoModelForCausalLM")
+    except ModelLoadError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     text = generate_text(model, tokenizer, args.prompt, seed=args.seed, **_settings(args, model))
     print(text)
     return 0

@@ -60,16 +60,16 @@ def run(args: argparse.Namespace) -> int:
         print("error: give sentences to translate or --file", file=sys.stderr)
         return 2
 
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    import hfattn  # noqa: F401
-
     from ..evaluation.translation import SourceTooLongError, translate_texts
     from ..logging_setup import configure_logging
+    from .loading import ModelLoadError, load_model_and_tokenizer
 
     configure_logging()
-    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model_dir).eval()
+    try:
+        model, tokenizer = load_model_and_tokenizer(args.model_dir, "AutoModelForSeq2SeqLM")
+    except ModelLoadError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     num_beams = args.num_beams or model.generation_config.num_beams or 1
     try:
         translations = translate_texts(

@@ -252,3 +252,32 @@ def test_preset_overrides_are_reported(caplog):
         )
     assert config.hidden_size == 64 and config.cell == "lstm"
     assert "model.preset 'karpathy': the recipe overrides its hidden_size" in caplog.text
+
+
+def test_held_out_text_too_short_for_evaluation_fails_before_training(tmp_path, capsys):
+    recipe = write_recipe(
+        tmp_path,
+        data={"validation_fraction": 0.001},
+        evaluation={"batch_size": 100},
+    )
+    assert main(["train", str(recipe)]) == 2
+    assert "evaluation.batch_size: the validation split has" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_checkpoint_write_cut_short_leaves_no_temp_folder(tmp_path, monkeypatch):
+    from accelerate import Accelerator
+
+    real_save = Accelerator.save_state
+
+    def save_then_interrupt(self, output_dir=None, **kwargs):
+        real_save(self, output_dir, **kwargs)
+        if output_dir.endswith("step-10"):
+            raise KeyboardInterrupt  # a second SIGTERM arriving mid-write
+
+    monkeypatch.setattr(Accelerator, "save_state", save_then_interrupt)
+    recipe = write_recipe(tmp_path, training={"save_every": 5, "eval_every": None})
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe(load_recipe(recipe))
+    names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert names == ["step-5"]  # the complete checkpoint stays; no .tmp-step-10

@@ -22,6 +22,7 @@ from ..schema import (
     GenerationSection,
     RecipeBase,
     TrainingSection,
+    require,
     require_choice,
     require_fraction,
     require_positive,
@@ -211,6 +212,16 @@ class CausalLMTask(Task):
         )
         logger.info("%d held-out characters map to <unk>", tokenizer.unknown_char_count)
         ids = {split: encode_corpus(tokenizer, docs) for split, docs in splits.items()}
+        scored = set(recipe.evaluation.splits) | (
+            {"validation"} if recipe.training.eval_every else set()
+        )
+        for split in sorted(scored):  # fail now, not after training
+            require(
+                len(ids[split]) - 1 >= recipe.evaluation.batch_size,
+                "evaluation.batch_size",
+                f"the {split} split has {len(ids[split])} tokens, too few for "
+                f"{recipe.evaluation.batch_size} streams; lower evaluation.batch_size",
+            )
 
         config = validate_model_section(recipe.model)
         config.vocab_size = len(tokenizer)

@@ -194,9 +194,18 @@ class _Run:
                 f.write(json.dumps(record) + "\n")
 
     def save_checkpoint(self) -> None:
-        """Write ``checkpoints/step-N`` atomically (temp folder, then rename) and prune."""
+        """Write ``checkpoints/step-N`` atomically (temp folder, then rename) and prune; a
+        write cut short (a second Ctrl-C / SIGTERM, a full disk) removes its temp folder."""
+        tmp = self.checkpoint_root / f".tmp-{CHECKPOINT_PREFIX}{self.progress.step}"
+        try:
+            self._write_checkpoint(tmp)
+        except BaseException:
+            if self.accelerator.is_main_process:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _write_checkpoint(self, tmp: Path) -> None:
         acc, step = self.accelerator, self.progress.step
-        tmp = self.checkpoint_root / f".tmp-{CHECKPOINT_PREFIX}{step}"
         final = self.checkpoint_root / f"{CHECKPOINT_PREFIX}{step}"
         if acc.is_main_process and tmp.exists():
             shutil.rmtree(tmp)

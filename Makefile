@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP) sword
-	$(VENV)/bin/hfattn train recipes/char_rnn_shakespeare.yaml
+	$(VENV)/bin/hfattn train recipes/char_rnn_shakespeare.yaml --overwrite
 
 # Headless Chromium for the Space browser tests (Debian package; tests skip with a reason without it).
 browser:

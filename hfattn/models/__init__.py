@@ -3,8 +3,10 @@ hfattn, because ``save_pretrained`` copies them flat next to the weights."""
 
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_char_rnn import CharRNNConfig
+from .configuration_vaswani import VaswaniConfig
 from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauModel
 from .modeling_char_rnn import CharRNNForCausalLM
+from .modeling_vaswani import VaswaniForConditionalGeneration, VaswaniModel
 from .recurrent_cache import RecurrentCache
 
 __all__ = [
@@ -14,4 +16,7 @@ __all__ = [
     "CharRNNConfig",
     "CharRNNForCausalLM",
     "RecurrentCache",
+    "VaswaniConfig",
+    "VaswaniForConditionalGeneration",
+    "VaswaniModel",
 ]

@@ -36,22 +36,9 @@ from .attention import Attention
 from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
 from .recurrent_cache import RecurrentCache
+from .seq2seq_utils import ConfigTiedWeightsMixin, shift_tokens_right, token_cross_entropy
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
-
-
-def shift_tokens_right(
-    labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None
-) -> torch.Tensor:
-    """Teacher forcing inputs: ``y_in = [start, y_1, …, y_{T-1}]`` (``-100`` → ``pad``), as BART."""
-    if decoder_start_token_id is None:
-        raise ValueError("config.decoder_start_token_id must be set to shift labels")
-    if pad_token_id is None:
-        raise ValueError("config.pad_token_id must be set to shift labels")
-    shifted = labels.new_zeros(labels.shape)
-    shifted[:, 1:] = labels[:, :-1]
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
 @dataclass
@@ -79,7 +66,7 @@ class BahdanauDecoderOutput(BaseModelOutput):
     state: dict | None = None
 
 
-class BahdanauPreTrainedModel(PreTrainedModel):
+class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
     """Weight initialisation, tied-weight bookkeeping and HF plumbing of the family."""
 
     config_class = BahdanauConfig
@@ -121,21 +108,6 @@ class BahdanauPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, 0.0, module.embedding_dim**-0.5 if tied else 1.0)
         else:
             super()._init_weights(module)
-
-    def _own_tied_weights(self) -> dict[str, str]:
-        return {}
-
-    @property
-    def _tied_weights_keys(self) -> dict[str, str]:
-        return self._own_tied_weights()
-
-    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
-        """``{target: source}`` of the shared parameters. Unlike the base class (which ties only
-        when ``tie_word_embeddings``), shared encoder/decoder embeddings are tied whenever
-        ``share_encoder_decoder_embeddings`` is set."""
-        if all_submodels:
-            return super().get_expanded_tied_weights_keys(all_submodels=True)
-        return self._own_tied_weights()
 
 
 class BahdanauEncoder(BahdanauPreTrainedModel):
@@ -662,18 +634,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
 
         loss = None
         if labels is not None:
-            labels = labels.to(logits.device)
-            total = nn.functional.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]).float(),
-                labels.reshape(-1),
-                ignore_index=-100,
-                reduction="sum",
-            )
-            if num_items_in_batch is None:
-                count = (labels != -100).sum().clamp_min(1)
-            else:
-                count = torch.as_tensor(num_items_in_batch, device=logits.device)
-            loss = total / count
+            loss = token_cross_entropy(logits, labels, num_items_in_batch)
         result = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -96,9 +96,17 @@ class SinusoidalPositionalEmbedding(nn.Module):
         return sinusoidal_position_encoding(self.num_positions, self.dim, self.base)
 
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings."""
-        _check_positions(position_ids, self.num_positions, "sinusoidal")
-        return nn.functional.embedding(position_ids, self.weight)
+        """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings.
+
+        The table holds ``num_positions`` rows; positions beyond it are computed on the fly
+        (the formula has no length limit).
+        """
+        table = self.weight
+        if position_ids.numel() and int(position_ids.max()) >= self.num_positions:
+            table = sinusoidal_position_encoding(
+                int(position_ids.max()) + 1, self.dim, self.base, table.dtype, table.device
+            )
+        return nn.functional.embedding(position_ids, table)
 
     def extra_repr(self) -> str:
         return f"num_positions={self.num_positions}, dim={self.dim}, base={self.base}"

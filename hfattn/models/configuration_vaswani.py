@@ -1,0 +1,243 @@
+"""Configuration of the Vaswani et al. (2017) Transformer encoder-decoder (``model_type="vaswani"``)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from huggingface_hub.dataclasses import strict
+from transformers import PreTrainedConfig
+from transformers.activations import ACT2FN
+
+from .distributions import DISTRIBUTIONS
+from .positional import POSITIONAL_ENCODINGS
+from .scores import SCORES
+
+NORM_POSITIONS = ("post", "pre")
+INIT_METHODS = ("xavier", "normal", "t-fixup")
+
+
+@strict
+class VaswaniConfig(PreTrainedConfig):
+    r"""Configuration for [`VaswaniForConditionalGeneration`], the "Attention is all you need"
+    encoder-decoder.
+
+    Each encoder layer is ``x ← Norm(x + Drop(MHA(x, x, x)))`` then
+    ``x ← Norm(x + Drop(FFN(x)))`` with ``FFN(x) = act(x W₁ + b₁) W₂ + b₂`` (post-LN, the
+    paper); ``norm_position="pre"`` gives ``x ← x + Drop(MHA(Norm(x)))`` (Xiong et al.) with a
+    final norm per stack. Decoder layers add a causal self-attention before the
+    cross-attention ``MHA(Q = decoder, K = V = encoder output)``.
+
+    Args:
+        vocab_size: one id space shared by source and target (the tokenizer encodes both).
+        encoder_layers / decoder_layers: ``N`` of each stack.
+        d_model: model width.
+        num_heads: ``h``.
+        head_dim: per-head size of queries, keys and values; default ``d_model // num_heads``
+            (the paper's ``d_k = d_v = d_model / h``). Chollet and Géron give each head
+            ``key_dim = d_model``, so ``num_heads × head_dim`` need not equal ``d_model``.
+        ffn_dim: inner size of the position-wise feed-forward network.
+        activation: the FFN's non-linearity, any name of ``transformers.activations.ACT2FN``.
+        dropout: residual dropout (on each sub-layer's output before the addition).
+        attention_dropout: dropout on the attention weights.
+        activation_dropout: dropout inside the FFN, after the activation.
+        embedding_dropout: dropout on ``embeddings + positions`` (default ``dropout``).
+        head_dropout: dropout on the decoder output before the vocabulary projection (Chollet's
+            0.5).
+        max_position_embeddings: number of positions of a learned table; a sinusoidal
+            encoding is computed on the fly beyond it.
+        position_embedding: ``"sinusoidal"`` (fixed) or ``"learned"``.
+        norm_position: ``"post"`` (paper, seeds) or ``"pre"``.
+        scale_embedding: multiply token embeddings by ``√d_model`` (paper §3.4).
+        share_encoder_decoder_embeddings: one embedding matrix for source and target tokens.
+        tie_word_embeddings: the decoder embedding matrix is the output projection.
+        label_smoothing: ``ε_ls`` of the training loss (0.1 in the paper).
+        init_method: ``"xavier"`` (Glorot-uniform linears, ``N(0, d^-½)`` embeddings),
+            ``"normal"`` (``N(0, initializer_range)``, transformers' default) or ``"t-fixup"``
+            (Huang et al. 2020: no LayerNorm, no warmup; Xavier linears, ``N(0, d^-½)``
+            embeddings, then the decoder's value / output / FFN matrices and the embeddings
+            scaled by ``(9 N_dec)^-¼`` and the encoder's by ``0.67 N_enc^-¼``).
+        attention_score / attention_distribution / attention_score_params: any score and
+            distribution of ``hfattn.models.attention`` by name; ``scaled_dot`` + softmax (the
+            default) runs through the transformers attention interface (eager / sdpa / flash).
+        attention_bias: biases in the Q, K, V and output projections.
+        layer_norm_eps: epsilon of the LayerNorms.
+        chollet_cross_attention_mask: reproduce the seed's (Chollet, DLwP ch. 11) decoder, whose
+            cross-attention is masked with the *target's* causal-and-padding mask laid over the
+            source positions, and whose self-attention ignores target padding. Off by default;
+            only meaningful when source and target lengths coincide, as in the seed.
+        initializer_range: standard deviation of ``init_method="normal"``.
+        use_cache: return the key/value cache in ``generate``.
+    """
+
+    model_type = "vaswani"
+    keys_to_ignore_at_inference: ClassVar[list[str]] = ["past_key_values"]
+    attribute_map: ClassVar[dict[str, str]] = {
+        "num_hidden_layers": "decoder_layers",
+        "hidden_size": "d_model",
+        "num_attention_heads": "num_heads",
+        "attention_key_dim": "head_dim",
+    }
+
+    vocab_size: int = 1000
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_model: int = 512
+    num_heads: int = 8
+    head_dim: int | None = None
+    ffn_dim: int = 2048
+    activation: str = "relu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    embedding_dropout: float | None = None
+    head_dropout: float = 0.0
+    max_position_embeddings: int = 512
+    position_embedding: str = "sinusoidal"
+    norm_position: str = "post"
+    scale_embedding: bool = True
+    share_encoder_decoder_embeddings: bool = True
+    tie_word_embeddings: bool = True
+    label_smoothing: float = 0.0
+    init_method: str = "xavier"
+    attention_score: str = "scaled_dot"
+    attention_distribution: str | None = None
+    attention_score_params: dict | None = None
+    attention_bias: bool = True
+    layer_norm_eps: float = 1e-5
+    chollet_cross_attention_mask: bool = False
+    initializer_range: float = 0.02
+    use_cache: bool = True
+    pad_token_id: int | None = 0
+    unk_token_id: int | None = 1
+    bos_token_id: int | None = 2
+    eos_token_id: int | None = 3
+    decoder_start_token_id: int | None = 2
+
+    PRESETS: ClassVar[dict[str, dict]] = {
+        # Vaswani et al. (2017), Transformer base: N=6, d 512, h 8, d_ff 2048, P_drop 0.1,
+        # ε_ls 0.1, shared embeddings tied to the output, sinusoidal positions
+        # (trained with Adam β=(0.9, 0.98) and Noam warmup 4000: see the recipe).
+        "paper-base": {
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "d_model": 512,
+            "num_heads": 8,
+            "ffn_dim": 2048,
+            "dropout": 0.1,
+            "label_smoothing": 0.1,
+            "position_embedding": "sinusoidal",
+            "norm_position": "post",
+        },
+        # The seed's Keras model (Chollet, DLwP ch. 11): 1+1 layers, embed 256, 8 heads of
+        # key_dim 256, FFN 2048, learned positions, dropout 0.5 before the head, no √d scale,
+        # separate source/target embeddings and output layer (19,960,216 parameters at vocab
+        # 15000, length 20).
+        "chollet": {
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "d_model": 256,
+            "num_heads": 8,
+            "head_dim": 256,
+            "ffn_dim": 2048,
+            "dropout": 0.0,
+            "head_dropout": 0.5,
+            "position_embedding": "learned",
+            "max_position_embeddings": 20,
+            "scale_embedding": False,
+            "share_encoder_decoder_embeddings": False,
+            "tie_word_embeddings": False,
+            "norm_position": "post",
+        },
+        # Géron, HOML ch. 16: 2+2 layers, d 128, 8 heads of key_dim 128, FFN 128, dropout
+        # 0.1, sinusoidal positions.
+        "geron": {
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "d_model": 128,
+            "num_heads": 8,
+            "head_dim": 128,
+            "ffn_dim": 128,
+            "dropout": 0.1,
+            "attention_dropout": 0.1,
+            "position_embedding": "sinusoidal",
+            "max_position_embeddings": 50,
+            "norm_position": "post",
+        },
+    }
+
+    def __post_init__(self, **kwargs):
+        kwargs.setdefault("is_encoder_decoder", True)
+        super().__post_init__(**kwargs)  # type checks of @strict run first
+        self.is_encoder_decoder = True
+        if self.head_dim is None:
+            if self.d_model % self.num_heads:
+                raise ValueError(
+                    f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads}) "
+                    "when head_dim is not given; set head_dim to give each head its own size"
+                )
+            self.head_dim = self.d_model // self.num_heads
+        self.validate_fields()
+
+    def validate_fields(self) -> None:
+        """Raise ``ValueError`` naming the field and the allowed values for any bad setting."""
+        for name in (
+            "vocab_size",
+            "encoder_layers",
+            "decoder_layers",
+            "d_model",
+            "num_heads",
+            "head_dim",
+            "ffn_dim",
+            "max_position_embeddings",
+        ):
+            _positive(name, getattr(self, name))
+        _choice("activation", self.activation, tuple(ACT2FN))
+        _choice("norm_position", self.norm_position, NORM_POSITIONS)
+        _choice("position_embedding", self.position_embedding, tuple(POSITIONAL_ENCODINGS))
+        _choice("init_method", self.init_method, INIT_METHODS)
+        _choice("attention_score", self.attention_score, tuple(SCORES))
+        if self.attention_distribution is not None:
+            _choice("attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS))
+        if self.position_embedding == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"d_model must be even for sinusoidal positions; got {self.d_model}")
+        for name in (
+            "dropout",
+            "attention_dropout",
+            "activation_dropout",
+            "embedding_dropout",
+            "head_dropout",
+            "label_smoothing",
+        ):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not 0.0 <= value < 1.0):
+                raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+
+    @property
+    def use_layer_norm(self) -> bool:
+        """T-Fixup removes every LayerNorm; the other initialisations keep them."""
+        return self.init_method != "t-fixup"
+
+    @property
+    def input_dropout(self) -> float:
+        """Dropout on ``embeddings + positions``: ``embedding_dropout``, else ``dropout``."""
+        return self.dropout if self.embedding_dropout is None else self.embedding_dropout
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> VaswaniConfig:
+        """Build a config from a named preset (see ``PRESETS``) plus overrides."""
+        if name not in cls.PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(cls.PRESETS)}; got {name!r}")
+        return cls(**{**cls.PRESETS[name], **overrides})
+
+
+def _positive(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+
+
+def _choice(name: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}")
+
+
+__all__ = ["INIT_METHODS", "NORM_POSITIONS", "VaswaniConfig"]

@@ -1,0 +1,620 @@
+"""The Transformer of Vaswani et al. (2017), "Attention is all you need", laid out as BART.
+
+``VaswaniForConditionalGeneration`` = ``model.encoder`` (token embeddings × √d + positions →
+N encoder layers) + ``model.decoder`` (the same with causal self-attention and
+cross-attention ``MHA(Q = decoder, K = V = encoder output)``) + ``lm_head``.
+
+- Sub-layers: ``x ← Norm(x + Drop(Sublayer(x)))`` (post-LN, the paper) or
+  ``x ← x + Drop(Sublayer(Norm(x)))`` (pre-LN, with a final norm per stack); with T-Fixup
+  initialisation there is no norm at all.
+- Attention is :class:`~.attention.MultiHeadAttention`: scaled dot + softmax runs through
+  the transformers attention interface (``eager`` / ``sdpa`` / flash), every other score /
+  distribution of :mod:`.attention` through the generic path.
+- Generation cache: an ``EncoderDecoderCache``. Decoder self-attention keys/values grow by
+  one row per token; cross-attention keys/values are projected once from the encoder output.
+
+Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
+this file (and its siblings) next to the weights for ``trust_remote_code`` loading.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+
+from .attention import MultiHeadAttention
+from .configuration_vaswani import VaswaniConfig
+from .positional import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEmbedding,
+    build_positional_encoding,
+)
+from .seq2seq_utils import ConfigTiedWeightsMixin, shift_tokens_right, token_cross_entropy
+
+
+def _norm(config: VaswaniConfig) -> nn.Module:
+    """A LayerNorm over the features, or the identity under T-Fixup (which removes them)."""
+    if config.use_layer_norm:
+        return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+    return nn.Identity()
+
+
+def tfixup_scales(config: VaswaniConfig) -> tuple[float, float]:
+    r"""T-Fixup's ``(encoder, decoder)`` scalings (Huang et al. 2020, §3.2):
+    ``0.67 N_e^{-1/4}`` and ``(9 N_d)^{-1/4}``."""
+    return 0.67 * config.encoder_layers**-0.25, (9 * config.decoder_layers) ** -0.25
+
+
+TFIXUP_GAIN = "tfixup_gain"
+"""Attribute through which a module tells ``_init_weights`` its T-Fixup scaling."""
+
+
+def mark_tfixup(config: VaswaniConfig, scale: float, *modules: nn.Module) -> None:
+    """Give ``modules`` the T-Fixup gain ``scale`` (only when ``init_method="t-fixup"``)."""
+    if config.init_method == "t-fixup":
+        for module in modules:
+            setattr(module, TFIXUP_GAIN, scale)
+
+
+class VaswaniFeedForward(nn.Module):
+    """Position-wise ``FFN(x) = act(x W₁ + b₁) W₂ + b₂`` (ReLU in the paper)."""
+
+    def __init__(self, config: VaswaniConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.ffn_dim)
+        self.fc2 = nn.Linear(config.ffn_dim, config.d_model)
+        self.activation = ACT2FN[config.activation]
+        self.activation_dropout = nn.Dropout(config.activation_dropout)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
+
+
+class _SublayerMixin:
+    """``Norm(x + Drop(f(x)))`` (post) or ``x + Drop(f(Norm(x)))`` (pre) around a sub-layer."""
+
+    def _residual(self, hidden_states, norm: nn.Module, sublayer, *args, **kwargs):
+        pre = self.config.norm_position == "pre"
+        out = sublayer(norm(hidden_states) if pre else hidden_states, *args, **kwargs)
+        extra = None
+        if isinstance(out, tuple):
+            out, extra = out
+        hidden_states = hidden_states + self.dropout(out)
+        return (hidden_states if pre else norm(hidden_states)), extra
+
+
+def _value_output_ffn(layer: nn.Module) -> list[nn.Linear]:
+    """The matrices T-Fixup scales in a layer: every attention's ``W_V`` and ``W_O``, and the FFN's."""
+    attentions = [m for m in (layer.self_attn, getattr(layer, "encoder_attn", None)) if m]
+    projections = [p for a in attentions for p in (a.v_proj, a.o_proj)]
+    return projections + [layer.feed_forward.fc1, layer.feed_forward.fc2]
+
+
+class VaswaniEncoderLayer(_SublayerMixin, nn.Module):
+    """Self-attention then feed-forward, each wrapped in a residual connection and a norm."""
+
+    def __init__(self, config: VaswaniConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.self_attn = MultiHeadAttention.from_config(config, layer_idx=layer_idx)
+        self.self_attn_layer_norm = _norm(config)
+        self.feed_forward = VaswaniFeedForward(config)
+        self.final_layer_norm = _norm(config)
+        self.dropout = nn.Dropout(config.dropout)
+        mark_tfixup(config, tfixup_scales(config)[0], *_value_output_ffn(self))
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden_states, weights = self._residual(
+            hidden_states,
+            self.self_attn_layer_norm,
+            self.self_attn,
+            attention_mask=attention_mask,
+            output_attentions=output_attentions,
+        )
+        hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, self.feed_forward)
+        return hidden_states, weights
+
+
+class VaswaniDecoderLayer(_SublayerMixin, nn.Module):
+    """Causal self-attention, cross-attention to the encoder output, then feed-forward."""
+
+    def __init__(self, config: VaswaniConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.self_attn = MultiHeadAttention.from_config(config, is_causal=True, layer_idx=layer_idx)
+        self.self_attn_layer_norm = _norm(config)
+        self.encoder_attn = MultiHeadAttention.from_config(config, layer_idx=layer_idx)
+        self.encoder_attn_layer_norm = _norm(config)
+        self.feed_forward = VaswaniFeedForward(config)
+        self.final_layer_norm = _norm(config)
+        self.dropout = nn.Dropout(config.dropout)
+        mark_tfixup(config, tfixup_scales(config)[1], *_value_output_ffn(self))
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        self_attention_mask: torch.Tensor | None,
+        cross_attention_mask: torch.Tensor | None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        hidden_states, self_weights = self._residual(
+            hidden_states,
+            self.self_attn_layer_norm,
+            self.self_attn,
+            attention_mask=self_attention_mask,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
+        )
+        hidden_states, cross_weights = self._residual(
+            hidden_states,
+            self.encoder_attn_layer_norm,
+            self.encoder_attn,
+            key_value_states=encoder_hidden_states,
+            attention_mask=cross_attention_mask,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
+        )
+        hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, self.feed_forward)
+        return hidden_states, self_weights, cross_weights
+
+
+class VaswaniPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
+    """Weight initialisation (Xavier, normal or T-Fixup), tied weights and HF plumbing."""
+
+    config_class = VaswaniConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _no_split_modules = ["VaswaniEncoderLayer", "VaswaniDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """``init_method``: ``"xavier"`` — Glorot-uniform linears with zero biases, embeddings
+        ``N(0, d^-½)`` (unit variance after the √d scaling); ``"normal"`` — ``N(0,
+        initializer_range)``; ``"t-fixup"`` — Xavier, then the value / output / FFN matrices of
+        every layer and the token embeddings scaled by :func:`tfixup_scales` (the modules carry
+        their gain, set by :func:`mark_tfixup`). LayerNorms start at
+        ``(γ, β) = (1, 0)``; sinusoidal tables are recomputed."""
+        config = self.config
+        normal = config.init_method == "normal"
+        if isinstance(module, SinusoidalPositionalEmbedding):
+            init.copy_(module.weight, module.compute_table())
+        elif isinstance(module, nn.Linear):
+            if normal:
+                init.normal_(module.weight, 0.0, config.initializer_range)
+            else:
+                init.xavier_uniform_(module.weight, gain=getattr(module, TFIXUP_GAIN, 1.0))
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            std = config.initializer_range if normal else config.d_model**-0.5
+            init.normal_(module.weight, 0.0, std * getattr(module, TFIXUP_GAIN, 1.0))
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+
+class _VaswaniStack(VaswaniPreTrainedModel):
+    """Embeddings (× √d when ``scale_embedding``) + positions + dropout, shared by both stacks."""
+
+    is_decoder = False
+
+    def __init__(self, config: VaswaniConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.d_model)
+        # T-Fixup scales the token embeddings as their stack (shared ones: as the decoder's).
+        encoder_scale, decoder_scale = tfixup_scales(config)
+        shared = config.share_encoder_decoder_embeddings
+        mark_tfixup(
+            config, decoder_scale if self.is_decoder or shared else encoder_scale, self.embed_tokens
+        )
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = build_positional_encoding(
+            config.position_embedding, config.max_position_embeddings, config.d_model
+        )
+        self.embedding_dropout = nn.Dropout(config.input_dropout)
+        # Pre-LN ends each stack with a norm (the residual stream is never normalised otherwise).
+        self.layer_norm = _norm(config) if config.norm_position == "pre" else nn.Identity()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def embed(
+        self,
+        input_ids: torch.LongTensor | None,
+        inputs_embeds: torch.Tensor | None,
+        past_length: int = 0,
+    ) -> torch.Tensor:
+        """``Drop(E[x]·√d + PE[past .. past + T - 1])``; a clear error beyond learned positions."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        length = inputs_embeds.shape[1]
+        if isinstance(self.embed_positions, LearnedPositionalEmbedding):
+            limit = self.config.max_position_embeddings
+            if past_length + length > limit:
+                raise ValueError(
+                    f"sequence of {past_length + length} tokens is longer than the "
+                    f"{limit} learned positions (config.max_position_embeddings={limit}); "
+                    "truncate the input or use position_embedding='sinusoidal'"
+                )
+        positions = torch.arange(past_length, past_length + length, device=inputs_embeds.device)
+        hidden = inputs_embeds * self.embed_scale + self.embed_positions(positions)
+        return self.embedding_dropout(hidden)
+
+
+class VaswaniEncoder(_VaswaniStack):
+    """``N`` encoder layers over the embedded source; returns a ``BaseModelOutput``."""
+
+    def __init__(self, config: VaswaniConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config, embed_tokens)
+        self.layers = nn.ModuleList(
+            VaswaniEncoderLayer(config, i) for i in range(config.encoder_layers)
+        )
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        """Encode ``input_ids [B, S]`` (``attention_mask``: 1 = token, 0 = padding)."""
+        hidden_states = self.embed(input_ids, inputs_embeds)
+        all_hidden = [hidden_states] if output_hidden_states else None
+        all_weights = [] if output_attentions else None
+        for layer in self.layers:
+            hidden_states, weights = layer(hidden_states, attention_mask, bool(output_attentions))
+            if output_hidden_states:
+                all_hidden.append(hidden_states)
+            if output_attentions:
+                all_weights.append(weights)
+        hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden[-1] = hidden_states
+        return BaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(all_weights) if output_attentions else None,
+        )
+
+
+class VaswaniDecoder(_VaswaniStack):
+    """``N`` decoder layers over the embedded target prefix, attending to the encoder output."""
+
+    is_decoder = True
+
+    def __init__(self, config: VaswaniConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config, embed_tokens)
+        self.layers = nn.ModuleList(
+            VaswaniDecoderLayer(config, i) for i in range(config.decoder_layers)
+        )
+        self.post_init()
+
+    def _masks(
+        self,
+        decoder_attention_mask: torch.Tensor | None,
+        encoder_attention_mask: torch.Tensor | None,
+        query_length: int,
+        past_length: int,
+        source_length: int,
+        device: torch.device,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Self- and cross-attention masks. The self-attention's causal part is added by the
+        attention module itself. With ``chollet_cross_attention_mask`` the seed's decoder is
+        reproduced: no target padding in self-attention, and cross-attention masked by the
+        target's causal-and-padding mask laid over the source positions
+        (``keep[i, j] = j ≤ i ∧ target_mask[j]``)."""
+        if not self.config.chollet_cross_attention_mask:
+            return decoder_attention_mask, encoder_attention_mask
+        rows = torch.arange(past_length, past_length + query_length, device=device)[:, None]
+        keep = torch.arange(source_length, device=device)[None, :] <= rows  # [Tq, S]
+        keep = keep[None]
+        if decoder_attention_mask is not None:
+            target = decoder_attention_mask.bool()
+            width = min(target.shape[1], source_length)
+            padded = torch.zeros(target.shape[0], source_length, dtype=torch.bool, device=device)
+            padded[:, :width] = target[:, :width]
+            keep = keep & padded[:, None, :]
+        return None, keep
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """Decode ``input_ids [B, T]`` after ``past_key_values`` (positions continue from the
+        cache's length). ``attention_mask`` is the target padding mask (optional: with right
+        padding the causal mask alone keeps every real position exact)."""
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs encoder_hidden_states")
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(
+                DynamicCache(config=self.config), DynamicCache(config=self.config)
+            )
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+        self_mask, cross_mask = self._masks(
+            attention_mask,
+            encoder_attention_mask,
+            hidden_states.shape[1],
+            past_length,
+            encoder_hidden_states.shape[1],
+            hidden_states.device,
+        )
+        all_hidden = [hidden_states] if output_hidden_states else None
+        self_weights, cross_weights = ([], []) if output_attentions else (None, None)
+        for layer in self.layers:
+            hidden_states, self_w, cross_w = layer(
+                hidden_states,
+                encoder_hidden_states,
+                self_mask,
+                cross_mask,
+                past_key_values=past_key_values if use_cache else None,
+                output_attentions=bool(output_attentions),
+            )
+            if output_hidden_states:
+                all_hidden.append(hidden_states)
+            if output_attentions:
+                self_weights.append(self_w)
+                cross_weights.append(cross_w)
+        hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden[-1] = hidden_states
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(self_weights) if output_attentions else None,
+            cross_attentions=tuple(cross_weights) if output_attentions else None,
+        )
+
+
+class VaswaniModel(VaswaniPreTrainedModel):
+    """Encoder + decoder without the output layer (BART's ``BartModel``)."""
+
+    def __init__(self, config: VaswaniConfig):
+        super().__init__(config)
+        self.encoder = VaswaniEncoder(config)
+        self.decoder = VaswaniDecoder(config)
+        self.post_init()
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if self.config.share_encoder_decoder_embeddings:
+            return {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
+        return {}
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embed_tokens = value
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        """Encode (unless ``encoder_outputs`` are given), then decode ``decoder_input_ids``.
+        See :meth:`VaswaniForConditionalGeneration.forward`."""
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                *(tuple(encoder_outputs) + (None, None, None))[:3]  # last, hidden, attentions
+            )
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError("decoder_input_ids (or labels) are required")
+        decoded = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoded.last_hidden_state,
+            past_key_values=decoded.past_key_values,
+            decoder_hidden_states=decoded.hidden_states,
+            decoder_attentions=decoded.attentions,
+            cross_attentions=decoded.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
+    r"""The Transformer with its output layer:
+
+    .. math:: p(y_t \mid y_{<t}, x) = \mathrm{softmax}(W_o\, \mathrm{Drop}(h_t) + b_o)
+
+    ``W_o`` is the decoder embedding matrix when ``tie_word_embeddings``. Training loss: token
+    cross-entropy with label smoothing ``ε_ls`` and ``-100`` ignored, summed and divided by
+    ``num_items_in_batch`` when the Trainer passes it (exact gradient accumulation), else
+    averaged over the labelled tokens.
+    """
+
+    def __init__(self, config: VaswaniConfig):
+        super().__init__(config)
+        self.model = VaswaniModel(config)
+        self.head_dropout = nn.Dropout(config.head_dropout)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size)
+        self.post_init()
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if not self.config.tie_word_embeddings:
+            return {}
+        if self.config.share_encoder_decoder_embeddings:
+            return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+        return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+
+    def get_encoder(self, modality: str | None = None):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """``shift_tokens_right(labels)`` (used by data collators)."""
+        return shift_tokens_right(
+            labels, self.config.pad_token_id, self.config.decoder_start_token_id
+        )
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        r"""Next-token logits for every target position, and the loss when ``labels`` are given.
+
+        Args:
+            input_ids: source ids ``[batch, src_len]``.
+            attention_mask: ``[batch, src_len]``, 1 = token, 0 = padding.
+            decoder_input_ids: ``[batch, tgt_len]``; default ``shift_tokens_right(labels)``.
+            decoder_attention_mask: target padding (optional with right padding).
+            encoder_outputs: reuse an encoder pass (``generate`` does).
+            past_key_values: the ``EncoderDecoderCache`` returned by the previous call.
+            labels: ``[batch, tgt_len]`` targets, ``-100`` ignored.
+            num_items_in_batch: labelled tokens in the whole accumulated batch (Trainer).
+            output_attentions: return ``encoder_attentions``, ``decoder_attentions`` and
+                ``cross_attentions``, one ``[batch, heads, tgt, src]`` map per layer (computed
+                with the ``eager`` kernel for that call).
+        """
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
+            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache if labels is None else False,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(self.head_dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(
+                logits, labels, num_items_in_batch, self.config.label_smoothing
+            )
+        result = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+        return result if return_dict else result.to_tuple()
+
+
+__all__ = [
+    "VaswaniDecoder",
+    "VaswaniEncoder",
+    "VaswaniForConditionalGeneration",
+    "VaswaniModel",
+    "VaswaniPreTrainedModel",
+    "tfixup_scales",
+]

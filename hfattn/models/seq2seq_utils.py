@@ -1,0 +1,79 @@
+"""Pieces every hfattn encoder-decoder shares: label shifting, the token loss and the
+bookkeeping of embeddings shared between encoder, decoder and output layer.
+
+Only torch and transformers are imported: ``save_pretrained`` copies this file next to the
+weights of the models that use it (``trust_remote_code``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def shift_tokens_right(
+    labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None
+) -> torch.Tensor:
+    """Teacher forcing inputs: ``y_in = [start, y_1, …, y_{T-1}]`` (``-100`` → ``pad``), as BART."""
+    if decoder_start_token_id is None:
+        raise ValueError("config.decoder_start_token_id must be set to shift labels")
+    if pad_token_id is None:
+        raise ValueError("config.pad_token_id must be set to shift labels")
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def token_cross_entropy(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    num_items_in_batch: int | torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    r"""Token cross-entropy of ``logits [B, T, V]`` against ``labels [B, T]`` (``-100`` ignored).
+
+    With label smoothing ``ε`` the target distribution is ``(1 - ε)·onehot(y) + ε/V``:
+
+    .. math:: \ell_t = -(1-\varepsilon)\log p(y_t) - \tfrac{\varepsilon}{V}\sum_v \log p(v)
+
+    The per-token losses are summed and divided by ``num_items_in_batch`` when the Trainer
+    passes it (exact gradient accumulation), else by the number of labelled tokens.
+    """
+    labels = labels.to(logits.device)
+    total = nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),
+        labels.reshape(-1),
+        ignore_index=-100,
+        reduction="sum",
+        label_smoothing=label_smoothing,
+    )
+    if num_items_in_batch is None:
+        count = (labels != -100).sum().clamp_min(1)
+    else:
+        count = torch.as_tensor(num_items_in_batch, device=logits.device)
+    return total / count
+
+
+class ConfigTiedWeightsMixin:
+    """``_tied_weights_keys`` computed from the config by ``_own_tied_weights`` (a model that
+    shares its encoder and decoder embeddings ties them even without ``tie_word_embeddings``)."""
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        """``{target: source}`` parameter names shared in this module (none by default)."""
+        return {}
+
+    @property
+    def _tied_weights_keys(self) -> dict[str, str]:
+        return self._own_tied_weights()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """``{target: source}`` of the shared parameters. Unlike the base class (which ties only
+        when ``tie_word_embeddings``), shared encoder/decoder embeddings are tied whenever
+        ``share_encoder_decoder_embeddings`` is set."""
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return self._own_tied_weights()
+
+
+__all__ = ["ConfigTiedWeightsMixin", "shift_tokens_right", "token_cross_entropy"]

@@ -195,17 +195,32 @@ def test_shipped_recipes_validate(path):
     assert recipe.name == path.stem
 
 
-def test_spa_recipe_trains_on_a_local_spa_txt(tmp_path, caplog):
+SPA_RECIPES = {
+    "bahdanau_spa_eng": (
+        ["model.embedding_dim=8", "model.encoder_hidden_size=16", "model.decoder_hidden_size=32"],
+        {"cell": "lstm", "encoder_hidden_size": 16, "bridge": "concat", "attention": "bahdanau"},
+        20,  # Géron's split: 200 train pairs, the other 40 halved
+    ),
+    "vaswani_spa_eng_chollet": (
+        ["model.d_model=16", "model.head_dim=8", "model.ffn_dim=32"],
+        {"encoder_layers": 1, "num_heads": 8, "head_dim": 8, "head_dropout": 0.5,
+         "position_embedding": "learned", "max_position_embeddings": 20},
+        36,  # Chollet's 70/15/15 split of the 240 pairs
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(SPA_RECIPES))
+def test_spa_recipe_trains_on_a_local_spa_txt(tmp_path, caplog, name):
     lines = [f"I have {n} apples.\tTengo {n} manzanas.\tCC-BY 2.0 (France)" for n in range(240)]
     lines.insert(7, "a line without a tab")
     spa = tmp_path / "spa.txt"
     spa.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model_overrides, expected, held_out = SPA_RECIPES[name]
     overrides = [
         f"data.source={spa}",
         "data.train_size=200",
-        "model.embedding_dim=8",
-        "model.encoder_hidden_size=16",
-        "model.decoder_hidden_size=32",
+        *model_overrides,
         "training.max_steps=4",
         "training.eval_every=4",
         "training.save_every=4",
@@ -213,17 +228,12 @@ def test_spa_recipe_trains_on_a_local_spa_txt(tmp_path, caplog):
         f"output_dir={tmp_path / 'run'}",
     ]
     with caplog.at_level(logging.WARNING):
-        result = run_recipe(load_recipe("recipes/bahdanau_spa_eng.yaml", overrides))
+        result = run_recipe(load_recipe(f"recipes/{name}.yaml", overrides))
     assert "spa.txt:8: malformed line" in caplog.text
     assert result.progress.step == 4
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert (config["cell"], config["encoder_hidden_size"], config["bridge"]) == (
-        "lstm",
-        16,
-        "concat",
-    )
-    assert config["attention"] == "bahdanau"
-    assert result.metrics["test"]["num_examples"] == 20  # 240 pairs: 200 train, 20 + 20 held out
+    assert {key: config[key] for key in expected} == expected
+    assert result.metrics["test"]["num_examples"] == held_out
 
 
 def test_plot_attention_draws_the_alignment_of_a_translation(tmp_path, capsys):

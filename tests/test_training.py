@@ -126,13 +126,18 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
     assert_same_weights(tmp_path / "big" / "run", tmp_path / "small" / "run", exact=False)
 
 
-def test_time_budget_stops_training_and_still_exports(tmp_path):
-    recipe = load_recipe(
-        write_recipe(tmp_path, training={"max_steps": 100000, "epochs": 1000, "max_minutes": 0.02})
-    )
-    result = run_recipe(recipe)
+def test_time_budget_stops_training_anneals_the_schedule_and_still_exports(tmp_path):
+    training = {"max_steps": 100000, "epochs": 1000, "max_minutes": 0.02, "log_every": 1,
+                "schedule": "linear", "learning_rate": 0.01}  # fmt: skip
+    result = run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
     assert 0 < result.progress.step < 100000
     assert result.progress.stop_reason == "time budget"
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    rates = [r["learning_rate"] for r in records if r["split"] == "train"]
+    # by steps the run got nowhere (< 1 % of 100000), by time it used the whole budget:
+    # the schedule followed the clock down to its last value
+    assert rates[0] > 0.009 and rates[-1] == 0.0
+    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
     saved = json.loads((tmp_path / "run" / "eval_results.json").read_text())
     assert saved["training"]["stop_reason"] == "time budget"
 

@@ -293,6 +293,23 @@ class _Run:
         self.state = state if stateful else None
         return loss.detach().float().item()
 
+    def follow_time_budget(self, elapsed_s: float) -> None:
+        """With ``max_minutes``, run the schedule on the share of the run already done,
+        ``max(step / total_steps, elapsed / budget)``: a run that the clock stops before its
+        last step still ends with the schedule's last learning rate (annealed), whatever the
+        machine's speed. The schedule counter jumps ahead when time leads; all processes take
+        the largest counter, so they keep one learning rate."""
+        if self.cfg.max_minutes is None:
+            return
+        by_time = int(self.total_steps * elapsed_s / (60 * self.cfg.max_minutes))
+        if self.accelerator.num_processes > 1:
+            t = torch.tensor([float(by_time)], device=self.accelerator.device)
+            by_time = int(self.accelerator.reduce(t, reduction="max").item())
+        by_time = min(by_time, self.total_steps)
+        if by_time > self.scheduler.last_epoch:
+            self.scheduler.last_epoch = by_time - 1
+            self.scheduler.step()
+
     def run(self) -> bool:
         """Train until the step budget, the time budget or a stop request. Returns True when
         the run was interrupted (a checkpoint has been written)."""
@@ -314,6 +331,7 @@ class _Run:
                     self.scheduler.step()
                     p.step += 1
                     p.elapsed_s = time.monotonic() - start
+                    self.follow_time_budget(p.elapsed_s)
                     bar.update(1)
                     if p.step % cfg.log_every == 0 or p.step == self.total_steps:
                         record = {"step": p.step, "epoch": p.epoch, "split": "train",

@@ -1,8 +1,10 @@
 """The ``hfattn`` command line: ``hfattn train|evaluate|generate|translate|push|demo|plot``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
-``register(subparsers)``; heavy imports (torch, transformers) happen inside the
-command's handler so that ``hfattn --help`` stays fast.
+``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the
+command's handler so that ``hfattn --help`` stays fast. Importing the ``hfattn`` package
+itself, which runs before this module, is cheap too (see ``hfattn/__init__.py``);
+``tests/test_cli_startup.py`` checks that no ``--help`` imports torch or transformers.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ Names, in :data:`PLOTS`:
 - ``sigmoid``: ``sigma(x)`` and ``sigma'(x) = sigma(x) (1 - sigma(x))``.
 - ``scores``: one panel per scoring function: the weights each gives to the same 10 keys
   for the same query (its default distribution; learnable scores at a fixed seed).
-- ``attention`` (``model_dir``, ``text``): the alignment heatmap of a translation model.
+- ``attention`` (``model_dir``, ``text``, optional ``layer`` / ``head``): the alignment heatmap
+  of a translation model (a Transformer's last layer, mean over heads, by default).
 
 Importing this module is cheap: torch and matplotlib are imported by the plot functions.
 """
@@ -172,22 +173,43 @@ def scores_figure(num_keys: int = 10, dim: int = 2, seed: int = 0):
     return figure
 
 
-def attention_figure(model_dir: str, text: str, num_beams: int = 1):
+def attention_figure(
+    model_dir: str,
+    text: str,
+    num_beams: int = 1,
+    layer: int | None = None,
+    head: int | None = None,
+):
     """Alignment heatmap of a seq2seq model folder translating ``text``: source tokens on x,
-    output tokens on y, cell = the attention weight (see
-    :func:`hfattn.evaluation.translation.alignment`)."""
+    output tokens on y, cell = the cross-attention weight of decoder ``layer`` (1-based,
+    default the last) and ``head`` (1-based, default the mean over heads); see
+    :func:`hfattn.evaluation.translation.cross_attention_maps`. A model with a single
+    attention over the source (Bahdanau) has one layer and one head."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hfattn  # noqa: F401  (registers the model types)
-    from hfattn.evaluation.translation import alignment
+    from hfattn.evaluation.translation import cross_attention_maps, select_attention
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
-    source, output, weights = alignment(model, tokenizer, text, num_beams=num_beams)
-    return alignment_figure(source, output, weights)
+    source, output, maps = cross_attention_maps(model, tokenizer, text, num_beams=num_beams)
+    weights = select_attention(maps, layer, head)
+    return alignment_figure(
+        source, output, weights, title=attention_title(*maps.shape[:2], layer, head)
+    )
 
 
-def alignment_figure(source_tokens, output_tokens, weights):
+def attention_title(
+    num_layers: int, num_heads: int, layer: int | None = None, head: int | None = None
+) -> str:
+    """Title of an alignment heatmap: which layer and head(s) it shows, when there is a choice."""
+    if (num_layers, num_heads) == (1, 1):
+        return "Attention alignment"
+    heads = f"mean over {num_heads} heads" if head is None else f"head {head} of {num_heads}"
+    return f"Cross-attention, layer {layer or num_layers} of {num_layers}, {heads}"
+
+
+def alignment_figure(source_tokens, output_tokens, weights, title: str = "Attention alignment"):
     """Heatmap of ``weights`` [output, source] with the tokens as tick labels."""
     width = min(4.0 + 0.45 * len(source_tokens), 24.0)
     height = min(3.0 + 0.35 * len(output_tokens), 24.0)
@@ -199,7 +221,7 @@ def alignment_figure(source_tokens, output_tokens, weights):
     axes.set_yticks(range(len(output_tokens)), output_tokens)
     axes.set_xlabel("source token")
     axes.set_ylabel("output token")
-    axes.set_title("Attention alignment")
+    axes.set_title(title)
     figure.colorbar(image, ax=axes, label="attention weight")
     return figure
 

@@ -1,4 +1,5 @@
-"""Small but real training runs of the char-RNN for the publishing tests.
+"""Small but real training runs (char-RNN, translation encoder-decoders) for the publishing
+tests.
 
 A run folder is what ``hfattn train`` leaves behind: the saved model + tokenizer (with the
 modeling source and ``auto_map``), ``recipe.yaml``, ``eval_results.json`` (measured on the
@@ -62,14 +63,31 @@ TINY_TRANSLATION_MODELS = {
         "decoder_ffn_dim": 64,
         "max_position_embeddings": 64,
     },
+    "vaswani": {
+        "type": "vaswani",
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "d_model": 32,
+        "num_heads": 4,
+        "ffn_dim": 64,
+        "dropout": 0.0,
+        "max_position_embeddings": 64,
+    },
 }
-"""Tiny encoder-decoders for the translation-task tests (Marian shows the task is model-agnostic)."""
+"""Tiny encoder-decoders for the translation-task tests (Marian shows the task is model-agnostic;
+the Vaswani Transformer has 2+2 layers of 4 heads, so layer and head choices are real)."""
 
 
 def build_translation_run(
-    out: Path, *, model: str = "bahdanau", steps: int = 60, source: str = "date-normalization"
+    out: Path,
+    *,
+    model: str = "bahdanau",
+    steps: int = 60,
+    source: str = "date-normalization",
+    training: dict | None = None,
 ) -> Path:
-    """Train a tiny translation model on a small generated task with ``run_recipe``."""
+    """Train a tiny translation model on a small generated task with ``run_recipe``
+    (``training`` overrides fields of the recipe's ``training:`` section)."""
     from hfattn.recipes import load_recipe, run_recipe
 
     out = Path(out)
@@ -89,6 +107,7 @@ def build_translation_run(
             "log_every": 10,
             "eval_every": steps,
             "save_every": steps,
+            **(training or {}),
         },
         evaluation={"splits": ["test"], "batch_size": 64, "max_new_tokens": 16},
         generation={"max_new_tokens": 16, "num_beams": 2, "examples": ["April 22, 2019"]},
@@ -96,3 +115,15 @@ def build_translation_run(
     )
     run_recipe(load_recipe(recipe))
     return out
+
+
+def build_vaswani_translation_run(out: Path, *, steps: int = 200, seed: int = 0) -> Path:
+    """A tiny Vaswani Transformer (2+2 layers, 4 heads, d 32) trained for ``steps`` steps on
+    date normalisation: long enough that different dates translate differently (no
+    mid-training validation, to keep it quick; the test split is still evaluated)."""
+    return build_translation_run(
+        out,
+        model="vaswani",
+        steps=steps,
+        training={"epochs": 100, "seed": seed, "log_every": 50, "eval_every": None},
+    )

@@ -18,10 +18,20 @@ def run(args: argparse.Namespace) -> int:
         if len(args.args) != 2:
             print('error: usage: hfattn plot attention DIR "source sentence"', file=sys.stderr)
             return 2
-        params = {"model_dir": args.args[0], "text": args.args[1], "num_beams": args.num_beams}
-    elif args.args:
-        print(f"error: plot {args.name} takes no arguments, got {args.args}", file=sys.stderr)
-        return 2
+        params = {
+            "model_dir": args.args[0],
+            "text": args.args[1],
+            "num_beams": args.num_beams,
+            "layer": args.layer,
+            "head": args.head,
+        }
+    else:
+        if args.args:
+            print(f"error: plot {args.name} takes no arguments, got {args.args}", file=sys.stderr)
+            return 2
+        if args.layer is not None or args.head is not None:
+            print("error: --layer and --head apply to the attention plot only", file=sys.stderr)
+            return 2
     out = args.out or f"{args.name}.png"
     try:
         path = plot(args.name, out, **params)
@@ -30,6 +40,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"wrote {path}")
     return 0
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def _head(value: str) -> int | None:
+    """``mean`` (the mean over heads, ``None``) or a 1-based head number."""
+    if value.strip().lower() == "mean":
+        return None
+    try:
+        return _positive(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'mean' or a positive head number, got {value!r}"
+        ) from None
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -48,5 +80,17 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("args", nargs="*", metavar="ARG", help='attention: DIR "source sentence"')
     parser.add_argument("--out", metavar="FILE", help="output PNG path (default: NAME.png)")
     parser.add_argument("--num-beams", type=int, default=1, help="attention: beam width")
+    parser.add_argument(
+        "--layer",
+        type=_positive,
+        metavar="N",
+        help="attention: decoder layer whose cross-attention to draw, 1-based (default: the last)",
+    )
+    parser.add_argument(
+        "--head",
+        type=_head,
+        metavar="H|mean",
+        help="attention: head to draw, 1-based, or 'mean' over heads (the default)",
+    )
     parser.set_defaults(func=run)
     return parser

@@ -141,12 +141,14 @@ def teacher_forced_scores(model, batches) -> dict:
 
 
 @torch.no_grad()
-def alignment(model, tokenizer, text: str, *, num_beams: int = 1, max_new_tokens: int = 64):
-    """Translate ``text`` and return ``(source_tokens, output_tokens, weights)``: ``weights``
-    [output, source] is the cross-attention each output token paid to each source token
-    (last decoder layer, mean over heads), read from one teacher-forced pass over the decoded
-    output, so it is the alignment of the translation whatever the decoding (beam search
-    included).
+def cross_attention_maps(
+    model, tokenizer, text: str, *, num_beams: int = 1, max_new_tokens: int = 64
+):
+    """Translate ``text`` and return ``(source_tokens, output_tokens, maps)``: ``maps``
+    [layers, heads, output, source] holds every decoder layer's cross-attention, read from one
+    teacher-forced pass over the decoded output, so it is the alignment of the translation
+    whatever the decoding (beam search included). A model with one attention over the source
+    (Bahdanau, Luong) gives ``[1, 1, output, source]``; a Transformer one map per layer and head.
 
     Raises:
         ValueError: for an empty source, or a model that returns no cross-attention.
@@ -158,34 +160,81 @@ def alignment(model, tokenizer, text: str, *, num_beams: int = 1, max_new_tokens
     device = next(model.parameters()).device
     ids = encode_sources(tokenizer, [text], source_limit(model, tokenizer))[0]
     input_ids = torch.tensor([ids], device=device)
-    generated = model.generate(
-        input_ids=input_ids,
-        attention_mask=torch.ones_like(input_ids),
-        num_beams=num_beams,
-        max_new_tokens=max_new_tokens,
-        do_sample=False,
-    )
-    decoder_input_ids = generated[:, :-1]
-    out = model(
-        input_ids=input_ids,
-        attention_mask=torch.ones_like(input_ids),
-        decoder_input_ids=decoder_input_ids,
-        output_attentions=True,
-        return_dict=True,
-    )
-    model.train(was_training)
+    try:
+        generated = model.generate(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+        )
+        out = model(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            decoder_input_ids=generated[:, :-1],
+            output_attentions=True,
+            return_dict=True,
+        )
+    finally:
+        model.train(was_training)
     cross = out.cross_attentions
-    if cross is None or (isinstance(cross, tuple) and not cross):
+    if cross is None or (isinstance(cross, (tuple, list)) and not cross):
         raise ValueError(f"{type(model).__name__} returned no cross-attention (attention: null?)")
-    weights = cross[-1] if isinstance(cross, (tuple, list)) else cross
-    if weights.dim() == 4:  # [batch, heads, tgt, src]
-        weights = weights.mean(1)
-    output_ids = generated[0, 1:].tolist()
+    layers = cross if isinstance(cross, (tuple, list)) else (cross,)
+    # [batch, heads, tgt, src] per layer; a bare [batch, tgt, src] is one head
+    maps = torch.stack([w if w.dim() == 4 else w[:, None] for w in layers], dim=1)
     return (
         tokenizer.convert_ids_to_tokens(ids),
-        tokenizer.convert_ids_to_tokens(output_ids),
-        weights[0].float().cpu().numpy(),
+        tokenizer.convert_ids_to_tokens(generated[0, 1:].tolist()),
+        maps[0].float().cpu().numpy(),
     )
+
+
+def select_attention(maps, layer: int | None = None, head: int | None = None):
+    """The [output, source] map of ``maps`` [layers, heads, output, source] for ``layer``
+    (1-based; default the last) and ``head`` (1-based; default ``None``: the mean over heads).
+
+    Raises:
+        ValueError: naming the field and the valid range when ``layer`` or ``head`` is out of it.
+    """
+    num_layers, num_heads = maps.shape[:2]
+    for name, value, count, what in (
+        ("layer", layer, num_layers, "cross-attention layer"),
+        ("head", head, num_heads, "attention head"),
+    ):
+        if value is not None and (isinstance(value, bool) or not 1 <= value <= count):
+            plural = "s" if count != 1 else ""
+            raise ValueError(
+                f"{name} must be between 1 and {count} (the model has {count} {what}{plural}); "
+                f"got {value!r}"
+            )
+    weights = maps[(layer or num_layers) - 1]
+    return weights.mean(0) if head is None else weights[head - 1]
+
+
+def alignment(
+    model,
+    tokenizer,
+    text: str,
+    *,
+    num_beams: int = 1,
+    max_new_tokens: int = 64,
+    layer: int | None = None,
+    head: int | None = None,
+):
+    """Translate ``text`` and return ``(source_tokens, output_tokens, weights)``: ``weights``
+    [output, source] is the cross-attention each output token paid to each source token in
+    decoder ``layer`` (1-based, default the last) and ``head`` (1-based, default the mean over
+    heads); see :func:`cross_attention_maps`.
+
+    Raises:
+        ValueError: for an empty source, a model that returns no cross-attention, or a
+            ``layer`` / ``head`` the model does not have.
+    """
+    source, output, maps = cross_attention_maps(
+        model, tokenizer, text, num_beams=num_beams, max_new_tokens=max_new_tokens
+    )
+    return source, output, select_attention(maps, layer, head)
 
 
 def text_scores(predictions: Sequence[str], references: Sequence[str]) -> dict:

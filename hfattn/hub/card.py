@@ -12,6 +12,7 @@ import json
 import math
 import re
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -142,26 +143,65 @@ def card_data_for(folder: ModelFolder, repo_id: str, *, merged: bool = False) ->
     )
 
 
-_ATTENTION_KEYS = ("score", "distribution", "cell")
+_RECURRENT_ATTENTION_KEYS = ("score", "distribution", "cell")
 """``config.json`` fields that qualify an RNN encoder-decoder's ``attention`` variant."""
 
 
-def _attention_row(config: dict) -> tuple[str, str] | None:
-    """The card's "Attention" row for configs with an ``attention`` field (the RNN
-    encoder-decoders): the variant and the fields that qualify it, or that there is none."""
+def _recurrent_attention(config: dict) -> str | None:
+    """An RNN encoder-decoder's attention (``attention`` field): the variant and the fields
+    that qualify it, or that there is none; ``None`` for a config without the field."""
     if "attention" not in config:
         return None
     variant = config["attention"]
     details = ", ".join(
         f"{key} `{_format_value(config[key])}`"
-        for key in _ATTENTION_KEYS
+        for key in _RECURRENT_ATTENTION_KEYS
         if config.get(key) is not None
     )
     if variant is None:
         text = "none (`attention: null`, the encoder's final state only)"
     else:
         text = f"`{_format_value(variant)}`"
-    return ("Attention", f"{text} ({details})" if details else text)
+    return f"{text} ({details})" if details else text
+
+
+def _multi_head_attention(config: dict) -> str | None:
+    """A Transformer's attention, e.g. "multi-head `scaled_dot`, 8 heads of dim 64, 6+6 layers
+    (encoder+decoder), post-LN": the score (and the distribution when one is set), the heads
+    and their size, the layer counts and where the LayerNorms sit (none with T-Fixup);
+    ``None`` for a config without ``num_heads``."""
+    if config.get("num_heads") is None:
+        return None
+    score = f"`{config.get('attention_score') or 'scaled_dot'}`"
+    if config.get("attention_distribution"):
+        score += f" + `{config['attention_distribution']}`"
+    heads = f"{config['num_heads']} heads"
+    if config.get("head_dim"):
+        heads += f" of dim {config['head_dim']}"
+    parts = [f"multi-head {score}", heads]
+    if config.get("encoder_layers") is not None and config.get("decoder_layers") is not None:
+        parts.append(
+            f"{config['encoder_layers']}+{config['decoder_layers']} layers (encoder+decoder)"
+        )
+    if config.get("init_method") == "t-fixup":
+        parts.append("no LayerNorm (T-Fixup)")
+    elif config.get("norm_position"):
+        parts.append(f"{config['norm_position']}-LN")
+    return ", ".join(parts)
+
+
+ATTENTION_DESCRIPTIONS: dict[str, Callable[[dict], str | None]] = {
+    "bahdanau": _recurrent_attention,
+    "vaswani": _multi_head_attention,
+}
+"""``model_type`` → the function that describes that family's attention from its
+``config.json`` (the card's "Attention" row; ``None``: no row). Types not listed get no row."""
+
+
+def _attention_row(config: dict) -> tuple[str, str] | None:
+    describe = ATTENTION_DESCRIPTIONS.get(config.get("model_type") or "")
+    text = describe(config) if describe else None
+    return ("Attention", text) if text else None
 
 
 def _model_rows(folder: ModelFolder) -> list[tuple[str, str]]:

@@ -3,13 +3,15 @@ show where the model looked.
 
 One sentence per line, each translated with beam search (beam width and new-token cap set on
 the page); the first sentence's cross-attention is drawn as a heatmap (source tokens across,
-output tokens down). Runs with only transformers, torch, gradio and matplotlib installed: the
-model comes from ``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with
-``trust_remote_code=True``.
+output tokens down). For a Transformer the page offers a decoder layer (default the last) and
+a head (default the mean over heads); a model with a single attention (Bahdanau) has one of
+each. Runs with only transformers, torch, gradio and matplotlib installed: the model comes
+from ``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with ``trust_remote_code=True``.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -23,6 +25,10 @@ except ImportError:  # in the hfattn source tree: spaces/common/frame.py
     import frame
 
 MAX_BEAMS = 8
+MEAN = "mean"
+"""The head selector's value for the mean over heads."""
+
+logger = logging.getLogger(__name__)
 
 
 def _inputs(context: frame.Context) -> list:
@@ -40,6 +46,29 @@ def _inputs(context: frame.Context) -> list:
             value=min(64, context.limits.max_new_tokens),
             step=1,
             label="Max new tokens",
+        ),
+        *_attention_selectors(context),
+    ]
+
+
+def _attention_selectors(context: frame.Context) -> list:
+    """The layer and head dropdowns of the heatmap, sized to the model (a single, fixed
+    choice each for a model with one attention layer and one head)."""
+    layers, heads = _attention_shape(context)
+    return [
+        gr.Dropdown(
+            [(str(layer), layer) for layer in range(1, layers + 1)],
+            value=layers,
+            label="Attention layer (decoder cross-attention)",
+            interactive=layers > 1,
+            elem_id="layer",
+        ),
+        gr.Dropdown(
+            [("mean over heads", MEAN)] + [(str(head), str(head)) for head in range(1, heads + 1)],
+            value=MEAN,
+            label="Attention head",
+            interactive=heads > 1,
+            elem_id="head",
         ),
     ]
 
@@ -81,9 +110,10 @@ def _translate_one(context: frame.Context, sentence: str, num_beams: int, max_ne
 
 
 @torch.no_grad()
-def _attention(model, input_ids, generated):
-    """Cross-attention [output, source] of the decoded output (last layer, mean over heads),
-    from one teacher-forced pass; ``None`` when the model has no cross-attention.
+def _cross_attentions(model, input_ids, decoder_input_ids) -> tuple:
+    """The decoder's cross-attention, one [heads, output, source] tensor per layer, from one
+    teacher-forced pass (``()`` when the model has none). A model that returns a single
+    [batch, output, source] map has one layer with one head.
 
     Fused kernels (sdpa) return no weights, so this one pass runs with eager attention."""
     kept = getattr(model.config, "_attn_implementation", None)
@@ -93,7 +123,7 @@ def _attention(model, input_ids, generated):
         out = model(
             input_ids=input_ids,
             attention_mask=torch.ones_like(input_ids),
-            decoder_input_ids=generated[:, :-1],
+            decoder_input_ids=decoder_input_ids,
             output_attentions=True,
             return_dict=True,
         )
@@ -101,16 +131,88 @@ def _attention(model, input_ids, generated):
         if kept not in (None, "eager"):
             model.set_attn_implementation(kept)
     cross = getattr(out, "cross_attentions", None)
-    if isinstance(cross, (tuple, list)):
-        cross = cross[-1] if cross else None
     if cross is None:
+        return ()
+    layers = cross if isinstance(cross, (tuple, list)) else (cross,)
+    if any(w is None for w in layers):
+        return ()
+    return tuple((w if w.dim() == 4 else w[:, None])[0].float() for w in layers)
+
+
+def _attention_shape(context: frame.Context) -> tuple[int, int]:
+    """``(layers, heads)`` of the model's cross-attention, read from one pass over a one-token
+    source (families name these counts differently in their configs); ``(1, 1)`` when the
+    model returns no cross-attention."""
+    model = context.model
+    start = getattr(model.generation_config, "decoder_start_token_id", None)
+    if start is None:
+        start = getattr(model.config, "decoder_start_token_id", None) or 0
+    try:
+        maps = _cross_attentions(
+            model,
+            torch.tensor([_source_ids(context, "a") or [0]]),
+            torch.tensor([[start]]),
+        )
+    except Exception:  # the selectors are a convenience: never stop the page for them
+        logger.warning("could not read the cross-attention's shape", exc_info=True)
+        maps = ()
+    return (len(maps), int(maps[0].shape[0])) if maps else (1, 1)
+
+
+def _layer_number(layer) -> int | None:
+    """The 1-based layer of the selector (``None``: the last one)."""
+    if layer is None or layer == "":
         return None
-    if cross.dim() == 4:  # [batch, heads, output, source]
-        cross = cross.mean(1)
-    return cross[0].float().numpy()
+    if isinstance(layer, str) and layer.strip().isdigit():
+        layer = int(layer)
+    if isinstance(layer, bool) or not isinstance(layer, int) or layer < 1:
+        raise gr.Error(f"Attention layer must be a layer number (1, 2, ...), got {layer!r}.")
+    return layer
 
 
-def _heatmap(source_tokens: list[str], output_tokens: list[str], weights):
+def _head_number(head) -> int | None:
+    """The 1-based head of the selector (``None``: the mean over heads)."""
+    if head is None or head == "" or head == MEAN:
+        return None
+    if isinstance(head, str) and head.strip().isdigit():
+        head = int(head)
+    if isinstance(head, bool) or not isinstance(head, int) or head < 1:
+        raise gr.Error(
+            f"Attention head must be {MEAN!r} or a head number (1, 2, ...), got {head!r}."
+        )
+    return head
+
+
+def _attention(model, input_ids, generated, layer: int | None = None, head: int | None = None):
+    """``(weights, title)``: the cross-attention [output, source] of the decoded output in
+    decoder ``layer`` (1-based, default the last) and ``head`` (1-based, default the mean over
+    heads), and the heatmap's title; ``(None, None)`` when the model has no cross-attention.
+
+    Raises:
+        gradio.Error: when the model has no such layer or head.
+    """
+    maps = _cross_attentions(model, input_ids, generated[:, :-1])
+    if not maps:
+        return None, None
+    layers, heads = len(maps), maps[0].shape[0]
+    frame.check_range(layer or layers, "Attention layer", 1, layers)
+    frame.check_range(head or 1, "Attention head", 1, heads)
+    weights = maps[(layer or layers) - 1]
+    weights = weights.mean(0) if head is None else weights[head - 1]
+    if (layers, heads) == (1, 1):
+        title = "Cross-attention: output token × source token"
+    else:
+        which = f"mean over {heads} heads" if head is None else f"head {head} of {heads}"
+        title = f"Cross-attention, layer {layer or layers} of {layers}, {which}"
+    return weights.numpy(), title
+
+
+def _heatmap(
+    source_tokens: list[str],
+    output_tokens: list[str],
+    weights,
+    title: str = "Cross-attention: output token × source token",
+):
     from matplotlib.figure import Figure
 
     figure = Figure(
@@ -123,19 +225,22 @@ def _heatmap(source_tokens: list[str], output_tokens: list[str], weights):
     axes.set_yticks(range(len(output_tokens)), output_tokens)
     axes.set_xlabel("source token")
     axes.set_ylabel("output token")
-    axes.set_title("Cross-attention: output token × source token")
+    axes.set_title(title)
     figure.colorbar(image, ax=axes, label="attention weight")
     return figure
 
 
-def translate(context: frame.Context, text, num_beams, max_new_tokens):
+def translate(context: frame.Context, text, num_beams, max_new_tokens, layer=None, head=MEAN):
     """Translate each non-empty line of ``text``; return the translations (one per line) and
-    the cross-attention heatmap of the first sentence (``None`` when there is none)."""
+    the heatmap of the first sentence's cross-attention in decoder ``layer`` (1-based, default
+    the last) and ``head`` (1-based, or ``"mean"`` over heads, the default); the heatmap is
+    ``None`` when the model has no cross-attention."""
     text = frame.check_text(text, context.limits, "Source text")
     num_beams = int(frame.check_range(num_beams, "Beam width", 1, MAX_BEAMS))
     max_new_tokens = int(
         frame.check_range(max_new_tokens, "Max new tokens", 1, context.limits.max_new_tokens)
     )
+    layer, head = _layer_number(layer), _head_number(head)
     model, tokenizer = context.model, context.tokenizer
     translations, figure = [], None
     for line in text.splitlines():
@@ -145,12 +250,13 @@ def translate(context: frame.Context, text, num_beams, max_new_tokens):
         input_ids, generated = _translate_one(context, line, num_beams, max_new_tokens)
         translations.append(tokenizer.decode(generated[0], skip_special_tokens=True).strip())
         if figure is None:
-            weights = _attention(model, input_ids, generated)
+            weights, title = _attention(model, input_ids, generated, layer, head)
             if weights is not None:
                 figure = _heatmap(
                     tokenizer.convert_ids_to_tokens(input_ids[0].tolist()),
                     tokenizer.convert_ids_to_tokens(generated[0, 1:].tolist()),
                     weights,
+                    title,
                 )
     return "\n".join(translations), figure
 
@@ -160,7 +266,8 @@ TASK = frame.Task(
     description=(
         "Type one sentence per line and press **Translate**. A wider beam searches more "
         "candidate translations. The heatmap shows, for the first sentence, how much each "
-        "output token attended to each source token."
+        "output token attended to each source token; for a Transformer, pick the decoder "
+        "layer and one head or the mean over heads."
     ),
     auto_class="AutoModelForSeq2SeqLM",
     inputs=_inputs,

@@ -108,7 +108,8 @@ def test_attention_module_padding_and_empty_rows():
 
 
 def naive_multi_head(module: MultiHeadAttention, x, kv, keep):
-    """Vaswani's equations with explicit loops over heads and queries."""
+    """Vaswani's equations with explicit loops over heads and queries (``keep [B, Tq, Tk]``
+    for all heads, or ``[B, h, Tq, Tk]`` per head)."""
     h, dk, dv = module.num_heads, module.key_dim, module.value_dim
     q_all, k_all, v_all = module.q_proj(x), module.k_proj(kv), module.v_proj(kv)
     heads = []
@@ -118,7 +119,9 @@ def naive_multi_head(module: MultiHeadAttention, x, kv, keep):
         v = v_all[..., i * dv : (i + 1) * dv]
         energies = q @ k.transpose(-1, -2) / math.sqrt(dk)
         if keep is not None:
-            energies = energies.masked_fill(~keep, float("-inf"))
+            energies = energies.masked_fill(
+                ~(keep[:, i] if keep.dim() == 4 else keep), float("-inf")
+            )
         weights = torch.softmax(energies, dim=-1)
         heads.append(torch.nan_to_num(weights) @ v)
     return module.o_proj(torch.cat(heads, dim=-1))
@@ -181,6 +184,28 @@ def test_mha_fully_masked_query_gives_zero_context_not_nan():
         torch.testing.assert_close(out[0, 2], module.o_proj.bias)  # zero context -> bias only
         out.sum().backward()
         assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("per_head", [False, True])
+def test_mha_empty_rows_match_the_naive_reference_with_gradients(per_head):
+    """Queries that see no key (in every head, or in one head only) give the output and
+    gradients of a zero context, whichever kernel runs."""
+    torch.manual_seed(3)
+    module = MultiHeadAttention(8, 2).double()
+    x = torch.randn(2, 4, 8, dtype=torch.float64)
+    keep = torch.rand(2, 2 if per_head else 1, 4, 4) > 0.3
+    keep[..., 0] = True
+    keep[0, 0, 1] = False  # query 1 of the first sequence: no key (in head 0 only if per_head)
+    keep[1, -1, 3] = False
+    expected = naive_multi_head(module, x, x, keep if per_head else keep[:, 0])
+    expected_grads = torch.autograd.grad(expected.square().sum(), list(module.parameters()))
+    for implementation in ("eager", "sdpa"):
+        module._attn_implementation = implementation
+        out, _ = module(x, attention_mask=keep)
+        torch.testing.assert_close(out, expected)
+        grads = torch.autograd.grad(out.square().sum(), list(module.parameters()))
+        for grad, reference in zip(grads, expected_grads, strict=True):
+            torch.testing.assert_close(grad, reference)
 
 
 def test_mha_generic_score_matches_per_head_formula():

@@ -383,24 +383,23 @@ class MultiHeadAttention(nn.Module):
             past_key_values: a ``Cache`` / ``EncoderDecoderCache`` (needs ``layer_idx``).
             output_attentions: return the weights even when the kernel is ``sdpa``.
 
-        A query whose keys are all masked gets a zero context vector (before ``o_proj``).
+        A query whose keys are all masked gets a zero context vector (before ``o_proj``), so
+        its output is ``o_proj``'s bias.
         """
         is_cross_attention = key_value_states is not None
         batch_shape = hidden_states.shape[:-1]
         query = self._split_heads(self.q_proj(hidden_states), self.key_dim)
         kv_states = key_value_states if is_cross_attention else hidden_states
         key, value = self._project_key_value(kv_states, is_cross_attention, past_key_values)
-        query_length, key_length = query.shape[-2], key.shape[-2]
         causal = self.is_causal and not is_cross_attention
-        keep = self._keep_mask(attention_mask, query_length, key_length, causal, query.device)
         dropout = self.dropout if self.training else 0.0
 
+        empty_rows = None
         if self.uses_attention_interface:
-            output, weights = self._interface_attention(
+            output, weights, empty_rows = self._interface_attention(
                 query,
                 key,
                 value,
-                keep,
                 attention_mask,
                 causal,
                 dropout,
@@ -408,39 +407,65 @@ class MultiHeadAttention(nn.Module):
                 **kwargs,
             )
         else:
+            keep = self._keep_mask(
+                attention_mask, query.shape[-2], key.shape[-2], causal, query.device
+            )
             output, weights = attend(
                 query, key, value, self.score, self.distribution, keep, dropout, self.training
             )
             output = output.transpose(1, 2)
         output = output.reshape(*batch_shape, self.num_heads * self.value_dim).contiguous()
-        return self.o_proj(output), weights
+        output = self.o_proj(output)
+        # On CPU, reading the flag costs nothing, so the usual case (no empty row) skips the
+        # select; on an accelerator (or under torch.compile) reading it would stall the queue
+        # (or break the graph), so there the select always runs.
+        if empty_rows is not None and (
+            empty_rows.device.type != "cpu" or torch.compiler.is_compiling() or empty_rows.any()
+        ):
+            # A query with no visible key has a zero context, hence the output o_proj(0) = bias.
+            # Set here rather than by zeroing the context before o_proj, so that o_proj reads
+            # the kernel's own output (which autograd already keeps for the kernel's backward)
+            # instead of a masked copy that autograd would keep as well.
+            bias = self.o_proj.bias
+            fill = output.new_zeros(()) if bias is None else bias.to(output.dtype)
+            output = torch.where(empty_rows, fill, output)
+        return output, weights
 
     def _interface_attention(
         self,
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        keep: torch.Tensor | None,
         given_mask: torch.Tensor | None,
         causal: bool,
         dropout: float,
         output_attentions: bool,
         **kwargs,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Run the ``transformers`` kernel; returns ``([B, Tq, h, dv], weights or None)``."""
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Run the ``transformers`` kernel; returns ``([B, Tq, h, dv], weights or None,
+        empty_rows)``: ``empty_rows [B|1, Tq, 1]`` (True = the query sees no key, its output
+        must be ``o_proj``'s bias) or ``None`` when no row can be empty or the rows were
+        already zeroed here (per-head masks)."""
         implementation = self.attn_implementation
         if output_attentions and implementation != "eager":
             implementation = "eager"
         interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             implementation, eager_attention_forward
         )
-        only_causal = given_mask is None and causal and query.shape[-2] == key.shape[-2]
-        if only_causal and implementation != "eager":
+        query_length, key_length = query.shape[-2], key.shape[-2]
+        only_causal = given_mask is None and causal
+        keep = None
+        if only_causal and query_length == 1:
+            # One query at the end of the keys (a cached decoding step) sees every key.
+            mask, is_causal = None, False
+        elif only_causal and query_length == key_length and implementation != "eager":
             mask, is_causal = None, True  # let the kernel use its fused causal path
-        elif keep is not None and implementation in ("eager", "sdpa"):
-            mask, is_causal = to_additive_mask(keep, query.dtype), False
         else:
-            mask, is_causal = given_mask, causal
+            keep = self._keep_mask(given_mask, query_length, key_length, causal, query.device)
+            if keep is not None and implementation in ("eager", "sdpa"):
+                mask, is_causal = to_additive_mask(keep, query.dtype), False
+            else:
+                mask, is_causal = given_mask, causal
         output, weights = interface(
             self,
             query,
@@ -452,9 +477,14 @@ class MultiHeadAttention(nn.Module):
             is_causal=is_causal,
             **kwargs,
         )
-        if keep is not None and mask is not None:
+        empty_rows = None
+        # Only a given mask can hide every key of a query (the causal one always shows key 0).
+        if given_mask is not None and keep is not None and mask is not None:
             row_has_key = keep.any(dim=-1, keepdim=True)  # [B|1, h|1, Tq, 1]
-            output = output * row_has_key.transpose(1, 2).to(output.dtype)
             if weights is not None:
                 weights = weights.masked_fill(~row_has_key, 0.0)
-        return output, weights
+            if row_has_key.shape[1] == 1:
+                empty_rows = ~row_has_key[:, 0]  # zeroed after o_proj by forward
+            else:  # a per-head mask: zero each head's context before o_proj mixes the heads
+                output = output * row_has_key.transpose(1, 2).to(output.dtype)
+        return output, weights, empty_rows

@@ -1,0 +1,650 @@
+"""Speed and memory of the Vaswani Transformer against transformers' ``MarianMTModel`` of the
+same size, and of its KV cache against ``use_cache=False``.
+
+    .venv/bin/python benchmarks/bench_vaswani.py [--device cpu|cuda] [--dtype fp32|bf16]
+        [--out results.json] [--quick]
+
+The reference is ``transformers.MarianMTModel`` configured to the *same* network: the same
+layers, d_model, heads, FFN size and vocabulary, post-LN, static sinusoidal positions, ReLU
+(``activation_function="relu"``), embeddings × √d, one embedding matrix shared by encoder,
+decoder and output layer, dropout 0.1 on the residuals and the embeddings (0 on attention
+weights and inside the FFN, in both), ``attn_implementation="sdpa"`` in both. The Marian model
+gets a copy of the hfattn weights (and of its sinusoidal table), and the script checks that the
+two compute the same logits before timing anything: both sides do the same work. Everything
+runs in one process; the two models alternate step by step (the order flips every step), the
+first steps are discarded as warm-up, and each figure is a median, so that a load on the
+machine (another training run) falls on both sides alike.
+
+1. Training: target tokens/s of one step (forward, backward, AdamW step) on right-padded
+   sources (lengths drawn in [S/2, S]) and full-length targets, at a small size (3+3 layers,
+   d 256, 4 heads, FFN 1024, vocab 8000, batch 64 × 32 → 32) and at the paper's base size
+   (6+6 layers, d 512, 8 heads, FFN 2048) at a smaller batch. Memory: the bytes of the
+   tensors that autograd saves for the backward pass, counted once per storage and without the
+   parameters (``torch.autograd.graph.saved_tensors_hooks``): a deterministic per-step
+   activation-memory measure. On CUDA also the peak of ``torch.cuda.max_memory_allocated``
+   during a step above the memory held before it (weights, gradients, optimizer state), and,
+   in bf16, the MFU: FLOPs / step time / 989e12 (H100 dense bf16), with FLOPs = 6 × (encoder
+   layer parameters × source tokens + decoder layer and output-layer parameters × target
+   tokens, cross-attention key/value projections × source tokens) + 12 × B × h·d_k × (per layer
+   S² (encoder), T² + T·S (decoder)), padded positions included and causal attention counted
+   in full.
+2. Generation, small size, 32 sources, exactly 64 new tokens (``min_new_tokens =
+   max_new_tokens = 64``), greedy and beam 4: (a) hfattn with its ``EncoderDecoderCache``
+   against ``use_cache=False`` (the whole decoder re-run over the prefix at every step, the
+   seeds' loop); (b) hfattn against Marian, both with the cache. Generated tokens/s counts
+   batch × 64 (the returned sequences, not the beams).
+
+On CPU the default is one torch thread (``--threads``): with other processes on the machine,
+two threads that wait for each other are slowed far more than one. Prints a markdown table
+(measure, hfattn, reference, ratio, target, met) with, next to each hfattn/Marian ratio of
+medians, the range of the ratios of the runs made back to back ("pairs"), then the checks
+(logit difference, identical outputs), and writes every number to ``--out`` as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+import transformers
+from transformers import GenerationConfig, MarianConfig, MarianMTModel
+
+from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+H100_BF16_DENSE_FLOPS = 989e12
+
+
+@dataclass(frozen=True)
+class Size:
+    """One model size and its training batch."""
+
+    name: str
+    layers: int
+    d_model: int
+    heads: int
+    ffn: int
+    batch: int
+
+
+# --------------------------------------------------------------------------- models
+
+
+def make_models(size: Size, vocab: int, max_positions: int, device: str):
+    """``(hfattn, marian)`` of the same architecture, Marian holding a copy of hfattn's weights."""
+    torch.manual_seed(0)
+    config = VaswaniConfig(
+        vocab_size=vocab,
+        encoder_layers=size.layers,
+        decoder_layers=size.layers,
+        d_model=size.d_model,
+        num_heads=size.heads,
+        ffn_dim=size.ffn,
+        activation="relu",
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        max_position_embeddings=max_positions,
+        position_embedding="sinusoidal",
+        norm_position="post",
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        label_smoothing=0.0,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        bos_token_id=BOS,
+        decoder_start_token_id=BOS,
+    )
+    ours = VaswaniForConditionalGeneration._from_config(config, attn_implementation="sdpa")
+    marian_config = MarianConfig(
+        vocab_size=vocab,
+        decoder_vocab_size=vocab,
+        encoder_layers=size.layers,
+        decoder_layers=size.layers,
+        d_model=size.d_model,
+        encoder_attention_heads=size.heads,
+        decoder_attention_heads=size.heads,
+        encoder_ffn_dim=size.ffn,
+        decoder_ffn_dim=size.ffn,
+        activation_function="relu",
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        max_position_embeddings=max_positions,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        bos_token_id=BOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+    )
+    marian = MarianMTModel._from_config(marian_config, attn_implementation="sdpa")
+    copy_weights(ours, marian)
+    ours.to(device)
+    marian.to(device)
+    return ours, marian
+
+
+def copy_weights(ours: VaswaniForConditionalGeneration, marian: MarianMTModel) -> None:
+    """Load hfattn's weights into Marian (names differ only in ``o_proj``/``out_proj`` and the
+    ``feed_forward.`` prefix; the shared embedding, the output bias and the position tables)."""
+    source = ours.state_dict()
+    target = marian.state_dict()
+    mapped = {}
+    for name in target:
+        if name in ("model.shared.weight", "lm_head.weight") or name.endswith(
+            "embed_tokens.weight"
+        ):
+            mapped[name] = source["model.encoder.embed_tokens.weight"]
+        elif name == "final_logits_bias":
+            mapped[name] = source["lm_head.bias"][None]
+        elif name.endswith("embed_positions.weight"):
+            stack = name.split(".")[1]
+            mapped[name] = ours.model.get_submodule(stack).embed_positions.weight
+        else:
+            mine = name.replace("out_proj", "o_proj")
+            mine = mine.replace(".fc1.", ".feed_forward.fc1.").replace(
+                ".fc2.", ".feed_forward.fc2."
+            )
+            mapped[name] = source[mine]
+    with torch.no_grad():
+        for name, value in mapped.items():
+            target[name].copy_(value)
+    used = {
+        "lm_head.bias",
+        "model.encoder.embed_tokens.weight",
+        "model.decoder.embed_tokens.weight",
+    }
+    for name in mapped:
+        mine = name.replace("out_proj", "o_proj")
+        used.add(mine.replace(".fc1.", ".feed_forward.fc1.").replace(".fc2.", ".feed_forward.fc2."))
+    missing = [n for n in source if n not in used and "embed_positions" not in n]
+    if missing:
+        raise RuntimeError(f"hfattn weights with no Marian counterpart: {missing}")
+
+
+def make_batch(batch: int, src_len: int, tgt_len: int, vocab: int, device: str, seed: int = 0):
+    """Right-padded sources of src_len/2 … src_len tokens (the first at full length) and
+    full-length targets."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(src_len // 2, src_len + 1, (batch,), generator=g)
+    lengths[0] = src_len
+    ids = torch.randint(4, vocab, (batch, src_len), generator=g)
+    mask = (torch.arange(src_len)[None] < lengths[:, None]).long()
+    labels = torch.randint(4, vocab, (batch, tgt_len), generator=g)
+    labels[:, -1] = EOS
+    return (ids * mask).to(device), mask.to(device), labels.to(device)
+
+
+def check_same_function(ours, marian, ids, mask, labels, autocast, bf16: bool) -> float:
+    """Max |logit difference| of the two models in eval mode (raises if they differ)."""
+    ours.eval()
+    marian.eval()
+    with torch.no_grad(), autocast():
+        a = ours(input_ids=ids, attention_mask=mask, labels=labels).logits.float()
+        b = marian(input_ids=ids, attention_mask=mask, labels=labels).logits.float()
+    diff = (a - b).abs().max().item()
+    tolerance = (0.1 if bf16 else 1e-4) * max(1.0, a.abs().max().item())
+    if diff > tolerance:
+        raise RuntimeError(f"hfattn and Marian logits differ by {diff}: not the same network")
+    return diff
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+class SavedTensorBytes:
+    """Bytes of the tensors autograd saves for backward, each storage counted once, parameters
+    and buffers excluded (``torch.autograd.graph.saved_tensors_hooks``)."""
+
+    def __init__(self, *models: torch.nn.Module):
+        self.exclude = {
+            t.untyped_storage().data_ptr() for m in models for t in (*m.parameters(), *m.buffers())
+        }
+        self.storages: dict[int, int] = {}
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in self.exclude:
+            self.storages[ptr] = storage.nbytes()
+        return tensor
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+
+    @property
+    def total(self) -> int:
+        return sum(self.storages.values())
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(device: str, fn, *args):
+    """``(seconds, fn(*args))``, the device synchronised before and after."""
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn(*args)
+    synchronize(device)
+    return time.perf_counter() - start, result
+
+
+def train_step(model, optimizer, ids, mask, labels, autocast) -> None:
+    optimizer.zero_grad(set_to_none=True)
+    with autocast():
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    optimizer.step()
+
+
+def step_memory(model, optimizer, ids, mask, labels, autocast, device: str) -> dict:
+    """One (discarded) training step measured for memory."""
+    meter = SavedTensorBytes(model)
+    optimizer.zero_grad(set_to_none=True)
+    if device == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    with meter.hooks(), autocast():
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    optimizer.step()
+    result = {"saved_activation_bytes": meter.total}
+    if device == "cuda":
+        synchronize(device)
+        result["cuda_peak_step_bytes"] = torch.cuda.max_memory_allocated() - before
+    return result
+
+
+def train_flops(model: VaswaniForConditionalGeneration, batch: int, src: int, tgt: int) -> float:
+    """Training FLOPs of one step (see the module docstring)."""
+
+    def count(module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
+    config = model.config
+    encoder = count(model.model.encoder.layers)
+    decoder = count(model.model.decoder.layers)
+    cross_kv = sum(
+        count(layer.encoder_attn.k_proj) + count(layer.encoder_attn.v_proj)
+        for layer in model.model.decoder.layers
+    )
+    output = model.lm_head.weight.numel() + model.lm_head.bias.numel()
+    dense = 6 * (
+        encoder * batch * src + (decoder - cross_kv + output) * batch * tgt + cross_kv * batch * src
+    )
+    width = config.num_heads * config.head_dim
+    attention = (
+        12
+        * batch
+        * width
+        * (config.encoder_layers * src * src + config.decoder_layers * (tgt * tgt + tgt * src))
+    )
+    return float(dense + attention)
+
+
+def measure_training(size: Size, args, autocast) -> dict:
+    """Interleaved training steps of both models: median tokens/s and memory."""
+    device = args.device
+    ours, marian = make_models(size, args.vocab, args.max_positions, device)
+    ids, mask, labels = make_batch(size.batch, args.src_len, args.tgt_len, args.vocab, device)
+    logit_diff = check_same_function(
+        ours, marian, ids, mask, labels, autocast, args.dtype == "bf16"
+    )
+    models = {"hfattn": ours, "marian": marian}
+    optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-4) for k, m in models.items()}
+    for m in models.values():
+        m.train()
+    times = {k: [] for k in models}
+    order = list(models)
+    for step in range(args.warmup + args.steps):
+        for k in order if step % 2 == 0 else order[::-1]:
+            seconds, _ = timed(
+                device, train_step, models[k], optimizers[k], ids, mask, labels, autocast
+            )
+            if step >= args.warmup:
+                times[k].append(seconds)
+    # Memory last: the optimizer state exists by now, as in any later step.
+    memory = {
+        k: step_memory(m, optimizers[k], ids, mask, labels, autocast, device)
+        for k, m in models.items()
+    }
+    tokens = labels.numel()
+    flops = train_flops(ours, size.batch, args.src_len, args.tgt_len)
+    result = {
+        "size": size.__dict__,
+        "src_len": args.src_len,
+        "tgt_len": args.tgt_len,
+        "target_tokens_per_step": tokens,
+        "max_abs_logit_difference": logit_diff,
+        "parameters": {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()},
+        "step_seconds": times,
+        "flops_per_step": flops,
+    }
+    for k in models:
+        median = statistics.median(times[k])
+        result[k] = {
+            "median_step_s": median,
+            "tokens_per_s": tokens / median,
+            "best_step_s": min(times[k]),
+            **memory[k],
+        }
+        if device == "cuda" and args.dtype == "bf16":
+            result[k]["mfu_h100_bf16"] = flops / median / H100_BF16_DENSE_FLOPS
+    result["tokens_per_s_ratio"] = (
+        result["hfattn"]["tokens_per_s"] / result["marian"]["tokens_per_s"]
+    )
+    # The spread: Marian time / hfattn time of each pair of steps run back to back.
+    result["paired_ratios"] = paired_ratios(times["hfattn"], times["marian"])
+    result["memory_ratio"] = (
+        memory["hfattn"]["saved_activation_bytes"] / memory["marian"]["saved_activation_bytes"]
+    )
+    if device == "cuda":
+        result["cuda_peak_ratio"] = (
+            memory["hfattn"]["cuda_peak_step_bytes"] / memory["marian"]["cuda_peak_step_bytes"]
+        )
+    return result
+
+
+def generation_config(beams: int, new_tokens: int, use_cache: bool) -> GenerationConfig:
+    return GenerationConfig(
+        do_sample=False,
+        num_beams=beams,
+        min_new_tokens=new_tokens,
+        max_new_tokens=new_tokens,
+        use_cache=use_cache,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        bos_token_id=BOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+        length_penalty=1.0,
+        early_stopping=False,
+    )
+
+
+def measure_generation(size: Size, args, autocast) -> dict:
+    """Cached vs uncached (hfattn) and hfattn vs Marian (cached), greedy and beam."""
+    device = args.device
+    ours, marian = make_models(size, args.vocab, args.max_positions, device)
+    ids, mask, _ = make_batch(args.gen_batch, args.src_len, args.tgt_len, args.vocab, device, 1)
+    ours.eval()
+    marian.eval()
+    tokens = args.gen_batch * args.new_tokens
+    result = {"size": size.__dict__, "batch": args.gen_batch, "new_tokens": args.new_tokens}
+
+    def generate(model, beams, use_cache, new_tokens=args.new_tokens):
+        config = generation_config(beams, new_tokens, use_cache)
+        with torch.no_grad(), autocast():
+            return model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+
+    for label, beams in (("greedy", 1), (f"beam{args.beams}", args.beams)):
+        for model in (ours, marian):  # warm-up
+            generate(model, beams, True, new_tokens=4)
+        times = {"hfattn": [], "marian": [], "hfattn_no_cache": []}
+        outputs = {}
+        runs = [("hfattn", ours, True), ("marian", marian, True)]
+        for rep in range(args.gen_repeats):
+            for key, model, use_cache in runs if rep % 2 == 0 else runs[::-1]:
+                seconds, outputs[key] = timed(device, generate, model, beams, use_cache)
+                times[key].append(seconds)
+            # The uncached runs sit between cached ones, so the two see the same load.
+            if rep < args.uncached_repeats and (label == "greedy" or not args.skip_uncached_beam):
+                seconds, outputs["hfattn_no_cache"] = timed(device, generate, ours, beams, False)
+                times["hfattn_no_cache"].append(seconds)
+        entry = {"seconds": times}
+        for key, values in times.items():
+            if values:
+                entry[key] = {"median_s": statistics.median(values), "best_s": min(values)}
+                entry[key]["tokens_per_s"] = tokens / entry[key]["median_s"]
+        entry["same_output_hfattn_marian"] = same_rows(outputs["hfattn"], outputs["marian"])
+        entry["ratio_hfattn_marian"] = (
+            entry["hfattn"]["tokens_per_s"] / entry["marian"]["tokens_per_s"]
+        )
+        entry["paired_ratios_hfattn_marian"] = paired_ratios(times["hfattn"], times["marian"])
+        if times["hfattn_no_cache"]:
+            entry["same_output_cache_no_cache"] = same_rows(
+                outputs["hfattn"], outputs["hfattn_no_cache"]
+            )
+            entry["ratio_cache_no_cache"] = (
+                entry["hfattn"]["tokens_per_s"] / entry["hfattn_no_cache"]["tokens_per_s"]
+            )
+        assert outputs["hfattn"].shape[1] == args.new_tokens + 1  # start token + new ones
+        result[label] = entry
+    return result
+
+
+def paired_ratios(ours: list[float], reference: list[float]) -> dict:
+    """``reference / ours`` time of each pair of runs made back to back: median and range."""
+    ratios = sorted(r / o for o, r in zip(ours, reference, strict=True))
+    return {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
+
+
+def same_rows(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Fraction of generated sequences that are identical."""
+    if a.shape != b.shape:
+        return 0.0
+    return (a == b).all(dim=1).float().mean().item()
+
+
+# --------------------------------------------------------------------------- report
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return (
+        f"{platform.machine()} CPU, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    )
+
+
+def spread(paired: dict) -> str:
+    """The range of the back-to-back ratios, e.g. ``(pairs 0.93–1.05)``."""
+    return f"(pairs {paired['min']:.2f}–{paired['max']:.2f})"
+
+
+def table(results: dict, args) -> str:
+    rows = []
+    ok = lambda ratio, target: "met" if ratio >= target else "not met"  # noqa: E731
+    for train in results["training"]:
+        s = train["size"]
+        name = f"{s['name']} ({s['layers']}+{s['layers']}, d {s['d_model']}, batch {s['batch']})"
+        h, m = train["hfattn"], train["marian"]
+        ratio = train["tokens_per_s_ratio"]
+        target = 1.0 if args.device == "cpu" and args.dtype == "fp32" else None
+        rows.append(
+            (
+                f"training target tokens/s, {name}",
+                f"{h['tokens_per_s']:,.0f}",
+                f"{m['tokens_per_s']:,.0f}",
+                f"{ratio:.3f} {spread(train['paired_ratios'])}",
+                "≥ 1.0" if target else "",
+                ok(ratio, target) if target else "",
+            )
+        )
+        mem = train["memory_ratio"]
+        rows.append(
+            (
+                f"saved activations per step (MiB), {name}",
+                f"{h['saved_activation_bytes'] / 2**20:,.1f}",
+                f"{m['saved_activation_bytes'] / 2**20:,.1f}",
+                f"{mem:.3f}",
+                "",
+                "",
+            )
+        )
+        if "cuda_peak_ratio" in train:
+            rows.append(
+                (
+                    f"CUDA peak memory of a step (MiB), {name}",
+                    f"{h['cuda_peak_step_bytes'] / 2**20:,.1f}",
+                    f"{m['cuda_peak_step_bytes'] / 2**20:,.1f}",
+                    f"{train['cuda_peak_ratio']:.3f}",
+                    "",
+                    "",
+                )
+            )
+        if "mfu_h100_bf16" in h:
+            rows.append(
+                (
+                    f"MFU (H100 bf16 dense 989 TFLOP/s), {name}",
+                    f"{h['mfu_h100_bf16']:.1%}",
+                    f"{m['mfu_h100_bf16']:.1%}",
+                    f"{h['mfu_h100_bf16'] / m['mfu_h100_bf16']:.3f}",
+                    "",
+                    "",
+                )
+            )
+    gen = results["generation"]
+    for label in [k for k in gen if k.startswith(("greedy", "beam"))]:
+        entry = gen[label]
+        what = f"{label}, batch {gen['batch']} × {gen['new_tokens']} new tokens, tokens/s"
+        if "ratio_cache_no_cache" in entry:
+            r = entry["ratio_cache_no_cache"]
+            rows.append(
+                (
+                    f"{what}: KV cache vs use_cache=False",
+                    f"{entry['hfattn']['tokens_per_s']:,.0f}",
+                    f"{entry['hfattn_no_cache']['tokens_per_s']:,.0f} (hfattn, no cache)",
+                    f"{r:.2f}",
+                    "≥ 8",
+                    ok(r, 8.0),
+                )
+            )
+        r = entry["ratio_hfattn_marian"]
+        rows.append(
+            (
+                f"{what}: hfattn vs Marian, both cached",
+                f"{entry['hfattn']['tokens_per_s']:,.0f}",
+                f"{entry['marian']['tokens_per_s']:,.0f}",
+                f"{r:.3f} {spread(entry['paired_ratios_hfattn_marian'])}",
+                "≥ 1.0",
+                ok(r, 1.0),
+            )
+        )
+    lines = [
+        "| measure | hfattn | Marian / reference | ratio | target | met |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def notes(results: dict) -> str:
+    """The checks behind the table, one line each."""
+    lines = []
+    for train in results["training"]:
+        lines.append(
+            f"- {train['size']['name']}: max |logit difference| hfattn vs Marian (same weights, "
+            f"eval) {train['max_abs_logit_difference']:.2e}; parameters {train['parameters']} "
+            "(Marian counts its two frozen sinusoidal tables, hfattn its output bias); "
+            f"{train['flops_per_step'] / 1e9:,.1f} GFLOP per training step"
+        )
+    gen = results["generation"]
+    for label in [k for k in gen if k.startswith(("greedy", "beam"))]:
+        entry = gen[label]
+        line = f"- {label}: identical sequences hfattn vs Marian {entry['same_output_hfattn_marian']:.0%}"
+        if "same_output_cache_no_cache" in entry:
+            line += f", cache vs no cache {entry['same_output_cache_no_cache']:.0%}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU")
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--layers", type=int, default=3, help="encoder = decoder layers")
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--ffn", type=int, default=1024)
+    parser.add_argument("--batch", type=int, default=64, help="training batch, small size")
+    parser.add_argument(
+        "--base-batch", type=int, default=8, help="training batch at the paper-base size (0: skip)"
+    )
+    parser.add_argument("--src-len", type=int, default=32)
+    parser.add_argument("--tgt-len", type=int, default=32)
+    parser.add_argument("--max-positions", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=7, help="timed training steps per model")
+    parser.add_argument("--warmup", type=int, default=1, help="discarded steps per model")
+    parser.add_argument("--gen-batch", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--beams", type=int, default=4)
+    parser.add_argument("--gen-repeats", type=int, default=3, help="cached runs per model")
+    parser.add_argument("--uncached-repeats", type=int, default=1, help="use_cache=False runs")
+    parser.add_argument(
+        "--skip-uncached-beam", action="store_true", help="no use_cache=False beam search run"
+    )
+    parser.add_argument("--out", help="write every number to this JSON file")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: tiny counts")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.warmup, args.gen_repeats, args.new_tokens = 2, 1, 1, 8
+        args.base_batch = 0
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch.cuda.is_available() is False on this machine")
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+
+    def autocast():
+        return torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.dtype == "bf16")
+
+    small = Size("small", args.layers, args.d_model, args.heads, args.ffn, args.batch)
+    sizes = [small]
+    if args.base_batch:
+        sizes.append(Size("paper-base", 6, 512, 8, 2048, args.base_batch))
+    load_before = load_average()
+    started = time.perf_counter()
+    results = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(args.device),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "args": vars(args),
+        "load_average_before": load_before,
+        "training": [measure_training(size, args, autocast) for size in sizes],
+        "generation": measure_generation(small, args, autocast),
+    }
+    results["load_average_after"] = load_average()
+    results["wall_seconds"] = time.perf_counter() - started
+    report = table(results, args)
+    print(
+        f"{results['machine']}, {args.dtype}, torch {results['torch']}, transformers "
+        f"{results['transformers']}, {results['date']}; load average before/after "
+        f"{load_before} / {results['load_average_after']}; {results['wall_seconds']:.0f} s\n"
+    )
+    print(report)
+    print()
+    print(notes(results))
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(results, f, indent=2)
+        os.replace(tmp, args.out)
+
+
+if __name__ == "__main__":
+    main()

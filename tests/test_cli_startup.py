@@ -201,6 +201,7 @@ def test_import_hfattn_registers_every_model_type(first_import, tmp_path):
         "loader": "SourceFileLoader",
     }
     assert sorted(p.name for p in (tmp_path / "saved").glob("*.py")) == [
+        "config_checks.py",
         "configuration_char_rnn.py",
         "modeling_char_rnn.py",
         "recurrent_cache.py",

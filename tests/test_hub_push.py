@@ -23,6 +23,7 @@ TESTS_DIR = Path(__file__).parent
 PUBLISHED = {
     "README.md",
     "config.json",
+    "config_checks.py",
     "configuration_char_rnn.py",
     "eval_results.json",
     "generation_config.json",

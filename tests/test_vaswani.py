@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 
 import pytest
 import torch
@@ -492,43 +491,15 @@ def test_seq2seq_trainer_lowers_the_loss(tmp_path):
 
 # --------------------------------------------------------------------------- remote code
 
-LOAD = """
-import importlib.util, json, sys, torch
-assert importlib.util.find_spec("hfattn") is None, "hfattn must not be importable here"
-from transformers import AutoModelForSeq2SeqLM
-model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-ids = torch.tensor(json.loads(sys.argv[2]))
-mask = (ids != 0).long()
-greedy = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False)
-beam = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, num_beams=3)
-print(json.dumps({"module": type(model).__module__, "greedy": greedy.tolist(),
-                  "beam": beam.tolist()}))
-"""
-
 
 @pytest.mark.slow
 def test_saved_folder_generates_the_same_without_hfattn(fresh_python, tmp_path):
-    from fresh_env import clean_env
+    from remote_code import assert_same_generations_without_hfattn
 
     model = tiny(norm_position="pre", position_embedding="learned")
     folder = tmp_path / "model"
     model.save_pretrained(folder)
-    for name in ("modeling_vaswani.py", "configuration_vaswani.py", "seq2seq_utils.py",
+    for name in ("modeling_vaswani.py", "configuration_vaswani.py", "seq2seq_utils.py", "config_checks.py",
                  "attention.py", "positional.py", "masking.py"):  # fmt: skip
         assert (folder / name).is_file(), name
-    ids, mask = batch()
-    with torch.no_grad():
-        greedy = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8)
-        beam = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, num_beams=3)
-    result = subprocess.run(
-        [str(fresh_python), "-c", LOAD, str(folder), json.dumps(ids.tolist())],
-        cwd=tmp_path,
-        env=clean_env(HF_HUB_OFFLINE="1"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    assert loaded["module"].startswith("transformers_modules")
-    assert loaded["greedy"] == greedy.tolist() and loaded["beam"] == beam.tolist()
+    assert_same_generations_without_hfattn(fresh_python, model, folder, *batch())

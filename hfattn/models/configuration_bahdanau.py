@@ -7,6 +7,7 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
+from .config_checks import PresetsMixin, check_choice, check_positive_int
 from .distributions import DISTRIBUTIONS
 from .scores import SCORES
 
@@ -14,10 +15,6 @@ CELL_TYPES = ("gru", "lstm")
 BRIDGES = ("concat", "projection", "zeros")
 ATTENTIONS = (None, "bahdanau", "luong")
 DEFAULT_SCORES = {"bahdanau": "additive", "luong": "general"}
-
-
-def _names(values) -> str:
-    return ", ".join("None" if v is None else str(v) for v in values)
 
 
 _GERON_ENCODER_DECODER = {
@@ -32,7 +29,7 @@ _GERON_ENCODER_DECODER = {
 
 
 @strict
-class BahdanauConfig(PreTrainedConfig):
+class BahdanauConfig(PresetsMixin, PreTrainedConfig):
     r"""Configuration for [`BahdanauForConditionalGeneration`]: an embedding, a (bi)GRU/LSTM
     encoder, a bridge to the decoder's initial state, and a GRU/LSTM decoder with Bahdanau
     (additive, query ``s_{t-1}``), Luong (query ``h_t``, attentional state
@@ -169,23 +166,16 @@ class BahdanauConfig(PreTrainedConfig):
             "decoder_layers",
             "max_source_positions",
         ):
-            _positive(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if self.attention_size is not None:
-            _positive("attention_size", self.attention_size)
-        if self.cell not in CELL_TYPES:
-            raise ValueError(f"cell must be one of {_names(CELL_TYPES)}; got {self.cell!r}")
-        if self.bridge not in BRIDGES:
-            raise ValueError(f"bridge must be one of {_names(BRIDGES)}; got {self.bridge!r}")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(
-                f"attention must be one of {_names(ATTENTIONS)}; got {self.attention!r}"
-            )
-        if self.score is not None and self.score not in SCORES:
-            raise ValueError(f"score must be one of {_names(SCORES)}; got {self.score!r}")
-        if self.distribution is not None and self.distribution not in DISTRIBUTIONS:
-            raise ValueError(
-                f"distribution must be one of {_names(DISTRIBUTIONS)}; got {self.distribution!r}"
-            )
+            check_positive_int("attention_size", self.attention_size)
+        check_choice("cell", self.cell, CELL_TYPES)
+        check_choice("bridge", self.bridge, BRIDGES)
+        check_choice("attention", self.attention, ATTENTIONS)
+        if self.score is not None:
+            check_choice("score", self.score, tuple(SCORES))
+        if self.distribution is not None:
+            check_choice("distribution", self.distribution, tuple(DISTRIBUTIONS))
         if isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {self.dropout}")
         if self.input_feeding and self.attention != "luong":
@@ -242,18 +232,6 @@ class BahdanauConfig(PreTrainedConfig):
         if score == "location":
             options.setdefault("max_length", self.max_source_positions)
         return options
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides) -> BahdanauConfig:
-        """Build a config from a named preset (see ``PRESETS``) plus overrides."""
-        if name not in cls.PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(cls.PRESETS)}; got {name!r}")
-        return cls(**{**cls.PRESETS[name], **overrides})
-
-
-def _positive(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
 
 
 __all__ = ["ATTENTIONS", "BRIDGES", "CELL_TYPES", "BahdanauConfig"]

@@ -7,11 +7,13 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
+from .config_checks import PresetsMixin
+
 CELL_TYPES = ("gru", "lstm", "rnn")
 
 
 @strict
-class CharRNNConfig(PreTrainedConfig):
+class CharRNNConfig(PresetsMixin, PreTrainedConfig):
     r"""Configuration for [`CharRNNForCausalLM`].
 
     The model is ``Embedding(vocab_size, embedding_dim) → num_layers × cell(hidden_size) →
@@ -66,13 +68,6 @@ class CharRNNConfig(PreTrainedConfig):
             raise ValueError(f"cell must be one of {', '.join(CELL_TYPES)}; got {self.cell!r}")
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides) -> CharRNNConfig:
-        """Build a config from a named preset (``"geron"`` or ``"karpathy"``) plus overrides."""
-        if name not in cls.PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(cls.PRESETS)}; got {name!r}")
-        return cls(**{**cls.PRESETS[name], **overrides})
 
 
 __all__ = ["CELL_TYPES", "CharRNNConfig"]

@@ -8,6 +8,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
 
+from .config_checks import PresetsMixin, check_choice, check_positive_int
 from .distributions import DISTRIBUTIONS
 from .positional import POSITIONAL_ENCODINGS
 from .scores import SCORES
@@ -17,7 +18,7 @@ INIT_METHODS = ("xavier", "normal", "t-fixup")
 
 
 @strict
-class VaswaniConfig(PreTrainedConfig):
+class VaswaniConfig(PresetsMixin, PreTrainedConfig):
     r"""Configuration for [`VaswaniForConditionalGeneration`], the "Attention is all you need"
     encoder-decoder.
 
@@ -190,14 +191,16 @@ class VaswaniConfig(PreTrainedConfig):
             "ffn_dim",
             "max_position_embeddings",
         ):
-            _positive(name, getattr(self, name))
-        _choice("activation", self.activation, tuple(ACT2FN))
-        _choice("norm_position", self.norm_position, NORM_POSITIONS)
-        _choice("position_embedding", self.position_embedding, tuple(POSITIONAL_ENCODINGS))
-        _choice("init_method", self.init_method, INIT_METHODS)
-        _choice("attention_score", self.attention_score, tuple(SCORES))
+            check_positive_int(name, getattr(self, name))
+        check_choice("activation", self.activation, tuple(ACT2FN))
+        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        check_choice("position_embedding", self.position_embedding, tuple(POSITIONAL_ENCODINGS))
+        check_choice("init_method", self.init_method, INIT_METHODS)
+        check_choice("attention_score", self.attention_score, tuple(SCORES))
         if self.attention_distribution is not None:
-            _choice("attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS))
+            check_choice(
+                "attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS)
+            )
         if self.position_embedding == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"d_model must be even for sinusoidal positions; got {self.d_model}")
         for name in (
@@ -221,23 +224,6 @@ class VaswaniConfig(PreTrainedConfig):
     def input_dropout(self) -> float:
         """Dropout on ``embeddings + positions``: ``embedding_dropout``, else ``dropout``."""
         return self.dropout if self.embedding_dropout is None else self.embedding_dropout
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides) -> VaswaniConfig:
-        """Build a config from a named preset (see ``PRESETS``) plus overrides."""
-        if name not in cls.PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(cls.PRESETS)}; got {name!r}")
-        return cls(**{**cls.PRESETS[name], **overrides})
-
-
-def _positive(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
-
-
-def _choice(name: str, value, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}")
 
 
 __all__ = ["INIT_METHODS", "NORM_POSITIONS", "VaswaniConfig"]

@@ -36,7 +36,12 @@ from .attention import Attention
 from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
 from .recurrent_cache import RecurrentCache
-from .seq2seq_utils import ConfigTiedWeightsMixin, shift_tokens_right, token_cross_entropy
+from .seq2seq_utils import (
+    ConfigTiedWeightsMixin,
+    Seq2SeqLMAccessorsMixin,
+    shift_tokens_right,
+    token_cross_entropy,
+)
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -523,7 +528,9 @@ def _encoder_output_from(outputs) -> BahdanauEncoderOutput:
     return BahdanauEncoderOutput(**{k: v for k, v in outputs.items()})
 
 
-class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin):
+class BahdanauForConditionalGeneration(
+    Seq2SeqLMAccessorsMixin, BahdanauPreTrainedModel, GenerationMixin
+):
     r"""RNN encoder-decoder with an output layer over the readout ``o_t``:
 
     .. math:: p(y_t \mid y_{<t}, x) = \mathrm{softmax}(W_o\, o_t + b_o)
@@ -553,30 +560,6 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         if self.config.share_encoder_decoder_embeddings:
             return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
         return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
-
-    def get_encoder(self, modality: str | None = None):
-        return self.model.encoder
-
-    def get_decoder(self):
-        return self.model.decoder
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.model.set_input_embeddings(value)
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        """``shift_tokens_right(labels)`` (used by data collators)."""
-        return shift_tokens_right(
-            labels, self.config.pad_token_id, self.config.decoder_start_token_id
-        )
 
     def forward(
         self,

@@ -41,7 +41,11 @@ from .positional import (
     SinusoidalPositionalEmbedding,
     build_positional_encoding,
 )
-from .seq2seq_utils import ConfigTiedWeightsMixin, shift_tokens_right, token_cross_entropy
+from .seq2seq_utils import (
+    ConfigTiedWeightsMixin,
+    Seq2SeqLMAccessorsMixin,
+    token_cross_entropy,
+)
 
 
 def _norm(config: VaswaniConfig) -> nn.Module:
@@ -492,7 +496,9 @@ class VaswaniModel(VaswaniPreTrainedModel):
         )
 
 
-class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
+class VaswaniForConditionalGeneration(
+    Seq2SeqLMAccessorsMixin, VaswaniPreTrainedModel, GenerationMixin
+):
     r"""The Transformer with its output layer:
 
     .. math:: p(y_t \mid y_{<t}, x) = \mathrm{softmax}(W_o\, \mathrm{Drop}(h_t) + b_o)
@@ -516,30 +522,6 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         if self.config.share_encoder_decoder_embeddings:
             return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
         return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
-
-    def get_encoder(self, modality: str | None = None):
-        return self.model.encoder
-
-    def get_decoder(self):
-        return self.model.decoder
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.model.set_input_embeddings(value)
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        """``shift_tokens_right(labels)`` (used by data collators)."""
-        return shift_tokens_right(
-            labels, self.config.pad_token_id, self.config.decoder_start_token_id
-        )
 
     def forward(
         self,

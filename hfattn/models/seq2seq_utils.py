@@ -76,4 +76,39 @@ class ConfigTiedWeightsMixin:
         return self._own_tied_weights()
 
 
-__all__ = ["ConfigTiedWeightsMixin", "shift_tokens_right", "token_cross_entropy"]
+class Seq2SeqLMAccessorsMixin:
+    """The accessors ``generate``, PEFT and resizing use, for a model that holds its
+    encoder-decoder in ``self.model`` (with ``encoder`` / ``decoder``) and its output layer in
+    ``self.lm_head`` (BART's layout)."""
+
+    def get_encoder(self, modality: str | None = None):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """``shift_tokens_right(labels)`` (used by data collators)."""
+        return shift_tokens_right(
+            labels, self.config.pad_token_id, self.config.decoder_start_token_id
+        )
+
+
+__all__ = [
+    "ConfigTiedWeightsMixin",
+    "Seq2SeqLMAccessorsMixin",
+    "shift_tokens_right",
+    "token_cross_entropy",
+]

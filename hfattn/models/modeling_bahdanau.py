@@ -38,6 +38,7 @@ from .masking import padding_mask
 from .recurrent_cache import RecurrentCache
 from .seq2seq_utils import (
     ConfigTiedWeightsMixin,
+    EncoderDecoderEmbeddingsMixin,
     Seq2SeqLMAccessorsMixin,
     shift_tokens_right,
     token_cross_entropy,
@@ -421,7 +422,7 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         )
 
 
-class BahdanauModel(BahdanauPreTrainedModel):
+class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
     """Encoder + decoder without the output layer (BART's ``BartModel``); returns the
     decoder readout as ``last_hidden_state``."""
 
@@ -437,25 +438,6 @@ class BahdanauModel(BahdanauPreTrainedModel):
             self.encoder = BahdanauEncoder(config)
             self.decoder = BahdanauDecoder(config)
         self.post_init()
-
-    def _own_tied_weights(self) -> dict[str, str]:
-        if self.config.share_encoder_decoder_embeddings:
-            return {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
-        return {}
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.encoder.embed_tokens = value
-        if self.config.share_encoder_decoder_embeddings:
-            self.decoder.embed_tokens = value
-
-    def get_encoder(self, modality: str | None = None):
-        return self.encoder
-
-    def get_decoder(self):
-        return self.decoder
 
     def forward(
         self,

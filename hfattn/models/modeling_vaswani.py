@@ -43,6 +43,7 @@ from .positional import (
 )
 from .seq2seq_utils import (
     ConfigTiedWeightsMixin,
+    EncoderDecoderEmbeddingsMixin,
     Seq2SeqLMAccessorsMixin,
     token_cross_entropy,
 )
@@ -413,7 +414,7 @@ class VaswaniDecoder(_VaswaniStack):
         )
 
 
-class VaswaniModel(VaswaniPreTrainedModel):
+class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
     """Encoder + decoder without the output layer (BART's ``BartModel``)."""
 
     def __init__(self, config: VaswaniConfig):
@@ -421,25 +422,6 @@ class VaswaniModel(VaswaniPreTrainedModel):
         self.encoder = VaswaniEncoder(config)
         self.decoder = VaswaniDecoder(config)
         self.post_init()
-
-    def _own_tied_weights(self) -> dict[str, str]:
-        if self.config.share_encoder_decoder_embeddings:
-            return {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
-        return {}
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.encoder.embed_tokens = value
-        if self.config.share_encoder_decoder_embeddings:
-            self.decoder.embed_tokens = value
-
-    def get_encoder(self, modality: str | None = None):
-        return self.encoder
-
-    def get_decoder(self):
-        return self.decoder
 
     def forward(
         self,

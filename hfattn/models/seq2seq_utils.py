@@ -76,6 +76,31 @@ class ConfigTiedWeightsMixin:
         return self._own_tied_weights()
 
 
+class EncoderDecoderEmbeddingsMixin:
+    """Embedding bookkeeping of a base model holding ``self.encoder`` and ``self.decoder``, each
+    with ``embed_tokens``: the source embedding is the input embedding, and with
+    ``share_encoder_decoder_embeddings`` the decoder's is tied to it."""
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if self.config.share_encoder_decoder_embeddings:
+            return {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
+        return {}
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embed_tokens = value
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
+
+
 class Seq2SeqLMAccessorsMixin:
     """The accessors ``generate``, PEFT and resizing use, for a model that holds its
     encoder-decoder in ``self.model`` (with ``encoder`` / ``decoder``) and its output layer in
@@ -108,6 +133,7 @@ class Seq2SeqLMAccessorsMixin:
 
 __all__ = [
     "ConfigTiedWeightsMixin",
+    "EncoderDecoderEmbeddingsMixin",
     "Seq2SeqLMAccessorsMixin",
     "shift_tokens_right",
     "token_cross_entropy",

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from seq2seq_tasks import copy_reverse_batch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
@@ -452,12 +453,6 @@ def test_bad_configs_name_the_field_and_the_allowed_values():
 
 
 # --------------------------------------------------------------------------- training
-
-
-def copy_reverse_batch(g, size=32, length=5):
-    src = torch.randint(4, VOCAB, (size, length), generator=g)
-    labels = torch.cat([src.flip(1), torch.full((size, 1), EOS)], 1)
-    return src, labels
 
 
 def test_tiny_model_learns_to_reverse_sequences():

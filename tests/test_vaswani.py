@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 
 import pytest
 import torch
+from seq2seq_tasks import copy_reverse_batch as reverse_task_batch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
@@ -371,10 +373,7 @@ def test_learned_positions_refuse_long_inputs_and_sinusoidal_ones_extend():
 # --------------------------------------------------------------------------- training
 
 
-def copy_reverse_batch(g, size=64, length=6):
-    src = torch.randint(4, VOCAB, (size, length), generator=g)
-    labels = torch.cat([src.flip(1), torch.full((size, 1), EOS)], 1)
-    return src, labels
+copy_reverse_batch = partial(reverse_task_batch, size=64, length=6)
 
 
 def test_two_layer_model_learns_to_reverse_sequences_perfectly():

@@ -498,13 +498,6 @@ class VaswaniForConditionalGeneration(
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
 
-    def _own_tied_weights(self) -> dict[str, str]:
-        if not self.config.tie_word_embeddings:
-            return {}
-        if self.config.share_encoder_decoder_embeddings:
-            return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
-        return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
-
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,

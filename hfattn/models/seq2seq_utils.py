@@ -104,7 +104,14 @@ class EncoderDecoderEmbeddingsMixin:
 class Seq2SeqLMAccessorsMixin:
     """The accessors ``generate``, PEFT and resizing use, for a model that holds its
     encoder-decoder in ``self.model`` (with ``encoder`` / ``decoder``) and its output layer in
-    ``self.lm_head`` (BART's layout)."""
+    ``self.lm_head`` (BART's layout), and the output layer's tie to the target embedding."""
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if not self.config.tie_word_embeddings:
+            return {}
+        if self.config.share_encoder_decoder_embeddings:
+            return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+        return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
 
     def get_encoder(self, modality: str | None = None):
         return self.model.encoder

@@ -108,20 +108,29 @@ def expected_translations(folder, sentences, num_beams, max_new_tokens=NEW_TOKEN
 
 
 # ---------------------------------------------------------------------------- model card
-def test_push_translation_card(hub_server, translation_run, tmp_path, capsys):
-    repo_id = "tester/translation-tiny"
-    assert cli_main(["push", str(translation_run), "--repo-id", repo_id]) == 0
+def push_translation_run(hub_server, run, repo_id, capsys):
+    """Push ``run`` with the CLI and check what every translation push must hold: the model
+    files without checkpoints, and a card whose model-index carries the run's BLEU, chrF and
+    exact match. Returns ``(uploaded file names, card, eval_results.json)``."""
+    assert cli_main(["push", str(run), "--repo-id", repo_id]) == 0
     assert capsys.readouterr().out.split() == [f"{hub_server.url}/{repo_id}"]
     files = set(hub_server.files(repo_id))
     assert {"README.md", "config.json", "model.safetensors", "tokenizer.json"} <= files
     assert not any(f.startswith("checkpoints") for f in files)
 
     card = ModelCard.load(hub_server.revision_dir(repo_id) / "README.md")
-    recorded = json.loads((translation_run / "eval_results.json").read_text())
+    recorded = json.loads((run / "eval_results.json").read_text())
     want = {r["metric_type"]: r["value"] for r in recorded["results"]}
     got = {r.metric_type: r.metric_value for r in card.data.eval_results}
     for metric in ("bleu", "chrf", "exact_match"):
         assert got[metric] == pytest.approx(want[metric], rel=1e-12), metric
+    return files, card, recorded
+
+
+def test_push_translation_card(hub_server, translation_run, tmp_path, capsys):
+    repo_id = "tester/translation-tiny"
+    files, card, recorded = push_translation_run(hub_server, translation_run, repo_id, capsys)
+    want = {r["metric_type"]: r["value"] for r in recorded["results"]}
     assert {r.task_type for r in card.data.eval_results} == {"translation"}
     assert {r.dataset_name for r in card.data.eval_results} == {recorded["dataset_name"]}
     assert card.data.pipeline_tag == "translation"

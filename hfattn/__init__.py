@@ -41,6 +41,7 @@ _AUTO_MODELS = (
     ("CharRNNConfig", "CharRNNForCausalLM", "AutoModelForCausalLM"),
     ("BahdanauConfig", "BahdanauForConditionalGeneration", "AutoModelForSeq2SeqLM"),
     ("VaswaniConfig", "VaswaniForConditionalGeneration", "AutoModelForSeq2SeqLM"),
+    ("RNNClassifierConfig", "RNNForSequenceClassification", "AutoModelForSequenceClassification"),
 )
 """One line per architecture: (config class, model class, Auto class). The first two are names
 in :mod:`hfattn.models` and are exported from ``hfattn``; the third is a name in

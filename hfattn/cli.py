@@ -1,4 +1,4 @@
-"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|translate|push|demo|plot``.
+"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|translate|push|demo|plot|baseline``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the
@@ -13,7 +13,10 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("train", "evaluate", "generate", "translate", "push", "demo", "plot")
+COMMANDS = ("train", "evaluate", "generate", "translate", "push", "demo", "plot", "baseline")
+LOADING_COMMANDS = ("evaluate", "generate", "translate")
+"""Commands that load a model folder through :mod:`hfattn.commands.loading` (safetensors only,
+unless ``--allow-pickle``)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,14 +28,24 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         importlib.import_module(f"hfattn.commands.{name}").register(subparsers)
+    for name in LOADING_COMMANDS:
+        subparsers.choices[name].add_argument(
+            "--allow-pickle",
+            action="store_true",
+            help="also load pickle weights (pytorch_model.bin), which can run code: only for "
+            "files you trust (default: safetensors only)",
+        )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hfattn`` console script and of ``python -m hfattn``."""
     args = build_parser().parse_args(argv)
+    from .commands.loading import allow_pickle
+
     try:
-        result = args.func(args)
+        with allow_pickle(getattr(args, "allow_pickle", False)):
+            result = args.func(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .pretrained import check_pretrained_section, is_pretrained, normalize_model_section
 from .schema import RecipeBase, RecipeError, require
 from .tasks import TASK_NAMES, get_task
 
@@ -91,10 +92,17 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raise FileNotFoundError(f"recipe file not found: {path}")
     check_overrides(overrides)
     raw = _read_yaml(path)
+    if isinstance(raw.get("model"), str):  # model: <hub id | folder>
+        raw.model = normalize_model_section(raw.model)
     try:
         dotlist = OmegaConf.from_dotlist(list(overrides))
+        if isinstance(dotlist.get("model"), str):  # --set model=<hub id | folder>
+            dotlist.model = normalize_model_section(dotlist.model)
         task = get_task(_task_of(raw, dotlist))
         merged = OmegaConf.merge(OmegaConf.structured(task.recipe_class), raw, dotlist)
+        given_model = OmegaConf.merge(raw, dotlist).get("model")
+        if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
+            merged.model = given_model  # not merged into the task's default ``type``
         recipe = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         reason = str(err).splitlines()[0]
@@ -106,13 +114,17 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 def validate_model_section(model: dict[str, Any]):
     """Check ``model:`` against the config class of ``model.type`` and build that config.
 
-    Returns the config (with a placeholder vocabulary size)."""
+    Returns the config (with a placeholder vocabulary size), or ``None`` for a pretrained
+    checkpoint (``model.pretrained``: only its keys are checked here; the task loads it)."""
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     import hfattn  # noqa: F401  (registers the model types)
 
     model = dict(model)
+    if is_pretrained(model):
+        check_pretrained_section(model)
+        return None
     model_type = model.pop("type", None)
     require(model_type is not None, "model.type", "is required")
     require(model_type in CONFIG_MAPPING, "model.type", f"unknown model type {model_type!r}")

@@ -21,6 +21,7 @@ from .training.optim import OPTIMIZERS
 from .training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16")
+ON_NONFINITE_LOSS = ("stop", "skip")
 SPLITS = ("train", "validation", "test")
 
 
@@ -55,7 +56,12 @@ def require_fraction(section: object, prefix: str, *names: str, high: float = 0.
 
 @dataclass
 class TrainingSection:
-    """``training:`` — the Accelerate loop (see :mod:`hfattn.training.engine`)."""
+    """``training:`` — the Accelerate loop (see :mod:`hfattn.training.engine`).
+
+    ``on_nonfinite_loss``: on a NaN / infinite training loss, ``stop`` (keep the last good
+    checkpoint) or ``skip`` that optimizer step (its gradients are dropped; counted in
+    ``metrics.jsonl`` and ``eval_results.json``); after ``max_skipped_steps`` skipped steps the
+    next one stops the run."""
 
     batch_size: int = 32
     gradient_accumulation_steps: int = 1
@@ -76,8 +82,16 @@ class TrainingSection:
     keep_checkpoints: int = 2
     load_best_at_end: bool = True
     seed: int = 1337
+    on_nonfinite_loss: str = "stop"
+    max_skipped_steps: int = 10
 
     def __post_init__(self):
+        require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
+        require(
+            self.max_skipped_steps >= 0,
+            "training.max_skipped_steps",
+            f"must be >= 0, got {self.max_skipped_steps}",
+        )
         require_choice(self.optimizer, "training.optimizer", tuple(OPTIMIZERS))
         require_choice(self.schedule, "training.schedule", tuple(SCHEDULES))
         require_choice(self.mixed_precision, "training.mixed_precision", MIXED_PRECISION)
@@ -172,17 +186,48 @@ class HubSection:
 
 
 @dataclass
+class LoraSection:
+    """``lora:`` — a PEFT LoRA adapter on the named linear layers (module-name suffixes, as
+    in ``peft.LoraConfig``); ``modules_to_save`` stay fully trainable (a classification
+    head); ``fan_in_fan_out`` for GPT-2's ``Conv1D`` layers.
+
+    The update of a frozen ``W`` is ``W + (alpha / r) · B A`` with ``A ∈ R^{r×in}``,
+    ``B ∈ R^{out×r}`` (``B`` starts at zero)."""
+
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.1
+    target_modules: list[str] | None = None
+    modules_to_save: list[str] | None = None
+    fan_in_fan_out: bool = False
+    bias: str = "none"
+
+    def __post_init__(self):
+        require(self.r > 0, "lora.r", f"must be > 0, got {self.r}")
+        require(self.alpha > 0, "lora.alpha", f"must be > 0, got {self.alpha}")
+        require(0 <= self.dropout < 1, "lora.dropout", f"must be in [0, 1), got {self.dropout}")
+        require(
+            self.bias in ("none", "all", "lora_only"),
+            "lora.bias",
+            f"{self.bias!r} is not one of none, all, lora_only",
+        )
+
+
+@dataclass
 class RecipeBase:
     """The sections every recipe has. A task's recipe class adds ``tokenizer``, ``data`` and
     its own ``training`` / ``evaluation`` / ``generation`` types.
 
     ``model`` holds ``type`` (a registered ``model_type``), an optional ``preset`` and any
-    field of that model's config (``vocab_size`` comes from the tokenizer)."""
+    field of that model's config (``vocab_size`` comes from the tokenizer), or ``pretrained``
+    (a Hub id or local folder, :mod:`hfattn.pretrained`; ``model: <id>`` is shorthand for it).
+    ``lora`` (optional) trains a PEFT LoRA adapter instead of every weight."""
 
     name: str = "experiment"
     task: str = "causal-lm"
     output_dir: str | None = None
     model: dict[str, Any] = field(default_factory=dict)
+    lora: LoraSection | None = None
     hub: HubSection = field(default_factory=HubSection)
 
     def __post_init__(self):
@@ -199,6 +244,7 @@ __all__ = [
     "EvaluationSection",
     "GenerationSection",
     "HubSection",
+    "LoraSection",
     "RecipeBase",
     "RecipeError",
     "TrainingSection",

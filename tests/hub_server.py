@@ -47,13 +47,17 @@ class Failure:
     an answer (what a client sees on a timeout / reset). ``times`` is how many matching
     requests fail before the server behaves normally again. ``echo_auth`` puts the request's
     ``Authorization`` header in the error body, as a careless proxy might, so tests can check
-    that clients scrub it.
+    that clients scrub it. ``when`` is where a dropped connection (``status=None``) breaks:
+    ``"before"`` the request is handled, ``"mid-body"`` after half of the request body arrived
+    (an upload cut off: nothing is applied), or ``"after"`` the request was handled (a commit
+    is applied) but before the answer (the client cannot tell that it landed).
     """
 
     pattern: str
     status: int | None = 500
     times: int = 1
     echo_auth: bool = False
+    when: str = "before"
 
 
 @dataclass
@@ -119,13 +123,28 @@ class HubServer:
 
     # ------------------------------------------------------------------- helpers
     def fail(
-        self, pattern: str, status: int | None = 500, times: int = 1, echo_auth: bool = False
+        self,
+        pattern: str,
+        status: int | None = 500,
+        times: int = 1,
+        echo_auth: bool = False,
+        when: str = "before",
     ) -> Failure:
         """Make the next ``times`` requests matching the regex ``pattern`` fail (see :class:`Failure`)."""
-        failure = Failure(pattern, status, times, echo_auth)
+        if when not in ("before", "mid-body", "after") or (when != "before" and status):
+            raise ValueError(f"when={when!r}: 'before', or with status=None 'mid-body' / 'after'")
+        failure = Failure(pattern, status, times, echo_auth, when)
         with self._lock:
             self.failures.append(failure)
         return failure
+
+    def drop_mid_commit(self, times: int = 1, *, applied: bool = False) -> Failure:
+        """Drop the connection of the next ``times`` commits of any repository: half-way
+        through the upload (nothing applied), or, with ``applied``, once the commit is applied
+        but before the client hears so."""
+        return self.fail(
+            r"POST /api/\w+s/.*/commit/", None, times, when="after" if applied else "mid-body"
+        )
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         """The stored repository (``KeyError`` when it was never created)."""
@@ -178,12 +197,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     hub: HubServer
     protocol_version = "HTTP/1.1"
+    _silent = False
 
     def log_message(self, format, *args):  # noqa: A002 - silence stderr logging
         pass
 
     # ------------------------------------------------------------------ plumbing
     def _send(self, status: int, body: bytes | dict | list = b"", headers: dict | None = None):
+        if self._silent:
+            return
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             headers = {"Content-Type": "application/json", **(headers or {})}
@@ -210,6 +232,18 @@ class _Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization")
         self.hub.requests.append(LoggedRequest(self.command, path, auth))
         failure = self.hub._take_failure(self.command, path)
+        if failure is not None and failure.when != "before":
+            if failure.when == "mid-body":
+                self.rfile.read(int(self.headers.get("Content-Length") or 0) // 2)
+            else:
+                self._silent = True  # handled below, the answer is never sent
+                try:
+                    self._route(path)
+                finally:
+                    self._silent = False
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         if failure is not None:
             self._body()
             if failure.status is None:  # drop the connection: the client sees a reset
@@ -262,14 +296,15 @@ class _Handler(BaseHTTPRequestHandler):
         owner = payload.get("organization") or "tester"
         repo_id = f"{owner}/{payload['name']}"
         key = (repo_type, repo_id)
-        if key in self.hub.repos:
-            return self._error(409, "You already created this repo")
+        url = f"{self.hub.url}/{_URL_PREFIX[repo_type]}{repo_id}"
+        if key in self.hub.repos:  # the Hub's answer carries the url (create_repo exist_ok)
+            message = "You already created this repo"
+            return self._send(409, {"error": message, "url": url}, {"X-Error-Message": message})
         if repo_type == "space" and payload.get("sdk") not in ("gradio", "docker", "static"):
             return self._error(400, "Invalid sdk")
         private = payload.get("visibility") == "private" or bool(payload.get("private"))
         self.hub.repos[key] = Repo(repo_type, repo_id, private, payload.get("sdk"))
         self.hub.revision_dir(repo_id, "main", repo_type).mkdir(parents=True, exist_ok=True)
-        url = f"{self.hub.url}/{_URL_PREFIX[repo_type]}{repo_id}"
         self._send(200, {"url": url, "name": repo_id, "id": repo_id})
 
     def _lookup(self, repo_type: str, repo_id: str) -> Repo | None:

@@ -131,3 +131,15 @@ def test_commands_name_a_missing_or_broken_model_folder(char_rnn_run, tmp_path, 
     (broken / "config.json").write_text("{garbage")
     assert main(["generate", str(broken)]) == 2
     assert "config.json' is not a valid JSON file" in capsys.readouterr().err
+
+
+def test_model_shorthand_names_a_pretrained_checkpoint_in_yaml_and_in_set():
+    """``model: <id>`` and ``--set model=<id>`` both become ``{pretrained: <id>}``, replacing
+    the task's default ``type`` instead of merging into it."""
+    from hfattn.recipes import load_recipe
+
+    assert load_recipe("recipes/minilm_genre.yaml").model == {
+        "pretrained": "sentence-transformers/all-MiniLM-L6-v2"
+    }
+    overridden = load_recipe("recipes/minilm_genre.yaml", ["model=/some/folder"])
+    assert overridden.model == {"pretrained": "/some/folder"}

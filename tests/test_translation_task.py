@@ -24,7 +24,7 @@ from hfattn.evaluation.translation import (
     translate_texts,
 )
 from hfattn.recipes import RecipeError, load_recipe, run_recipe
-from hfattn.tasks import get_task
+from hfattn.tasks import TASK_NAMES, get_task
 from hfattn.tasks.translation import reference_text
 from hfattn.translation_tokenizers import build_translation_tokenizer
 
@@ -166,7 +166,7 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("task=summarize", "task: 'summarize' is not one of causal-lm, translation"),
+        ("task=summarize", f"task: 'summarize' is not one of {', '.join(TASK_NAMES)}"),
         (
             "tokenizer.type=sentencepiece",
             "tokenizer.type: 'sentencepiece' is not one of word, char, bpe",

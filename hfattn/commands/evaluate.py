@@ -34,8 +34,11 @@ def run(args: argparse.Namespace) -> int:
     from ..recipes import RecipeError, default_recipe, load_recipe
 
     model_dir = Path(args.model_dir)
-    if not (model_dir / "config.json").is_file():
-        print(f"error: model_dir: {model_dir} has no config.json", file=sys.stderr)
+    if not any((model_dir / name).is_file() for name in ("config.json", "adapter_config.json")):
+        print(
+            f"error: model_dir: {model_dir} has neither config.json nor adapter_config.json",
+            file=sys.stderr,
+        )
         return 2
     recipe_file = model_dir / "recipe.yaml"
     if args.batch_size is not None and args.batch_size < 1:

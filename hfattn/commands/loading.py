@@ -1,12 +1,51 @@
-"""Loading a model folder for a command, with one clear error instead of a deep traceback."""
+"""Loading a model folder for a command, with one clear error instead of a deep traceback.
+
+Only safetensors weights are read: a folder (or Hub repo) whose weights are pickles
+(``pytorch_model.bin``, ``*.pt``, ...) is refused, since unpickling can run arbitrary code,
+unless the user opts in with ``--allow-pickle`` (:func:`allow_pickle` for library callers). A
+truncated or corrupt ``config.json``, tokenizer or safetensors file is a
+:class:`ModelLoadError` naming that file. hfattn's own architectures load from the installed
+package (the Auto classes know them), so ``trust_remote_code`` is never needed.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PICKLE_WEIGHTS = ("pytorch_model*.bin", "adapter_model.bin", "*.pt", "*.pth", "*.pkl")
+"""Weight files that ``torch.load`` would unpickle (matched in the model folder)."""
+CHECKED_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "*.safetensors",
+)
+"""Files read back one by one to name the culprit when loading fails."""
+
+_ALLOW_PICKLE: ContextVar[bool] = ContextVar("hfattn_allow_pickle", default=False)
 
 
 class ModelLoadError(ValueError):
     """The model folder (or repo id) cannot be loaded; the message names it and why."""
+
+
+@contextmanager
+def allow_pickle(enabled: bool = True) -> Iterator[None]:
+    """Within the block, :func:`load_model_and_tokenizer` accepts pickle weights when
+    ``enabled`` (what ``--allow-pickle`` sets for a command)."""
+    token = _ALLOW_PICKLE.set(enabled)
+    try:
+        yield
+    finally:
+        _ALLOW_PICKLE.reset(token)
 
 
 def looks_like_path(name: str) -> bool:
@@ -15,27 +54,94 @@ def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
 
 
-def load_model_and_tokenizer(name: str, auto_class: str):
-    """``(model, tokenizer)`` of a folder or Hub repo id through ``transformers.<auto_class>``,
-    in eval mode.
+def pickle_weights(folder: Path) -> list[Path]:
+    """The pickle weight files (:data:`PICKLE_WEIGHTS`) directly in ``folder``, sorted."""
+    return sorted({p for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern) if p.is_file()})
+
+
+def check_weights_are_safe(folder: Path, allowed: bool) -> None:
+    """Refuse a local ``folder`` whose weights exist only as pickles (unless ``allowed``); warn
+    that pickles next to safetensors weights are ignored.
 
     Raises:
-        ModelLoadError: a local folder that does not exist, or files that cannot be read
-            (truncated weights, a garbage config or tokenizer); the message names the folder.
+        ModelLoadError: naming the pickle file and the ``--allow-pickle`` opt-in.
+    """
+    pickles = pickle_weights(folder)
+    if not pickles or allowed:
+        return
+    if any(folder.glob("*.safetensors")):
+        logger.warning(
+            "%s: ignoring %s (pickle); the safetensors weights are loaded",
+            folder,
+            ", ".join(p.name for p in pickles),
+        )
+        return
+    raise ModelLoadError(
+        f"{pickles[0]} is a pickle file, which can run arbitrary code when loaded; hfattn reads "
+        "only safetensors weights. Convert it where you trust it (save_pretrained writes "
+        "model.safetensors), or pass --allow-pickle if you trust this file"
+    )
+
+
+def damaged_file(folder: Path) -> Path | None:
+    """The first of the folder's :data:`CHECKED_FILES` that does not read back whole (JSON
+    that does not parse, a safetensors file with a tensor that cannot be read), or ``None``."""
+    from ..training.engine import reads_back
+
+    files = sorted({p for pattern in CHECKED_FILES for p in folder.glob(pattern) if p.is_file()})
+    return next((file for file in files if not reads_back(file)), None)
+
+
+def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool | None = None):
+    """``(model, tokenizer)`` of a folder or Hub repo id through ``transformers.<auto_class>``,
+    in eval mode, from safetensors weights only.
+
+    Args:
+        name: a local folder or a Hub repo id.
+        auto_class: e.g. ``"AutoModelForCausalLM"``.
+        allow_pickle: also accept pickle weights (``pytorch_model.bin``); default: the
+            :func:`allow_pickle` setting (off).
+
+    Raises:
+        ModelLoadError: a local folder that does not exist, pickle weights without the opt-in,
+            or files that cannot be read (truncated weights, a garbage config or tokenizer);
+            the message names the file when one of them is damaged, else the folder.
     """
     import transformers
 
-    import hfattn  # noqa: F401  (registers the model types)
+    import hfattn  # noqa: F401  (registers the model types: no trust_remote_code needed)
 
-    if looks_like_path(name) and not Path(name).expanduser().is_dir():
-        raise ModelLoadError(f"model folder {name!r} does not exist")
+    allowed = _ALLOW_PICKLE.get() if allow_pickle is None else allow_pickle
+    folder = Path(name).expanduser() if looks_like_path(name) else None
+    if folder is not None:
+        if not folder.is_dir():
+            raise ModelLoadError(f"model folder {name!r} does not exist")
+        check_weights_are_safe(folder, allowed)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
-        model = getattr(transformers, auto_class).from_pretrained(name)
+        model = getattr(transformers, auto_class).from_pretrained(
+            name, use_safetensors=None if allowed else True
+        )
     except Exception as exc:  # noqa: BLE001 (safetensors, json, tokenizers each raise their own)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        damaged = damaged_file(folder) if folder is not None else None
+        if damaged is not None:
+            raise ModelLoadError(
+                f"cannot load the model in {name!r}: {damaged} is truncated or corrupt ({reason})"
+            ) from None
+        if not allowed and "safetensors" in reason:
+            reason += " (hfattn reads only safetensors weights; --allow-pickle accepts pickles)"
         raise ModelLoadError(f"cannot load the model in {name!r}: {reason}") from None
     return model.eval(), tokenizer
 
 
-__all__ = ["ModelLoadError", "load_model_and_tokenizer", "looks_like_path"]
+__all__ = [
+    "PICKLE_WEIGHTS",
+    "ModelLoadError",
+    "allow_pickle",
+    "check_weights_are_safe",
+    "damaged_file",
+    "load_model_and_tokenizer",
+    "looks_like_path",
+    "pickle_weights",
+]

@@ -1,7 +1,8 @@
-"""Batches for character language modelling, stateless (random windows) and stateful
-(contiguous streams).
+"""Batches for causal language modelling: stateless (shuffled windows), packed (shuffled
+blocks that tile the corpus, as GPT-2 is fine-tuned) and stateful (contiguous streams).
 
-Both produce ``[batch, seq_len + 1]`` windows: inputs are ``w[:, :-1]`` and targets
+A corpus is one id tensor: every document preceded by a separator token (:func:`encode_corpus`).
+All batchers produce ``[batch, seq_len + 1]`` windows: inputs are ``w[:, :-1]`` and targets
 ``w[:, 1:]``, so consecutive stateful windows share no input token and the carried state is
 exactly the state after the previous window's last input.
 """
@@ -13,14 +14,47 @@ from collections.abc import Iterator, Sequence
 import torch
 
 
-def encode_corpus(tokenizer, documents: Sequence[str]) -> torch.LongTensor:
-    """Concatenate ``[<bos>] + ids(document)`` for every document into one 1-D id tensor."""
-    encoded = tokenizer(list(documents), add_special_tokens=False)["input_ids"]
+def encode_corpus(
+    tokenizer, documents: Sequence[str], separator: int | None = None
+) -> torch.LongTensor:
+    """Concatenate ``[separator] + ids(document)`` for every document into one 1-D id tensor.
+
+    ``separator`` defaults to the tokenizer's ``<bos>`` (the char-RNN corpora); a pretrained
+    causal LM passes its ``eos`` (GPT-2's ``<|endoftext|>``), the token it saw between
+    documents in pre-training. Documents longer than the tokenizer's ``model_max_length`` are
+    expected (they are cut into windows afterwards), so that warning is silenced.
+    """
+    separator = tokenizer.bos_token_id if separator is None else separator
+    if separator is None:
+        raise ValueError("encode_corpus: the tokenizer has no bos token; pass separator=")
+    encoded = tokenizer(list(documents), add_special_tokens=False, verbose=False)["input_ids"]
     ids: list[int] = []
     for doc in encoded:
-        ids.append(tokenizer.bos_token_id)
+        ids.append(separator)
         ids.extend(doc)
     return torch.tensor(ids, dtype=torch.long)
+
+
+def count_characters(tokenizer, ids: torch.LongTensor) -> int:
+    """Number of characters of text that ``ids`` spell.
+
+    Every special token (a document separator, ``<unk>``) counts as one character; every run
+    of ordinary tokens between them counts as the length of its decoded text. With a
+    character tokenizer this is ``len(ids)``; with a subword tokenizer (GPT-2's byte-level
+    BPE) it is the length of the text the tokens cover, so that
+    ``bits/char = Σ nats / count_characters / ln 2`` compares models across tokenizers.
+    """
+    ids = torch.as_tensor(ids).reshape(-1)
+    special = torch.isin(ids, torch.tensor(sorted(tokenizer.all_special_ids), dtype=ids.dtype))
+    cuts = [-1, *torch.nonzero(special).flatten().tolist(), len(ids)]
+    total = int(special.sum())
+    for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+        if end > start + 1:
+            text = tokenizer.decode(
+                ids[start + 1 : end].tolist(), clean_up_tokenization_spaces=False
+            )
+            total += len(text)
+    return total
 
 
 class StreamBatches:
@@ -47,6 +81,11 @@ class StreamBatches:
 
     def __len__(self) -> int:
         return -(-(self.streams.shape[1] - 1) // self.seq_len)  # the last window may be shorter
+
+    def target_ids(self) -> torch.LongTensor:
+        """Every token predicted over an epoch, in corpus order: ``ids[1 : 1 + B·stream_len]``
+        (the first token and the last ``< batch_size`` tokens are never targets)."""
+        return self.streams[:, 1:].reshape(-1)
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[torch.LongTensor]:
         """Windows ``start, start+1, …`` of an epoch (the same every epoch)."""
@@ -92,4 +131,19 @@ class WindowBatches:
             yield self.ids[rows[:, None] + offsets]
 
 
-__all__ = ["StreamBatches", "WindowBatches", "encode_corpus"]
+class PackedBlocks(WindowBatches):
+    """Block packing (``training.mode: packed``, as in Hugging Face's ``run_clm``): the corpus
+    (documents joined by the separator token) is cut into consecutive blocks of
+    ``block_size`` input tokens, shuffled with ``seed + epoch``.
+
+    Block ``k`` holds ``ids[k·n : (k+1)·n + 1]`` (``n = block_size``): its inputs are
+    ``ids[k·n : (k+1)·n]`` and its targets the same shifted by one, so every token after the
+    first is a target once per epoch. The tail shorter than a block is dropped, and so are the
+    ``< batch_size`` blocks that would not fill a last batch (different ones every epoch).
+    """
+
+    def __init__(self, ids: torch.LongTensor, batch_size: int, block_size: int, seed: int = 0):
+        super().__init__(ids, batch_size, block_size, shift=block_size, seed=seed)
+
+
+__all__ = ["PackedBlocks", "StreamBatches", "WindowBatches", "count_characters", "encode_corpus"]

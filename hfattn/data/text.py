@@ -1,7 +1,10 @@
-"""Text corpora for language modelling: the embedded plays, a local text file or a Hub dataset.
+"""Text corpora for language modelling: the embedded plays, a local text / csv / json file or
+a Hub dataset.
 
 :func:`load_text_splits` returns ``{"train": [...], "validation": [...], "test": [...]}``, each
-a list of documents (strings).
+a list of documents (strings). The embedded plays are split by whole plays
+(:data:`hfattn.data.shakespeare.SPLITS`: the held-out splits are plays the model never saw);
+a single text is split by fraction into contiguous parts (its tail is held out).
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ EMBEDDED = {"shakespeare": load_shakespeare}
 """Embedded corpora by name (no network needed)."""
 
 SPLIT_NAMES = ("train", "validation", "test")
+
+TABLE_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
+"""Local file suffixes read as tables by ``datasets`` (their ``text_column`` holds the text);
+any other file is plain UTF-8 text."""
 
 
 def split_by_fraction(
@@ -42,16 +49,26 @@ def load_text_splits(
 
     Args:
         source: ``"shakespeare"`` (embedded), a path to a UTF-8 text file (e.g. the classic
-            tiny-shakespeare ``input.txt``), or a Hub dataset id or local dataset folder
-            (loaded with ``datasets.load_dataset``; its ``train`` / ``validation`` / ``test``
-            splits are used when present).
-        text_column: the column holding the text in a Hub dataset.
+            tiny-shakespeare ``input.txt``), a local ``.csv`` / ``.tsv`` / ``.json`` /
+            ``.jsonl`` file, or a Hub dataset id or local dataset folder (loaded with
+            ``datasets.load_dataset``; its ``train`` / ``validation`` / ``test`` splits are
+            used when present).
+        text_column: the column holding the text in a table file or a Hub dataset.
         validation_fraction, test_fraction: the tail fractions held out when the source has
             no splits of its own (a file, or a Hub dataset with only ``train``).
     """
     if source in EMBEDDED:
         return {split: EMBEDDED[source](split) for split in SPLIT_NAMES}
     path = Path(source).expanduser()
+    if path.is_file() and path.suffix.lower() in TABLE_FORMATS:
+        import datasets
+
+        dataset = datasets.load_dataset(
+            TABLE_FORMATS[path.suffix.lower()],
+            data_files=str(path),
+            **({"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}),
+        )
+        return _dataset_splits(dataset, str(path), text_column, validation_fraction, test_fraction)
     if path.is_file():
         return split_by_fraction(path.read_text("utf-8"), validation_fraction, test_fraction)
     if not path.is_dir() and (path.suffix or source.startswith((".", "/", "~"))):
@@ -70,6 +87,14 @@ def _load_hub_text(
     import datasets
 
     dataset = datasets.load_dataset(dataset_id)
+    return _dataset_splits(dataset, dataset_id, text_column, validation_fraction, test_fraction)
+
+
+def _dataset_splits(
+    dataset, dataset_id: str, text_column: str, validation_fraction: float, test_fraction: float
+) -> dict[str, list[str]]:
+    """The text splits of a ``datasets.DatasetDict``: its own three splits, or its ``train``
+    rows joined by newlines and split by fraction."""
     if text_column not in dataset["train"].column_names:
         raise ValueError(
             f"data.text_column: {text_column!r} is not a column of {dataset_id} "
@@ -82,4 +107,4 @@ def _load_hub_text(
     )
 
 
-__all__ = ["EMBEDDED", "load_text_splits", "split_by_fraction"]
+__all__ = ["EMBEDDED", "TABLE_FORMATS", "load_text_splits", "split_by_fraction"]

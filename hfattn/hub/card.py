@@ -190,9 +190,24 @@ def _multi_head_attention(config: dict) -> str | None:
     return ", ".join(parts)
 
 
+def _pooling_attention(config: dict) -> str | None:
+    """A recurrent classifier's pooling: attention pooling with its score (and distribution),
+    or none (the final states); ``None`` for a config without ``pooling``."""
+    pooling = config.get("pooling")
+    if pooling is None:
+        return None
+    if pooling != "attention":
+        return f"none (`pooling: {pooling}`, the final states)"
+    text = f"attention pooling, score `{config.get('attention_score') or 'additive'}`"
+    if config.get("attention_distribution"):
+        text += f", distribution `{config['attention_distribution']}`"
+    return text
+
+
 ATTENTION_DESCRIPTIONS: dict[str, Callable[[dict], str | None]] = {
     "bahdanau": _recurrent_attention,
     "vaswani": _multi_head_attention,
+    "rnn-classifier": _pooling_attention,
 }
 """``model_type`` → the function that describes that family's attention from its
 ``config.json`` (the card's "Attention" row; ``None``: no row). Types not listed get no row."""
@@ -223,8 +238,8 @@ def _model_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         rows.append(
             ("Base model", f"[`{folder.base_model}`](https://huggingface.co/{folder.base_model})")
         )
-    if config.get("id2label"):
-        rows.append(("Labels", ", ".join(str(v) for v in config["id2label"].values())))
+    if folder.labels:
+        rows.append(("Labels", ", ".join(f"`{name}`" for name in folder.labels)))
     rows.append(("License", folder.hub.license))
     return rows
 
@@ -287,21 +302,50 @@ def _summary(folder: ModelFolder) -> str:
     return sentence + ", published with hfattn."
 
 
+PIPELINE_TASKS = frozenset({"text-classification"})
+"""Pipeline tags whose card also shows a ``transformers.pipeline`` snippet (full models only:
+an adapter's base needs its labels)."""
+
+
+def example_inputs(folder: ModelFolder) -> list[str]:
+    """Example inputs of the model: the recipe's generation prompt or examples, else the
+    task's default example (the card's snippets and the Space's examples use them)."""
+    generation = (folder.recipe or {}).get("generation")
+    if isinstance(generation, dict):  # a causal LM's prompt, or translation examples
+        if isinstance(generation.get("prompt"), str) and generation["prompt"]:
+            return [generation["prompt"]]
+        examples = [e for e in generation.get("examples") or [] if isinstance(e, str) and e]
+        if examples:
+            return examples
+    return [folder.task.default_example]
+
+
+def _label_kwargs_source(folder: ModelFolder) -> tuple[str, str]:
+    """``(labels line, from_pretrained keyword arguments)`` of the snippet that loads a
+    classification adapter's base model with the adapter's labels (empty without labels)."""
+    if not folder.labels:
+        return "", ""
+    line = f"labels = {json.dumps(list(folder.labels), ensure_ascii=False)}  # in label-id order\n"
+    kwargs = (
+        ",\n    num_labels=len(labels),\n    id2label=dict(enumerate(labels)),\n"
+        "    label2id={name: i for i, name in enumerate(labels)},\n"
+    )
+    return line, kwargs
+
+
 def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
     task = folder.task
-    generation = (folder.recipe or {}).get("generation")
-    prompt = None
-    if isinstance(generation, dict):  # a causal LM's prompt, or a translation example
-        prompt = generation.get("prompt") or next(iter(generation.get("examples") or []), None)
-    body = task.usage.format(example=json.dumps(prompt or task.default_example))
+    example = json.dumps(example_inputs(folder)[0], ensure_ascii=False)
+    body = task.usage.format(example=example)
     imports = f"from transformers import {task.auto_class}, AutoTokenizer"
     load_tok = f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")'
     plain = f'{load_tok}\nmodel = {task.auto_class}.from_pretrained("{repo_id}")\n{body}'
+    remote_code = needs_remote_code(folder.config)
     # AutoTokenizer reads config.json too, so it needs the remote code as well.
     remote = (
         f"{imports}\n\n{load_tok[:-1]}, trust_remote_code=True)\n"
         f'model = {task.auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)\n{body}'
-        if needs_remote_code(folder.config)
+        if remote_code
         else f"{imports}\n\n{plain}"
     )
     with_hfattn = (
@@ -309,12 +353,31 @@ def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
         f"{plain}"
     )
     base = folder.base_model or "BASE_MODEL_ID"
+    labels_line, label_kwargs = _label_kwargs_source(folder)
+    load_base = (
+        f'base = {task.auto_class}.from_pretrained(\n    "{base}"{label_kwargs})'
+        if label_kwargs
+        else f'base = {task.auto_class}.from_pretrained("{base}")'
+    )
     adapter = (
-        f"from peft import PeftModel\n{imports}\n\n{load_tok}\n"
-        f'base = {task.auto_class}.from_pretrained("{base}")\n'
+        f"from peft import PeftModel\n{imports}\n\n{labels_line}{load_tok}\n{load_base}\n"
         f'model = PeftModel.from_pretrained(base, "{repo_id}")\n{body}'
     )
-    return {"usage_remote": remote, "usage_hfattn": with_hfattn, "usage_adapter": adapter}
+    pipeline = ""
+    if task.pipeline_tag in PIPELINE_TASKS and not folder.is_adapter:
+        options = ", trust_remote_code=True" if remote_code else ""
+        options += ", top_k=None"  # every label's score, not only the best one
+        pipeline = (
+            "from transformers import pipeline\n\n"
+            f'pipe = pipeline("{task.pipeline_tag}", model="{repo_id}"{options})\n'
+            f"print(pipe([{example}])[0])  # every label of the first text, best first"
+        )
+    return {
+        "usage_remote": remote,
+        "usage_hfattn": with_hfattn,
+        "usage_adapter": adapter,
+        "usage_pipeline": pipeline,
+    }
 
 
 def needs_remote_code(config: dict) -> bool:
@@ -377,4 +440,18 @@ def render_model_card(
         hfattn_version=__version__,
         **_usage(folder, repo_id),
     )
-    return ModelCard(re.sub(r"\n{3,}", "\n\n", card.content))
+    content = _with_samples(card.content, folder.path)
+    return ModelCard(re.sub(r"\n{3,}", "\n\n", content))
+
+
+def _with_samples(content: str, path: Path) -> str:
+    """``content`` with a "Samples" section before "Intended use" when the folder holds the
+    sample its training run generated (``samples.md``, see :mod:`hfattn.tasks.causal_lm`)."""
+    from ..tasks.causal_lm import SAMPLES_FILE
+
+    samples = path / SAMPLES_FILE
+    anchor = "\n## Intended use"
+    if not samples.is_file() or anchor not in content:
+        return content
+    section = f"\n## Samples\n\n{samples.read_text(encoding='utf-8').strip()}\n"
+    return content.replace(anchor, section + anchor, 1)

@@ -3,7 +3,13 @@
 A folder is either a full model (``config.json`` + ``*.safetensors`` + tokenizer files, as
 written by ``save_pretrained`` or an hfattn training run) or a PEFT adapter
 (``adapter_config.json`` + ``adapter_model.safetensors``). A training run adds
-``recipe.yaml`` (whose ``hub:`` section holds the card metadata) and ``eval_results.json``.
+``recipe.yaml`` (whose ``hub:`` section holds the card metadata) and ``eval_results.json``;
+a classification run adds ``confusion_matrix.json`` (which names the labels).
+
+A sequence-classification adapter has no ``config.json`` (one would make transformers take the
+folder for a full model), so its label names travel in ``labels.json``
+(``{"labels": ["comedy", ...]}``, label id order): loading the base model with those
+``num_labels`` / ``id2label`` / ``label2id`` gives the head the adapter's weights fit.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ import yaml
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+LABELS_FILE = "labels.json"
+"""Label names of a sequence-classification adapter (see the module docstring)."""
+CONFUSION_MATRIX_FILE = "confusion_matrix.json"
+CLASSIFICATION_PEFT_TASK = "SEQ_CLS"
 
 
 class ModelFolderError(ValueError):
@@ -81,6 +91,19 @@ class ModelFolder:
     """The ``training`` facts of ``eval_results.json`` (steps, runtime, hardware, ...)."""
     recipe: dict | None = None
     hub: HubSettings = field(default_factory=HubSettings)
+    labels: tuple[str, ...] | None = None
+    """Class names in label-id order (classification models and adapters), else ``None``."""
+
+    def label_kwargs(self) -> dict:
+        """``num_labels`` / ``id2label`` / ``label2id`` for ``from_pretrained`` (empty without
+        labels): what loading an adapter's base model needs for the adapter's head."""
+        if not self.labels:
+            return {}
+        return {
+            "num_labels": len(self.labels),
+            "id2label": dict(enumerate(self.labels)),
+            "label2id": {name: i for i, name in enumerate(self.labels)},
+        }
 
     @property
     def is_adapter(self) -> bool:
@@ -215,6 +238,50 @@ def _check_remote_code(config: dict, path: Path) -> None:
             )
 
 
+def _label_list(value, source: Path) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ModelFolderError(
+            f"{source}: 'labels' must be a non-empty list of strings, got {value!r}"
+        )
+    return tuple(value)
+
+
+def read_labels(path: Path, config: dict, adapter_config: dict | None) -> tuple[str, ...] | None:
+    """The class names of a classification folder, in label-id order: ``config.json``
+    ``id2label`` for a full model; for a ``SEQ_CLS`` adapter ``labels.json``, else the labels
+    of the run's ``confusion_matrix.json``. ``None`` for other models.
+
+    Raises:
+        ModelFolderError: a ``SEQ_CLS`` adapter that records no label names, or a malformed
+            ``id2label`` / ``labels.json``.
+    """
+    if adapter_config is None:
+        id2label = config.get("id2label")
+        if not config.get("architectures") or not any(
+            a.endswith("ForSequenceClassification") for a in config["architectures"]
+        ):
+            return None
+        if not isinstance(id2label, dict) or not id2label:
+            return None
+        try:
+            order = sorted(id2label, key=int)
+        except (TypeError, ValueError):
+            raise ModelFolderError(
+                f"{path / 'config.json'}: id2label keys must be label ids, got {list(id2label)}"
+            ) from None
+        return tuple(str(id2label[k]) for k in order)
+    if adapter_config.get("task_type") != CLASSIFICATION_PEFT_TASK:
+        return None
+    for name in (LABELS_FILE, CONFUSION_MATRIX_FILE):
+        if (path / name).is_file():
+            return _label_list(read_json(path / name).get("labels"), path / name)
+    raise ModelFolderError(
+        f"{path}: a sequence-classification adapter needs its label names to be loaded; write "
+        f'{LABELS_FILE} with {{"labels": [...]}} in label-id order (hfattn train records them '
+        f"in {CONFUSION_MATRIX_FILE} when it scores the test split)"
+    )
+
+
 def inspect_folder(path: str | Path) -> ModelFolder:
     """Validate a model or adapter folder and read its metadata.
 
@@ -274,4 +341,5 @@ def inspect_folder(path: str | Path) -> ModelFolder:
         training=training,
         recipe=recipe,
         hub=HubSettings.from_recipe(recipe),
+        labels=read_labels(path, config, adapter_config),
     )

@@ -3,8 +3,11 @@
 One call to :func:`push_model_folder` validates everything first (repo id, token, folder),
 stages the exact folder to upload (see :mod:`hfattn.hub.staging`), then creates the
 repository and uploads the folder as a single commit (``HfApi.create_commit`` with every
-file): a failed push leaves nothing half-committed. Server errors and timeouts are retried with exponential
-backoff. The token never appears in logs, exceptions or cards.
+file): a failed push leaves nothing half-committed. Server errors, timeouts and dropped
+connections are retried with exponential backoff, at most :data:`RETRY_ATTEMPTS` tries per
+call (``huggingface_hub`` does not retry a commit itself). A commit whose answer was lost
+after the Hub applied it is committed again with the same files: every revision is
+complete. The token never appears in logs, exceptions or cards.
 """
 
 from __future__ import annotations

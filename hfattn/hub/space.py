@@ -2,7 +2,10 @@
 
 A staged Space is self-contained: the task's ``app.py`` (from ``spaces/<task>/``), the shared
 ``frame.py`` (from ``spaces/common/``), ``requirements.txt`` and a README whose
-:class:`huggingface_hub.SpaceCardData` front matter names the model. ``hfattn demo`` runs the
+:class:`huggingface_hub.SpaceCardData` front matter names the model. An app that ships an
+``examples.json`` gets it replaced by the model card's examples (:func:`example_inputs`); a
+classification adapter's Space gets the adapter's ``labels.json`` (the app reads the model's
+own first). ``hfattn demo`` runs the
 very same files on a local model folder.
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -18,12 +22,14 @@ from types import ModuleType
 from huggingface_hub import SpaceCard, SpaceCardData
 
 from .assets import asset_dir
-from .folder import ModelFolder, looks_like_hub_id
+from .card import example_inputs
+from .folder import LABELS_FILE, ModelFolder, looks_like_hub_id
 from .staging import write_text_atomic
 from .tasks import TaskInfo, task_infos
 
 APP_FILE = "app.py"
 FRAME_FILE = "frame.py"
+EXAMPLES_FILE = "examples.json"
 CARD_TEMPLATE = "space_card_template.md"
 FALLBACK_GRADIO_VERSION = "5.0.0"
 _EMOJI = {"text-generation": "✍️", "translation": "🌐", "text-classification": "🏷️"}
@@ -107,6 +113,12 @@ def stage_space(
     if folder.is_adapter and not any(r.startswith("peft") for r in requirements):
         requirements.append("peft")
     write_text_atomic(out / "requirements.txt", "\n".join(r for r in requirements if r) + "\n")
+    if (app_dir / EXAMPLES_FILE).is_file():
+        examples = json.dumps(example_inputs(folder), indent=2, ensure_ascii=False)
+        write_text_atomic(out / EXAMPLES_FILE, examples + "\n")
+    if folder.is_adapter and folder.labels:
+        labels = json.dumps({"labels": list(folder.labels)}, indent=2, ensure_ascii=False)
+        write_text_atomic(out / LABELS_FILE, labels + "\n")
     write_text_atomic(out / "README.md", str(space_card(folder, model_id, title)))
     return out
 

@@ -3,7 +3,8 @@
 Only top-level files a model repository needs are copied (weights, configs, tokenizer,
 modeling source, the recipe, the recorded results and the loss curve); checkpoints, training
 logs, pickles and anything else are left out, and ``README.md`` is rendered afresh. LoRA
-adapters are staged as adapters or, with ``merge=True``, as the merged full model.
+adapters are staged as adapters (a classification adapter with its ``labels.json``) or, with
+``merge=True``, as the merged full model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from .card import render_model_card
-from .folder import ModelFolder, ModelFolderError, inspect_folder
+from .folder import LABELS_FILE, ModelFolder, ModelFolderError, inspect_folder
 
 INCLUDE_PATTERNS = (
     "*.safetensors",
@@ -124,7 +125,8 @@ def merge_adapter(folder: ModelFolder, out: Path) -> None:
             f"{folder.path / 'adapter_config.json'}: base_model_name_or_path is empty"
         )
     auto_class = getattr(transformers, folder.task.auto_class)
-    base = auto_class.from_pretrained(base_id)
+    # A classification head must be built for the adapter's labels before its weights load.
+    base = auto_class.from_pretrained(base_id, **folder.label_kwargs())
     merged = peft.PeftModel.from_pretrained(base, str(folder.path)).merge_and_unload()
     merged.save_pretrained(out)
 
@@ -156,7 +158,13 @@ def stage_model(
             if src.name == "adapter_config.json":
                 _stage_adapter_config(folder, out)
                 continue
+        if folder.is_adapter and merge and src.name == LABELS_FILE:
+            excluded.append((src.name, "the merged config.json holds the labels"))
+            continue
         _copy(src, out / src.name, link=link)
+    if folder.is_adapter and not merge and folder.labels:
+        labels = {"labels": list(folder.labels)}
+        write_text_atomic(out / LABELS_FILE, json.dumps(labels, indent=2) + "\n")
     published = folder
     if merge:
         merge_adapter(folder, out)

@@ -12,6 +12,7 @@ from .base import Task, TaskInfo
 
 TASK_MODULES = {
     "causal-lm": "hfattn.tasks.causal_lm",
+    "classification": "hfattn.tasks.classification",
     "translation": "hfattn.tasks.translation",
 }
 """Recipe ``task:`` name → module defining ``TASK``."""

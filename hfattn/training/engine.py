@@ -6,6 +6,22 @@ metrics as JSON lines plus a loss-curve PNG, atomic checkpoints every N steps, e
 (data position, optimizer, scheduler, RNG and carried recurrent state), and clean stops on
 Ctrl-C / SIGTERM that leave a resumable checkpoint. Stateful jobs carry the recurrent state
 (detached) from batch to batch and reset it at every epoch.
+
+Surviving faults: a run killed at any point (even SIGKILL, even in the middle of a checkpoint
+write) continues with ``resume=True`` to the same weights as an uninterrupted run, bit for
+bit on CPU. A checkpoint records how long ``metrics.jsonl`` was when it was written (and the
+train losses not yet logged): resuming cuts the log back to that length, so no step is
+logged twice or left out. A checkpoint write that fails (a full disk) removes its temporary
+folder and stops with :class:`CheckpointWriteError` naming the previous, intact checkpoint; a
+checkpoint that cannot be read is a :class:`CheckpointLoadError` naming the file. A NaN or
+infinite loss stops the run (``training.on_nonfinite_loss: stop``, the default; the last
+checkpoint is kept) or skips that optimizer step (``skip``, at most
+``training.max_skipped_steps`` times).
+
+Fault injection for tests: ``HFATTN_FAULT_AT=step:N`` makes the process SIGKILL itself once
+step ``N`` is done and logged (before its checkpoint is written), ``HFATTN_FAULT_AT=checkpoint:N``
+in the middle of writing the checkpoint of step ``N`` (after the weights and optimizer state,
+before ``progress.json`` and the rename). It is read once, by :func:`fault_point`.
 """
 
 from __future__ import annotations
@@ -74,6 +90,40 @@ class NonFiniteLossError(ValueError):
     """The training loss became NaN or infinite; nothing after the last checkpoint is saved."""
 
 
+class CheckpointWriteError(ValueError):
+    """Writing a checkpoint failed (a full disk, a lost mount); the message names the error and
+    the previous checkpoint, which is left intact. (A ``ValueError``, like every error the
+    ``train`` command reports as one line.)"""
+
+
+class CheckpointLoadError(ValueError):
+    """A checkpoint cannot be read for ``--resume``; the message names the file."""
+
+
+FAULT_ENV = "HFATTN_FAULT_AT"
+"""Environment variable of the fault-injection hook (see the module docstring)."""
+FAULT_POINTS = ("step", "checkpoint")
+
+
+def fault_point() -> tuple[str, int] | None:
+    """``(where, step)`` parsed from ``$HFATTN_FAULT_AT`` (``step:N`` or ``checkpoint:N``), or
+    ``None`` when it is unset.
+
+    Raises:
+        ValueError: the value is not ``<point>:<step>`` with a known point and a step >= 1.
+    """
+    value = os.environ.get(FAULT_ENV, "").strip()
+    if not value:
+        return None
+    where, _, step = value.partition(":")
+    if where not in FAULT_POINTS or not step.isdigit() or int(step) < 1:
+        raise ValueError(
+            f"{FAULT_ENV}={value!r}: expected <point>:<step> with point one of "
+            f"{', '.join(FAULT_POINTS)} and step >= 1, e.g. step:7"
+        )
+    return where, int(step)
+
+
 @dataclass
 class Progress:
     """Where training stands; saved in every checkpoint as ``progress.json``."""
@@ -84,6 +134,15 @@ class Progress:
     elapsed_s: float = 0.0
     best_loss: float | None = None
     best_step: int | None = None
+    evaluated_step: int | None = None
+    """The step of the last validation (the final one is skipped when it is this step)."""
+    unlogged_losses: list[float] = field(default_factory=list)
+    """Train losses since the last ``metrics.jsonl`` train record (they are averaged into the
+    next one, after a resume too)."""
+    skipped_steps: int = 0
+    """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
+    metrics_bytes: int | None = None
+    """Length of ``metrics.jsonl`` when the checkpoint was written (resume cuts it back)."""
     should_stop: bool = False
     stop_reason: str | None = None
 
@@ -186,6 +245,15 @@ class _Run:
         self.state = None
         self.metrics_path = output_dir / "metrics.jsonl"
         self.checkpoint_root = output_dir / "checkpoints"
+        self.fault = fault_point()
+        self.skip_step = False  # a micro-batch of the current step had a non-finite loss
+
+    def fault_hook(self, where: str) -> None:
+        """SIGKILL this process at ``where`` of the current step when ``$HFATTN_FAULT_AT`` asks
+        for it (tests of crash recovery)."""
+        if self.fault == (where, self.progress.step):
+            logger.warning("%s=%s:%d: killing this process", FAULT_ENV, where, self.progress.step)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # ---- files -------------------------------------------------------------------------
     def log(self, record: dict) -> None:
@@ -195,14 +263,31 @@ class _Run:
 
     def save_checkpoint(self) -> None:
         """Write ``checkpoints/step-N`` atomically (temp folder, then rename) and prune; a
-        write cut short (a second Ctrl-C / SIGTERM, a full disk) removes its temp folder."""
+        write cut short (a second Ctrl-C / SIGTERM, a full disk) removes its temp folder.
+
+        Raises:
+            CheckpointWriteError: the write failed with an ``OSError``; the previous
+                checkpoint is untouched and named in the message.
+        """
         tmp = self.checkpoint_root / f".tmp-{CHECKPOINT_PREFIX}{self.progress.step}"
         try:
             self._write_checkpoint(tmp)
-        except BaseException:
+        except BaseException as exc:
             if self.accelerator.is_main_process:
                 shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            if not isinstance(exc, OSError):
+                raise
+            previous = latest_checkpoint(self.output_dir)
+            raise CheckpointWriteError(
+                f"writing the checkpoint of step {self.progress.step} under "
+                f"{self.checkpoint_root} failed ({exc.strerror or exc}); "
+                + (
+                    f"the previous checkpoint {previous} is intact: free some space and "
+                    "continue with --resume"
+                    if previous is not None
+                    else "there is no earlier checkpoint: free some space and train again"
+                )
+            ) from exc
 
     def _write_checkpoint(self, tmp: Path) -> None:
         acc, step = self.accelerator, self.progress.step
@@ -211,6 +296,7 @@ class _Run:
             shutil.rmtree(tmp)
         acc.wait_for_everyone()
         acc.save_state(str(tmp))
+        self.fault_hook("checkpoint")
         if self.state is not None:
             tensors = self.state if isinstance(self.state, tuple) else (self.state,)
             save_file(
@@ -218,6 +304,9 @@ class _Run:
                 str(tmp / f"recurrent_state_{acc.process_index}.safetensors"),
             )
         if acc.is_main_process:
+            self.progress.metrics_bytes = (
+                self.metrics_path.stat().st_size if self.metrics_path.exists() else 0
+            )
             atomic_write_json(tmp / "progress.json", self.progress.state_dict())
         acc.wait_for_everyone()
         if acc.is_main_process:
@@ -233,15 +322,42 @@ class _Run:
         acc.wait_for_everyone()
 
     def load_checkpoint(self, path: Path) -> None:
+        """Restore the run from the checkpoint folder ``path`` and cut ``metrics.jsonl`` back
+        to what it held when the checkpoint was written.
+
+        Raises:
+            CheckpointLoadError: a file of the checkpoint is missing, truncated or corrupt
+                (the message names it).
+        """
         acc = self.accelerator
-        acc.load_state(str(path))
-        saved = json.loads((path / "progress.json").read_text())
-        self.progress = Progress(**saved)
+        progress_file = path / "progress.json"
+        try:
+            saved = json.loads(progress_file.read_text(encoding="utf-8"))
+            self.progress = Progress(**saved)
+        except (OSError, ValueError, TypeError) as exc:
+            raise _unreadable(progress_file, exc) from None
+        # accelerate only logs a random-state file it cannot read (resume would then silently
+        # draw other random numbers: dropout, shuffling) and reports a missing schedule state
+        # as a count mismatch: check these small files first
+        for name in (f"random_states_{acc.process_index}.pkl", "custom_checkpoint_0.pkl"):
+            if not reads_back(path / name):
+                raise _unreadable(path / name, ValueError("missing, truncated or corrupt"))
         state_file = path / f"recurrent_state_{acc.process_index}.safetensors"
-        if state_file.exists():
-            tensors = load_file(str(state_file))
-            parts = tuple(tensors[f"state_{i}"].to(acc.device) for i in range(len(tensors)))
-            self.state = parts if len(parts) > 1 else parts[0]
+        try:
+            acc.load_state(str(path))
+            if state_file.exists():
+                tensors = load_file(str(state_file))
+                parts = tuple(tensors[f"state_{i}"].to(acc.device) for i in range(len(tensors)))
+                self.state = parts if len(parts) > 1 else parts[0]
+        except Exception as exc:  # noqa: BLE001 (torch, safetensors and pickle each raise their own)
+            missing = isinstance(exc, FileNotFoundError) and exc.filename
+            raise _unreadable(
+                Path(missing) if missing else _damaged_file(path) or path, exc
+            ) from None
+        if acc.is_main_process:
+            _cut_log(self.metrics_path, self.progress.metrics_bytes, self.progress.step)
+            for stale in self.checkpoint_root.glob(f".tmp-{CHECKPOINT_PREFIX}*"):
+                shutil.rmtree(stale)  # a write that a crash (SIGKILL, power loss) cut short
         logger.info("resumed from %s at step %d", path, self.progress.step)
 
     def save_best(self) -> None:
@@ -266,32 +382,76 @@ class _Run:
         scores = self.evaluate("validation")
         p = self.progress
         self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores})
+        p.evaluated_step = p.step
         if p.best_loss is None or scores["loss"] < p.best_loss:
             p.best_loss, p.best_step = scores["loss"], p.step
             self.save_best()
 
     # ---- the loop ----------------------------------------------------------------------
-    def train_step(self, batch) -> float:
+    def train_step(self, batch) -> float | None:
+        """One micro-batch: forward, backward and, when it ends an accumulation, the optimizer
+        step. Returns the loss, or ``None`` when it was not finite and the step is skipped
+        (``training.on_nonfinite_loss: skip``; its gradients are dropped)."""
         acc, cfg = self.accelerator, self.cfg
         with acc.accumulate(self.model):
             stateful = self.job.batches.stateful
             loss, state = self.job.compute_loss(self.model, batch, self.state, stateful)
-            if not torch.isfinite(loss.detach()).all():
-                p = self.progress
-                kept = latest_checkpoint(self.output_dir)
-                raise NonFiniteLossError(
-                    f"training loss is {loss.item()} at step {p.step + 1} (epoch {p.epoch}, "
-                    f"batch {p.batch_in_epoch}); stopped without saving it"
-                    + (f"; the last good checkpoint is {kept}" if kept else "")
-                    + ". Lower training.learning_rate or set training.max_grad_norm"
-                )
-            acc.backward(loss)
-            if acc.sync_gradients and cfg.max_grad_norm:
-                acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-            self.optimizer.step()
-            self.optimizer.zero_grad()
+            # decided together: a process that skipped backward would leave the others
+            # waiting in DDP's gradient all-reduce
+            finite = not _any_process(acc, not bool(torch.isfinite(loss.detach()).all()))
+            if finite:
+                acc.backward(loss)
+            else:
+                self.on_nonfinite_loss(loss)
+            if acc.sync_gradients and self.skip_step:
+                self.optimizer.zero_grad()
+                self.skip_step = False
+            else:
+                if acc.sync_gradients and cfg.max_grad_norm:
+                    acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+        if not finite:
+            self.state = None  # a carried state after a non-finite loss is not trusted
+            return None
         self.state = state if stateful else None
         return loss.detach().float().item()
+
+    def on_nonfinite_loss(self, loss) -> None:
+        """Skip the current optimizer step (``training.on_nonfinite_loss: skip``, up to
+        ``training.max_skipped_steps`` steps), else stop.
+
+        Raises:
+            NonFiniteLossError: naming the step and the last good checkpoint (kept).
+        """
+        cfg, p = self.cfg, self.progress
+        value = loss.detach().float().flatten()[0].item() if loss.numel() else float("nan")
+        where = f"at step {p.step + 1} (epoch {p.epoch}, batch {p.batch_in_epoch})"
+        skip = cfg.on_nonfinite_loss == "skip"
+        if skip and (self.skip_step or p.skipped_steps < cfg.max_skipped_steps):
+            if not self.skip_step:
+                p.skipped_steps += 1
+                self.skip_step = True
+            logger.warning(
+                "training loss is %s %s: skipping this optimizer step (%d of at most %d skipped)",
+                value,
+                where,
+                p.skipped_steps,
+                cfg.max_skipped_steps,
+            )
+            return
+        kept = latest_checkpoint(self.output_dir)
+        raise NonFiniteLossError(
+            f"training loss is {value} {where}; stopped without saving it"
+            + (
+                f" after skipping {p.skipped_steps} steps "
+                f"(training.max_skipped_steps={cfg.max_skipped_steps})"
+                if skip
+                else ""
+            )
+            + (f"; the last good checkpoint is {kept}" if kept else "")
+            + ". Lower training.learning_rate or set training.max_grad_norm"
+        )
 
     def follow_time_budget(self, elapsed_s: float) -> None:
         """With ``max_minutes``, run the schedule on the share of the run already done,
@@ -314,7 +474,7 @@ class _Run:
         """Train until the step budget, the time budget or a stop request. Returns True when
         the run was interrupted (a checkpoint has been written)."""
         acc, cfg, p = self.accelerator, self.cfg, self.progress
-        start, last_saved, losses = time.monotonic() - p.elapsed_s, p.step, []
+        start, last_saved, losses = time.monotonic() - p.elapsed_s, p.step, p.unlogged_losses
         bar = tqdm(
             total=self.total_steps,
             initial=p.step,
@@ -324,7 +484,9 @@ class _Run:
         with _stop_on_signals(p):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
-                    losses.append(self.train_step(_rows_of(batch, self.rows, acc.device)))
+                    loss = self.train_step(_rows_of(batch, self.rows, acc.device))
+                    if loss is not None:
+                        losses.append(loss)
                     p.batch_in_epoch += 1
                     if not acc.sync_gradients:
                         continue
@@ -335,9 +497,11 @@ class _Run:
                     bar.update(1)
                     if p.step % cfg.log_every == 0 or p.step == self.total_steps:
                         record = {"step": p.step, "epoch": p.epoch, "split": "train",
-                                  "loss": sum(losses) / len(losses),
+                                  "loss": sum(losses) / len(losses) if losses else math.nan,
                                   "learning_rate": self.scheduler.get_last_lr()[0],
                                   "elapsed_s": round(p.elapsed_s, 2)}  # fmt: skip
+                        if p.skipped_steps:
+                            record["skipped_steps"] = p.skipped_steps
                         self.log(record)
                         bar.set_postfix(loss=f"{record['loss']:.4f}")
                         losses.clear()
@@ -345,6 +509,7 @@ class _Run:
                         self.periodic_eval()
                     for callback in self.callbacks:
                         callback(p)
+                    self.fault_hook("step")
                     over_time = cfg.max_minutes is not None and p.elapsed_s >= 60 * cfg.max_minutes
                     if over_time and not p.should_stop:
                         p.should_stop, p.stop_reason = True, "time budget"
@@ -361,11 +526,80 @@ class _Run:
         bar.close()
         p.elapsed_s = time.monotonic() - start
         finished = p.stop_reason != "interrupted"
-        if finished and cfg.eval_every and p.step % cfg.eval_every:
+        if finished and cfg.eval_every and (p.evaluated_step or 0) != p.step:
             self.periodic_eval()  # best-model tracking also sees the last steps
         if p.step != last_saved:  # the last state is always resumable
             self.save_checkpoint()
         return p.stop_reason == "interrupted"
+
+
+def reads_back(file: Path) -> bool:
+    """Whether a checkpoint file reads back whole: every tensor of a safetensors file, a JSON
+    file, or the zip container (with its checksums) of ``torch.save``."""
+    import zipfile
+
+    from safetensors import safe_open
+
+    try:
+        if file.suffix == ".safetensors":
+            with safe_open(str(file), framework="pt") as handle:
+                for name in handle.keys():  # noqa: SIM118 (safe_open has no __iter__)
+                    handle.get_tensor(name)
+        elif file.suffix == ".json":
+            json.loads(file.read_text(encoding="utf-8"))
+        else:
+            with zipfile.ZipFile(file) as archive:
+                return archive.testzip() is None
+    except Exception:  # noqa: BLE001 (any failure to read back means damaged)
+        return False
+    return True
+
+
+def _damaged_file(folder: Path) -> Path | None:
+    """The first file of the checkpoint ``folder`` that does not read back whole, or ``None``."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    return next((file for file in files if not reads_back(file)), None)
+
+
+def _unreadable(file: Path, exc: BaseException) -> CheckpointLoadError:
+    """The error for a checkpoint file (or folder) that cannot be read."""
+    folder = file if file.is_dir() else file.parent
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CheckpointLoadError(
+        f"--resume: cannot read {file} ({type(exc).__name__}: {reason}); the checkpoint is "
+        f"damaged: delete {folder} to resume from the previous checkpoint, if any"
+    )
+
+
+def _cut_log(metrics_path: Path, length: int | None, step: int) -> None:
+    """Cut ``metrics.jsonl`` back to ``length`` bytes (its size when the checkpoint of
+    ``step`` was written), dropping what a killed run logged after it. Checkpoints that do not
+    record the length (older ones) drop the records after ``step`` instead."""
+    if not metrics_path.exists():
+        return
+    data = metrics_path.read_bytes()
+    if length is None:
+        kept = []
+        for line in data.decode("utf-8").splitlines(keepends=True):
+            try:
+                if json.loads(line)["step"] <= step:
+                    kept.append(line)
+            except (ValueError, KeyError):
+                pass  # a line cut short by a crash
+        new = "".join(kept).encode("utf-8")
+    elif len(data) < length:
+        logger.warning(
+            "%s is shorter than when the checkpoint of step %d was written; keeping it as is",
+            metrics_path,
+            step,
+        )
+        return
+    else:
+        new = data[:length]
+    if new != data:
+        with atomic_path(metrics_path) as tmp:
+            tmp.write_bytes(new)
+        logger.info("%s: dropped the records logged after step %d", metrics_path.name, step)
 
 
 def _rows_of(batch, rows: slice, device):
@@ -506,6 +740,7 @@ def _export(
                 "global_step": p.step,
                 "epochs_completed": p.epoch,
                 "best_step": p.best_step,
+                "skipped_steps": p.skipped_steps,
                 "train_runtime_s": round(p.elapsed_s, 1),
                 "stop_reason": p.stop_reason or "completed",
                 "hardware": _hardware(acc),
@@ -550,11 +785,16 @@ def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:
 
 
 __all__ = [
+    "FAULT_ENV",
+    "CheckpointLoadError",
+    "CheckpointWriteError",
     "NonFiniteLossError",
     "Progress",
     "TrainResult",
     "TrainingJob",
+    "fault_point",
     "latest_checkpoint",
     "plot_loss_curve",
+    "reads_back",
     "train",
 ]

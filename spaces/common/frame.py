@@ -64,6 +64,9 @@ class Task:
     ``inputs(context)`` and ``outputs(context)`` create the Gradio components (called inside
     the page layout); ``predict(context, *input_values)`` returns the output value(s), or
     yields successive values to stream them. ``examples`` are rows of input values.
+    ``load(model_id)`` returns ``(model, tokenizer)`` for a task that needs more than
+    :func:`load_model` with ``auto_class`` (default: that). ``generates``: the task generates
+    tokens (the page then states the new-token cap).
     """
 
     title: str
@@ -75,6 +78,8 @@ class Task:
     api_name: str
     button: str = "Run"
     examples: list[list] = field(default_factory=list)
+    load: Callable[[str], tuple] | None = None
+    generates: bool = True
 
 
 def resolve_model_id(app_dir: str | Path | None = None) -> str:
@@ -99,12 +104,16 @@ def resolve_model_id(app_dir: str | Path | None = None) -> str:
     )
 
 
-def load_model(model_id: str, auto_class: str):
-    """Load ``(model, tokenizer)`` on CPU in eval mode, trusting the repo's modeling code."""
+def load_model(model_id: str, auto_class: str, **model_kwargs):
+    """Load ``(model, tokenizer)`` on CPU in eval mode, trusting the repo's modeling code
+    (``model_kwargs`` go to the model's ``from_pretrained``). A PEFT adapter repo loads its
+    base model with the adapter applied (transformers does that when peft is installed)."""
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_id, trust_remote_code=True)
-    model = getattr(transformers, auto_class).from_pretrained(model_id, trust_remote_code=True)
+    model = getattr(transformers, auto_class).from_pretrained(
+        model_id, trust_remote_code=True, **model_kwargs
+    )
     return model.to("cpu").eval(), tokenizer
 
 
@@ -154,7 +163,7 @@ def build_app(
     """Load the model and build the Space's page for ``task`` (call ``.launch()`` on it)."""
     model_id = model_id or resolve_model_id(app_dir)
     limits = limits or Limits.from_env()
-    model, tokenizer = load_model(model_id, task.auto_class)
+    model, tokenizer = (task.load or (lambda i: load_model(i, task.auto_class)))(model_id)
     context = Context(model, tokenizer, limits, model_id)
     link = (
         model_id if Path(model_id).exists() else f"[{model_id}](https://huggingface.co/{model_id})"
@@ -170,8 +179,8 @@ def build_app(
         button.click(_bind(task, context), inputs, outputs, api_name=task.api_name)
         if task.examples:
             gr.Examples(task.examples, inputs, cache_examples=False)
-        gr.Markdown(
-            f"Runs on CPU. Inputs are limited to {limits.max_input_chars} characters and "
-            f"outputs to {limits.max_new_tokens} new tokens."
-        )
+        note = f"Runs on CPU. Inputs are limited to {limits.max_input_chars} characters"
+        if task.generates:
+            note += f" and outputs to {limits.max_new_tokens} new tokens"
+        gr.Markdown(note + ".")
     return demo.queue(default_concurrency_limit=1)

@@ -1,0 +1,112 @@
+r"""Scoring a sequence classifier on held-out texts.
+
+:func:`predict_logits` runs the model over token-id sequences in length-sorted, padded batches
+(order restored), :func:`classification_scores` turns the logits :math:`z_i` and labels
+:math:`y_i` of :math:`N` examples into
+
+.. math:: L = -\frac{1}{N}\sum_i \ln \operatorname{softmax}(z_i)_{y_i}, \qquad
+          \mathrm{acc} = \frac{1}{N}\sum_i 1[\arg\max_c z_{i,c} = y_i], \qquad
+          F1_{\text{macro}} = \frac{1}{|C|}\sum_{c\in C} \frac{2\,TP_c}{2\,TP_c + FP_c + FN_c}
+
+(accuracy and macro-F1 through the bundled ``evaluate`` modules ``accuracy`` and ``f1``; the
+classes :math:`C` of macro-F1 are those that occur in the references or the predictions), and
+:func:`confusion_matrix` counts :math:`M_{tp} = |\{i : y_i = t, \hat y_i = p\}|` (rows: true
+labels, columns: predictions), which :func:`write_confusion_matrix` saves as JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from ..data.seq2seq import pad_sources
+from ..fileio import atomic_write_json
+from . import load_metric
+
+CONFUSION_MATRIX_FILE = "confusion_matrix.json"
+
+
+@torch.no_grad()
+def predict_logits(
+    model, encoded: Sequence[Sequence[int]], *, batch_size: int, pad_token_id: int
+) -> torch.Tensor:
+    """``[N, num_labels]`` logits of ``encoded`` (right-padded batches of similar lengths, in
+    eval mode; the model's training mode is restored afterwards)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    logits = [None] * len(encoded)
+    try:
+        for begin in range(0, len(order), batch_size):
+            rows = order[begin : begin + batch_size]
+            batch = pad_sources([encoded[i] for i in rows], pad_token_id)
+            out = model(**{k: v.to(device) for k, v in batch.items()}).logits.float().cpu()
+            for row, i in enumerate(rows):
+                logits[i] = out[row]
+    finally:
+        model.train(was_training)
+    if not logits:
+        return torch.zeros((0, model.config.num_labels))
+    return torch.stack(logits)
+
+
+def confusion_matrix(
+    predictions: Sequence[int], references: Sequence[int], num_labels: int
+) -> list[list[int]]:
+    """``M[t][p]`` = how many examples of true label ``t`` were predicted as ``p``."""
+    matrix = [[0] * num_labels for _ in range(num_labels)]
+    for p, t in zip(predictions, references, strict=True):
+        matrix[t][p] += 1
+    return matrix
+
+
+def classification_scores(logits: torch.Tensor, labels: Sequence[int]) -> dict:
+    """Loss (nats / example), accuracy, macro-F1 and the number of examples (see the module
+    docstring); the predictions are ``argmax`` of ``logits``."""
+    labels = torch.as_tensor(list(labels), dtype=torch.long)
+    if len(labels) == 0:
+        raise ValueError("cannot score a classifier on an empty split")
+    predictions = logits.argmax(-1).tolist()
+    references = labels.tolist()
+    accuracy = load_metric("accuracy").compute(predictions=predictions, references=references)
+    f1 = load_metric("f1").compute(predictions=predictions, references=references)
+    return {
+        "loss": float(F.cross_entropy(logits, labels)),
+        "accuracy": float(accuracy["accuracy"]),
+        "macro_f1": float(f1["f1"]),
+        "num_examples": len(references),
+    }
+
+
+def write_confusion_matrix(
+    path: str | Path,
+    logits: torch.Tensor,
+    labels: Sequence[int],
+    label_names: Sequence[str],
+    *,
+    split: str,
+    data: str,
+) -> dict:
+    """Save ``{"split", "data", "labels", "matrix"}`` (rows: true labels, columns:
+    predictions) atomically to ``path`` and return it."""
+    record = {
+        "split": split,
+        "data": data,
+        "labels": list(label_names),
+        "matrix": confusion_matrix(logits.argmax(-1).tolist(), list(labels), len(label_names)),
+    }
+    atomic_write_json(path, record)
+    return record
+
+
+__all__ = [
+    "CONFUSION_MATRIX_FILE",
+    "classification_scores",
+    "confusion_matrix",
+    "predict_logits",
+    "write_confusion_matrix",
+]

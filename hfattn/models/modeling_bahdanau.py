@@ -36,6 +36,7 @@ from .attention import Attention
 from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
 from .recurrent_cache import RecurrentCache
+from .rnn_layers import build_rnn, init_rnn_weights
 from .seq2seq_utils import (
     ConfigTiedWeightsMixin,
     EncoderDecoderEmbeddingsMixin,
@@ -43,8 +44,6 @@ from .seq2seq_utils import (
     shift_tokens_right,
     token_cross_entropy,
 )
-
-_CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
 
 
 @dataclass
@@ -98,13 +97,7 @@ class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
         and a Luong model stays at the unigram loss (measured on the date-normalisation task).
         """
         if isinstance(module, nn.RNNBase):
-            for name, param in module.named_parameters():
-                if name.startswith("weight_ih"):
-                    init.xavier_uniform_(param)
-                elif name.startswith("weight_hh"):
-                    init.orthogonal_(param)
-                else:
-                    init.zeros_(param)
+            init_rnn_weights(module)
         elif isinstance(module, nn.Linear):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
@@ -131,13 +124,13 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
         super().__init__(config)
         self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
-        self.rnn = _CELLS[config.cell](
-            input_size=config.embedding_dim,
-            hidden_size=config.encoder_hidden_size,
+        self.rnn = build_rnn(
+            config.cell,
+            config.embedding_dim,
+            config.encoder_hidden_size,
             num_layers=config.encoder_layers,
-            dropout=config.dropout if config.encoder_layers > 1 else 0.0,
+            dropout=config.dropout,
             bidirectional=config.bidirectional,
-            batch_first=True,
         )
         if config.bridge == "projection":
             out = config.decoder_layers * config.decoder_hidden_size
@@ -262,12 +255,12 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
             self.readout_size = hidden
         else:
             self.readout_size = hidden
-        self.rnn = _CELLS[config.cell](
-            input_size=input_size,
-            hidden_size=hidden,
+        self.rnn = build_rnn(
+            config.cell,
+            input_size,
+            hidden,
             num_layers=config.decoder_layers,
-            dropout=config.dropout if config.decoder_layers > 1 else 0.0,
-            batch_first=True,
+            dropout=config.dropout,
         )
         self.post_init()
 

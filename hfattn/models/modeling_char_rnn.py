@@ -7,7 +7,7 @@ returned by ``generate`` continues the text where it stopped. The same state, ca
 batches and detached, gives stateful (truncated-BPTT) training.
 
 Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
-this file (and ``recurrent_cache.py``) next to the weights for ``trust_remote_code`` loading.
+this file (and ``recurrent_cache.py``, ``rnn_layers.py``) next to the weights for ``trust_remote_code`` loading.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
-from transformers import initialization as init
 from transformers.cache_utils import Cache
 from transformers.conversion_mapping import (
     get_checkpoint_conversion_mapping,
@@ -29,11 +28,10 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_char_rnn import CharRNNConfig
 from .recurrent_cache import RecurrentCache
+from .rnn_layers import build_rnn, init_rnn_weights
 
 RecurrentState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 """``h`` of shape [num_layers, batch, hidden] (GRU / RNN) or the pair ``(h, c)`` (LSTM)."""
-
-_CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
 
 _STATE_NAMES = ("h", "c")
 """Names of the state tensors in the cache: ``h`` (every cell) and ``c`` (LSTM)."""
@@ -166,13 +164,7 @@ class CharRNNPreTrainedModel(PreTrainedModel):
         """Normal(0, initializer_range) embeddings/linears; Xavier input and orthogonal recurrent
         matrices with zero biases for every RNN cell (the base class only knows ``nn.LSTM``)."""
         if isinstance(module, nn.RNNBase):
-            for name, param in module.named_parameters():
-                if name.startswith("weight_ih"):
-                    init.xavier_uniform_(param)
-                elif name.startswith("weight_hh"):
-                    init.orthogonal_(param)
-                else:
-                    init.zeros_(param)
+            init_rnn_weights(module)
         else:
             super()._init_weights(module)
 
@@ -195,12 +187,11 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         _register_stacked_layout(config.num_layers)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
-        cell = _CELLS[config.cell]
         self.layers = nn.ModuleList(
-            cell(
-                input_size=config.embedding_dim if i == 0 else config.hidden_size,
-                hidden_size=config.hidden_size,
-                batch_first=True,
+            build_rnn(
+                config.cell,
+                config.embedding_dim if i == 0 else config.hidden_size,
+                config.hidden_size,
             )
             for i in range(config.num_layers)
         )

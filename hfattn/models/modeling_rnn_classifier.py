@@ -21,8 +21,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from .attention import attend, build_score, get_distribution
 from .configuration_rnn_classifier import RNNClassifierConfig
 from .masking import padding_mask
-
-_CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
+from .rnn_layers import build_rnn, init_rnn_weights
 
 
 class AttentionPooling(nn.Module):
@@ -97,16 +96,7 @@ class RNNClassifierPreTrainedModel(PreTrainedModel):
         so that a model trained through a few layers only (LoRA, a frozen body) barely moves
         from the uniform prediction. The attention-pooling query is ``N(0, 1/size)``."""
         if isinstance(module, nn.RNNBase):
-            for name, param in module.named_parameters():
-                if name.startswith("weight_ih"):
-                    init.xavier_uniform_(param)
-                elif name.startswith("weight_hh"):
-                    init.orthogonal_(param)
-                elif not getattr(param, "_is_hf_initialized", False):  # a slice is set below
-                    init.zeros_(param)
-                    if isinstance(module, nn.LSTM) and name.startswith("bias_ih"):
-                        size = module.hidden_size  # gates i, f, g, o: f is the second block
-                        init.ones_(param[size : 2 * size])
+            init_rnn_weights(module, unit_forget_bias=True)
         elif isinstance(module, nn.Linear):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
@@ -137,13 +127,13 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
         self.num_labels = config.num_labels
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.input_dropout = nn.Dropout(config.input_dropout)
-        self.rnn = _CELLS[config.cell](
-            input_size=config.embedding_dim,
-            hidden_size=config.hidden_size,
+        self.rnn = build_rnn(
+            config.cell,
+            config.embedding_dim,
+            config.hidden_size,
             num_layers=config.num_layers,
-            dropout=config.rnn_dropout if config.num_layers > 1 else 0.0,
+            dropout=config.rnn_dropout,
             bidirectional=config.bidirectional,
-            batch_first=True,
         )
         self.pooler = (
             AttentionPooling(

@@ -3,7 +3,8 @@
 A recipe is ``name``, ``task``, ``output_dir``, ``model`` (validated against the model's config
 class), ``training`` (the engine's options, :class:`TrainingSection`; a task may subclass it to
 add its own batching fields), ``evaluation`` / ``generation`` (bases here, extended by each
-task), the task's own ``tokenizer`` and ``data`` sections, and ``hub``. Each task module
+task), the task's own ``tokenizer`` and ``data`` sections (bases here where tasks share them:
+:class:`BuiltTokenizerSection`, :class:`SplitTextDataSection`), and ``hub``. Each task module
 (:mod:`hfattn.tasks`) declares its recipe class as a subclass of :class:`RecipeBase`; OmegaConf
 then rejects unknown keys and wrong types with the dotted name of the field, and every
 section's ``__post_init__`` checks values (ranges, choices).
@@ -23,6 +24,8 @@ from .training.schedules import SCHEDULES
 MIXED_PRECISION = ("no", "bf16", "fp16")
 ON_NONFINITE_LOSS = ("stop", "skip")
 SPLITS = ("train", "validation", "test")
+TOKENIZER_KINDS = ("word", "char", "bpe")
+"""The tokenizers a ``tokenizer:`` section can build on the training texts."""
 
 
 class RecipeError(ValueError):
@@ -81,9 +84,22 @@ class TrainingSection:
     save_every: int | None = 500
     keep_checkpoints: int = 2
     load_best_at_end: bool = True
+    metric_for_best_model: str = "loss"
+    """The validation metric that picks the best checkpoint (``loss``, or e.g. ``macro_f1``,
+    ``accuracy``, ``bleu``: any number the task's evaluation reports)."""
+    greater_is_better: bool | None = None
+    """Whether a larger ``metric_for_best_model`` is better; ``None``: not for names ending in
+    ``loss``, yes otherwise (as ``transformers.TrainingArguments``)."""
     seed: int = 1337
     on_nonfinite_loss: str = "stop"
     max_skipped_steps: int = 10
+
+    @property
+    def larger_metric_is_better(self) -> bool:
+        """``greater_is_better``, or inferred from ``metric_for_best_model``'s name."""
+        if self.greater_is_better is not None:
+            return self.greater_is_better
+        return not self.metric_for_best_model.endswith("loss")
 
     def __post_init__(self):
         require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
@@ -110,6 +126,11 @@ class TrainingSection:
             "keep_checkpoints",
             "max_grad_norm",
         )
+        require(
+            bool(self.metric_for_best_model.strip()),
+            "training.metric_for_best_model",
+            "must name a validation metric such as loss, accuracy or macro_f1",
+        )
         require(self.warmup_steps >= 0, "training.warmup_steps", "must be >= 0")
         require(self.weight_decay >= 0, "training.weight_decay", "must be >= 0")
         require(len(self.betas) == 2, "training.betas", "must be two numbers [beta1, beta2]")
@@ -118,6 +139,53 @@ class TrainingSection:
             "training.betas",
             f"each must be in [0, 1), got {list(self.betas)}",
         )
+
+
+@dataclass
+class BuiltTokenizerSection:
+    """``tokenizer:`` — a tokenizer built on the training texts
+    (:func:`hfattn.translation_tokenizers.build_translation_tokenizer`): ``word`` (Keras
+    ``TextVectorization``-like, the ``vocab_size`` most frequent words), ``char`` or ``bpe``.
+    ``lowercase`` / ``strip_punctuation`` default to the kind's own (word: both on; char and
+    bpe: both off). Tasks subclass it for their own defaults and fields."""
+
+    type: str = "word"
+    vocab_size: int = 8000
+    lowercase: bool | None = None
+    strip_punctuation: bool | None = None
+    min_frequency: int = 1
+
+    def __post_init__(self):
+        require_choice(self.type, "tokenizer.type", TOKENIZER_KINDS)
+        require_positive(self, "tokenizer", "vocab_size", "min_frequency")
+
+    def normalization_options(self) -> dict[str, bool]:
+        """The ``lowercase`` / ``strip_punctuation`` keyword arguments the recipe sets (those
+        left ``null`` are omitted, so the tokenizer kind's defaults apply)."""
+        return {
+            name: value
+            for name, value in (
+                ("lowercase", self.lowercase),
+                ("strip_punctuation", self.strip_punctuation),
+            )
+            if value is not None
+        }
+
+
+@dataclass
+class SplitTextDataSection:
+    """``data:`` — texts from ``source`` (an embedded corpus, a local file or a Hub dataset id;
+    ``text_column`` names the text column of a file or dataset), with ``validation_fraction`` /
+    ``test_fraction`` carved out of ``train`` where the source has no such split. Tasks
+    subclass it for their own default source, fractions and fields."""
+
+    source: str = ""
+    text_column: str = "text"
+    validation_fraction: float = 0.1
+    test_fraction: float = 0.1
+
+    def __post_init__(self):
+        require_fraction(self, "data", "validation_fraction", "test_fraction")
 
 
 @dataclass
@@ -241,12 +309,15 @@ class RecipeBase:
 
 __all__ = [
     "SPLITS",
+    "TOKENIZER_KINDS",
+    "BuiltTokenizerSection",
     "EvaluationSection",
     "GenerationSection",
     "HubSection",
     "LoraSection",
     "RecipeBase",
     "RecipeError",
+    "SplitTextDataSection",
     "TrainingSection",
     "require",
     "require_choice",

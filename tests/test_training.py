@@ -6,6 +6,7 @@ import pytest
 import torch
 from recipe_helpers import write_recipe
 from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
 
 from hfattn.cli import main
 from hfattn.recipes import load_recipe, run_recipe
@@ -103,7 +104,7 @@ def test_resume_continues_exactly(tmp_path, mode):
     assert second.progress.step == 14 and not second.interrupted
     assert_same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
     assert second.progress.best_step == reference.progress.best_step
-    assert second.progress.best_loss == reference.progress.best_loss
+    assert second.progress.best_score == reference.progress.best_score
 
 
 def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
@@ -290,3 +291,30 @@ def test_a_checkpoint_write_cut_short_leaves_no_temp_folder(tmp_path, monkeypatc
         run_recipe(load_recipe(recipe))
     names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
     assert names == ["step-5"]  # the complete checkpoint stays; no .tmp-step-10
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "loss"])
+def test_best_checkpoint_follows_metric_for_best_model(tmp_path, metric):
+    """``training.metric_for_best_model`` picks the kept model: the largest accuracy (larger is
+    better by default for names not ending in ``loss``) or the smallest loss."""
+    training = {"max_steps": 30, "eval_every": 5, "save_every": 100,
+                "metric_for_best_model": metric}  # fmt: skip
+    result = run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    validation = [r for r in records if r["split"] == "validation"]
+    assert len(validation) == 6
+    pick = max if metric == "accuracy" else min
+    best = pick(validation, key=lambda r: (r[metric], -r["step"]) if pick is max else r[metric])
+    assert result.progress.best_step == best["step"]
+    assert result.progress.best_score == best[metric]
+    kept = AutoModelForCausalLM.from_pretrained(tmp_path / "run").state_dict()
+    saved = load_file(str(tmp_path / "run" / "checkpoints" / "best" / "model.safetensors"))
+    assert saved.keys() == kept.keys() and all(torch.equal(kept[k], saved[k]) for k in saved)
+
+
+def test_unknown_metric_for_best_model_is_refused_before_training(tmp_path, capsys):
+    recipe = write_recipe(tmp_path, training={"metric_for_best_model": "bleu"})
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "training.metric_for_best_model must be one of loss" in err and "'bleu'" in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -132,7 +132,8 @@ class Progress:
     epoch: int = 0
     batch_in_epoch: int = 0
     elapsed_s: float = 0.0
-    best_loss: float | None = None
+    best_score: float | None = None
+    """The best validation value of ``training.metric_for_best_model`` so far."""
     best_step: int | None = None
     evaluated_step: int | None = None
     """The step of the last validation (the final one is skipped when it is this step)."""
@@ -217,6 +218,12 @@ class _Run:
             raise ValueError(
                 f"training.batch_size={job.batches.batch_size} must be divisible by the "
                 f"number of processes ({acc.num_processes})"
+            )
+        reported = ("loss", *job.card_metadata.get("reported_metrics", ()))
+        if cfg.metric_for_best_model not in reported:
+            raise ValueError(
+                f"training.metric_for_best_model must be one of {', '.join(reported)} "
+                f"(what this task's validation reports); got {cfg.metric_for_best_model!r}"
             )
         per_process = job.batches.batch_size // acc.num_processes
         self.rows = slice(acc.process_index * per_process, (acc.process_index + 1) * per_process)
@@ -333,6 +340,8 @@ class _Run:
         progress_file = path / "progress.json"
         try:
             saved = json.loads(progress_file.read_text(encoding="utf-8"))
+            if "best_loss" in saved:  # checkpoints written before metric_for_best_model
+                saved["best_score"] = saved.pop("best_loss")
             self.progress = Progress(**saved)
         except (OSError, ValueError, TypeError) as exc:
             raise _unreadable(progress_file, exc) from None
@@ -383,8 +392,9 @@ class _Run:
         p = self.progress
         self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores})
         p.evaluated_step = p.step
-        if p.best_loss is None or scores["loss"] < p.best_loss:
-            p.best_loss, p.best_step = scores["loss"], p.step
+        score, greater = scores[self.cfg.metric_for_best_model], self.cfg.larger_metric_is_better
+        if p.best_score is None or (score > p.best_score if greater else score < p.best_score):
+            p.best_score, p.best_step = score, p.step
             self.save_best()
 
     # ---- the loop ----------------------------------------------------------------------

@@ -35,6 +35,13 @@ class TaskInfo:
     """PEFT ``task_type`` of this task's adapters (``CAUSAL_LM``)."""
 
 
+def model_loss(model, batch: dict, state, stateful: bool):
+    """The loss the model computes itself from a padded batch with ``labels`` (cross-entropy of
+    a classifier, teacher-forced token cross-entropy of an encoder-decoder); no state is
+    carried between batches. The engine's ``compute_loss`` signature."""
+    return model(**batch).loss, None
+
+
 class Task:
     """Base class of the tasks: subclasses set the class attributes and implement the methods."""
 
@@ -74,4 +81,4 @@ class Task:
         raise NotImplementedError
 
 
-__all__ = ["Task", "TaskInfo"]
+__all__ = ["Task", "TaskInfo", "model_loss"]

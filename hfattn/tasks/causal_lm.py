@@ -32,10 +32,10 @@ from ..schema import (
     EvaluationSection,
     GenerationSection,
     RecipeBase,
+    SplitTextDataSection,
     TrainingSection,
     require,
     require_choice,
-    require_fraction,
     require_positive,
 )
 from ..tokenization import build_char_tokenizer, encode_prompt
@@ -88,16 +88,12 @@ class LMTokenizerSection:
 
 
 @dataclass
-class TextDataSection:
+class TextDataSection(SplitTextDataSection):
     """``data:`` — ``source`` is ``shakespeare`` (embedded), a text file path or a Hub dataset id."""
 
     source: str = "shakespeare"
-    text_column: str = "text"
     validation_fraction: float = 0.05
     test_fraction: float = 0.05
-
-    def __post_init__(self):
-        require_fraction(self, "data", "validation_fraction", "test_fraction")
 
 
 @dataclass

@@ -48,20 +48,20 @@ from ..evaluation.classification import (
     write_confusion_matrix,
 )
 from ..schema import (
+    BuiltTokenizerSection,
     EvaluationSection,
     RecipeBase,
+    SplitTextDataSection,
     TrainingSection,
     require,
     require_choice,
-    require_fraction,
     require_positive,
 )
 from ..training.engine import TrainingJob
-from .base import Task, TaskInfo
+from .base import Task, TaskInfo, model_loss
 
 logger = logging.getLogger(__name__)
 
-TOKENIZER_KINDS = ("word", "char", "bpe")
 WORD_VECTOR_METHODS = {
     "cbow": ("word2vec", "cbow"),
     "skipgram": ("word2vec", "skipgram"),
@@ -89,24 +89,17 @@ METRIC_NAMES = {
 
 # ---- recipe sections -----------------------------------------------------------------------
 @dataclass
-class ClassificationTokenizerSection:
+class ClassificationTokenizerSection(BuiltTokenizerSection):
     """``tokenizer:`` — for ``model.type`` models only (a pretrained model brings its own):
-    built on the training texts, ``word`` (lower-cased, punctuation stripped, the
-    ``vocab_size`` most frequent words), ``char`` or ``bpe``."""
+    built on the training texts (:class:`~hfattn.schema.BuiltTokenizerSection`), ``word``
+    (lower-cased, punctuation stripped, the ``vocab_size`` most frequent words), ``char`` or
+    ``bpe``."""
 
-    type: str = "word"
     vocab_size: int = 20000
-    lowercase: bool | None = None
-    strip_punctuation: bool | None = None
-    min_frequency: int = 1
-
-    def __post_init__(self):
-        require_choice(self.type, "tokenizer.type", TOKENIZER_KINDS)
-        require_positive(self, "tokenizer", "vocab_size", "min_frequency")
 
 
 @dataclass
-class ClassificationDataSection:
+class ClassificationDataSection(SplitTextDataSection):
     """``data:`` — ``source`` is ``genre``, ``reber``, ``reviews-es``, a local file or a Hub
     dataset id; ``text_column`` / ``label_column`` name the columns of a file or dataset;
     ``validation_fraction`` / ``test_fraction`` are carved out of ``train`` where the source has
@@ -114,16 +107,13 @@ class ClassificationDataSection:
     ``max_length`` tokens."""
 
     source: str = "genre"
-    text_column: str = "text"
     label_column: str = "label"
-    validation_fraction: float = 0.1
-    test_fraction: float = 0.1
     train_size: int | None = None
     seed: int = 0
     max_length: int = 256
 
     def __post_init__(self):
-        require_fraction(self, "data", "validation_fraction", "test_fraction")
+        super().__post_init__()
         require_positive(self, "data", "train_size")
         require(self.max_length > 1, "data.max_length", f"must be > 1, got {self.max_length}")
 
@@ -219,14 +209,6 @@ def build_text_tokenizer(section: ClassificationTokenizerSection, texts: list[st
     :func:`~hfattn.translation_tokenizers.build_translation_tokenizer` with empty targets)."""
     from ..translation_tokenizers import build_translation_tokenizer
 
-    options = {
-        k: v
-        for k, v in (
-            ("lowercase", section.lowercase),
-            ("strip_punctuation", section.strip_punctuation),
-        )
-        if v is not None
-    }
     return build_translation_tokenizer(
         [(text, "") for text in texts],
         kind=section.type,
@@ -235,7 +217,7 @@ def build_text_tokenizer(section: ClassificationTokenizerSection, texts: list[st
         source_lang="text",
         target_lang="none",
         model_max_length=max_length,
-        **options,
+        **section.normalization_options(),
     )
 
 
@@ -284,9 +266,8 @@ def word_vector_matrix(recipe: ClassificationRecipe, tokenizer, config, texts: l
         raise ValueError(f"word_vectors: {err} (model.embedding_dim)") from None
 
 
-def classification_loss(model, batch: dict, state, stateful: bool):
-    """Mean cross-entropy of a padded batch (the model computes it from ``labels``)."""
-    return model(**batch).loss, None
+classification_loss = model_loss
+"""Mean cross-entropy of a padded batch (the model computes it from ``labels``)."""
 
 
 class ClassificationTask(Task):

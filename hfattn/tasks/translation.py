@@ -24,6 +24,7 @@ from ..evaluation.translation import (
     translate_texts,
 )
 from ..schema import (
+    BuiltTokenizerSection,
     EvaluationSection,
     GenerationSection,
     RecipeBase,
@@ -33,11 +34,10 @@ from ..schema import (
     require_positive,
 )
 from ..training.engine import TrainingJob
-from .base import Task, TaskInfo
+from .base import Task, TaskInfo, model_loss
 
 logger = logging.getLogger(__name__)
 
-TOKENIZER_KINDS = ("word", "char", "bpe")
 PREPROCESSINGS = ("chollet", "geron")
 ON_TOO_LONG = ("warn", "error")
 
@@ -59,22 +59,12 @@ METRIC_NAMES = {
 
 # ---- recipe sections -----------------------------------------------------------------------
 @dataclass
-class Seq2SeqTokenizerSection:
-    """``tokenizer:`` — built on the training pairs: ``word`` (Keras ``TextVectorization``-like),
-    ``char`` or ``bpe``; one vocabulary for both languages (``joint``) or one per language
-    merged into one id space. ``lowercase`` / ``strip_punctuation`` default to the kind's own
-    (word: both on; char and bpe: both off)."""
+class Seq2SeqTokenizerSection(BuiltTokenizerSection):
+    """``tokenizer:`` — built on the training pairs (:class:`~hfattn.schema.BuiltTokenizerSection`):
+    one vocabulary for both languages (``joint``) or one per language merged into one id
+    space."""
 
-    type: str = "word"
-    vocab_size: int = 8000
     joint: bool = True
-    lowercase: bool | None = None
-    strip_punctuation: bool | None = None
-    min_frequency: int = 1
-
-    def __post_init__(self):
-        require_choice(self.type, "tokenizer.type", TOKENIZER_KINDS)
-        require_positive(self, "tokenizer", "vocab_size", "min_frequency")
 
 
 @dataclass
@@ -215,9 +205,8 @@ def encode_targets(tokenizer, texts: list[str], limit: int, on_too_long: str) ->
     return with_eos
 
 
-def translation_loss(model, batch: dict, state, stateful: bool):
-    """Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
-    return model(**batch).loss, None
+translation_loss = model_loss
+"""Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
 
 
 def score_split(
@@ -283,11 +272,6 @@ class TranslationTask(Task):
 
         t, d = recipe.tokenizer, recipe.data
         target_lang = d.target_lang or "target"
-        options = {
-            k: v
-            for k, v in (("lowercase", t.lowercase), ("strip_punctuation", t.strip_punctuation))
-            if v is not None
-        }
         pairs = [{d.source_lang: s, target_lang: g} for s, g in zip(sources, targets, strict=True)]
         return build_translation_tokenizer(
             pairs,
@@ -298,7 +282,7 @@ class TranslationTask(Task):
             target_lang=target_lang,
             min_frequency=t.min_frequency,
             model_max_length=d.max_source_length,
-            **options,
+            **t.normalization_options(),
         )
 
     def build_job(self, recipe: TranslationRecipe) -> TrainingJob:

@@ -84,9 +84,22 @@ class TrainingSection:
     save_every: int | None = 500
     keep_checkpoints: int = 2
     load_best_at_end: bool = True
+    metric_for_best_model: str = "loss"
+    """The validation metric that picks the best checkpoint (``loss``, or e.g. ``macro_f1``,
+    ``accuracy``, ``bleu``: any number the task's evaluation reports)."""
+    greater_is_better: bool | None = None
+    """Whether a larger ``metric_for_best_model`` is better; ``None``: not for names ending in
+    ``loss``, yes otherwise (as ``transformers.TrainingArguments``)."""
     seed: int = 1337
     on_nonfinite_loss: str = "stop"
     max_skipped_steps: int = 10
+
+    @property
+    def larger_metric_is_better(self) -> bool:
+        """``greater_is_better``, or inferred from ``metric_for_best_model``'s name."""
+        if self.greater_is_better is not None:
+            return self.greater_is_better
+        return not self.metric_for_best_model.endswith("loss")
 
     def __post_init__(self):
         require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
@@ -112,6 +125,11 @@ class TrainingSection:
             "save_every",
             "keep_checkpoints",
             "max_grad_norm",
+        )
+        require(
+            bool(self.metric_for_best_model.strip()),
+            "training.metric_for_best_model",
+            "must name a validation metric such as loss, accuracy or macro_f1",
         )
         require(self.warmup_steps >= 0, "training.warmup_steps", "must be >= 0")
         require(self.weight_decay >= 0, "training.weight_decay", "must be >= 0")

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format browser sword clean
+.PHONY: run test bench lint format browser sword clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ sword:
 
 test: $(STAMP) browser sword
 	$(PY) -m pytest -q
+
+# Every benchmark of benchmarks/ in its quick mode (about 20 min on 2 CPU cores; GPU columns
+# where torch sees one) -> benchmarks/RESULTS.md and charts in benchmarks/results/.
+# The longer repeats: $(PY) benchmarks/run_all.py --full
+bench: $(STAMP) sword
+	$(PY) benchmarks/run_all.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -10,9 +10,14 @@ generation.
    text at each step). Ratio = uncached time / cached time (≥ 20× expected); both must
    produce the same text.
 
+3. Chart series: the training step time of both against the batch size (``--batch-sizes``,
+   ``--series-steps`` steps each), and the time to generate the first n characters, cached
+   and uncached, read off the same two generations (a logits processor stamps each step).
+
 Usage::
 
     .venv/bin/python benchmarks/bench_char_rnn.py [--steps 30] [--new-chars 500]
+        [--device cpu|cuda] [--json PATH]
 """
 
 from __future__ import annotations
@@ -22,14 +27,17 @@ import statistics
 import time
 
 import torch
+from benchlib import BenchReport, add_device_argument, add_json_argument, synchronize
 from rich.console import Console
 from rich.table import Table
 from torch import nn
 from torch.nn import functional as F
+from transformers import LogitsProcessor, LogitsProcessorList
 
 from hfattn import CharRNNConfig, CharRNNForCausalLM
 
 VOCAB, EMBED, HIDDEN, BATCH, SEQ = 84, 64, 512, 64, 128  # the shipped recipe's sizes
+TRAIN_TARGET, GENERATION_TARGET = 0.90, 20.0
 
 
 class BareCharRNN(nn.Module):
@@ -55,20 +63,24 @@ def bare_step(model, window, state):
     return model(window[:, :-1], state)
 
 
-def time_training(steps: int) -> dict:
-    """Median seconds per optimizer step of each implementation (interleaved)."""
+def make_model(device: str) -> CharRNNForCausalLM:
     torch.manual_seed(0)
-    hf = CharRNNForCausalLM(
-        CharRNNConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN)
-    )
-    bare = BareCharRNN()
+    config = CharRNNConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN)
+    return CharRNNForCausalLM(config).to(device)
+
+
+def time_training(steps: int, batch: int = BATCH, device: str = "cpu", warmup: int = 3) -> dict:
+    """Median seconds per optimizer step of each implementation (interleaved)."""
+    hf = make_model(device)
+    bare = BareCharRNN().to(device)
     runs = {"CharRNNForCausalLM": (hf, hf_step), "bare nn.GRU loop": (bare, bare_step)}
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-3) for name, (m, _) in runs.items()}
     states = dict.fromkeys(runs)
     times = {name: [] for name in runs}
-    for i in range(steps + 3):
-        window = torch.randint(0, VOCAB, (BATCH, SEQ + 1))
+    for i in range(steps + warmup):
+        window = torch.randint(0, VOCAB, (batch, SEQ + 1), device=device)
         for name, (model, step) in runs.items():
+            synchronize(device)
             start = time.perf_counter()
             logits, state = step(model, window, states[name])
             loss = F.cross_entropy(logits.reshape(-1, VOCAB), window[:, 1:].reshape(-1))
@@ -76,40 +88,68 @@ def time_training(steps: int) -> dict:
             loss.backward()
             optimizers[name].step()
             states[name] = state.detach()
-            if i >= 3:  # warm-up
+            synchronize(device)
+            if i >= warmup:
                 times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+class StepClock(LogitsProcessor):
+    """Stamps the time of every generation step (it sees the scores, changes nothing)."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.stamps: list[float] = []
+
+    def __call__(self, input_ids, scores):
+        synchronize(self.device)
+        self.stamps.append(time.perf_counter())
+        return scores
+
+
 @torch.no_grad()
-def time_generation(new_chars: int) -> dict:
-    """Seconds to generate ``new_chars`` greedily with and without the state cache."""
-    torch.manual_seed(0)
-    model = CharRNNForCausalLM(
-        CharRNNConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN)
-    )
-    model.eval()
-    prompt = torch.randint(4, VOCAB, (1, 20))
+def time_generation(new_chars: int, device: str = "cpu") -> tuple[dict, dict]:
+    """Seconds to generate ``new_chars`` greedily with and without the state cache, and the
+    elapsed seconds after each generated character (the chart series)."""
+    model = make_model(device).eval()
+    prompt = torch.randint(4, VOCAB, (1, 20), device=device)
     kwargs = {"max_new_tokens": new_chars, "min_new_tokens": new_chars, "do_sample": False}
-    out, seconds = {}, {}
+    out, seconds, elapsed = {}, {}, {}
     for name, use_cache in (("state cache", True), ("re-run on growing text", False)):
+        clock = StepClock(device)
+        synchronize(device)
         start = time.perf_counter()
-        out[name] = model.generate(prompt, use_cache=use_cache, **kwargs)
+        out[name] = model.generate(
+            prompt, use_cache=use_cache, logits_processor=LogitsProcessorList([clock]), **kwargs
+        )
+        synchronize(device)
         seconds[name] = time.perf_counter() - start
+        elapsed[name] = [stamp - start for stamp in clock.stamps]
     if not torch.equal(*out.values()):
         raise AssertionError("cached and uncached generation differ")
-    return seconds
+    return seconds, elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--new-chars", type=int, default=500)
+    add_device_argument(parser)
+    parser.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="*",
+        default=[8, 16, 32, 64, 128],
+        help="batch sizes of the time-against-batch series (none: skip it)",
+    )
+    parser.add_argument("--series-steps", type=int, default=5, help="timed steps per batch size")
+    add_json_argument(parser)
     args = parser.parse_args()
     console = Console()
-    console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.device}")
+    report = BenchReport("char_rnn", args.device)
 
-    train = time_training(args.steps)
+    train = time_training(args.steps, device=args.device)
     table = Table(
         title=f"Training step: batch {BATCH} x {SEQ} chars, GRU {HIDDEN}, embedding {EMBED}"
     )
@@ -119,9 +159,20 @@ def main() -> None:
         table.add_row(name, f"{seconds:.4f}", f"{BATCH * SEQ / seconds:,.0f}")
     console.print(table)
     ratio = train["bare nn.GRU loop"] / train["CharRNNForCausalLM"]
-    console.print(f"throughput ratio CharRNNForCausalLM / bare = {ratio:.3f} (target >= 0.90)")
+    console.print(
+        f"throughput ratio CharRNNForCausalLM / bare = {ratio:.3f} (target >= {TRAIN_TARGET:.2f})"
+    )
+    tokens = {name: BATCH * SEQ / seconds for name, seconds in train.items()}
+    report.add(
+        f"training tokens/s, CharRNNForCausalLM / bare nn.GRU loop (batch {BATCH} x {SEQ}, "
+        f"GRU {HIDDEN}, AdamW, median of {args.steps})",
+        ratio,
+        "x",
+        TRAIN_TARGET,
+        detail=f"{tokens['CharRNNForCausalLM']:,.0f} vs {tokens['bare nn.GRU loop']:,.0f} tokens/s",
+    )
 
-    gen = time_generation(args.new_chars)
+    gen, elapsed = time_generation(args.new_chars, args.device)
     table = Table(title=f"Greedy generation of {args.new_chars} characters (same output)")
     table.add_column("method")
     table.add_column("seconds", justify="right")
@@ -129,7 +180,47 @@ def main() -> None:
         table.add_row(name, f"{seconds:.2f}")
     console.print(table)
     speedup = gen["re-run on growing text"] / gen["state cache"]
-    console.print(f"generation speed-up of the state cache = {speedup:.1f}x (target >= 20x)")
+    console.print(
+        f"generation speed-up of the state cache = {speedup:.1f}x (target >= {GENERATION_TARGET:.0f}x)"
+    )
+    report.add(
+        f"greedy generation of {args.new_chars} characters: state cache vs use_cache=False",
+        speedup,
+        "x",
+        GENERATION_TARGET,
+        detail=f"{gen['state cache']:.2f} s vs {gen['re-run on growing text']:.2f} s",
+    )
+    every = max(1, args.new_chars // 25)
+    points = list(range(every, args.new_chars + 1, every))
+    report.add_series(
+        "generation_length",
+        f"char-RNN greedy generation: elapsed time against generated length ({args.device})",
+        "seq_len",
+        "generated characters",
+        points,
+        {name: [stamps[n - 1] for n in points] for name, stamps in elapsed.items()},
+    )
+
+    if args.batch_sizes:
+        per_batch = {
+            b: time_training(args.series_steps, b, args.device, 1) for b in args.batch_sizes
+        }
+        report.add_series(
+            "training_batch",
+            f"char-RNN training step ({SEQ} chars, GRU {HIDDEN}) against batch size ({args.device})",
+            "batch",
+            "batch size",
+            args.batch_sizes,
+            {name: [per_batch[b][name] for b in args.batch_sizes] for name in train},
+        )
+        console.print(
+            "training s/step by batch: "
+            + ", ".join(
+                f"{b}: {t['CharRNNForCausalLM']:.3f} / {t['bare nn.GRU loop']:.3f}"
+                for b, t in per_batch.items()
+            )
+        )
+    report.write(args.json)
 
 
 if __name__ == "__main__":

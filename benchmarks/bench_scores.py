@@ -1,13 +1,14 @@
 """Attention variants × exact match on Géron's date-normalisation task, several seeds each.
 
     .venv/bin/python benchmarks/bench_scores.py [--seeds 0 1 2] [--jobs 2] [--out DIR]
-        [--set training.max_steps=600 ...]
+        [--set training.max_steps=600 ...] [--json PATH]
 
 Every variant trains ``recipes/bahdanau_date_normalization.yaml`` with the same data, size
 and schedule, changing only ``model.attention`` / ``model.score`` / ``model.distribution``
 (and ``training.seed``); each run is a separate ``hfattn train`` process (``--jobs`` at a
 time, one torch thread each). Prints a markdown table of test exact match (mean ± std over
-seeds) and the mean training time.
+seeds) and the mean training time; ``--json`` writes the same as records (no targets: these
+are quality figures, not ratios).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from benchlib import BenchReport, add_json_argument
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "bahdanau_date_normalization.yaml"
 
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", help="keep the run folders here (default: a temp folder)")
     parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     root = Path(args.out or tempfile.mkdtemp(prefix="bench-scores-"))
     jobs = [
@@ -80,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(jobs)} runs in {time.perf_counter() - start:.0f} s ({args.jobs} at a time)\n")
     print("| attention | test exact match (mean ± std) | per seed | train s (mean) |")
     print("|---|---:|---|---:|")
+    report = BenchReport("scores")
     for label in VARIANTS:
         scores = [results[(label, s)]["exact_match"] for s in args.seeds]
         seconds = statistics.mean(results[(label, s)]["seconds"] for s in args.seeds)
@@ -88,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {label} | {statistics.mean(scores):.3f} ± {spread:.3f} | {per_seed} | {seconds:.0f} |"
         )
+        report.add(
+            f"date normalisation test exact match, {label} (mean of {len(scores)} seeds)",
+            statistics.mean(scores),
+            detail=f"± {spread:.3f}; seeds {per_seed}; {seconds:.0f} s of training",
+        )
+    report.write(args.json)
     return 0
 
 

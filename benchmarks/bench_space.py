@@ -9,6 +9,7 @@
 3. Answer time of that Space over N sequential requests (p50 / p95 / max).
 
     .venv/bin/python benchmarks/bench_space.py [--model runs/char_rnn_shakespeare] [--requests 20]
+        [--json PATH]
 
 Without ``--model`` it uses ``runs/char_rnn_shakespeare`` when that run exists, else a
 char-RNN of the recipe's size (GRU 384, embedding 64) trained for 60 steps on an excerpt.
@@ -26,11 +27,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import BenchReport, add_json_argument
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fresh_env import clean_env, make_fresh_venv, start_space, stop  # noqa: E402
 from hub_server import HubServer  # noqa: E402
+
+LABELS = {
+    "push_s": "push_model_folder (create repo + one commit)",
+    "fresh_env_load_and_generate_s": "fresh env without hfattn: from_pretrained + generate",
+    "round_trip_s": "push + fresh-env load round trip",
+    "space_cold_start_to_first_answer_s": "Space cold start to first answer",
+    "answer_p50_s": "Space answer time, p50",
+    "answer_p95_s": "Space answer time, p95",
+    "answer_max_s": "Space answer time, max",
+}
+"""The report's name of each timing (``--json``)."""
 
 LOAD_AND_GENERATE = """
 import sys
@@ -64,6 +78,7 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=None)
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--new-tokens", type=int, default=200)
+    add_json_argument(parser)
     args = parser.parse_args()
 
     from gradio_client import Client
@@ -120,11 +135,14 @@ def main() -> int:
     results["answer_p50_s"] = round(statistics.median(times), 3)
     results["answer_p95_s"] = round(percentile(times, 0.95), 3)
     results["answer_max_s"] = round(max(times), 3)
+    report = BenchReport("space")
     print(json.dumps(results, indent=2))
     print("\n| measurement | seconds |\n|---|---|")
     for key, value in results.items():
         if key.endswith("_s"):
             print(f"| {key} | {value} |")
+            report.add(LABELS[key], value, "s")
+    report.write(args.json)
     return 0
 
 

@@ -1,13 +1,18 @@
 """Score translation systems on the same held-out pairs, in one table.
 
     .venv/bin/python benchmarks/bench_translation.py runs/bahdanau_bible_en_es [more folders]
-        [--data bible] [--split test] [--num-beams 4] [--limit N] [--no-apertium]
+        [--data bible] [--split test] [--num-beams 4] [--limit N] [--no-apertium] [--json PATH]
 
 Rows: the rule-based Apertium system (Debian's ``apertium-eng-spa``, mode ``eng-spa``, when it
 is installed) and every translation model folder given, each scored with the same sacrebleu
 BLEU, chrF and exact match on the same sources and references (by default the Bible's test
 books: Ruth, Jonah, Mark, Philippians, James). References are the raw target sentences, so a
 model whose tokenizer lowercases or strips punctuation is scored as it writes.
+
+With ``--json`` each model's BLEU and chrF are records whose target is Apertium's score in the
+same run (beat the rule-based baseline), and the table is kept as a markdown section. Where the
+Bible's SWORD modules are missing, or no system can run, the JSON says ``not_run`` and why
+(exit 0): ``make sword`` installs the Debian packages.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import sys
 import time
 from pathlib import Path
 
+from benchlib import BenchReport, add_json_argument
+
 APERTIUM_MODE = "eng-spa"
+APERTIUM = "Apertium eng-spa (rule-based)"
 
 
 def apertium_translate(sources: list[str], mode: str = APERTIUM_MODE) -> list[str]:
@@ -52,6 +60,42 @@ def model_translate(folder: str, sources: list[str], num_beams: int, batch_size:
     )
 
 
+def score_systems(systems: list, sources: list[str], references: list[str]) -> list[dict]:
+    """Translate and score with every system: one dict of scores and seconds per system."""
+    from hfattn.evaluation.translation import text_scores
+
+    scored = []
+    for name, translate in systems:
+        start = time.perf_counter()
+        predictions = translate(sources)
+        seconds = time.perf_counter() - start
+        scored.append({"system": name, **text_scores(predictions, references), "seconds": seconds})
+        print(f"{name}, e.g. {predictions[0][:80]!r}", file=sys.stderr)
+    return scored
+
+
+def markdown_table(scored: list[dict]) -> str:
+    lines = ["| system | BLEU | chrF | exact match | seconds |", "|---|---:|---:|---:|---:|"]
+    for s in scored:
+        lines.append(
+            f"| {s['system']} | {s['bleu']:.1f} | {s['chrf']:.1f} | {s['exact_match']:.3f} "
+            f"| {s['seconds']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def to_report(scored: list[dict], heading: str) -> BenchReport:
+    """Each system's BLEU and chrF; a model's target is Apertium's score of the same run."""
+    report = BenchReport("translation")
+    baseline = next((s for s in scored if s["system"] == APERTIUM), None)
+    for s in scored:
+        for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
+            target = None if baseline is None or s is baseline else baseline[metric]
+            report.add(f"{s['system']}: {label}", s[metric], label, target)
+    report.markdown.append(f"{heading}\n\n{markdown_table(scored)}")
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the markdown table of every system's scores."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -62,18 +106,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit", type=int, help="score only the first N pairs")
     parser.add_argument("--no-apertium", action="store_true")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
 
+    from hfattn.data.bible import BibleNotInstalledError
     from hfattn.data.translation import load_translation_splits
-    from hfattn.evaluation.translation import text_scores
 
-    rows = load_translation_splits(args.data)[args.split]["translation"][: args.limit]
+    try:
+        rows = load_translation_splits(args.data)[args.split]["translation"][: args.limit]
+    except BibleNotInstalledError as error:
+        return not_run(f"the Bible is not installed ({error}; `make sword`)", args.json)
     sources = [r["en"] for r in rows]
     references = [r["es"] for r in rows]
     systems = []
     if not args.no_apertium:
         if shutil.which("apertium"):
-            systems.append(("Apertium eng-spa (rule-based)", apertium_translate))
+            systems.append((APERTIUM, apertium_translate))
         else:
             print("apertium not installed (apt-get install apertium-eng-spa): row skipped")
     for folder in args.folders:
@@ -83,18 +131,23 @@ def main(argv: list[str] | None = None) -> int:
                 lambda s, f=folder: model_translate(f, s, args.num_beams, args.batch_size),
             )
         )
-    print(f"\n{len(sources)} {args.split} pairs of {args.data}\n")
-    print("| system | BLEU | chrF | exact match | seconds |")
-    print("|---|---:|---:|---:|---:|")
-    for name, translate in systems:
-        start = time.perf_counter()
-        predictions = translate(sources)
-        seconds = time.perf_counter() - start
-        s = text_scores(predictions, references)
-        print(
-            f"| {name} | {s['bleu']:.1f} | {s['chrf']:.1f} | {s['exact_match']:.3f} | {seconds:.1f} |"
+    if not systems:
+        return not_run(
+            "no system to score: apertium is not installed and no model folder was given", args.json
         )
-        print(f"|   e.g. | {predictions[0][:80]!r} | | | |", file=sys.stderr)
+    heading = f"{len(sources)} {args.split} pairs of {args.data}"
+    scored = score_systems(systems, sources, references)
+    print(f"\n{heading}\n\n{markdown_table(scored)}")
+    to_report(scored, heading).write(args.json)
+    return 0
+
+
+def not_run(reason: str, json_path: Path | None) -> int:
+    """Say why nothing was scored (and write it to ``json_path``); exit status 0."""
+    print(f"not run: {reason}")
+    report = BenchReport("translation")
+    report.not_run = reason
+    report.write(json_path)
     return 0
 
 

@@ -2,7 +2,7 @@
 same size, and of its KV cache against ``use_cache=False``.
 
     .venv/bin/python benchmarks/bench_vaswani.py [--device cpu|cuda] [--dtype fp32|bf16]
-        [--out results.json] [--quick]
+        [--out results.json] [--json PATH] [--quick]
 
 The reference is ``transformers.MarianMTModel`` configured to the *same* network: the same
 layers, d_model, heads, FFN size and vocabulary, post-LN, static sinusoidal positions, ReLU
@@ -38,7 +38,9 @@ On CPU the default is one torch thread (``--threads``): with other processes on 
 two threads that wait for each other are slowed far more than one. Prints a markdown table
 (measure, hfattn, reference, ratio, target, met) with, next to each hfattn/Marian ratio of
 medians, the range of the ratios of the runs made back to back ("pairs"), then the checks
-(logit difference, identical outputs), and writes every number to ``--out`` as JSON.
+(logit difference, identical outputs), and writes every number to ``--out`` as JSON; ``--json``
+writes the table's ratios against their targets (``benchmarks/benchlib.py``, for
+``run_all.py``).
 """
 
 from __future__ import annotations
@@ -54,12 +56,20 @@ from dataclasses import dataclass
 
 import torch
 import transformers
+from benchlib import (
+    BenchReport,
+    add_device_argument,
+    add_json_argument,
+    synchronize,
+    write_atomically,
+)
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 H100_BF16_DENSE_FLOPS = 989e12
+PARITY_TARGET, CACHE_TARGET = 1.0, 8.0
 
 
 @dataclass(frozen=True)
@@ -226,11 +236,6 @@ class SavedTensorBytes:
     @property
     def total(self) -> int:
         return sum(self.storages.values())
-
-
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def timed(device: str, fn, *args):
@@ -463,56 +468,60 @@ def spread(paired: dict) -> str:
     return f"(pairs {paired['min']:.2f}–{paired['max']:.2f})"
 
 
-def table(results: dict, args) -> str:
-    rows = []
-    ok = lambda ratio, target: "met" if ratio >= target else "not met"  # noqa: E731
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a ratio of hfattn's figure to the reference's, and its target."""
+
+    measure: str
+    ours: str
+    reference: str
+    ratio: float
+    spread: str = ""
+    target: float | None = None
+
+
+def rows(results: dict, args) -> list[Row]:
+    """The table's rows, in order (the hfattn/Marian training target applies to CPU fp32)."""
+    out = []
     for train in results["training"]:
         s = train["size"]
         name = f"{s['name']} ({s['layers']}+{s['layers']}, d {s['d_model']}, batch {s['batch']})"
         h, m = train["hfattn"], train["marian"]
-        ratio = train["tokens_per_s_ratio"]
-        target = 1.0 if args.device == "cpu" and args.dtype == "fp32" else None
-        rows.append(
-            (
+        target = PARITY_TARGET if args.device == "cpu" and args.dtype == "fp32" else None
+        out.append(
+            Row(
                 f"training target tokens/s, {name}",
                 f"{h['tokens_per_s']:,.0f}",
                 f"{m['tokens_per_s']:,.0f}",
-                f"{ratio:.3f} {spread(train['paired_ratios'])}",
-                "≥ 1.0" if target else "",
-                ok(ratio, target) if target else "",
+                train["tokens_per_s_ratio"],
+                spread(train["paired_ratios"]),
+                target,
             )
         )
-        mem = train["memory_ratio"]
-        rows.append(
-            (
+        out.append(
+            Row(
                 f"saved activations per step (MiB), {name}",
                 f"{h['saved_activation_bytes'] / 2**20:,.1f}",
                 f"{m['saved_activation_bytes'] / 2**20:,.1f}",
-                f"{mem:.3f}",
-                "",
-                "",
+                train["memory_ratio"],
             )
         )
         if "cuda_peak_ratio" in train:
-            rows.append(
-                (
+            out.append(
+                Row(
                     f"CUDA peak memory of a step (MiB), {name}",
                     f"{h['cuda_peak_step_bytes'] / 2**20:,.1f}",
                     f"{m['cuda_peak_step_bytes'] / 2**20:,.1f}",
-                    f"{train['cuda_peak_ratio']:.3f}",
-                    "",
-                    "",
+                    train["cuda_peak_ratio"],
                 )
             )
         if "mfu_h100_bf16" in h:
-            rows.append(
-                (
+            out.append(
+                Row(
                     f"MFU (H100 bf16 dense 989 TFLOP/s), {name}",
                     f"{h['mfu_h100_bf16']:.1%}",
                     f"{m['mfu_h100_bf16']:.1%}",
-                    f"{h['mfu_h100_bf16'] / m['mfu_h100_bf16']:.3f}",
-                    "",
-                    "",
+                    h["mfu_h100_bf16"] / m["mfu_h100_bf16"],
                 )
             )
     gen = results["generation"]
@@ -520,34 +529,51 @@ def table(results: dict, args) -> str:
         entry = gen[label]
         what = f"{label}, batch {gen['batch']} × {gen['new_tokens']} new tokens, tokens/s"
         if "ratio_cache_no_cache" in entry:
-            r = entry["ratio_cache_no_cache"]
-            rows.append(
-                (
+            out.append(
+                Row(
                     f"{what}: KV cache vs use_cache=False",
                     f"{entry['hfattn']['tokens_per_s']:,.0f}",
                     f"{entry['hfattn_no_cache']['tokens_per_s']:,.0f} (hfattn, no cache)",
-                    f"{r:.2f}",
-                    "≥ 8",
-                    ok(r, 8.0),
+                    entry["ratio_cache_no_cache"],
+                    target=CACHE_TARGET,
                 )
             )
-        r = entry["ratio_hfattn_marian"]
-        rows.append(
-            (
+        out.append(
+            Row(
                 f"{what}: hfattn vs Marian, both cached",
                 f"{entry['hfattn']['tokens_per_s']:,.0f}",
                 f"{entry['marian']['tokens_per_s']:,.0f}",
-                f"{r:.3f} {spread(entry['paired_ratios_hfattn_marian'])}",
-                "≥ 1.0",
-                ok(r, 1.0),
+                entry["ratio_hfattn_marian"],
+                spread(entry["paired_ratios_hfattn_marian"]),
+                PARITY_TARGET,
             )
         )
+    return out
+
+
+def table(results: dict, args) -> str:
     lines = [
         "| measure | hfattn | Marian / reference | ratio | target | met |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    for row in rows(results, args):
+        digits = 2 if row.ratio >= 10 else 3
+        ratio = f"{row.ratio:.{digits}f} {row.spread}".strip()
+        target = f"≥ {row.target:g}" if row.target is not None else ""
+        met = "" if row.target is None else "met" if row.ratio >= row.target else "not met"
+        lines.append(
+            f"| {row.measure} | {row.ours} | {row.reference} | {ratio} | {target} | {met} |"
+        )
     return "\n".join(lines)
+
+
+def to_report(results: dict, args) -> BenchReport:
+    """The table's ratios as records for ``run_all.py``."""
+    report = BenchReport("vaswani", args.device)
+    for row in rows(results, args):
+        detail = f"{row.ours} vs {row.reference} {row.spread}".strip()
+        report.add(f"{row.measure} ({args.dtype})", row.ratio, "x", row.target, detail=detail)
+    return report
 
 
 def notes(results: dict) -> str:
@@ -572,7 +598,7 @@ def notes(results: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    add_device_argument(parser)
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU")
     parser.add_argument("--vocab", type=int, default=8000)
@@ -598,13 +624,12 @@ def main() -> None:
         "--skip-uncached-beam", action="store_true", help="no use_cache=False beam search run"
     )
     parser.add_argument("--out", help="write every number to this JSON file")
+    add_json_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny counts")
     args = parser.parse_args()
     if args.quick:
         args.steps, args.warmup, args.gen_repeats, args.new_tokens = 2, 1, 1, 8
         args.base_batch = 0
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: torch.cuda.is_available() is False on this machine")
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
 
@@ -623,7 +648,7 @@ def main() -> None:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if k != "json"},
         "load_average_before": load_before,
         "training": [measure_training(size, args, autocast) for size in sizes],
         "generation": measure_generation(small, args, autocast),
@@ -640,10 +665,8 @@ def main() -> None:
     print()
     print(notes(results))
     if args.out:
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(results, f, indent=2)
-        os.replace(tmp, args.out)
+        write_atomically(args.out, json.dumps(results, indent=2))
+    to_report(results, args).write(args.json)
 
 
 if __name__ == "__main__":

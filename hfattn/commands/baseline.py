@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from .loading import add_recipe_arguments, load_recipe_or_report, report_error
+
 # Literal copies of hfattn.baselines' choices: importing it here would load scikit-learn for
 # `hfattn --help` (tests/test_baselines.py checks that both stay equal).
 VECTORIZER_CHOICES = ("count", "tfidf", "tfidf-thesis")
@@ -26,7 +28,11 @@ def register(subparsers) -> None:
             "<runs>/<name>-baseline-<vectorizer>-<classifier>."
         ),
     )
-    parser.add_argument("recipe", help="a recipe YAML with task: classification")
+    add_recipe_arguments(
+        parser,
+        recipe_help="a recipe YAML with task: classification",
+        set_example="data.source=reber",
+    )
     parser.add_argument(
         "--vectorizer",
         nargs="+",
@@ -64,26 +70,18 @@ def register(subparsers) -> None:
         "--output-root",
         help="folder of the result folders (default: the parent of the recipe's output_dir)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a recipe field, e.g. --set data.source=reber (repeatable)",
-    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Load the recipe and its data, fit and score every requested pair, write and print."""
-    import sys
-
-    from ..recipes import RecipeError, load_recipe
+    from ..recipes import RecipeError
     from ..schema import require
 
+    recipe = load_recipe_or_report(args)
+    if recipe is None:
+        return 2
     try:
-        recipe = load_recipe(args.recipe, args.overrides)
         require(
             recipe.task == "classification",
             "task",
@@ -91,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
         )
         results = run_pairs(recipe, args)
     except (RecipeError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return report_error(err)
     for folder, result in results:
         print_result(result, title=f"{recipe.name}: {result.vectorizer} + {result.classifier}")
         print(f"results saved to {folder}")

@@ -1,4 +1,9 @@
-"""Loading a model folder for a command, with one clear error instead of a deep traceback.
+"""Loading a recipe or a model folder for a command, with one clear error instead of a deep
+traceback: ``error: <message>`` on stderr and exit status 2 (:func:`report_error`).
+
+A command that runs a recipe (``train``, ``baseline``) takes it as :func:`add_recipe_arguments`
+defines (the YAML path and repeatable ``--set key=value`` overrides) and reads it with
+:func:`load_recipe_or_report`.
 
 Only safetensors weights are read: a folder (or Hub repo) whose weights are pickles
 (``pytorch_model.bin``, ``*.pt``, ...) is refused, since unpickling can run arbitrary code,
@@ -10,7 +15,9 @@ package (the Auto classes know them), so ``trust_remote_code`` is never needed.
 
 from __future__ import annotations
 
+import argparse
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,6 +42,40 @@ _ALLOW_PICKLE: ContextVar[bool] = ContextVar("hfattn_allow_pickle", default=Fals
 
 class ModelLoadError(ValueError):
     """The model folder (or repo id) cannot be loaded; the message names it and why."""
+
+
+def report_error(err: BaseException | str, status: int = 2) -> int:
+    """Print ``error: <err>`` to stderr and return ``status``, the command's exit status."""
+    print(f"error: {err}", file=sys.stderr)
+    return status
+
+
+def add_recipe_arguments(
+    parser: argparse.ArgumentParser, *, recipe_help: str, set_example: str
+) -> None:
+    """Add the ``recipe`` path (described by ``recipe_help``) and the repeatable
+    ``--set KEY=VALUE`` overrides (``set_example`` is shown in their help) to ``parser``."""
+    parser.add_argument("recipe", help=recipe_help)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a recipe field, e.g. --set {set_example} (repeatable)",
+    )
+
+
+def load_recipe_or_report(args: argparse.Namespace):
+    """The validated recipe of ``args.recipe`` with the ``args.overrides`` applied, or ``None``
+    after printing the error (a bad field, a missing file) as :func:`report_error` does."""
+    from ..recipes import RecipeError, load_recipe
+
+    try:
+        return load_recipe(args.recipe, args.overrides)
+    except (RecipeError, FileNotFoundError) as err:
+        report_error(err)
+        return None
 
 
 @contextmanager
@@ -138,10 +179,13 @@ def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool |
 __all__ = [
     "PICKLE_WEIGHTS",
     "ModelLoadError",
+    "add_recipe_arguments",
     "allow_pickle",
     "check_weights_are_safe",
     "damaged_file",
     "load_model_and_tokenizer",
+    "load_recipe_or_report",
     "looks_like_path",
     "pickle_weights",
+    "report_error",
 ]

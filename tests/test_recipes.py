@@ -143,3 +143,43 @@ def test_model_shorthand_names_a_pretrained_checkpoint_in_yaml_and_in_set():
     }
     overridden = load_recipe("recipes/minilm_genre.yaml", ["model=/some/folder"])
     assert overridden.model == {"pretrained": "/some/folder"}
+
+
+@pytest.mark.parametrize("hub", ["refusing", "silent"])
+def test_unreachable_hub_is_a_quick_model_pretrained_error(monkeypatch, hub):
+    """Without ``HF_HUB_OFFLINE``, a Hub that refuses connections or never answers fails the
+    model id in one short request (< 5 s), not after ``huggingface_hub``'s ~30 s of retries."""
+    import socket
+    import time
+
+    import huggingface_hub.constants as hub_constants
+    import huggingface_hub.file_download  # noqa: F401  (imported before the clock starts)
+
+    from hfattn.pretrained import HUB_PROBE_TIMEOUT_S, resolve_pretrained
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    if hub == "silent":
+        server.listen(1)  # the kernel accepts the connection; nobody ever answers
+    endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub_constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(
+        hub_constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        endpoint + "/{repo_id}/resolve/{revision}/{filename}",
+    )
+    try:
+        start = time.perf_counter()
+        with pytest.raises(
+            RecipeError,
+            match=r"^model\.pretrained: 'nobody-here/no-such-model' is neither a local model "
+            r"folder \(with config\.json\) nor reachable on the Hub \(",
+        ):
+            resolve_pretrained("nobody-here/no-such-model")
+        elapsed = time.perf_counter() - start
+    finally:
+        server.close()
+    assert elapsed < 5
+    if hub == "silent":
+        assert elapsed >= HUB_PROBE_TIMEOUT_S * 0.9  # it did wait for the answer, once

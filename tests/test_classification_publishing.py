@@ -21,13 +21,14 @@ from fresh_env import clean_env
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
+from space_helpers import launch_space
 from test_spaces import CHROMIUM, CHROMIUM_ARGS
+from tiny_runs import build_classification_run
 
 from hfattn.cli import main as cli_main
-from hfattn.hub import ModelFolderError, inspect_folder, load_space_app, stage_space
+from hfattn.hub import ModelFolderError, inspect_folder
 from hfattn.tasks.classification import TASK as CLASSIFICATION
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 BASE_ID = "distilbert/distilbert-base-uncased"
 """The base model the DistilBERT recipes name (``hub.base_model``); the tiny random DistilBERT
 stands in for it, and is served under this id by the local Hub where a test needs it."""
@@ -42,23 +43,6 @@ REBER = ["B T B T S X S E T E", "B P B P T V V E P E", "B T B T S X S E P E"]
 CARD_EXAMPLE = CLASSIFICATION.card.default_example
 """The card's (and the staged Space's) example: the recipes record no example texts."""
 MAX_INPUT_CHARS = 300
-TINY_TRAINING = [
-    "data.train_size=300",
-    "training.max_steps=20",
-    "training.epochs=1",
-    "training.eval_every=null",
-    "training.save_every=null",
-    "evaluation.splits=[test]",
-]
-"""Overrides that turn a classification recipe into a few-second run (scored on test)."""
-
-
-def train(tmp: Path, recipe: str, *overrides: str) -> Path:
-    """Run ``hfattn train recipes/<recipe> --set ...`` into ``tmp/run``; returns the run."""
-    out = tmp / "run"
-    args = [*TINY_TRAINING, *overrides, f"output_dir={out}"]
-    assert cli_main(["train", str(RECIPES / recipe), *(x for a in args for x in ("--set", a))]) == 0
-    return out
 
 
 def distilbert_overrides(base: Path) -> list[str]:
@@ -84,7 +68,7 @@ def tiny_base(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def full_run(tiny_base, tmp_path_factory) -> Path:
     """``distilbert_imdb.yaml`` (every weight fine-tuned) on the tiny base and the genre task."""
-    return train(
+    return build_classification_run(
         tmp_path_factory.mktemp("full"),
         "distilbert_imdb.yaml",
         *distilbert_overrides(tiny_base),
@@ -95,7 +79,7 @@ def full_run(tiny_base, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def lora_run(tiny_base, tmp_path_factory) -> Path:
     """``distilbert_sst2_lora.yaml`` (a LoRA adapter, trainable head) on the same."""
-    return train(
+    return build_classification_run(
         tmp_path_factory.mktemp("lora"),
         "distilbert_sst2_lora.yaml",
         *distilbert_overrides(tiny_base),
@@ -106,7 +90,7 @@ def lora_run(tiny_base, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def rnn_run(tmp_path_factory) -> Path:
     """``rnn_classifier_reber.yaml`` with attention pooling (remote code on the Hub)."""
-    return train(
+    return build_classification_run(
         tmp_path_factory.mktemp("rnn"), "rnn_classifier_reber.yaml", "model.pooling=attention"
     )
 
@@ -293,13 +277,8 @@ def test_adapter_without_labels_is_refused(lora_run, tmp_path):
 def launch(run: Path, tmp: Path):
     """The classification Space staged for ``run`` and launched in-process (inputs capped at
     :data:`MAX_INPUT_CHARS`)."""
-    staged = stage_space(inspect_folder(run), str(run), tmp)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HFATTN_MAX_INPUT_CHARS", str(MAX_INPUT_CHARS))
-        patch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-        demo = load_space_app(staged).build_demo(str(run))
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
-    return staged, demo
+    space = launch_space(run, tmp, max_input_chars=MAX_INPUT_CHARS)
+    return space.staged, space.demo
 
 
 def check_scores(payload: dict, want: dict[str, float]) -> None:

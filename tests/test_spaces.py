@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
+from space_helpers import launch_space
 
 from hfattn.cli import main as cli_main
-from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
+from hfattn.hub import inspect_folder, push_model_folder, stage_space
 from hfattn.hub.assets import asset_dir
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -44,18 +45,13 @@ def expected_text(folder: Path, prompt: str, n: int = NEW_TOKENS) -> str:
 def space_app(char_rnn_run, tmp_path_factory):
     """The text-generation Space staged for the tiny char-RNN run and launched in-process
     (inputs capped at :data:`MAX_INPUT_CHARS`); yields its local URL."""
-    staged = stage_space(
-        inspect_folder(char_rnn_run), str(char_rnn_run), tmp_path_factory.mktemp("space")
+    space = launch_space(
+        char_rnn_run, tmp_path_factory.mktemp("space"), max_input_chars=MAX_INPUT_CHARS
     )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HFATTN_MAX_INPUT_CHARS", str(MAX_INPUT_CHARS))
-        patch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-        demo = load_space_app(staged).build_demo(str(char_rnn_run))
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
     try:
-        yield demo.local_url
+        yield space.url
     finally:
-        demo.close()
+        space.close()
 
 
 def test_text_generation_via_gradio_client(space_app, char_rnn_run):

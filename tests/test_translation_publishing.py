@@ -18,6 +18,7 @@ from fresh_env import clean_env
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
+from space_helpers import launch_space
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
@@ -193,26 +194,21 @@ def test_card_names_a_model_without_attention(translation_run, tmp_path):
 def translation_space(translation_run, tmp_path_factory):
     """The translation Space staged for the tiny run and launched in-process (inputs capped at
     :data:`MAX_INPUT_CHARS`); yields its local URL."""
-    staged = stage_space(
-        inspect_folder(translation_run), str(translation_run), tmp_path_factory.mktemp("space")
+    space = launch_space(
+        translation_run, tmp_path_factory.mktemp("space"), max_input_chars=MAX_INPUT_CHARS
     )
-    assert sorted(p.name for p in staged.iterdir()) == [
-        "README.md",
-        "app.py",
-        "frame.py",
-        "requirements.txt",
-    ]
-    requirements = (staged / "requirements.txt").read_text()
-    assert "matplotlib" in requirements and "hfattn" not in requirements
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HFATTN_MAX_INPUT_CHARS", str(MAX_INPUT_CHARS))
-        patch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-        demo = load_space_app(staged).build_demo(str(translation_run))
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
     try:
-        yield demo.local_url
+        assert sorted(p.name for p in space.staged.iterdir() if p.is_file()) == [
+            "README.md",
+            "app.py",
+            "frame.py",
+            "requirements.txt",
+        ]
+        requirements = (space.staged / "requirements.txt").read_text()
+        assert "matplotlib" in requirements and "hfattn" not in requirements
+        yield space.url
     finally:
-        demo.close()
+        space.close()
 
 
 def test_translation_space_via_gradio_client(translation_space, translation_run):

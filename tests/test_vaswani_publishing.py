@@ -22,6 +22,7 @@ from fresh_env import clean_env
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
+from space_helpers import launch_space
 from test_translation_publishing import (
     NEW_TOKENS,
     SENTENCES,
@@ -32,10 +33,8 @@ from test_translation_publishing import (
 from hfattn.cli import main as cli_main
 from hfattn.hub import (
     inspect_folder,
-    load_space_app,
     push_model_folder,
     render_model_card,
-    stage_space,
 )
 
 LAYERS, HEADS = 2, 4  # tiny_runs.TINY_TRANSLATION_MODELS["vaswani"]
@@ -148,19 +147,12 @@ def test_card_attention_row_follows_the_config(vaswani_run, tmp_path, changes, r
 def vaswani_space(vaswani_run, tmp_path_factory):
     """The translation Space staged for the tiny Vaswani run and launched in-process; yields
     ``(local URL, app module)``."""
-    staged = stage_space(
-        inspect_folder(vaswani_run), str(vaswani_run), tmp_path_factory.mktemp("space")
-    )
-    assert "hfattn" not in (staged / "requirements.txt").read_text()
-    app = load_space_app(staged)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-        demo = app.build_demo(str(vaswani_run))
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
+    space = launch_space(vaswani_run, tmp_path_factory.mktemp("space"))
     try:
-        yield demo.local_url, app
+        assert "hfattn" not in (space.staged / "requirements.txt").read_text()
+        yield space.url, space.app
     finally:
-        demo.close()
+        space.close()
 
 
 def _image(plot) -> bytes:

@@ -1,5 +1,5 @@
-"""Small but real training runs (char-RNN, translation encoder-decoders) for the publishing
-tests.
+"""Small but real training runs (char-RNN, translation encoder-decoders, classifiers) for the
+publishing tests and the Space benchmarks.
 
 A run folder is what ``hfattn train`` leaves behind: the saved model + tokenizer (with the
 modeling source and ``auto_map``), ``recipe.yaml``, ``eval_results.json`` (measured on the
@@ -12,6 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from recipe_helpers import write_recipe
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+TINY_CLASSIFICATION_TRAINING = [
+    "data.train_size=300",
+    "training.max_steps=20",
+    "training.epochs=1",
+    "training.eval_every=null",
+    "training.save_every=null",
+    "evaluation.splits=[test]",
+]
+"""Overrides that turn a classification recipe into a few-second run (scored on test)."""
 
 
 def build_char_rnn_run(
@@ -127,3 +138,16 @@ def build_vaswani_translation_run(out: Path, *, steps: int = 200, seed: int = 0)
         steps=steps,
         training={"epochs": 100, "seed": seed, "log_every": 50, "eval_every": None},
     )
+
+
+def build_classification_run(tmp: Path, recipe: str, *overrides: str) -> Path:
+    """Run ``hfattn train recipes/<recipe> --set ...`` (:data:`TINY_CLASSIFICATION_TRAINING`,
+    then ``overrides``) into ``tmp/run``; returns the run."""
+    from hfattn.cli import main as cli_main
+
+    out = Path(tmp) / "run"
+    args = [*TINY_CLASSIFICATION_TRAINING, *overrides, f"output_dir={out}"]
+    command = ["train", str(RECIPES / recipe), *(x for a in args for x in ("--set", a))]
+    if cli_main(command) != 0:
+        raise RuntimeError(f"hfattn {' '.join(command)} failed")
+    return out

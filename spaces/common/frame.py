@@ -34,17 +34,53 @@ class Limits:
     @classmethod
     def from_env(cls) -> Limits:
         """Defaults, overridden by the environment variables named in the class docstring."""
-        values = {}
-        for name, env in (
-            ("max_input_chars", "HFATTN_MAX_INPUT_CHARS"),
-            ("max_new_tokens", "HFATTN_MAX_NEW_TOKENS"),
-        ):
-            if os.environ.get(env):
-                value = int(os.environ[env])
-                if value < 1:
-                    raise ValueError(f"{env} must be a positive integer, got {value}")
-                values[name] = value
+        return cls(
+            **_ints_from_env(
+                max_input_chars="HFATTN_MAX_INPUT_CHARS", max_new_tokens="HFATTN_MAX_NEW_TOKENS"
+            )
+        )
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """How the Space's Gradio queue admits requests: at most ``concurrency_limit`` run at
+    once (one by default: on a CPU Space torch already uses every core for one request),
+    the others wait in a queue of at most ``max_size`` requests (``None``: unbounded); only a
+    request that finds the queue full is refused. The default size, 100, lets twice the 50
+    concurrent clients of the load test (``tests/test_space_load.py``) wait. Override with
+    ``HFATTN_CONCURRENCY_LIMIT`` and ``HFATTN_QUEUE_SIZE`` (``0``: unbounded)."""
+
+    concurrency_limit: int = 1
+    max_size: int | None = 100
+
+    @classmethod
+    def from_env(cls) -> QueueSettings:
+        """Defaults, overridden by the environment variables named in the class docstring."""
+        values = _ints_from_env(concurrency_limit="HFATTN_CONCURRENCY_LIMIT")
+        values |= _ints_from_env(minimum=0, max_size="HFATTN_QUEUE_SIZE")
+        if values.get("max_size") == 0:
+            values["max_size"] = None
         return cls(**values)
+
+
+def _ints_from_env(minimum: int = 1, **envs: str) -> dict[str, int]:
+    """``{field: int($ENV)}`` for each ``field=ENV`` whose variable is set and not empty.
+
+    Raises:
+        ValueError: naming the variable, when its value is not an integer ≥ ``minimum``.
+    """
+    allowed = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    values = {}
+    for name, env in envs.items():
+        if os.environ.get(env):
+            try:
+                value = int(os.environ[env])
+            except ValueError:
+                raise ValueError(f"{env} must be {allowed}, got {os.environ[env]!r}") from None
+            if value < minimum:
+                raise ValueError(f"{env} must be {allowed}, got {value}")
+            values[name] = value
+    return values
 
 
 @dataclass
@@ -158,11 +194,17 @@ def _bind(task: Task, context: Context) -> Callable:
 
 
 def build_app(
-    task: Task, model_id: str | None = None, limits: Limits | None = None, app_dir=None
+    task: Task,
+    model_id: str | None = None,
+    limits: Limits | None = None,
+    app_dir=None,
+    queue: QueueSettings | None = None,
 ) -> gr.Blocks:
-    """Load the model and build the Space's page for ``task`` (call ``.launch()`` on it)."""
+    """Load the model and build the Space's page for ``task`` (call ``.launch()`` on it),
+    its requests queued as ``queue`` says (default: :meth:`QueueSettings.from_env`)."""
     model_id = model_id or resolve_model_id(app_dir)
     limits = limits or Limits.from_env()
+    queue = queue or QueueSettings.from_env()
     model, tokenizer = (task.load or (lambda i: load_model(i, task.auto_class)))(model_id)
     context = Context(model, tokenizer, limits, model_id)
     link = (
@@ -183,4 +225,4 @@ def build_app(
         if task.generates:
             note += f" and outputs to {limits.max_new_tokens} new tokens"
         gr.Markdown(note + ".")
-    return demo.queue(default_concurrency_limit=1)
+    return demo.queue(default_concurrency_limit=queue.concurrency_limit, max_size=queue.max_size)

@@ -1,0 +1,50 @@
+"""A Space app staged for a run folder and launched in-process on 127.0.0.1, as the Space
+tests and the Space benchmarks serve it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from hfattn.hub import inspect_folder, load_space_app, stage_space
+
+
+@dataclass
+class LaunchedSpace:
+    """A running Space: its staged folder, its imported ``app.py`` and its Gradio app."""
+
+    staged: Path
+    app: ModuleType
+    demo: object
+
+    @property
+    def url(self) -> str:
+        """The local URL to point ``gradio_client.Client`` at."""
+        return self.demo.local_url
+
+    def close(self) -> None:
+        """Stop the server."""
+        self.demo.close()
+
+
+def launch_space(
+    run: Path, out: Path, *, max_input_chars: int | None = None, env: dict[str, str] | None = None
+) -> LaunchedSpace:
+    """Stage the Space of the run folder ``run`` into ``out``, build it for ``run`` (inputs
+    capped at ``max_input_chars`` when given, ``env`` set while it is built: the frame reads
+    its limits and queue settings then) and launch it on 127.0.0.1 on a free port, without
+    blocking. Call ``.close()`` on the result when done."""
+    staged = stage_space(inspect_folder(run), str(run), out)
+    app = load_space_app(staged)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+        if max_input_chars is not None:
+            patch.setenv("HFATTN_MAX_INPUT_CHARS", str(max_input_chars))
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        demo = app.build_demo(str(run))
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
+    return LaunchedSpace(staged, app, demo)

@@ -52,7 +52,13 @@ def run_one(overrides: list[str], seed: int, out: Path) -> dict:
     command = [sys.executable, "-m", "hfattn", "train", str(RECIPE), "--set", f"output_dir={out}"]
     for item in [*overrides, f"training.seed={seed}"]:
         command += ["--set", item]
-    subprocess.run(command, check=True, env=env, capture_output=True, text=True)
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(
+            f"hfattn train with {' '.join(overrides)} seed {seed} exited with "
+            f"{result.returncode}: {last}"
+        )
     results = json.loads((out / "eval_results.json").read_text())
     return {**results["all_metrics"]["test"], "seconds": results["training"]["train_runtime_s"]}
 

@@ -1,6 +1,6 @@
 """Run every benchmark of ``benchmarks/`` and write one report, ``benchmarks/RESULTS.md``.
 
-    .venv/bin/python benchmarks/run_all.py [--full] [--only NAME ...] [--skip NAME ...]
+    .venv/bin/python benchmarks/run_all.py [--full] [--only NAME ...] [--skip NAME ...] [--update]
         [--out benchmarks/RESULTS.md] [--charts benchmarks/results] [--no-cuda]
 
 (``make bench`` runs it in its default, quick mode.) Every ``bench_*.py`` script of the folder
@@ -22,10 +22,12 @@ benchmark of each measure against its target (met / not met) with the command th
 the extra tables a script emits (the translation table with Apertium), the charts drawn from
 the scripts' series (time against sequence length and against batch size, PNG under
 ``--charts``) and every record as JSON (``bench_results.json`` there). Each file is written to
-a temp name and renamed. A block of the previous report between :data:`KEEP_BEGIN` and
-:data:`KEEP_END` is carried over; the hand-written results live in ``benchmarks/NOTES.md``.
+a temp name and renamed. ``--update`` (with ``--only`` or ``--skip``) keeps the previous
+results of the benchmarks not run now, each with its own date. A block of the previous
+report between :data:`KEEP_BEGIN` and :data:`KEEP_END` is carried over; the hand-written
+results live in ``benchmarks/NOTES.md``.
 
-Exit status: 0 when every benchmark ran (whatever its targets), 1 when one failed.
+Exit status: 0 when every benchmark run now ran (whatever its targets), 1 when one failed.
 """
 
 from __future__ import annotations
@@ -80,16 +82,18 @@ class Bench:
     timeout_s: int = 1800
 
 
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+"""For the scripts that would use every core: on a shared CPU, threads that wait for each other
+at every barrier stall whenever another process holds a core (60 s for a 0.3 s step seen)."""
+
 REGISTRY: dict[str, Bench] = {
-    "bench_char_rnn.py": Bench(quick=("--steps", "10"), cuda=("--device", "cuda")),
+    "bench_char_rnn.py": Bench(quick=("--steps", "10"), cuda=("--device", "cuda"), env=ONE_THREAD),
     "bench_attention.py": Bench(
         quick=("--quick", "--lengths", "128", "256", "512", "1024", "2048"),
         full=("--lengths", "128", "256", "512", "1024", "2048"),
         cuda=("--device", "cuda"),
     ),
-    "bench_bahdanau.py": Bench(
-        quick=("--repeats", "2"), cuda=("--device", "cuda"), env={"OMP_NUM_THREADS": "1"}
-    ),
+    "bench_bahdanau.py": Bench(quick=("--repeats", "2"), cuda=("--device", "cuda"), env=ONE_THREAD),
     "bench_vaswani.py": Bench(
         full=("--steps", "20", "--gen-repeats", "9"),
         cuda=("--device", "cuda", "--dtype", "bf16"),
@@ -98,8 +102,8 @@ REGISTRY: dict[str, Bench] = {
         quick=("--num-beams", "1"), full=("--num-beams", "4"), positional=bible_runs
     ),
     "bench_scores.py": Bench(quick=("--seeds", "0"), timeout_s=3600),
-    "bench_space.py": Bench(quick=("--requests", "10")),
-    "bench_faults.py": Bench(quick=("--quick",)),
+    "bench_space.py": Bench(quick=("--requests", "10"), env=ONE_THREAD),
+    "bench_faults.py": Bench(quick=("--quick",), env=ONE_THREAD),
 }
 """Arguments per script; anything else found in the folder runs as :func:`bench_for` says."""
 
@@ -134,6 +138,8 @@ class Outcome:
     records: list[dict] = field(default_factory=list)
     series: list[dict] = field(default_factory=list)
     markdown: list[str] = field(default_factory=list)
+    date: str = ""
+    """When it ran (a run carried over by ``--update`` keeps its own)."""
 
 
 def display_command(python: str, script: Path, args: list[str], env: dict[str, str]) -> str:
@@ -205,15 +211,20 @@ def run_bench(
         try:
             code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
             code = None
+        finally:  # a timeout, Ctrl-C, or servers it left behind: the whole group goes
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
     outcome.seconds = time.perf_counter() - start
+    outcome.date = now()
+    tail = f"last lines of its output:\n{log_tail(log_path)}"
     if code is None:
-        outcome.status, outcome.reason = "timed out", f"killed after {timeout_s:.0f} s"
+        outcome.status, outcome.reason = "timed out", f"killed after {timeout_s:.0f} s; {tail}"
     elif code != 0:
-        outcome.status = "failed"
-        outcome.reason = f"exit status {code}; last lines of its output:\n{log_tail(log_path)}"
+        outcome.status, outcome.reason = "failed", f"exit status {code}; {tail}"
     if not json_path.is_file():
         if outcome.status == "ok":
             outcome.status, outcome.reason = "failed", "it wrote no --json output"
@@ -233,8 +244,9 @@ def run_bench(
     return outcome
 
 
-def probe(python: str) -> dict:
-    """Versions and GPU as the benchmarks' interpreter sees them."""
+def probe(python: str, cuda: bool = True) -> dict:
+    """Versions and GPU as the benchmarks' interpreter sees them (``cuda=False``: no GPU
+    look-up, which spares the import of torch)."""
     code = f"""
 import importlib.metadata as metadata, json, platform
 info = {{"python": platform.python_version(), "cuda": False, "gpu": None}}
@@ -244,10 +256,10 @@ for name in {PACKAGES!r}:
     except metadata.PackageNotFoundError:
         info[name] = None
 try:
-    import torch
-    info["torch"] = torch.__version__
-    info["cuda"] = torch.cuda.is_available()
-    info["gpu"] = torch.cuda.get_device_name() if info["cuda"] else None
+    if {cuda!r}:
+        import torch
+        info["cuda"] = torch.cuda.is_available()
+        info["gpu"] = torch.cuda.get_device_name() if info["cuda"] else None
 except ImportError:
     pass
 print(json.dumps(info))
@@ -341,8 +353,13 @@ def results_table(outcomes: list[Outcome], devices: list[str]) -> list[str]:
             row = [name, format_target(first)]
             for record in cells.values():
                 row += [value_cell(record), format_met(record["met"])] if record else ["", ""]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        lines.append(table_row(row))
     return lines
+
+
+def table_row(cells: list[str]) -> str:
+    """A markdown table row (``|`` inside a cell escaped)."""
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
 def chart_name(series: dict, benchmark: str) -> str:
@@ -400,6 +417,11 @@ def render(
     info, host = context["versions"], context["machine"]
     ram = f"{host['ram_gib']:.1f} GiB RAM" if host["ram_gib"] else "RAM unknown"
     versions = ", ".join(f"{name} {info.get(name) or 'not installed'}" for name in PACKAGES)
+    gpu_absent = (
+        "not looked for (--no-cuda)"
+        if context["no_cuda"]
+        else "none (torch.cuda.is_available() is False)"
+    )
     lines = [
         "# Benchmark results",
         "",
@@ -411,7 +433,7 @@ def render(
         "## Machine",
         "",
         f"- CPU: {host['cpu']}, {host['cores']} cores, {ram}",
-        f"- GPU: {info['gpu'] or 'none (torch.cuda.is_available() is False)'}",
+        f"- GPU: {info['gpu'] or gpu_absent}",
         f"- Python {info['python']}; {versions}",
         f"- Load average (1, 5, 15 min) before: {host['load']}; after: {context['load_after']}",
         f"- Wall time of the whole run: {context['seconds'] / 60:.1f} min",
@@ -421,16 +443,24 @@ def render(
         f"{sum(bool(r['met']) for r in judged)} of {len(judged)} targets met"
         f"{f', {len(failed)} benchmark run(s) failed' if failed else ''}.",
         "",
-        "| benchmark | device | status | measures | targets met | seconds |",
-        "|---|---|---|---:|---:|---:|",
+        "| benchmark | device | status | measures | targets met | seconds | measured |",
+        "|---|---|---|---:|---:|---:|---|",
     ]
     for o in outcomes:
         met = [r["met"] for r in o.records if r["met"] is not None]
         status = o.status if o.status == "ok" else f"**{o.status}**"
         lines.append(
             f"| [{o.benchmark}](#{o.benchmark}) | {o.device} | {status} | {len(o.records)} | "
-            f"{sum(met)} / {len(met)} | {o.seconds:.0f} |"
+            f"{sum(met)} / {len(met)} | {o.seconds:.0f} | {o.date} |"
         )
+    lines += ["", "Every measure with a target:", ""]
+    lines += [
+        "| benchmark | device | measure | value | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in judged:
+        cells = [r["benchmark"], r["device"], r["name"], value_cell(r), format_target(r)]
+        lines.append(table_row([*cells, format_met(r["met"])]))
     by_benchmark: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by_benchmark.setdefault(o.benchmark, []).append(o)
@@ -460,6 +490,18 @@ def render(
 # ---------------------------------------------------------------------------- main
 
 
+def now() -> str:
+    return datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+
+
+def carried_over(previous: Path, outcomes: list[Outcome]) -> list[Outcome]:
+    """``outcomes`` and the previous run's outcomes of the other benchmarks, by name."""
+    ran = {o.benchmark for o in outcomes}
+    kept = [Outcome(**run) for run in json.loads(previous.read_text())["runs"]]
+    merged = outcomes + [o for o in kept if o.benchmark not in ran]
+    return sorted(merged, key=lambda o: (o.benchmark, o.device != "cpu", o.device))
+
+
 def selected_scripts(folder: Path, only: list[str] | None, skip: list[str]) -> list[Path]:
     scripts = sorted(folder.glob("bench_*.py"))
     names = {benchmark_name(s) for s in scripts}
@@ -486,20 +528,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-dir", type=Path, default=BENCH_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--python", default=sys.executable, help="interpreter of the scripts")
     parser.add_argument("--no-cuda", action="store_true", help="no GPU runs even with a GPU")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the previous results (bench_results.json) of the benchmarks not run now",
+    )
     args = parser.parse_args(argv)
     scripts = selected_scripts(args.bench_dir, args.only, args.skip)
     mode = "full" if args.full else "quick"
     started = time.perf_counter()
     context = {
         "mode": mode,
-        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "no_cuda": args.no_cuda,
+        "date": now(),
         "command": shlex.join(
             ["benchmarks/run_all.py", *(argv if argv is not None else sys.argv[1:])]
         ),
         "machine": machine(),
-        "versions": probe(args.python),
+        "versions": probe(args.python, cuda=not args.no_cuda),
     }
-    use_cuda = context["versions"]["cuda"] and not args.no_cuda
+    use_cuda = context["versions"]["cuda"]
     jobs = []
     for script in scripts:
         bench = bench_for(script)
@@ -523,6 +571,10 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             outcomes.append(outcome)
+    failed = any(o.status in ("failed", "timed out") for o in outcomes)
+    results_json = args.charts / "bench_results.json"
+    if args.update and results_json.is_file():
+        outcomes = carried_over(results_json, outcomes)
     charts: dict[str, list[str]] = {}
     for outcome in outcomes:
         for series in outcome.series:
@@ -532,11 +584,11 @@ def main(argv: list[str] | None = None) -> int:
     context["seconds"] = time.perf_counter() - started
     context["load_after"] = load_average()
     everything = {**context, "runs": [o.__dict__ for o in outcomes]}
-    write_atomically(args.charts / "bench_results.json", json.dumps(everything, indent=2) + "\n")
+    write_atomically(results_json, json.dumps(everything, indent=2) + "\n")
     report = render(outcomes, context, charts, kept_block(args.out), args.out)
     write_atomically(args.out, report)
     print(f"wrote {args.out} ({context['seconds'] / 60:.1f} min)")
-    return 1 if any(o.status in ("failed", "timed out") for o in outcomes) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

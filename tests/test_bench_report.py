@@ -94,7 +94,8 @@ def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
         real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", replace)
-    code = run_all.main(["--bench-dir", str(bench_dir), "--out", str(out), "--charts", str(charts)])
+    argv = ["--bench-dir", str(bench_dir), "--out", str(out), "--charts", str(charts)]
+    code = run_all.main([*argv, "--no-cuda"])  # --no-cuda: the report without importing torch
     assert code == 1  # one benchmark failed
 
     report = out.read_text()
@@ -108,6 +109,7 @@ def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
     assert "| time(2048) / time(512) | 6.5× | ≤ 5× | **not met** |" in report
     assert "| tokens/s | 1,234 tokens/s |  | — |" in report
     assert "1 of 2 targets met, 1 benchmark run(s) failed." in report
+    assert "| good | cpu | time(2048) / time(512) | 6.5× | ≤ 5× | **not met** |" in report
     assert "| [bad](#bad) | cpu | **failed** | 0 | 0 / 0 |" in report
     assert "**failed**: exit status 3; last lines of its output:" in report
     assert "RuntimeError: no such model folder" in report
@@ -122,6 +124,14 @@ def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
     saved = json.loads((charts / "bench_results.json").read_text())
     statuses = {run["benchmark"]: run["status"] for run in saved["runs"]}
     assert statuses == {"bad": "failed", "good": "ok"}
+
+    # --update: rerun one benchmark, keep the other's previous result (and its date)
+    (bench_dir / "bench_bad.py").write_text("raise SystemExit('must not run')")
+    assert run_all.main([*argv, "--no-cuda", "--only", "good", "--update"]) == 0
+    again = json.loads((charts / "bench_results.json").read_text())["runs"]
+    assert [(r["benchmark"], r["status"]) for r in again] == [("bad", "failed"), ("good", "ok")]
+    assert again[0] == saved["runs"][0]
+    assert "exit status 3" in out.read_text()
 
 
 def test_an_unknown_benchmark_name_is_an_error_listing_the_known_ones(tmp_path):

@@ -6,18 +6,25 @@ gradio import from there, but hfattn does not, because its editable install is a
 a ``.pth`` file of that site-packages which a plain path entry does not execute. Run its
 Python outside the source tree (``cwd`` elsewhere) so that ``./hfattn`` is not importable.
 
+What a user gets from the (local) Hub runs here too: :func:`space_from_hub` downloads a pushed
+Space and starts it like Spaces does, :func:`run_card_snippet` runs a model card's usage code
+as it is pasted.
+
 Used by the publishing tests and by ``benchmarks/bench_space.py``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import sysconfig
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -108,6 +115,47 @@ def stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def space_from_hub(hub_server, repo_id: str, python: Path, tmp_path: Path) -> Iterator[tuple]:
+    """The Space ``repo_id`` downloaded from the local ``hub_server`` into ``tmp_path/space``
+    and started there like on Spaces (:func:`start_space`), with the Hub as its only model
+    source (``HF_ENDPOINT``, an empty ``HF_HOME`` at ``tmp_path/hf_home``, no token, no
+    ``HFATTN_MODEL_ID``: the app finds its model through its README). Yields
+    ``(space_dir, url)``; the app is stopped on exit."""
+    space_dir = hub_server.download(repo_id, tmp_path / "space", "space")
+    env = {
+        "HF_ENDPOINT": hub_server.url,
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "HF_TOKEN": "",
+        "HFATTN_MODEL_ID": "",
+    }
+    process, url = start_space(python, space_dir, env)
+    try:
+        yield space_dir, url
+    finally:
+        stop(process)
+
+
+def run_card_snippet(
+    python: Path | str, card_text: str, cwd: Path, index: int = 0, **env: str
+) -> str:
+    """Run the ``index``-th fenced Python block of a model card with ``python`` as a user
+    pastes it (in ``cwd``, with :func:`clean_env` plus ``env``); returns its last output line.
+    Fails the test with the snippet's stderr if it does not exit cleanly."""
+    snippet = re.findall(r"```python\n(.*?)```", card_text, re.S)[index]
+    result = subprocess.run(
+        [str(python), "-c", snippet],
+        cwd=cwd,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
 
 
 def greedy_and_sampled(model, tokenizer, prompt: str = "ROMEO:", n: int = 40) -> dict[str, str]:

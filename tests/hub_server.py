@@ -168,6 +168,23 @@ class HubServer:
             return []
         return sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
 
+    def resolved(self, repo_id: str, suffix: str) -> bool:
+        """Whether a client downloaded a file of the model (or dataset / Space) ``repo_id``
+        whose path ends with ``suffix`` (a ``/resolve/`` request was logged)."""
+        return any(
+            r.path.startswith(f"/{repo_id}/resolve/") and r.path.endswith(suffix)
+            for r in self.requests
+        )
+
+    def download(self, repo_id: str, dest: Path, repo_type: str = "model") -> Path:
+        """``repo_id`` downloaded from this server into ``dest`` as a client does
+        (``HfApi.snapshot_download``); returns ``dest``."""
+        from huggingface_hub import HfApi
+
+        return Path(
+            HfApi(endpoint=self.url).snapshot_download(repo_id, repo_type=repo_type, local_dir=dest)
+        )
+
     def _take_failure(self, method: str, path: str) -> Failure | None:
         key = f"{method} {path}"
         with self._lock:

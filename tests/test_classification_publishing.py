@@ -9,15 +9,13 @@ from __future__ import annotations
 import ast
 import json
 import math
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from fresh_env import clean_env
+from fresh_env import run_card_snippet, space_from_hub
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
@@ -147,14 +145,6 @@ def push(hub_server, run: Path, repo_id: str, capsys, *flags: str) -> tuple[set[
     return files, ModelCard.load(hub_server.revision_dir(repo_id) / "README.md")
 
 
-def download(hub_server, repo_id: str, dest: Path, repo_type: str = "model") -> Path:
-    return Path(
-        HfApi(endpoint=hub_server.url).snapshot_download(
-            repo_id, repo_type=repo_type, local_dir=dest
-        )
-    )
-
-
 def serve_base(hub_server, tiny_base: Path) -> None:
     """Serve the tiny DistilBERT as :data:`BASE_ID` from the local Hub."""
     api = HfApi(endpoint=hub_server.url)
@@ -165,18 +155,14 @@ def serve_base(hub_server, tiny_base: Path) -> None:
 def run_snippet(hub_server, card: ModelCard, tmp_path: Path, index: int = 0) -> str:
     """Run the card's ``index``-th Python snippet as a user pastes it (models from the Hub);
     returns its last output line."""
-    snippet = re.findall(r"```python\n(.*?)```", card.text, re.S)[index]
-    result = subprocess.run(
-        [sys.executable, "-c", snippet],
-        cwd=tmp_path,
-        env=clean_env(HF_HOME=str(tmp_path / "hf_home"), HF_ENDPOINT=hub_server.url),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
+    return run_card_snippet(
+        sys.executable,
+        card.text,
+        tmp_path,
+        index,
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_ENDPOINT=hub_server.url,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout.strip().splitlines()[-1]
 
 
 # ---------------------------------------------------------------------------- model cards
@@ -208,7 +194,7 @@ def test_push_lora_adapter_and_merged_model(hub_server, lora_run, tiny_base, tmp
     assert card.data.base_model == BASE_ID
     assert card.data.library_name == "peft" and "lora" in card.data.tags
     assert "| Labels | `comedy`, `history`, `tragedy`, `romance` |" in card.text
-    adapter = download(hub_server, "tester/genre-lora", tmp_path / "adapter")
+    adapter = hub_server.download("tester/genre-lora", tmp_path / "adapter")
     assert json.loads((adapter / "labels.json").read_text()) == {"labels": GENRES}
     assert (
         json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
@@ -222,7 +208,7 @@ def test_push_lora_adapter_and_merged_model(hub_server, lora_run, tiny_base, tmp
     assert merged_card.data.base_model == BASE_ID
     assert merged_card.data.library_name == "transformers"
     assert "lora-merged" in merged_card.data.tags
-    merged_dir = download(hub_server, "tester/genre-merged", tmp_path / "merged")
+    merged_dir = hub_server.download("tester/genre-merged", tmp_path / "merged")
 
     # The merged model computes what the base + adapter computes, and is not the base alone.
     merged, tokenizer = load_classifier(merged_dir)
@@ -393,32 +379,12 @@ def test_adapter_space_from_hub_runs_without_hfattn(
     """The pushed adapter + Space, downloaded and started like on Spaces (``python app.py``)
     in an environment without hfattn: the base model comes from the Hub, the head is built
     for the adapter's labels, and the scores are those of base + adapter."""
-    from fresh_env import start_space, stop
-
     serve_base(hub_server, tiny_base)
     assert cli_main(["push", str(lora_run), "--repo-id", "tester/genre-e2e", "--space"]) == 0
-    space_dir = download(hub_server, "tester/genre-e2e", tmp_path / "space", "space")
-    assert "peft" in (space_dir / "requirements.txt").read_text().split()
-    process, url = start_space(
-        fresh_python,
-        space_dir,
-        {
-            "HF_ENDPOINT": hub_server.url,
-            "HF_HOME": str(tmp_path / "hf_home"),
-            "HF_TOKEN": "",
-            "HFATTN_MODEL_ID": "",
-        },
-    )
-    try:
+    with space_from_hub(hub_server, "tester/genre-e2e", fresh_python, tmp_path) as (space, url):
+        assert "peft" in (space / "requirements.txt").read_text().split()
         scores, attention = Client(url, verbose=False).predict(TEXTS[0], api_name="/classify")
-    finally:
-        stop(process)
     check_scores(scores, expected_scores(*load_classifier(lora_run, tiny_base), TEXTS[0]))
     assert attention is None
-    resolved = {r.path for r in hub_server.requests}
-    assert any(
-        p.startswith(f"/{BASE_ID}/resolve/") and p.endswith("model.safetensors") for p in resolved
-    )
-    assert any(
-        p.startswith("/tester/genre-e2e/resolve/") and p.endswith("labels.json") for p in resolved
-    )
+    assert hub_server.resolved(BASE_ID, "model.safetensors")
+    assert hub_server.resolved("tester/genre-e2e", "labels.json")

@@ -125,39 +125,18 @@ def test_text_generation_in_headless_chromium(space_app, char_rnn_run, tmp_path)
 def test_space_from_hub_runs_without_hfattn(hub_server, char_rnn_run, fresh_python, tmp_path):
     """The pushed Space, downloaded and started like on Spaces (``python app.py``) in an
     environment without hfattn, finds its model through the README and answers."""
-    from fresh_env import start_space, stop
-    from huggingface_hub import HfApi
+    from fresh_env import space_from_hub
 
     push_model_folder(char_rnn_run, "tester/space-e2e", space=True)
-    space_dir = Path(
-        HfApi(endpoint=hub_server.url).snapshot_download(
-            "tester/space-e2e", repo_type="space", local_dir=tmp_path / "space"
-        )
-    )
     start = time.perf_counter()
-    process, url = start_space(
-        fresh_python,
-        space_dir,
-        {
-            "HF_ENDPOINT": hub_server.url,
-            "HF_HOME": str(tmp_path / "hf_home"),
-            "HF_TOKEN": "",
-            "HFATTN_MODEL_ID": "",
-        },
-    )
-    try:
+    with space_from_hub(hub_server, "tester/space-e2e", fresh_python, tmp_path) as (_, url):
         answer = Client(url, verbose=False).predict(
             "ROMEO:", 0.0, 50, 0.95, NEW_TOKENS, api_name="/generate"
         )
         print(f"Space cold start to first answer: {time.perf_counter() - start:.2f}s")
-    finally:
-        stop(process)
     assert answer == expected_text(char_rnn_run, "ROMEO:")
     # The app found its model through the README's `models:` and downloaded it from the Hub.
-    assert any(
-        r.path.startswith("/tester/space-e2e/resolve/") and r.path.endswith("model.safetensors")
-        for r in hub_server.requests
-    )
+    assert hub_server.resolved("tester/space-e2e", "model.safetensors")
 
 
 # ------------------------------------------------------------------------------- frame

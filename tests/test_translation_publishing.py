@@ -7,17 +7,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from fresh_env import clean_env
+from fresh_env import run_card_snippet
 from gradio_client import Client
 from gradio_client.exceptions import AppError
-from huggingface_hub import HfApi, ModelCard
+from huggingface_hub import ModelCard
 from space_helpers import launch_space
 
 from hfattn.cli import main as cli_main
@@ -155,17 +154,13 @@ def test_push_translation_card(hub_server, translation_run, tmp_path, capsys):
     # Hub) and translates the recipe's example like translate_texts does.
     snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1)
     assert '"April 22, 2019"' in snippet  # the recipe's generation example
-    result = subprocess.run(
-        [sys.executable, "-c", snippet],
-        cwd=tmp_path,
-        env=clean_env(HF_HOME=str(tmp_path / "hf_home"), HF_ENDPOINT=hub_server.url),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
+    translation = run_card_snippet(
+        sys.executable,
+        card.text,
+        tmp_path,
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_ENDPOINT=hub_server.url,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    translation = result.stdout.strip().splitlines()[-1]
     assert translation == expected_translations(translation_run, ["April 22, 2019"], 4, 50)[0]
 
 
@@ -328,38 +323,17 @@ def test_translation_space_from_hub_runs_without_hfattn(
 ):
     """The pushed model + Space, downloaded and started like on Spaces (``python app.py``) in
     an environment without hfattn, translate like hfattn does."""
-    from fresh_env import start_space, stop
+    from fresh_env import space_from_hub
 
     push_model_folder(translation_run, "tester/translation-e2e", space=True)
-    space_dir = Path(
-        HfApi(endpoint=hub_server.url).snapshot_download(
-            "tester/translation-e2e", repo_type="space", local_dir=tmp_path / "space"
-        )
-    )
     start = time.perf_counter()
-    process, url = start_space(
-        fresh_python,
-        space_dir,
-        {
-            "HF_ENDPOINT": hub_server.url,
-            "HF_HOME": str(tmp_path / "hf_home"),
-            "HF_TOKEN": "",
-            "HFATTN_MODEL_ID": "",
-        },
-    )
-    try:
+    with space_from_hub(hub_server, "tester/translation-e2e", fresh_python, tmp_path) as (_, url):
         text, plot = Client(url, verbose=False).predict(
             "\n".join(SENTENCES), 3, NEW_TOKENS, api_name="/translate"
         )
         print(f"translation Space cold start to first answer: {time.perf_counter() - start:.2f}s")
-    finally:
-        stop(process)
     assert text.split("\n") == expected_translations(translation_run, SENTENCES, 3)
     assert plot is not None
-    assert any(
-        r.path.startswith("/tester/translation-e2e/resolve/")
-        and r.path.endswith("model.safetensors")
-        for r in hub_server.requests
-    )
+    assert hub_server.resolved("tester/translation-e2e", "model.safetensors")
     if MODEL == "bahdanau":  # the modeling code came from the repo, not from hfattn
         assert "modeling_bahdanau.py" in hub_server.files("tester/translation-e2e")

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
-import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from fresh_env import clean_env
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
@@ -342,37 +339,21 @@ def test_vaswani_space_from_hub_runs_without_hfattn(
     """The pushed model + Space, downloaded and started like on Spaces (``python app.py``) in
     an environment without hfattn, translate like hfattn does and draw the chosen head; the
     card's usage snippet runs there too."""
-    from fresh_env import start_space, stop
+    from fresh_env import run_card_snippet, space_from_hub
 
     repo_id = "tester/vaswani-e2e"
     push_model_folder(vaswani_run, repo_id, space=True)
     assert REMOTE_CODE_FILES <= set(hub_server.files(repo_id))
-    api = HfApi(endpoint=hub_server.url)
-    space_dir = Path(api.snapshot_download(repo_id, repo_type="space", local_dir=tmp_path / "s"))
-    env = {"HF_ENDPOINT": hub_server.url, "HF_HOME": str(tmp_path / "hf_home"), "HF_TOKEN": ""}
-    process, url = start_space(fresh_python, space_dir, {**env, "HFATTN_MODEL_ID": ""})
-    try:
+    with space_from_hub(hub_server, repo_id, fresh_python, tmp_path) as (_, url):
         client = Client(url, verbose=False)
         text, plot = client.predict(
             "\n".join(SENTENCES), 3, NEW_TOKENS, 1, "2", api_name="/translate"
         )
         _, default_plot = client.predict(SENTENCES[0], 3, NEW_TOKENS, api_name="/translate")
-    finally:
-        stop(process)
     assert text.split("\n") == expected_translations(vaswani_run, SENTENCES, 3)
     assert _image(plot) != _image(default_plot)  # layer 1, head 2 vs layer 2, mean over heads
 
-    card = ModelCard.load(api.hf_hub_download(repo_id, "README.md"))
-    snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1)
-    result = subprocess.run(
-        [str(fresh_python), "-c", snippet],
-        cwd=tmp_path,
-        env=clean_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    translation = result.stdout.strip().splitlines()[-1]
+    card = ModelCard.load(HfApi(endpoint=hub_server.url).hf_hub_download(repo_id, "README.md"))
+    env = {"HF_ENDPOINT": hub_server.url, "HF_HOME": str(tmp_path / "hf_home"), "HF_TOKEN": ""}
+    translation = run_card_snippet(fresh_python, card.text, tmp_path, **env)
     assert translation == expected_translations(vaswani_run, ["April 22, 2019"], 4, 50)[0]

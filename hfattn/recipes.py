@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import sys
 import types
 import typing
@@ -99,16 +100,83 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         if isinstance(dotlist.get("model"), str):  # --set model=<hub id | folder>
             dotlist.model = normalize_model_section(dotlist.model)
         task = get_task(_task_of(raw, dotlist))
+        for given in (raw, dotlist):
+            check_shapes(OmegaConf.to_container(given), task.recipe_class)
         merged = OmegaConf.merge(OmegaConf.structured(task.recipe_class), raw, dotlist)
         given_model = OmegaConf.merge(raw, dotlist).get("model")
         if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
             merged.model = given_model  # not merged into the task's default ``type``
+        check_finite(OmegaConf.to_container(merged))
         recipe = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         reason = str(err).splitlines()[0]
         raise RecipeError(f"{getattr(err, 'full_key', None) or path}: {reason}") from None
     validate_model_section(recipe.model)
     return recipe
+
+
+def _shape(hint) -> str | None:
+    """``"mapping"`` for a section (a dataclass) or a ``dict`` field, ``"list"`` for a list
+    field, ``None`` for a scalar (or ``X | None`` of those)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return next(filter(None, map(_shape, typing.get_args(hint))), None)
+    if dataclasses.is_dataclass(hint) or (typing.get_origin(hint) or hint) is dict:
+        return "mapping"
+    return "list" if (typing.get_origin(hint) or hint) in (list, tuple) else None
+
+
+def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
+    """Every section of ``given`` (a recipe as plain data) must be a mapping and every list
+    field a list, checked against the recipe class ``cls`` (its nested sections included).
+
+    OmegaConf would report a scalar in a section's place as a merge error naming no field, and
+    raise a bare ``TypeError`` for a list where a mapping belongs (or the reverse). Unknown keys
+    and ``null`` are left to OmegaConf, which names them.
+
+    Raises:
+        RecipeError: ``training: expected a mapping of fields, got int 5``.
+    """
+    hints = typing.get_type_hints(cls)
+    for key, value in given.items():
+        hint = hints.get(key)
+        if hint is None or value is None:
+            continue
+        name, shape = f"{prefix}{key}", _shape(hint)
+        if shape == "mapping":
+            require(
+                isinstance(value, dict),
+                name,
+                f"expected a mapping of fields, got {type(value).__name__} {value!r}",
+            )
+            section = next(
+                (h for h in [hint, *typing.get_args(hint)] if dataclasses.is_dataclass(h)), None
+            )
+            if section is not None:
+                check_shapes(value, section, f"{name}.")
+        elif shape == "list":
+            require(
+                isinstance(value, list),
+                name,
+                f"expected a list, got {type(value).__name__} {value!r}",
+            )
+
+
+def check_finite(given, name: str = "") -> None:
+    """No number anywhere in ``given`` (a recipe as plain data) may be NaN or infinite: a
+    learning rate, temperature or size of ``.inf`` passes every range check and fails (or
+    silently ruins the run) long after validation. Use ``null`` for "no limit".
+
+    Raises:
+        RecipeError: ``training.learning_rate: must be a finite number, got inf``.
+    """
+    if isinstance(given, dict):
+        for key, value in given.items():
+            check_finite(value, f"{name}.{key}" if name else str(key))
+    elif isinstance(given, list):
+        for index, value in enumerate(given):
+            check_finite(value, f"{name}[{index}]")
+    elif isinstance(given, float):
+        require(math.isfinite(given), name, f"must be a finite number, got {given}")
 
 
 def validate_model_section(model: dict[str, Any]):
@@ -127,10 +195,24 @@ def validate_model_section(model: dict[str, Any]):
         return None
     model_type = model.pop("type", None)
     require(model_type is not None, "model.type", "is required")
-    require(model_type in CONFIG_MAPPING, "model.type", f"unknown model type {model_type!r}")
+    require(
+        isinstance(model_type, str) and model_type in CONFIG_MAPPING,
+        "model.type",
+        f"unknown model type {model_type!r}",
+    )
     config_cls = CONFIG_MAPPING[model_type]
     require("vocab_size" not in model, "model.vocab_size", "is set from the tokenizer")
     preset = model.pop("preset", None)
+    require(
+        preset is None or isinstance(preset, str),
+        "model.preset",
+        f"must be the name of a preset, got {preset!r}",
+    )
+    require(
+        preset is None or hasattr(config_cls, "from_preset"),
+        "model.preset",
+        f"{config_cls.__name__} has no presets",
+    )
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     known = set(fields)
     hints = {key: _field_type(config_cls, fields[key]) for key in model if key in fields}

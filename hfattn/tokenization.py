@@ -1,9 +1,14 @@
 """Character-level tokenizer built with the ``tokenizers`` library.
 
 Every character (space and newline included) is one token; ``decode(encode(text)) == text``
-for text inside the vocabulary, and characters outside it map to ``<unk>``. The result is a
-``transformers`` fast tokenizer, saved next to the model and loaded by
-``AutoTokenizer.from_pretrained``.
+for text inside the vocabulary, and each character outside it maps to one ``<unk>``. Text that
+spells a special token (``"<eos>"``) is read as its characters, never as that token
+(``split_special_tokens``). The result is a ``transformers`` fast tokenizer, saved next to the
+model and loaded by ``AutoTokenizer.from_pretrained``.
+
+A Python string can hold what no tokenizer encodes: a lone surrogate (``"\udcff"``, what
+undecodable bytes on the command line become). :func:`require_text` refuses it with a message
+naming the input.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def build_char_tokenizer(
         tokenizer_object=backend,
         model_max_length=model_max_length,
         clean_up_tokenization_spaces=False,
+        split_special_tokens=True,
         **SPECIAL_TOKENS,
     )
     unknown = count_unknown_chars(tokenizer, "".join(held_out)) + sum(
@@ -80,9 +86,32 @@ def count_unknown_chars(tokenizer: PreTrainedTokenizerFast, text: str) -> int:
     return sum(n for c, n in Counter(text).items() if c not in vocab)
 
 
+def require_text(text: str, name: str) -> str:
+    """Return ``text``, or raise ``ValueError`` naming ``name`` when it holds a lone surrogate:
+    not text (no tokenizer encodes it, nothing prints it), most often an undecodable byte of a
+    command-line argument (Python maps byte ``0xNN`` to ``U+DCNN``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(text[err.start])
+        what = (
+            f"byte 0x{code - 0xDC00:02x} is not UTF-8"
+            if 0xDC80 <= code <= 0xDCFF
+            else f"U+{code:04X} is a lone surrogate, not a character"
+        )
+        raise ValueError(f"{name} is not valid text: {what} (at character {err.start})") from None
+    return text
+
+
 def encode_prompt(tokenizer: PreTrainedTokenizerFast, prompt: str) -> list[int]:
     """Ids of a generation prompt: characters outside the vocabulary become ``<unk>`` (with a
-    warning naming them) and an empty prompt starts from ``<bos>``."""
+    warning naming them), a special token's spelling stays characters, and an empty prompt
+    starts from ``<bos>``.
+
+    Raises:
+        ValueError: the prompt is not valid text (:func:`require_text`).
+    """
+    require_text(prompt, "prompt")
     if not prompt:
         return [tokenizer.bos_token_id]
     vocab = tokenizer.get_vocab()
@@ -93,7 +122,13 @@ def encode_prompt(tokenizer: PreTrainedTokenizerFast, prompt: str) -> list[int]:
             tokenizer.unk_token,
             ", ".join(repr(c) for c in unknown),
         )
-    return tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return tokenizer(prompt, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
-__all__ = ["SPECIAL_TOKENS", "build_char_tokenizer", "count_unknown_chars", "encode_prompt"]
+__all__ = [
+    "SPECIAL_TOKENS",
+    "build_char_tokenizer",
+    "count_unknown_chars",
+    "encode_prompt",
+    "require_text",
+]

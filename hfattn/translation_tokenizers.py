@@ -23,6 +23,18 @@ included) and merges them into one id space: word/char = the union of the two vo
 source merges followed by the target merges not already present (a word is merged by the
 source's rules first, then the target's).
 
+What comes back from ``decode(ids, skip_special_tokens=True)``:
+
+- ``"word"``: the normalized words joined by single spaces; each out-of-vocabulary word is one
+  ``<unk>`` (dropped when decoding).
+- ``"char"``: the NFC-normalized text; each out-of-vocabulary character is one ``<unk>``.
+- ``"bpe"``: the NFC-normalized text less one leading space (``▁`` opens every word, as in
+  SentencePiece, and a literal ``▁`` reads as a space); each run of characters never seen in
+  training, inside a word, is one ``<unk>``.
+
+Text that spells a special token (``"<eos>"``) is read as ordinary text, never as that token
+(``split_special_tokens``).
+
 Special tokens: ``<pad>`` = 0, ``<unk>`` = 1, ``<bos>`` = 2, ``<eos>`` = 3 (the model configs'
 defaults). Every encoded text, source or target, ends with ``<eos>`` (template ``$A <eos>``);
 labels carry no ``<bos>``: the model's decoder starts from ``decoder_start_token_id`` =
@@ -223,6 +235,7 @@ def build_translation_tokenizer(
         tokenizer_object=backend,
         model_max_length=model_max_length,
         clean_up_tokenization_spaces=False,
+        split_special_tokens=True,
         **SPECIAL_TOKENS,
     )
     logger.info(

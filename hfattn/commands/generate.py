@@ -16,7 +16,9 @@ def register(subparsers) -> None:
     parser.add_argument("--prompt", default="", help="text to continue (empty: start from <bos>)")
     saved = " (default: the model's generation_config.json)"
     parser.add_argument("--max-new-tokens", type=int, help="new tokens" + saved)
-    parser.add_argument("--temperature", type=float, help="sampling temperature" + saved)
+    parser.add_argument(
+        "--temperature", type=float, help="sampling temperature, 0 = greedy" + saved
+    )
     parser.add_argument("--top-k", type=int, help="top-k sampling, 0 = off" + saved)
     parser.add_argument("--top-p", type=float, help="nucleus sampling" + saved)
     parser.add_argument("--num-beams", type=int, help="beam width" + saved)
@@ -29,29 +31,26 @@ def run(args: argparse.Namespace) -> int:
     """Print the prompt and its continuation."""
     import sys
 
-    for name in ("max_new_tokens", "temperature", "num_beams"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            print(f"error: --{name.replace('_', '-')} must be > 0, got {value}", file=sys.stderr)
-            return 2
-    if args.top_k is not None and args.top_k < 0:
-        print(f"error: --top-k must be >= 0 (0 = off), got {args.top_k}", file=sys.stderr)
-        return 2
-    if args.top_p is not None and not 0 < args.top_p <= 1:
-        print("error: --top-p must be in (0, 1]", file=sys.stderr)
-        return 2
-
     from ..logging_setup import configure_logging
-    from ..tasks.causal_lm import generate_text
-    from .loading import ModelLoadError, load_model_and_tokenizer
+    from ..tasks.causal_lm import check_generation_settings, generate_text
+    from ..tokenization import require_text
+    from .loading import load_model_and_tokenizer
 
+    try:  # bad options fail before the model is loaded
+        check_generation_settings(vars(args), prefix="--")
+        require_text(args.prompt, "--prompt")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     configure_logging()
     try:
         model, tokenizer = load_model_and_tokenizer(args.model_dir, "AutoModelForCausalLM")
-    except ModelLoadError as err:
+        text = generate_text(
+            model, tokenizer, args.prompt, seed=args.seed, **_settings(args, model)
+        )
+    except ValueError as err:  # ModelLoadError, or saved settings / a prompt out of range
         print(f"error: {err}", file=sys.stderr)
         return 2
-    text = generate_text(model, tokenizer, args.prompt, seed=args.seed, **_settings(args, model))
     print(text)
     return 0
 

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: give sentences to translate or --file", file=sys.stderr)
         return 2
 
-    from ..evaluation.translation import SourceTooLongError, translate_texts
+    from ..evaluation.translation import translate_texts
     from ..logging_setup import configure_logging
     from .loading import ModelLoadError, load_model_and_tokenizer
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             on_too_long="error" if args.refuse_long else "warn",
         )
-    except SourceTooLongError as err:
+    except ValueError as err:  # SourceTooLongError, or a source that is not valid text
         print(f"error: {err}", file=sys.stderr)
         return 2
     print("\n".join(translations))

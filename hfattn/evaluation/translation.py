@@ -21,6 +21,7 @@ import torch
 from torch.nn import functional as F
 
 from ..data.seq2seq import IGNORE_INDEX, pad_sources
+from ..tokenization import require_text
 from . import load_metric
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,20 @@ def source_limit(model, tokenizer) -> int | None:
             return int(value)
     limit = getattr(tokenizer, "model_max_length", None)
     return int(limit) if limit and limit < 1_000_000 else None
+
+
+def target_limit(model) -> int | None:
+    """The most tokens the decoder can read: ``config.max_target_positions``, or
+    ``max_position_embeddings`` when the positions are a table (learned, or Marian's fixed
+    sinusoids); ``None`` when they extend on the fly (Vaswani's sinusoids) or there are none
+    (a recurrent decoder)."""
+    config = model.config
+    if getattr(config, "max_target_positions", None):
+        return int(config.max_target_positions)
+    if getattr(config, "position_embedding", None) == "sinusoidal":
+        return None
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if value else None
 
 
 def encode_sources(
@@ -81,14 +96,34 @@ def translate_texts(
     on_too_long: str = "warn",
     **generate_kwargs,
 ) -> list[str]:
-    """Translate ``texts`` (any order and lengths); an empty or blank source gives ``""``."""
+    """Translate ``texts`` (any order and lengths); an empty or blank source gives ``""``.
+    ``max_new_tokens`` beyond the decoder's positions (:func:`target_limit`) are cut to them,
+    with a warning.
+
+    Raises:
+        ValueError: ``batch_size`` < 1, or a source that is not valid text
+            (:func:`~hfattn.tokenization.require_text`).
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    for i, text in enumerate(texts):
+        require_text(text, f"source {i}")
+    outputs = [""] * len(texts)
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    if not todo:  # the tokenizer refuses an empty batch
+        return outputs
+    limit = target_limit(model)
+    if limit is not None and max_new_tokens > limit:
+        logger.warning(
+            "max_new_tokens %d is more than the decoder's %d positions: cut to %d",
+            max_new_tokens,
+            limit,
+            limit,
+        )
+        max_new_tokens = limit
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    outputs = [""] * len(texts)
-    todo = [i for i, text in enumerate(texts) if text.strip()]
     encoded = encode_sources(
         tokenizer, [texts[i] for i in todo], source_limit(model, tokenizer), on_too_long=on_too_long
     )
@@ -257,6 +292,7 @@ __all__ = [
     "alignment",
     "encode_sources",
     "source_limit",
+    "target_limit",
     "teacher_forced_scores",
     "text_scores",
     "translate_texts",

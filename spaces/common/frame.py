@@ -155,8 +155,16 @@ def load_model(model_id: str, auto_class: str, **model_kwargs):
 
 def check_text(text: str | None, limits: Limits, field_name: str = "Input") -> str:
     """Return ``text`` (``""`` for ``None``), or refuse it with a visible message when it is
-    longer than ``limits.max_input_chars``."""
+    longer than ``limits.max_input_chars`` or is not valid text (a lone surrogate, which an API
+    client can send as a JSON escape and no tokenizer encodes)."""
     text = text or ""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise gr.Error(
+            f"{field_name} is not valid text: U+{ord(text[err.start]):04X} at character "
+            f"{err.start} is a lone surrogate, not a character."
+        ) from None
     if len(text) > limits.max_input_chars:
         raise gr.Error(
             f"{field_name} is {len(text)} characters long; this Space accepts at most "

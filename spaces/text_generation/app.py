@@ -41,8 +41,33 @@ def _outputs(context: frame.Context) -> list:
     return [gr.Textbox(label="Generated text", lines=14, elem_id="output")]
 
 
+GREEDY_BELOW = 1e-4
+"""Temperatures below this (0 included) decode greedily: sampling there is greedy to float
+precision, and dividing the logits by a far smaller temperature overflows (hfattn's
+``generate_text`` follows the same rule)."""
+
+
+def _fit_context(context: frame.Context, ids, max_new_tokens: int):
+    """The last prompt tokens that leave room for ``max_new_tokens`` in a model with a fixed
+    number of positions (GPT-2); all of them for a recurrent model.
+
+    Raises:
+        gradio.Error: when the new tokens alone exceed the model's positions.
+    """
+    limit = getattr(context.model.config, "max_position_embeddings", None)
+    if not limit:
+        return ids
+    if max_new_tokens >= limit:
+        raise gr.Error(
+            f"New tokens must be below {limit} for this model (it reads at most {limit} "
+            f"positions), got {max_new_tokens}."
+        )
+    return ids[:, -(limit - max_new_tokens) :]
+
+
 def generate(context: frame.Context, prompt, temperature, top_k, top_p, max_new_tokens):
-    """Stream ``prompt`` followed by the generated continuation (yields the growing text)."""
+    """Stream ``prompt`` followed by the generated continuation (yields the growing text).
+    A prompt longer than a fixed-context model reads is cut to its last tokens."""
     from transformers import TextIteratorStreamer
 
     prompt = frame.check_text(prompt, context.limits, "Prompt")
@@ -62,8 +87,9 @@ def generate(context: frame.Context, prompt, temperature, top_k, top_p, max_new_
             else model.config.bos_token_id
         )
         ids = ids.new_full((1, 1), start)
+    ids = _fit_context(context, ids, max_new_tokens)
     sampling = {"do_sample": False}
-    if temperature > 0:
+    if temperature >= GREEDY_BELOW:
         sampling = {"do_sample": True, "temperature": temperature, "top_k": top_k, "top_p": top_p}
     streamer = TextIteratorStreamer(
         tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=120

@@ -95,15 +95,29 @@ def _source_ids(context: frame.Context, sentence: str) -> list[int]:
     return ids
 
 
+def _target_limit(config) -> int | None:
+    """The most tokens the decoder can read: ``max_target_positions``, or
+    ``max_position_embeddings`` when the positions are a table (learned, or Marian's fixed
+    sinusoids); ``None`` when they extend (sinusoidal) or there are none (a recurrent decoder).
+    The same rule as hfattn's ``target_limit``."""
+    if getattr(config, "max_target_positions", None):
+        return config.max_target_positions
+    if getattr(config, "position_embedding", None) == "sinusoidal":
+        return None
+    return getattr(config, "max_position_embeddings", None)
+
+
 @torch.no_grad()
 def _translate_one(context: frame.Context, sentence: str, num_beams: int, max_new_tokens: int):
-    """``(input_ids, generated_ids)`` of one sentence, decoded with beam search."""
+    """``(input_ids, generated_ids)`` of one sentence, decoded with beam search (at most as
+    many new tokens as the decoder has positions)."""
     input_ids = torch.tensor([_source_ids(context, sentence)])
+    limit = _target_limit(context.model.config)
     generated = context.model.generate(
         input_ids=input_ids,
         attention_mask=torch.ones_like(input_ids),
         num_beams=num_beams,
-        max_new_tokens=max_new_tokens,
+        max_new_tokens=min(max_new_tokens, limit or max_new_tokens),
         do_sample=False,
     )
     return input_ids, generated

@@ -35,7 +35,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 from .attention import Attention
 from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
-from .recurrent_cache import RecurrentCache
+from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import build_rnn, init_rnn_weights
 from .seq2seq_utils import (
     ConfigTiedWeightsMixin,
@@ -71,20 +71,14 @@ class BahdanauDecoderOutput(BaseModelOutput):
     state: dict | None = None
 
 
-class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
-    """Weight initialisation, tied-weight bookkeeping and HF plumbing of the family."""
+class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, RecurrentCacheModelMixin, PreTrainedModel):
+    """Weight initialisation, tied-weight bookkeeping and HF plumbing of the family (the
+    decoder state is the generation cache: :class:`~.recurrent_cache.RecurrentCacheModelMixin`)."""
 
     config_class = BahdanauConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
-    # The recurrent state is the cache: generate() must not build a DynamicCache; beam search
-    # reorders it with RecurrentCache.reorder_cache; assisted decoding (rollback) is refused.
-    _is_stateful = True
     _no_split_modules = []
-
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        return False
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

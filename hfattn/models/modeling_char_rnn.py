@@ -27,7 +27,7 @@ from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_char_rnn import CharRNNConfig
-from .recurrent_cache import RecurrentCache
+from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import build_rnn, init_rnn_weights
 
 RecurrentState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
@@ -143,21 +143,15 @@ class CharRNNOutput(CausalLMOutputWithPast):
     ``hidden_states`` are the embeddings followed by the output of every layer."""
 
 
-class CharRNNPreTrainedModel(PreTrainedModel):
-    """Weight initialisation and HF plumbing shared by char-RNN models."""
+class CharRNNPreTrainedModel(RecurrentCacheModelMixin, PreTrainedModel):
+    """Weight initialisation and HF plumbing shared by char-RNN models (the recurrent state is
+    the generation cache: :class:`~.recurrent_cache.RecurrentCacheModelMixin`)."""
 
     config_class = CharRNNConfig
     # The model has no separate base model: its body is itself.
     base_model_prefix = ""
     main_input_name = "input_ids"
-    # The recurrent state is the cache: generate() must not build a DynamicCache; forward
-    # creates a RecurrentCache, which beam search reorders with its `reorder_cache`.
-    _is_stateful = True
     _no_split_modules = []
-
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        return False
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

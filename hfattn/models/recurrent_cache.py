@@ -154,4 +154,18 @@ class RecurrentCache(Cache):
         return self.map(lambda t: t.to(*args, **kwargs))
 
 
-__all__ = ["RecurrentCache"]
+class RecurrentCacheModelMixin:
+    """For a ``PreTrainedModel`` whose recurrent state is its generation cache (a
+    :class:`RecurrentCache` that its ``forward`` creates and returns): ``generate()`` must not
+    build a ``DynamicCache``, beam search reorders the state with
+    :meth:`RecurrentCache.reorder_cache`, and assisted decoding (which rolls the cache back) is
+    refused. List it before ``PreTrainedModel`` among the bases."""
+
+    _is_stateful = True
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False
+
+
+__all__ = ["RecurrentCache", "RecurrentCacheModelMixin"]

@@ -15,6 +15,7 @@ Used by the publishing tests and by ``benchmarks/bench_space.py``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -136,6 +137,22 @@ def space_from_hub(hub_server, repo_id: str, python: Path, tmp_path: Path) -> It
         yield space_dir, url
     finally:
         stop(process)
+
+
+def run_offline_without_hfattn(python: Path, script: str, *args: str, cwd: Path) -> dict:
+    """Run ``python -c script *args`` in ``cwd`` offline (``HF_HUB_OFFLINE=1``, otherwise
+    :func:`clean_env`) and return the JSON object its last output line prints. Fails the test
+    with the script's stderr if it does not exit cleanly."""
+    result = subprocess.run(
+        [str(python), "-c", script, *args],
+        cwd=cwd,
+        env=clean_env(HF_HUB_OFFLINE="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def run_card_snippet(

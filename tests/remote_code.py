@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import torch
@@ -27,20 +26,13 @@ def assert_same_generations_without_hfattn(
 ) -> None:
     """``folder`` (saved from ``model``) loaded with ``trust_remote_code`` by ``fresh_python``
     gives the greedy and beam-3 outputs ``model`` gives here (``ids`` padded with 0)."""
-    from fresh_env import clean_env
+    from fresh_env import run_offline_without_hfattn
 
     with torch.no_grad():
         greedy = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8)
         beam = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, num_beams=3)
-    result = subprocess.run(
-        [str(fresh_python), "-c", LOAD_SEQ2SEQ, str(folder), json.dumps(ids.tolist())],
-        cwd=folder.parent,
-        env=clean_env(HF_HUB_OFFLINE="1"),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    loaded = run_offline_without_hfattn(
+        fresh_python, LOAD_SEQ2SEQ, str(folder), json.dumps(ids.tolist()), cwd=folder.parent
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["module"].startswith("transformers_modules")
     assert loaded["greedy"] == greedy.tolist() and loaded["beam"] == beam.tolist()

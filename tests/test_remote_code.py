@@ -1,10 +1,9 @@
 """A saved folder loads and generates where hfattn is not installed (trust_remote_code)."""
 
 import json
-import subprocess
 
 import pytest
-from fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
+from fresh_env import LOAD_SCRIPT, greedy_and_sampled, run_offline_without_hfattn
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 pytestmark = pytest.mark.slow
@@ -21,15 +20,6 @@ def test_folder_loads_without_hfattn_and_generates_the_same_text(
     model = AutoModelForCausalLM.from_pretrained(char_rnn_run).eval()
     expected = greedy_and_sampled(model, AutoTokenizer.from_pretrained(char_rnn_run))
 
-    result = subprocess.run(
-        [str(fresh_python), "-c", LOAD_SCRIPT, str(char_rnn_run)],
-        cwd=tmp_path,
-        env=clean_env(HF_HUB_OFFLINE="1"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    loaded = run_offline_without_hfattn(fresh_python, LOAD_SCRIPT, str(char_rnn_run), cwd=tmp_path)
     assert loaded["module"].startswith("transformers_modules")  # the folder's own source
     assert loaded["greedy"] == expected["greedy"] and loaded["sampled"] == expected["sampled"]

@@ -4,7 +4,6 @@ counts, masking, pooling equations, losses, learning, saving, pipeline, PEFT and
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 import torch
@@ -408,7 +407,7 @@ print(json.dumps({"module": type(model).__module__, "logits": out.logits.tolist(
 
 @pytest.mark.slow
 def test_saved_folder_classifies_the_same_without_hfattn(fresh_python, tmp_path):
-    from fresh_env import clean_env
+    from fresh_env import run_offline_without_hfattn
 
     model = tiny(pooling="attention", bidirectional=True, cell="lstm", freeze_embeddings=True)
     folder = tmp_path / "model"
@@ -419,16 +418,9 @@ def test_saved_folder_classifies_the_same_without_hfattn(fresh_python, tmp_path)
     ids = torch.tensor([[6, 9, 12, 0, 0], [0, 7, 8, 10, 11]])
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=(ids != 0).long(), output_attentions=True)
-    result = subprocess.run(
-        [str(fresh_python), "-c", LOAD_CLASSIFIER, str(folder), json.dumps(ids.tolist())],
-        cwd=tmp_path,
-        env=clean_env(HF_HUB_OFFLINE="1"),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    loaded = run_offline_without_hfattn(
+        fresh_python, LOAD_CLASSIFIER, str(folder), json.dumps(ids.tolist()), cwd=tmp_path
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["module"].startswith("transformers_modules") and loaded["frozen"]
     torch.testing.assert_close(torch.tensor(loaded["logits"]), out.logits, rtol=0, atol=1e-6)
     torch.testing.assert_close(

@@ -18,18 +18,11 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import ModelCard
 from space_helpers import launch_space
+from test_spaces import CHROMIUM, CHROMIUM_ARGS
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 MAX_INPUT_CHARS = 200
 NEW_TOKENS = 16
 SENTENCES = ["April 22, 2019", "3 May 2001", "December 31, 1999"]

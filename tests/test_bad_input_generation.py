@@ -66,12 +66,17 @@ def char_lm(char_rnn_run):
 
 
 @pytest.fixture(scope="module")
-def gpt2_lm(tmp_path_factory):
-    """``(model, tokenizer)`` of a tiny random GPT-2 with 32 positions (a fixed context)."""
+def gpt2_folder(tmp_path_factory) -> Path:
+    """A tiny random GPT-2 with 32 positions (a fixed context)."""
     from tiny_pretrained import tiny_gpt2_folder
 
-    folder = tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"), n_positions=32, vocab_size=300)
-    return load_model_and_tokenizer(str(folder), "AutoModelForCausalLM")
+    return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"), n_positions=32, vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def gpt2_lm(gpt2_folder):
+    """``(model, tokenizer)`` of :func:`gpt2_folder`."""
+    return load_model_and_tokenizer(str(gpt2_folder), "AutoModelForCausalLM")
 
 
 def untrained_folder(root: Path, name: str, task: str, **sections) -> Path:
@@ -135,12 +140,21 @@ def classifier(tmp_path_factory) -> Path:
     )
 
 
-def space(app: str, folder: Path, auto_class: str, **limits):
-    """``(app module, context)`` of the Space ``app`` serving ``folder`` (as the page would)."""
+@pytest.fixture(scope="module")
+def translation_lms(translators) -> dict[str, tuple]:
+    """``(model, tokenizer)`` of each of the :func:`translators`."""
+    return {
+        name: load_model_and_tokenizer(str(folder), "AutoModelForSeq2SeqLM")
+        for name, folder in translators.items()
+    }
+
+
+def space(app: str, model_and_tokenizer: tuple, **limits):
+    """``(app module, context)`` of the Space ``app`` serving a loaded model, with
+    ``frame.Limits(**limits)``: what the page's handlers receive."""
     module = load_space_app(asset_dir("spaces") / app)
-    model, tokenizer = load_model_and_tokenizer(str(folder), auto_class)
-    context = module.frame.Context(model, tokenizer, module.frame.Limits(**limits), str(folder))
-    return module, context
+    limits = module.frame.Limits(**limits)
+    return module, module.frame.Context(*model_and_tokenizer, limits, app)
 
 
 # ---- oracles ---------------------------------------------------------------------------------
@@ -222,6 +236,21 @@ def test_generate_text_reads_the_end_of_a_prompt_past_the_positions(gpt2_lm, cap
         generate_text(model, tokenizer, NOT_TEXT, max_new_tokens=4)
 
 
+def test_a_pretrained_recipe_leaves_room_for_the_prompt(gpt2_folder, tmp_path):
+    """Checked when the model is loaded, before training, not when the sample is drawn."""
+    from hfattn.recipes import RecipeError, build_job, load_recipe
+
+    recipe = write_recipe(
+        tmp_path,
+        model=str(gpt2_folder),
+        training={"mode": "packed", "block_size": 16},
+        evaluation={"seq_len": 16},
+        generation={"max_new_tokens": 32},
+    )
+    with pytest.raises(RecipeError, match=r"^generation\.max_new_tokens: 32 new tokens leave no"):
+        build_job(load_recipe(recipe))
+
+
 GENERATE_OK = [
     ["--prompt", ""],
     ["--prompt", "\x00\x07\r\n\u2028\x1b[31m"],
@@ -275,11 +304,11 @@ def test_generate_command_on_bad_input(char_rnn_run, capsys):
 @example(name="bahdanau", sources=[""], num_beams=1, max_new_tokens=NEW_TOKENS)
 @example(name="vaswani-learned", sources=["April 1"], num_beams=2, max_new_tokens=40)
 def test_translate_texts_gives_one_translation_per_source(
-    translators, name, sources, num_beams, max_new_tokens
+    translation_lms, name, sources, num_beams, max_new_tokens
 ):
     """Once ``[""]`` raised ``IndexError`` and 40 new tokens past 16 learned positions a
     ``ValueError`` from inside the decoder."""
-    model, tokenizer = _loaded(translators[name])
+    model, tokenizer = translation_lms[name]
     out = translate_texts(
         model, tokenizer, sources, num_beams=num_beams, max_new_tokens=max_new_tokens
     )
@@ -289,16 +318,6 @@ def test_translate_texts_gives_one_translation_per_source(
     ]
     limit = 16 if name == "vaswani-learned" else max_new_tokens
     assert all(len(t) <= min(limit, max_new_tokens) for t in out)  # one char per token
-
-
-_LOADED: dict[Path, tuple] = {}
-
-
-def _loaded(folder: Path) -> tuple:
-    """``(model, tokenizer)`` of ``folder``, loaded once."""
-    if folder not in _LOADED:
-        _LOADED[folder] = load_model_and_tokenizer(str(folder), "AutoModelForSeq2SeqLM")
-    return _LOADED[folder]
 
 
 def test_translate_command_on_bad_input(translators, capsys):
@@ -325,9 +344,9 @@ SPACE_LIMITS = {"max_input_chars": 300, "max_new_tokens": 8}
 
 
 @pytest.fixture(scope="module")
-def text_generation_space(char_rnn_run):
+def text_generation_space(char_lm):
     """The text-generation Space's module and context, serving the tiny char-RNN."""
-    return space("text_generation", char_rnn_run, "AutoModelForCausalLM", **SPACE_LIMITS)
+    return space("text_generation", char_lm, **SPACE_LIMITS)
 
 
 def space_generate(module, context, *values) -> str:
@@ -367,9 +386,9 @@ def test_text_generation_space_streams_text_or_names_the_field(
         assert text.startswith(prompt) and len(text) <= len(prompt) + new_tokens
 
 
-def test_text_generation_space_cuts_a_prompt_to_the_positions(gpt2_lm, tmp_path):
-    module = load_space_app(asset_dir("spaces") / "text_generation")
-    context = module.frame.Context(*gpt2_lm, module.frame.Limits(max_input_chars=5000), "gpt2")
+def test_text_generation_space_cuts_a_prompt_to_the_positions(gpt2_lm):
+    """Once an ``IndexError`` from GPT-2's position table, shown as "Generation failed"."""
+    module, context = space("text_generation", gpt2_lm, max_input_chars=5000)
     text = space_generate(module, context, LONG, 0.0, 0, 1.0, 8)
     assert text.startswith(LONG) and len(text) > len(LONG)
     with pytest.raises(gr.Error, match="New tokens must be below 32 for this model"):
@@ -377,12 +396,9 @@ def test_text_generation_space_cuts_a_prompt_to_the_positions(gpt2_lm, tmp_path)
 
 
 @pytest.fixture(scope="module")
-def translation_spaces(translators):
+def translation_spaces(translation_lms):
     """The translation Space's module and a context per tiny translation model."""
-    return {
-        name: space("translation", folder, "AutoModelForSeq2SeqLM", **SPACE_LIMITS)
-        for name, folder in translators.items()
-    }
+    return {name: space("translation", lm, **SPACE_LIMITS) for name, lm in translation_lms.items()}
 
 
 @FUZZ
@@ -426,7 +442,8 @@ def test_translation_space_translates_each_line_or_names_the_field(
 @pytest.fixture(scope="module")
 def classification_space(classifier):
     """The classification Space's module and context, serving the untrained classifier."""
-    return space("classification", classifier, "AutoModelForSequenceClassification", **SPACE_LIMITS)
+    lm = load_model_and_tokenizer(str(classifier), "AutoModelForSequenceClassification")
+    return space("classification", lm, **SPACE_LIMITS)
 
 
 @FUZZ

@@ -252,9 +252,10 @@ def default_base_model(recipe: RecipeBase) -> None:
 
 def load_pretrained_lm(recipe: CausalLMRecipe):
     """``(model, tokenizer)`` of a pretrained recipe: ``AutoModelForCausalLM`` and its own
-    tokenizer through :func:`hfattn.pretrained.load_pretrained`, eos as pad, windows checked
-    against the context length, and the ``lora:`` adapter applied (seeded). The model is put
-    in training mode (``from_pretrained`` returns it in eval mode, dropout off)."""
+    tokenizer through :func:`hfattn.pretrained.load_pretrained`, eos as pad, windows and the
+    sample's new tokens checked against the context length, and the ``lora:`` adapter applied
+    (seeded). The model is put in training mode (``from_pretrained`` returns it in eval mode,
+    dropout off)."""
     from transformers import AutoModelForCausalLM
 
     _check_tokenizer_section(recipe, pretrained=True)
@@ -268,6 +269,13 @@ def load_pretrained_lm(recipe: CausalLMRecipe):
             name,
             f"{tokens} tokens exceed the {limit}-token context of {recipe.model['pretrained']}",
         )
+    new_tokens = recipe.generation.max_new_tokens
+    require(
+        limit is None or new_tokens < limit,
+        "generation.max_new_tokens",
+        f"{new_tokens} new tokens leave no room for the prompt in the {limit}-token context of "
+        f"{recipe.model['pretrained']}",
+    )
     default_base_model(recipe)
     if recipe.lora is not None:
         torch.manual_seed(recipe.training.seed)

@@ -136,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
             "no system to score: apertium is not installed and no model folder was given", args.json
         )
     heading = f"{len(sources)} {args.split} pairs of {args.data}"
+    if not args.folders:
+        heading += (
+            " (no model folder given, so no model row: train one, e.g. `hfattn train "
+            "recipes/bahdanau_bible_en_es.yaml`, and pass `runs/bahdanau_bible_en_es`; the "
+            "figures of the trained runs are in benchmarks/NOTES.md)"
+        )
     scored = score_systems(systems, sources, references)
     print(f"\n{heading}\n\n{markdown_table(scored)}")
     to_report(scored, heading).write(args.json)

@@ -221,26 +221,24 @@ def run_bench(
     outcome.seconds = time.perf_counter() - start
     outcome.date = now()
     tail = f"last lines of its output:\n{log_tail(log_path)}"
+    data, problem = None, "it wrote no --json output"
+    if json_path.is_file():
+        try:
+            data = normalise(json.loads(json_path.read_text()), name, device)
+        except ValueError as error:  # json.JSONDecodeError is one
+            problem = f"unreadable --json output: {error}"
     if code is None:
         outcome.status, outcome.reason = "timed out", f"killed after {timeout_s:.0f} s; {tail}"
-    elif code != 0:
-        outcome.status, outcome.reason = "failed", f"exit status {code}; {tail}"
-    if not json_path.is_file():
-        if outcome.status == "ok":
-            outcome.status, outcome.reason = "failed", "it wrote no --json output"
-        return outcome
-    try:
-        data = normalise(json.loads(json_path.read_text()), name, device)
-    except ValueError as error:  # json.JSONDecodeError is one
-        outcome.status, outcome.reason = "failed", f"unreadable --json output: {error}"
-        return outcome
-    outcome.records, outcome.series, outcome.markdown = (
-        data["records"],
-        data["series"],
-        data["markdown"],
-    )
-    if data["not_run"] and outcome.status == "ok":
-        outcome.status, outcome.reason = "not run", data["not_run"]
+    elif data is None:
+        outcome.status = "failed"
+        outcome.reason = f"exit status {code}; {tail}" if code else problem
+    else:  # what it measured stands, even where it exits non-zero on a target it missed
+        outcome.records, outcome.series = data["records"], data["series"]
+        outcome.markdown = data["markdown"]
+        if data["not_run"]:
+            outcome.status, outcome.reason = "not run", data["not_run"]
+        elif code:
+            outcome.reason = f"exit status {code} after writing its measures; {tail}"
     return outcome
 
 
@@ -343,7 +341,7 @@ def results_table(outcomes: list[Outcome], devices: list[str]) -> list[str]:
         header = ["measure", "value", "target", "met"]
     else:
         header = ["measure", "target"] + [f"{d} {h}" for d in devices for h in ("value", "met")]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [table_row(header), "|---" * len(header) + "|"]
     for name, by_device in rows.items():
         first = next(iter(by_device.values()))
         cells = {d: by_device.get(d) for d in devices}
@@ -454,11 +452,8 @@ def render(
             f"| [{o.benchmark}](#{o.benchmark}) | {o.device} | {status} | {len(o.records)} | "
             f"{sum(met)} / {len(met)} | {o.seconds:.0f} | {o.date} |"
         )
-    lines += ["", "Every measure with a target:", ""]
-    lines += [
-        "| benchmark | device | measure | value | target | met |",
-        "|---|---|---|---|---|---|",
-    ]
+    header = ["benchmark", "device", "measure", "value", "target", "met"]
+    lines += ["", "Every measure with a target:", "", table_row(header), "|---" * len(header) + "|"]
     for r in judged:
         cells = [r["benchmark"], r["device"], r["name"], value_cell(r), format_target(r)]
         lines.append(table_row([*cells, format_met(r["met"])]))
@@ -470,9 +465,10 @@ def render(
         for o in group:
             lines.append(f"Rerun ({o.device}): `{o.command}`")
             lines.append("")
-            if o.status != "ok":
+            if o.reason:
                 reason = o.reason.splitlines()
-                lines.append(f"**{o.status}**: {reason[0] if reason else ''}")
+                label = "note" if o.status == "ok" else f"**{o.status}**"
+                lines.append(f"{label}: {reason[0]}")
                 if len(reason) > 1:
                     lines += ["", "```", *reason[1:], "```"]
                 lines.append("")

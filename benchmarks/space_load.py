@@ -194,8 +194,8 @@ def run_clients(
     start counts as failed.
 
     Raises:
-        ValueError: ``url`` is not a loopback address, or more than :data:`MAX_CLIENTS`
-            requests.
+        ValueError: ``url`` is not a loopback address, or no request or more than
+            :data:`MAX_CLIENTS`.
     """
     from gradio_client import Client
 

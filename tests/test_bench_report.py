@@ -38,6 +38,7 @@ report.add_series("steps", "time against batch", "batch", "batch size", [8, 16],
                   {{"ours": [0.1, 0.2], "reference": [0.1, 0.3]}})
 report.markdown.append("| system | BLEU |\\n|---|---:|\\n| stub | 1.0 |")
 report.write(args.json)
+sys.exit(1)  # its own verdict on the target it missed: the measures still count
 """
 
 BAD = """
@@ -116,6 +117,7 @@ def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
     assert "| stub | 1.0 |" in report  # the script's own markdown section
     assert "![good_steps_cpu](results/good_steps_cpu.png)" in report
     assert "bench_good.py --quick`" in report  # the command to rerun it
+    assert "note: exit status 1 after writing its measures; last lines of its output:" in report
     assert report.rstrip().endswith(kept)  # the hand-written block is carried over
     for heading in ("## Machine", "## Summary", "## good", "## bad"):
         assert heading in report

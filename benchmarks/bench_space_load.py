@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-space-load-") as tmp:
         work = Path(tmp)
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown_table(results)
     meta = {
         "command": "benchmarks/bench_space_load.py " + " ".join(argv or sys.argv[1:]),
-        "load_average_1min": os.getloadavg()[0],
+        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
         "cpus": os.cpu_count(),
         "torch_threads": args.threads,
     }

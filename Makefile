@@ -35,7 +35,7 @@ sword:
 test: $(STAMP) browser sword
 	$(PY) -m pytest -q
 
-# Every benchmark of benchmarks/ in its quick mode (about 20 min on 2 CPU cores; GPU columns
+# Every benchmark of benchmarks/ in its quick mode (20-30 min on 2 CPU cores; GPU columns
 # where torch sees one) -> benchmarks/RESULTS.md and charts in benchmarks/results/.
 # The longer repeats: $(PY) benchmarks/run_all.py --full
 bench: $(STAMP) sword

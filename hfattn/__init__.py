@@ -78,8 +78,22 @@ def register() -> None:
         getattr(transformers, auto_name).register(config_cls, model_cls, exist_ok=True)
         config_cls.register_for_auto_class()
         model_cls.register_for_auto_class(auto_name)
+        _store_forward_signature(model_cls)
     _registered = True
     _HOOK.uninstall()
+
+
+def _store_forward_signature(model_cls) -> None:
+    """Keep ``model_cls.forward``'s signature on the function (``__signature__``).
+
+    A class registered for remote code counts as remote code to ``generate()``, which then
+    reads ``inspect.signature(self.forward)`` at every decoding step (its ``cache_position``
+    check); computing it costs about 0.15 ms, 1 % of a small model's cached greedy step."""
+    import inspect
+
+    forward = model_cls.forward
+    if "__signature__" not in vars(forward):
+        forward.__signature__ = inspect.signature(forward)
 
 
 def _on_import(name: str) -> None:

@@ -81,22 +81,36 @@ class VaswaniFeedForward(nn.Module):
         self.fc1 = nn.Linear(config.d_model, config.ffn_dim)
         self.fc2 = nn.Linear(config.ffn_dim, config.d_model)
         self.activation = ACT2FN[config.activation]
-        self.activation_dropout = nn.Dropout(config.activation_dropout)
+        self.activation_dropout = config.activation_dropout
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
+        hidden = dropout(self.activation(self.fc1(hidden_states)), self.activation_dropout, self)
+        return self.fc2(hidden)
+
+
+def dropout(hidden_states: torch.Tensor, p: float, module: nn.Module) -> torch.Tensor:
+    """Dropout with rate ``p`` while ``module`` trains; otherwise ``hidden_states`` itself.
+
+    Functional, as in Bart and Marian: the decoding loop of ``generate`` pays for no module
+    call (every layer runs this four times a step)."""
+    if module.training and p > 0:
+        return nn.functional.dropout(hidden_states, p=p, training=True)
+    return hidden_states
 
 
 class _SublayerMixin:
-    """``Norm(x + Drop(f(x)))`` (post) or ``x + Drop(f(Norm(x)))`` (pre) around a sub-layer."""
+    """``Norm(x + Drop(f(x)))`` (post) or ``x + Drop(f(Norm(x)))`` (pre) around a sub-layer.
+
+    A layer sets ``pre_norm`` (``config.norm_position == "pre"``) and ``dropout`` (the
+    residual dropout rate) in its constructor."""
 
     def _residual(self, hidden_states, norm: nn.Module, sublayer, *args, **kwargs):
-        pre = self.config.norm_position == "pre"
+        pre = self.pre_norm
         out = sublayer(norm(hidden_states) if pre else hidden_states, *args, **kwargs)
         extra = None
         if isinstance(out, tuple):
             out, extra = out
-        hidden_states = hidden_states + self.dropout(out)
+        hidden_states = hidden_states + dropout(out, self.dropout, self)
         return (hidden_states if pre else norm(hidden_states)), extra
 
 
@@ -117,7 +131,8 @@ class VaswaniEncoderLayer(_SublayerMixin, nn.Module):
         self.self_attn_layer_norm = _norm(config)
         self.feed_forward = VaswaniFeedForward(config)
         self.final_layer_norm = _norm(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
+        self.pre_norm = config.norm_position == "pre"
         mark_tfixup(config, tfixup_scales(config)[0], *_value_output_ffn(self))
 
     def forward(
@@ -149,7 +164,8 @@ class VaswaniDecoderLayer(_SublayerMixin, nn.Module):
         self.encoder_attn_layer_norm = _norm(config)
         self.feed_forward = VaswaniFeedForward(config)
         self.final_layer_norm = _norm(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
+        self.pre_norm = config.norm_position == "pre"
         mark_tfixup(config, tfixup_scales(config)[1], *_value_output_ffn(self))
 
     def forward(
@@ -238,7 +254,7 @@ class _VaswaniStack(VaswaniPreTrainedModel):
         self.embed_positions = build_positional_encoding(
             config.position_embedding, config.max_position_embeddings, config.d_model
         )
-        self.embedding_dropout = nn.Dropout(config.input_dropout)
+        self.embedding_dropout = config.input_dropout
         # Pre-LN ends each stack with a norm (the residual stream is never normalised otherwise).
         self.layer_norm = _norm(config) if config.norm_position == "pre" else nn.Identity()
 
@@ -270,7 +286,7 @@ class _VaswaniStack(VaswaniPreTrainedModel):
                 )
         positions = torch.arange(past_length, past_length + length, device=inputs_embeds.device)
         hidden = inputs_embeds * self.embed_scale + self.embed_positions(positions)
-        return self.embedding_dropout(hidden)
+        return dropout(hidden, self.embedding_dropout, self)
 
 
 class VaswaniEncoder(_VaswaniStack):
@@ -494,7 +510,7 @@ class VaswaniForConditionalGeneration(
     def __init__(self, config: VaswaniConfig):
         super().__init__(config)
         self.model = VaswaniModel(config)
-        self.head_dropout = nn.Dropout(config.head_dropout)
+        self.head_dropout = config.head_dropout
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
 
@@ -547,7 +563,7 @@ class VaswaniForConditionalGeneration(
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        logits = self.lm_head(self.head_dropout(outputs.last_hidden_state))
+        logits = self.lm_head(dropout(outputs.last_hidden_state, self.head_dropout, self))
         loss = None
         if labels is not None:
             loss = token_cross_entropy(

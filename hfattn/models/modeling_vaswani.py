@@ -73,6 +73,16 @@ def mark_tfixup(config: VaswaniConfig, scale: float, *modules: nn.Module) -> Non
             setattr(module, TFIXUP_GAIN, scale)
 
 
+def dropout(hidden_states: torch.Tensor, p: float, module: nn.Module) -> torch.Tensor:
+    """Dropout with rate ``p`` while ``module`` trains; otherwise ``hidden_states`` itself.
+
+    Functional, as in Bart and Marian: the decoding loop of ``generate`` pays for no module
+    call (every layer runs this four times a step)."""
+    if module.training and p > 0:
+        return nn.functional.dropout(hidden_states, p=p, training=True)
+    return hidden_states
+
+
 class VaswaniFeedForward(nn.Module):
     """Position-wise ``FFN(x) = act(x W₁ + b₁) W₂ + b₂`` (ReLU in the paper)."""
 
@@ -88,21 +98,14 @@ class VaswaniFeedForward(nn.Module):
         return self.fc2(hidden)
 
 
-def dropout(hidden_states: torch.Tensor, p: float, module: nn.Module) -> torch.Tensor:
-    """Dropout with rate ``p`` while ``module`` trains; otherwise ``hidden_states`` itself.
-
-    Functional, as in Bart and Marian: the decoding loop of ``generate`` pays for no module
-    call (every layer runs this four times a step)."""
-    if module.training and p > 0:
-        return nn.functional.dropout(hidden_states, p=p, training=True)
-    return hidden_states
-
-
 class _SublayerMixin:
-    """``Norm(x + Drop(f(x)))`` (post) or ``x + Drop(f(Norm(x)))`` (pre) around a sub-layer.
+    """``Norm(x + Drop(f(x)))`` (post) or ``x + Drop(f(Norm(x)))`` (pre) around a sub-layer."""
 
-    A layer sets ``pre_norm`` (``config.norm_position == "pre"``) and ``dropout`` (the
-    residual dropout rate) in its constructor."""
+    def _init_residual(self, config: VaswaniConfig) -> None:
+        """Keep the residual dropout rate and the norm position as plain attributes: they are
+        read at every sub-layer call, where the config's attribute lookup costs more."""
+        self.dropout = config.dropout
+        self.pre_norm = config.norm_position == "pre"
 
     def _residual(self, hidden_states, norm: nn.Module, sublayer, *args, **kwargs):
         pre = self.pre_norm
@@ -131,8 +134,7 @@ class VaswaniEncoderLayer(_SublayerMixin, nn.Module):
         self.self_attn_layer_norm = _norm(config)
         self.feed_forward = VaswaniFeedForward(config)
         self.final_layer_norm = _norm(config)
-        self.dropout = config.dropout
-        self.pre_norm = config.norm_position == "pre"
+        self._init_residual(config)
         mark_tfixup(config, tfixup_scales(config)[0], *_value_output_ffn(self))
 
     def forward(
@@ -164,8 +166,7 @@ class VaswaniDecoderLayer(_SublayerMixin, nn.Module):
         self.encoder_attn_layer_norm = _norm(config)
         self.feed_forward = VaswaniFeedForward(config)
         self.final_layer_norm = _norm(config)
-        self.dropout = config.dropout
-        self.pre_norm = config.norm_position == "pre"
+        self._init_residual(config)
         mark_tfixup(config, tfixup_scales(config)[1], *_value_output_ffn(self))
 
     def forward(

@@ -110,6 +110,10 @@ class TrainingSection:
         )
         require_choice(self.optimizer, "training.optimizer", tuple(OPTIMIZERS))
         require_choice(self.schedule, "training.schedule", tuple(SCHEDULES))
+        # YAML 1.1 reads a bare `no` (in the file or in --set) as false, which OmegaConf then
+        # stores in this str field as "False": the user wrote "no".
+        if self.mixed_precision in (False, "False"):
+            self.mixed_precision = "no"
         require_choice(self.mixed_precision, "training.mixed_precision", MIXED_PRECISION)
         require_positive(
             self,

@@ -76,6 +76,20 @@ def test_silent_values_are_refused(tmp_path, overrides, message):
     assert load_recipe(recipe, ["training.max_steps=null"]).training.max_steps is None
 
 
+def test_mixed_precision_no_is_read_as_written(tmp_path):
+    # YAML 1.1 parses a bare `no` as false; the recipe must still mean "no", not fail.
+    recipe = write_recipe(tmp_path)
+    text = recipe.read_text()
+    assert "training:\n  mode: stateful\n" in text
+    recipe.write_text(text.replace("training:\n", "training:\n  mixed_precision: no\n"))
+    assert load_recipe(recipe).training.mixed_precision == "no"
+    for value, expected in (("no", "no"), ("bf16", "bf16")):
+        given = load_recipe(recipe, [f"training.mixed_precision={value}"])
+        assert given.training.mixed_precision == expected
+    with pytest.raises(RecipeError, match="training.mixed_precision: 'True' is not one of"):
+        load_recipe(recipe, ["training.mixed_precision=yes"])
+
+
 def test_generate_uses_the_saved_generation_defaults(char_rnn_run, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

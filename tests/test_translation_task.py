@@ -207,6 +207,15 @@ SPA_RECIPES = {
          "position_embedding": "learned", "max_position_embeddings": 20},
         36,  # Chollet's 70/15/15 split of the 240 pairs
     ),
+    "vaswani_spa_eng_base": (
+        ["model.encoder_layers=1", "model.decoder_layers=1", "model.d_model=16",
+         "model.num_heads=2", "model.ffn_dim=32", "tokenizer.vocab_size=300",
+         "training.warmup_steps=2", "training.mixed_precision=no"],
+        {"encoder_layers": 1, "d_model": 16, "num_heads": 2, "dropout": 0.1,
+         "label_smoothing": 0.1, "norm_position": "post", "position_embedding": "sinusoidal",
+         "tie_word_embeddings": True},
+        36,  # the default (Chollet's) 70/15/15 split
+    ),
 }  # fmt: skip
 
 

@@ -201,6 +201,12 @@ SPA_RECIPES = {
         {"cell": "lstm", "encoder_hidden_size": 16, "bridge": "concat", "attention": "bahdanau"},
         20,  # Géron's split: 200 train pairs, the other 40 halved
     ),
+    "vaswani_spa_eng_geron": (
+        ["model.d_model=16", "model.head_dim=8", "model.ffn_dim=16"],
+        {"encoder_layers": 2, "decoder_layers": 2, "num_heads": 8, "head_dim": 8,
+         "ffn_dim": 16, "position_embedding": "sinusoidal", "max_position_embeddings": 50},
+        20,  # Géron's split, as the Bahdanau recipe
+    ),
     "vaswani_spa_eng_chollet": (
         ["model.d_model=16", "model.head_dim=8", "model.ffn_dim=32"],
         {"encoder_layers": 1, "num_heads": 8, "head_dim": 8, "head_dropout": 0.5,

@@ -1,7 +1,5 @@
 """Configuration of the RNN encoder-decoder with attention (``model_type="bahdanau"``)."""
 
-from __future__ import annotations
-
 from typing import ClassVar
 
 from huggingface_hub.dataclasses import strict
@@ -90,9 +88,9 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
     distribution: str | None = None
     attention_size: int | None = None
     input_feeding: bool = False
-    dropout: float = 0.0
+    dropout: float | int = 0.0
     max_source_positions: int = 512
-    initializer_range: float = 0.02
+    initializer_range: float | int = 0.02
     use_cache: bool = True
     pad_token_id: int | None = 0
     unk_token_id: int | None = 1

@@ -1,7 +1,5 @@
 """Configuration of the character-level recurrent language model (``model_type="char-rnn"``)."""
 
-from __future__ import annotations
-
 from typing import ClassVar
 
 from huggingface_hub.dataclasses import strict
@@ -42,9 +40,9 @@ class CharRNNConfig(PresetsMixin, PreTrainedConfig):
     hidden_size: int = 256
     num_layers: int = 1
     cell: str = "gru"
-    dropout: float = 0.0
+    dropout: float | int = 0.0
     tie_word_embeddings: bool = False
-    initializer_range: float = 0.02
+    initializer_range: float | int = 0.02
     use_cache: bool = True
     pad_token_id: int | None = 0
     unk_token_id: int | None = 1

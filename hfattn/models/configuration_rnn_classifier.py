@@ -1,7 +1,5 @@
 """Configuration of the recurrent text classifier (``model_type="rnn-classifier"``)."""
 
-from __future__ import annotations
-
 from typing import ClassVar
 
 from huggingface_hub.dataclasses import strict
@@ -77,9 +75,9 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
     attention_score: str = "additive"
     attention_distribution: str | None = None
     attention_score_params: dict | None = None
-    input_dropout: float = 0.0
-    rnn_dropout: float = 0.0
-    dropout: float = 0.0
+    input_dropout: float | int = 0.0
+    rnn_dropout: float | int = 0.0
+    dropout: float | int = 0.0
     pad_token_id: int | None = 0
 
     PRESETS: ClassVar[dict[str, dict]] = {

@@ -1,7 +1,5 @@
 """Configuration of the Vaswani et al. (2017) Transformer encoder-decoder (``model_type="vaswani"``)."""
 
-from __future__ import annotations
-
 from typing import ClassVar
 
 from huggingface_hub.dataclasses import strict
@@ -87,26 +85,26 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
     head_dim: int | None = None
     ffn_dim: int = 2048
     activation: str = "relu"
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    embedding_dropout: float | None = None
-    head_dropout: float = 0.0
+    dropout: float | int = 0.1
+    attention_dropout: float | int = 0.0
+    activation_dropout: float | int = 0.0
+    embedding_dropout: float | int | None = None
+    head_dropout: float | int = 0.0
     max_position_embeddings: int = 512
     position_embedding: str = "sinusoidal"
     norm_position: str = "post"
     scale_embedding: bool = True
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = True
-    label_smoothing: float = 0.0
+    label_smoothing: float | int = 0.0
     init_method: str = "xavier"
     attention_score: str = "scaled_dot"
     attention_distribution: str | None = None
     attention_score_params: dict | None = None
     attention_bias: bool = True
-    layer_norm_eps: float = 1e-5
+    layer_norm_eps: float | int = 1e-5
     chollet_cross_attention_mask: bool = False
-    initializer_range: float = 0.02
+    initializer_range: float | int = 0.02
     use_cache: bool = True
     pad_token_id: int | None = 0
     unk_token_id: int | None = 1

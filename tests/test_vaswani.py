@@ -1,9 +1,9 @@
 """The Vaswani Transformer: equations, masks, cache, generation, initialisation, presets,
-saving, PEFT, Seq2SeqTrainer and remote code."""
+positions and Seq2SeqTrainer. The contracts every family keeps (saving, dtypes, output flags,
+export, checkpointing, PEFT, remote code) are in ``test_model_contracts.py``."""
 
 from __future__ import annotations
 
-import json
 import math
 from functools import partial
 
@@ -116,16 +116,6 @@ def test_encoder_and_decoder_layers_match_the_paper(norm_position):
     torch.testing.assert_close(out.logits, expected.detach(), rtol=1e-4, atol=1e-5)
 
 
-def test_a_sentence_encodes_and_decodes_the_same_alone_or_padded_in_a_batch():
-    model = tiny()
-    ids, mask = batch((7, 3, 5))
-    tgt = torch.randint(4, VOCAB, (3, 4))
-    with torch.no_grad():
-        together = model(input_ids=ids, attention_mask=mask, decoder_input_ids=tgt).logits
-        alone = model(input_ids=ids[1:2, :3], decoder_input_ids=tgt[1:2]).logits
-    torch.testing.assert_close(together[1:2], alone, rtol=1e-5, atol=1e-5)
-
-
 def test_eager_and_sdpa_agree_and_output_attentions_works_with_either():
     ids, mask = batch()
     tgt = torch.randint(4, VOCAB, (3, 5))
@@ -171,21 +161,6 @@ def test_loss_is_label_smoothed_cross_entropy_of_shifted_labels():
 
 
 # --------------------------------------------------------------------------- cache and generation
-
-
-@pytest.mark.parametrize("kw", [{}, {"norm_position": "pre", "position_embedding": "learned"}])
-def test_cached_generation_equals_uncached_greedy_and_beam(kw):
-    model = tiny(**kw)
-    ids, mask = batch()
-    with torch.no_grad():
-        for options in ({"do_sample": False}, {"num_beams": 3}):
-            cached = model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=10, **options
-            )
-            uncached = model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=10, use_cache=False, **options
-            )
-            assert torch.equal(cached, uncached), options
 
 
 def test_the_cache_grows_by_one_row_per_token_and_projects_the_source_once():
@@ -394,22 +369,6 @@ def test_two_layer_model_learns_to_reverse_sequences_perfectly():
     assert torch.equal(out[:, 1:8], labels)  # every token of 200 unseen sequences
 
 
-def test_save_and_load_give_identical_logits_and_keep_ties(tmp_path):
-    model = tiny(position_embedding="sinusoidal")
-    model.save_pretrained(tmp_path)
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert loaded.lm_head.weight is loaded.model.encoder.embed_tokens.weight
-    assert loaded.model.decoder.embed_tokens.weight is loaded.model.encoder.embed_tokens.weight
-    ids, mask = batch()
-    tgt = torch.randint(4, VOCAB, (3, 5))
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=tgt).logits
-        b = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=tgt).logits
-    torch.testing.assert_close(a, b, rtol=0, atol=0)
-    config = json.loads((tmp_path / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("VaswaniForConditionalGeneration")
-
-
 def test_untied_model_saves_every_matrix(tmp_path):
     model = tiny(share_encoder_decoder_embeddings=False, tie_word_embeddings=False)
     assert model.lm_head.weight is not model.model.decoder.embed_tokens.weight
@@ -417,48 +376,6 @@ def test_untied_model_saves_every_matrix(tmp_path):
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
-
-
-def test_lora_on_attention_projections_trains_saves_reloads_and_merges(tmp_path):
-    from peft import LoraConfig, PeftModel, get_peft_model
-
-    base = tiny()
-    base.save_pretrained(tmp_path / "base")
-    model = get_peft_model(
-        base,
-        LoraConfig(
-            r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="SEQ_2_SEQ_LM"
-        ),
-    )
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    assert 0 < trainable < 0.3 * sum(p.numel() for p in model.parameters())
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    g = torch.Generator().manual_seed(0)
-    src, labels = copy_reverse_batch(g, size=32)
-    model.train()
-    first = model(input_ids=src, labels=labels).loss.item()
-    for _ in range(30):
-        loss = model(input_ids=src, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    assert loss.item() < first - 0.3
-    model.eval()
-    model.save_pretrained(tmp_path / "adapter")
-    assert (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
-    with torch.no_grad():
-        expected = model(input_ids=src, labels=labels).logits
-        reloaded = PeftModel.from_pretrained(
-            AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "base"), tmp_path / "adapter"
-        ).eval()
-        torch.testing.assert_close(
-            reloaded(input_ids=src, labels=labels).logits, expected, rtol=1e-5, atol=1e-5
-        )
-        merged = reloaded.merge_and_unload()
-        assert type(merged) is VaswaniForConditionalGeneration
-        torch.testing.assert_close(
-            merged(input_ids=src, labels=labels).logits, expected, rtol=1e-4, atol=1e-4
-        )
 
 
 def test_seq2seq_trainer_lowers_the_loss(tmp_path):
@@ -488,17 +405,41 @@ def test_seq2seq_trainer_lowers_the_loss(tmp_path):
     assert after < 0.6 * before
 
 
-# --------------------------------------------------------------------------- remote code
+# --------------------------------------------------------------------------- positions, checkpointing
 
 
-@pytest.mark.slow
-def test_saved_folder_generates_the_same_without_hfattn(fresh_python, tmp_path):
-    from remote_code import assert_same_generations_without_hfattn
+def test_contiguous_positions_are_table_slices_checked_on_the_shape():
+    from hfattn.models.positional import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 
-    model = tiny(norm_position="pre", position_embedding="learned")
-    folder = tmp_path / "model"
-    model.save_pretrained(folder)
-    for name in ("modeling_vaswani.py", "configuration_vaswani.py", "seq2seq_utils.py", "config_checks.py",
-                 "attention.py", "positional.py", "masking.py"):  # fmt: skip
-        assert (folder / name).is_file(), name
-    assert_same_generations_without_hfattn(fresh_python, model, folder, *batch())
+    sinusoidal, learned = SinusoidalPositionalEmbedding(8, 4), LearnedPositionalEmbedding(8, 4)
+    for module in (sinusoidal, learned):
+        torch.testing.assert_close(
+            module(past_length=3, length=4), module(torch.arange(3, 7)), rtol=0, atol=0
+        )
+    longer = sinusoidal(past_length=6, length=5)  # computed beyond the table
+    torch.testing.assert_close(longer, sinusoidal(torch.arange(6, 11)), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="num_positions=8; got position 9"):
+        learned(past_length=6, length=4)
+    assert SinusoidalPositionalEmbedding(8, 4, dtype=torch.bfloat16).weight.dtype == torch.bfloat16
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_checkpointing_recomputes_every_layer_and_drops_the_cache_only_in_training():
+    model = tiny().train()
+    ids, mask = batch()
+    labels = torch.randint(4, VOCAB, (3, 5))
+    model.gradient_checkpointing_enable({"use_reentrant": False})
+    layers = [*model.model.encoder.layers, *model.model.decoder.layers]
+    recomputed = []
+    for layer in layers:
+        checkpoint = layer._gradient_checkpointing_func
+        layer._gradient_checkpointing_func = partial(
+            lambda f, *a, **k: recomputed.append(1) or f(*a, **k), checkpoint
+        )
+    out = model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=True)
+    out.loss.backward()
+    assert len(recomputed) == len(layers)
+    assert out.past_key_values is None  # no cache while training with checkpointing (Bart)
+    with torch.no_grad():
+        eval_out = model.eval()(input_ids=ids, attention_mask=mask, decoder_input_ids=labels)
+    assert eval_out.past_key_values is not None

@@ -12,6 +12,12 @@ cross-attention ``MHA(Q = decoder, K = V = encoder output)``) + ``lm_head``.
   distribution of :mod:`.attention` through the generic path.
 - Generation cache: an ``EncoderDecoderCache``. Decoder self-attention keys/values grow by
   one row per token; cross-attention keys/values are projected once from the encoder output.
+- The transformers contracts: ``output_attentions`` / ``output_hidden_states`` / ``use_cache``
+  from the argument, else the config; ``return_dict=False`` (argument or config) gives tuples
+  (``can_return_tuple``) at every level, the stacks included; gradient checkpointing per
+  layer (``GradientCheckpointingLayer``, as Bart's); any dtype ``from_pretrained`` loads in
+  (the sinusoidal table is built in it); ``torch.export`` / ``torch.compile(fullgraph=True)``
+  trace the forward (positions come from shapes, never from data).
 
 Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
 this file (and its siblings) next to the weights for ``trust_remote_code`` loading.
@@ -27,12 +33,14 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.utils import can_return_tuple
 
 from .attention import MultiHeadAttention
 from .configuration_vaswani import VaswaniConfig
@@ -45,6 +53,8 @@ from .seq2seq_utils import (
     ConfigTiedWeightsMixin,
     EncoderDecoderEmbeddingsMixin,
     Seq2SeqLMAccessorsMixin,
+    resolve_output_flags,
+    resolve_use_cache,
     token_cross_entropy,
 )
 
@@ -124,8 +134,12 @@ def _value_output_ffn(layer: nn.Module) -> list[nn.Linear]:
     return projections + [layer.feed_forward.fc1, layer.feed_forward.fc2]
 
 
-class VaswaniEncoderLayer(_SublayerMixin, nn.Module):
-    """Self-attention then feed-forward, each wrapped in a residual connection and a norm."""
+class VaswaniEncoderLayer(_SublayerMixin, GradientCheckpointingLayer):
+    """Self-attention then feed-forward, each wrapped in a residual connection and a norm.
+
+    A ``GradientCheckpointingLayer`` (as Bart's): with gradient checkpointing on, training
+    recomputes it in the backward pass; tensors that need gradients are passed positionally
+    (required by ``use_reentrant=True``)."""
 
     def __init__(self, config: VaswaniConfig, layer_idx: int):
         super().__init__()
@@ -154,8 +168,12 @@ class VaswaniEncoderLayer(_SublayerMixin, nn.Module):
         return hidden_states, weights
 
 
-class VaswaniDecoderLayer(_SublayerMixin, nn.Module):
-    """Causal self-attention, cross-attention to the encoder output, then feed-forward."""
+class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
+    """Causal self-attention, cross-attention to the encoder output, then feed-forward.
+
+    A ``GradientCheckpointingLayer``: ``hidden_states`` and ``encoder_hidden_states`` (both
+    need gradients) are positional; under checkpointing in training the wrapper drops
+    ``past_key_values`` (the decoder also turns ``use_cache`` off then)."""
 
     def __init__(self, config: VaswaniConfig, layer_idx: int):
         super().__init__()
@@ -205,7 +223,8 @@ class VaswaniPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
     config_class = VaswaniConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
-    supports_gradient_checkpointing = False
+    supports_gradient_checkpointing = True
+    _can_compile_fullgraph = True
     _supports_sdpa = True
     _supports_flash_attn = True
     _no_split_modules = ["VaswaniEncoderLayer", "VaswaniDecoderLayer"]
@@ -217,11 +236,12 @@ class VaswaniPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
         initializer_range)``; ``"t-fixup"`` — Xavier, then the value / output / FFN matrices of
         every layer and the token embeddings scaled by :func:`tfixup_scales` (the modules carry
         their gain, set by :func:`mark_tfixup`). LayerNorms start at
-        ``(γ, β) = (1, 0)``; sinusoidal tables are recomputed."""
+        ``(γ, β) = (1, 0)``; sinusoidal tables are recomputed in their buffer's dtype (the
+        default dtype while the model was built: the dtype ``from_pretrained`` loads in)."""
         config = self.config
         normal = config.init_method == "normal"
         if isinstance(module, SinusoidalPositionalEmbedding):
-            init.copy_(module.weight, module.compute_table())
+            init.copy_(module.weight, module.compute_table(module.weight.dtype))
         elif isinstance(module, nn.Linear):
             if normal:
                 init.normal_(module.weight, 0.0, config.initializer_range)
@@ -238,7 +258,12 @@ class VaswaniPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
 
 
 class _VaswaniStack(VaswaniPreTrainedModel):
-    """Embeddings (× √d when ``scale_embedding``) + positions + dropout, shared by both stacks."""
+    """Embeddings (× √d when ``scale_embedding``) + positions + dropout, shared by both stacks.
+
+    ``inputs_embeds`` follow Bart's convention: they are what ``embed_tokens`` returns (the
+    raw embeddings, before the √d scaling), so ``inputs_embeds=embed_tokens(ids)`` gives
+    exactly the outputs of ``input_ids=ids``; the scaling and the positions are added here.
+    """
 
     is_decoder = False
 
@@ -258,6 +283,7 @@ class _VaswaniStack(VaswaniPreTrainedModel):
         self.embedding_dropout = config.input_dropout
         # Pre-LN ends each stack with a norm (the residual stream is never normalised otherwise).
         self.layer_norm = _norm(config) if config.norm_position == "pre" else nn.Identity()
+        self.gradient_checkpointing = False
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed_tokens
@@ -271,7 +297,11 @@ class _VaswaniStack(VaswaniPreTrainedModel):
         inputs_embeds: torch.Tensor | None,
         past_length: int = 0,
     ) -> torch.Tensor:
-        """``Drop(E[x]·√d + PE[past .. past + T - 1])``; a clear error beyond learned positions."""
+        """``Drop(E[x]·√d + PE[past .. past + T - 1])``; a clear error beyond learned positions.
+
+        ``inputs_embeds`` are raw embeddings (``embed_tokens(ids)``): they are scaled here too.
+        The positions are a contiguous range known from the shapes: the positional module
+        slices its table, so no branch reads tensor data (``torch.export`` traces it)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         if inputs_embeds is None:
@@ -285,8 +315,8 @@ class _VaswaniStack(VaswaniPreTrainedModel):
                     f"{limit} learned positions (config.max_position_embeddings={limit}); "
                     "truncate the input or use position_embedding='sinusoidal'"
                 )
-        positions = torch.arange(past_length, past_length + length, device=inputs_embeds.device)
-        hidden = inputs_embeds * self.embed_scale + self.embed_positions(positions)
+        positions = self.embed_positions(past_length=past_length, length=length)
+        hidden = inputs_embeds * self.embed_scale + positions
         return dropout(hidden, self.embedding_dropout, self)
 
 
@@ -300,6 +330,7 @@ class VaswaniEncoder(_VaswaniStack):
         )
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -310,12 +341,21 @@ class VaswaniEncoder(_VaswaniStack):
         return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutput:
-        """Encode ``input_ids [B, S]`` (``attention_mask``: 1 = token, 0 = padding)."""
+        """Encode ``input_ids [B, S]`` (``attention_mask``: 1 = token, 0 = padding), or
+        ``inputs_embeds [B, S, d]`` (raw embeddings, see :meth:`embed`).
+
+        ``output_attentions`` / ``output_hidden_states`` default to the config's;
+        ``hidden_states`` holds the embeddings and every layer's output (``encoder_layers + 1``
+        tensors; with pre-LN the last one after the final norm, as mBART). ``return_dict=False``
+        (or ``config.return_dict=False``) returns the tuple of the non-``None`` fields."""
+        output_attentions, output_hidden_states = resolve_output_flags(
+            self.config, output_attentions, output_hidden_states
+        )
         hidden_states = self.embed(input_ids, inputs_embeds)
         all_hidden = [hidden_states] if output_hidden_states else None
         all_weights = [] if output_attentions else None
         for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, attention_mask, bool(output_attentions))
+            hidden_states, weights = layer(hidden_states, attention_mask, output_attentions)
             if output_hidden_states:
                 all_hidden.append(hidden_states)
             if output_attentions:
@@ -369,6 +409,7 @@ class VaswaniDecoder(_VaswaniStack):
             keep = keep & padded[:, None, :]
         return None, keep
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -383,12 +424,21 @@ class VaswaniDecoder(_VaswaniStack):
         return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """Decode ``input_ids [B, T]`` after ``past_key_values`` (positions continue from the
-        cache's length). ``attention_mask`` is the target padding mask (optional: with right
-        padding the causal mask alone keeps every real position exact)."""
+        """Decode ``input_ids [B, T]`` (or raw ``inputs_embeds [B, T, d]``) after
+        ``past_key_values`` (positions continue from the cache's length). ``attention_mask`` is
+        the target padding mask (optional: with right padding the causal mask alone keeps every
+        real position exact).
+
+        ``use_cache`` / ``output_attentions`` / ``output_hidden_states`` default to the
+        config's; the cache is off while training with gradient checkpointing.
+        ``hidden_states`` holds ``decoder_layers + 1`` tensors; ``return_dict=False`` (or
+        ``config.return_dict=False``) returns the tuple of the non-``None`` fields."""
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states")
-        use_cache = self.config.use_cache if use_cache is None else use_cache
+        output_attentions, output_hidden_states = resolve_output_flags(
+            self.config, output_attentions, output_hidden_states
+        )
+        use_cache = resolve_use_cache(self, use_cache)
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(
                 DynamicCache(config=self.config), DynamicCache(config=self.config)
@@ -412,7 +462,7 @@ class VaswaniDecoder(_VaswaniStack):
                 self_mask,
                 cross_mask,
                 past_key_values=past_key_values if use_cache else None,
-                output_attentions=bool(output_attentions),
+                output_attentions=output_attentions,
             )
             if output_hidden_states:
                 all_hidden.append(hidden_states)
@@ -440,6 +490,7 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
         self.decoder = VaswaniDecoder(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -457,7 +508,11 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """Encode (unless ``encoder_outputs`` are given), then decode ``decoder_input_ids``.
-        See :meth:`VaswaniForConditionalGeneration.forward`."""
+        See :meth:`VaswaniForConditionalGeneration.forward`. ``return_dict=False`` (or
+        ``config.return_dict=False``) returns ``Seq2SeqModelOutput.to_tuple()``."""
+        output_attentions, output_hidden_states = resolve_output_flags(
+            self.config, output_attentions, output_hidden_states
+        )
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -465,6 +520,7 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
                 inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(
@@ -482,6 +538,7 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoded.last_hidden_state,
@@ -515,6 +572,7 @@ class VaswaniForConditionalGeneration(
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -542,13 +600,23 @@ class VaswaniForConditionalGeneration(
             decoder_attention_mask: target padding (optional with right padding).
             encoder_outputs: reuse an encoder pass (``generate`` does).
             past_key_values: the ``EncoderDecoderCache`` returned by the previous call.
+            inputs_embeds / decoder_inputs_embeds: instead of the ids, the raw embeddings
+                ``embed_tokens(ids)`` (Bart's convention): the √d scaling and the positions are
+                added by the stack, so they give exactly the outputs of the ids.
             labels: ``[batch, tgt_len]`` targets, ``-100`` ignored.
+            use_cache: return the cache (default ``config.use_cache``; off with ``labels`` and
+                while training with gradient checkpointing).
             num_items_in_batch: labelled tokens in the whole accumulated batch (Trainer).
             output_attentions: return ``encoder_attentions``, ``decoder_attentions`` and
                 ``cross_attentions``, one ``[batch, heads, tgt, src]`` map per layer (computed
-                with the ``eager`` kernel for that call).
+                with the ``eager`` kernel for that call); default ``config.output_attentions``.
+            output_hidden_states: return ``encoder_hidden_states`` and
+                ``decoder_hidden_states``: the embeddings and every layer's output
+                (``encoder_layers + 1`` and ``decoder_layers + 1`` tensors, as Bart's);
+                default ``config.output_hidden_states``.
+            return_dict: ``False`` (default ``config.return_dict``) returns
+                ``Seq2SeqLMOutput.to_tuple()`` (the non-``None`` fields, loss first).
         """
-        return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
@@ -563,6 +631,7 @@ class VaswaniForConditionalGeneration(
             use_cache=use_cache if labels is None else False,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.lm_head(dropout(outputs.last_hidden_state, self.head_dropout, self))
         loss = None
@@ -570,7 +639,7 @@ class VaswaniForConditionalGeneration(
             loss = token_cross_entropy(
                 logits, labels, num_items_in_batch, self.config.label_smoothing
             )
-        result = Seq2SeqLMOutput(
+        return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
@@ -581,7 +650,6 @@ class VaswaniForConditionalGeneration(
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
         )
-        return result if return_dict else result.to_tuple()
 
 
 __all__ = [

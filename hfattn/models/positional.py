@@ -10,8 +10,17 @@ with the block-diagonal rotation returned by :func:`relative_position_rotation`.
 
 This module imports only torch (remote-code safe). Sinusoidal tables are non-persistent
 buffers: a model recomputes them in ``_init_weights`` with
-``transformers.initialization.copy_(module.weight, module.compute_table())`` since buffers
-are garbage after ``from_pretrained`` builds the model on the meta device.
+``transformers.initialization.copy_(module.weight, module.compute_table(dtype))`` since buffers
+are garbage after ``from_pretrained`` builds the model on the meta device. The buffer is
+created in the default dtype (``from_pretrained(dtype=...)`` sets it while building the
+model), so a model loaded in half precision gets a half-precision table, as Marian's
+frozen-parameter table is cast with the other weights.
+
+Both modules look positions up in two ways: by a tensor of ``position_ids`` (any
+positions; the bound is checked on the data), or by the contiguous range
+``forward(past_length=p, length=T)`` = positions ``p .. p + T - 1``, whose bound is known
+from Python integers: a slice of the table, with no data-dependent branch, so that
+``torch.export`` and ``torch.compile(fullgraph=True)`` trace it.
 """
 
 from __future__ import annotations
@@ -73,6 +82,8 @@ def relative_position_rotation(
 
 
 def _check_positions(position_ids: torch.Tensor, num_positions: int, kind: str) -> None:
+    """Raise ``ValueError`` if a position of ``position_ids`` is beyond ``num_positions``
+    (reads the data: use :func:`_check_range` where the bound is known from shapes)."""
     if position_ids.numel() and int(position_ids.max()) >= num_positions:
         raise ValueError(
             f"{kind} positional encoding has num_positions={num_positions}; got position "
@@ -80,47 +91,102 @@ def _check_positions(position_ids: torch.Tensor, num_positions: int, kind: str) 
         )
 
 
-class SinusoidalPositionalEmbedding(nn.Module):
-    """Fixed sinusoidal encodings looked up by position: ``forward(position_ids) = PE[position_ids]``."""
+def _check_range(past_length: int, length: int, num_positions: int, kind: str) -> None:
+    """Raise ``ValueError`` if positions ``past_length .. past_length + length - 1`` do not
+    fit in ``num_positions`` (integers only: no data-dependent branch)."""
+    if past_length + length > num_positions:
+        raise ValueError(
+            f"{kind} positional encoding has num_positions={num_positions}; got position "
+            f"{past_length + length - 1} (positions are 0-based)"
+        )
 
-    def __init__(self, num_positions: int, dim: int, base: float = 10000.0):
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """Fixed sinusoidal encodings of Vaswani et al. (2017), "Attention is all you need",
+    looked up by position: ``forward(position_ids) = PE[position_ids]``, or
+    ``forward(past_length=p, length=T) = PE[p : p + T]``.
+
+    The table is a non-persistent buffer (never saved) created in ``dtype`` (default: the
+    default dtype, which ``from_pretrained(dtype=...)`` sets while building the model); it
+    follows ``module.to(dtype)`` like any buffer.
+    """
+
+    def __init__(
+        self, num_positions: int, dim: int, base: float = 10000.0, dtype: torch.dtype | None = None
+    ):
         super().__init__()
         _check_even(dim)
         self.num_positions = num_positions
         self.dim = dim
         self.base = base
-        self.register_buffer("weight", self.compute_table(), persistent=False)
+        table = self.compute_table(dtype or torch.get_default_dtype())
+        self.register_buffer("weight", table, persistent=False)
 
-    def compute_table(self) -> torch.Tensor:
-        """The ``[num_positions, dim]`` table (call from ``_init_weights`` to restore the buffer)."""
-        return sinusoidal_position_encoding(self.num_positions, self.dim, self.base)
+    def compute_table(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The ``[num_positions, dim]`` table in ``dtype`` (computed in float64, rounded once).
+        Call from ``_init_weights`` to restore the buffer:
+        ``init.copy_(module.weight, module.compute_table(module.weight.dtype))``."""
+        return sinusoidal_position_encoding(self.num_positions, self.dim, self.base, dtype)
 
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings.
+    def _table(self, rows: int) -> torch.Tensor:
+        """The table, recomputed in its dtype with ``rows`` rows when it holds fewer."""
+        table = self.weight
+        if rows > self.num_positions:
+            table = sinusoidal_position_encoding(
+                rows, self.dim, self.base, table.dtype, table.device
+            )
+        return table
+
+    def forward(
+        self,
+        position_ids: torch.Tensor | None = None,
+        *,
+        past_length: int = 0,
+        length: int | None = None,
+    ) -> torch.Tensor:
+        """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings; or, without
+        ``position_ids``, the ``[length, dim]`` encodings of positions ``past_length ..
+        past_length + length - 1`` (a slice: traceable by ``torch.export``).
 
         The table holds ``num_positions`` rows; positions beyond it are computed on the fly
         (the formula has no length limit).
         """
-        table = self.weight
-        if position_ids.numel() and int(position_ids.max()) >= self.num_positions:
-            table = sinusoidal_position_encoding(
-                int(position_ids.max()) + 1, self.dim, self.base, table.dtype, table.device
-            )
-        return nn.functional.embedding(position_ids, table)
+        if position_ids is None:
+            if length is None:
+                raise ValueError("pass position_ids, or the range's length (and past_length)")
+            return self._table(past_length + length)[past_length : past_length + length]
+        rows = int(position_ids.max()) + 1 if position_ids.numel() else 0
+        return nn.functional.embedding(position_ids, self._table(rows))
 
     def extra_repr(self) -> str:
         return f"num_positions={self.num_positions}, dim={self.dim}, base={self.base}"
 
 
 class LearnedPositionalEmbedding(nn.Embedding):
-    """Learned absolute positions (Chollet's ``PositionalEmbedding``): ``forward(t) = P[t]``, ``P`` trained."""
+    """Learned absolute positions (Gehring et al. 2017, "Convolutional sequence to sequence
+    learning"; Chollet's ``PositionalEmbedding``): ``forward(t) = P[t]``, ``P`` trained, or
+    ``forward(past_length=p, length=T) = P[p : p + T]``. Positions beyond the table raise."""
 
     def __init__(self, num_positions: int, dim: int):
         super().__init__(num_positions, dim)
         self.num_positions = num_positions
 
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        """``[..., T]`` integer positions -> ``[..., T, dim]`` embeddings."""
+    def forward(
+        self,
+        position_ids: torch.Tensor | None = None,
+        *,
+        past_length: int = 0,
+        length: int | None = None,
+    ) -> torch.Tensor:
+        """``[..., T]`` integer positions -> ``[..., T, dim]`` embeddings; or, without
+        ``position_ids``, the ``[length, dim]`` embeddings of positions ``past_length ..
+        past_length + length - 1``, checked against the table from the integers alone (a
+        slice: traceable by ``torch.export``)."""
+        if position_ids is None:
+            if length is None:
+                raise ValueError("pass position_ids, or the range's length (and past_length)")
+            _check_range(past_length, length, self.num_positions, "learned")
+            return self.weight[past_length : past_length + length]
         _check_positions(position_ids, self.num_positions, "learned")
         return super().forward(position_ids)
 

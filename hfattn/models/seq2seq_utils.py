@@ -1,4 +1,5 @@
-"""Pieces every hfattn encoder-decoder shares: label shifting, the token loss and the
+"""Pieces every hfattn encoder-decoder shares: label shifting, the token loss, the
+resolution of the output flags and of ``use_cache`` (argument, else config) and the
 bookkeeping of embeddings shared between encoder, decoder and output layer.
 
 Only torch and transformers are imported: ``save_pretrained`` copies this file next to the
@@ -9,6 +10,36 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+
+def resolve_output_flags(
+    config, output_attentions: bool | None = None, output_hidden_states: bool | None = None
+) -> tuple[bool, bool]:
+    """``(output_attentions, output_hidden_states)``: each argument if given, else the
+    config's value (``config.output_attentions`` / ``config.output_hidden_states``), as every
+    ``transformers`` model resolves them. Call it once at the top of a ``forward``."""
+    if output_attentions is None:
+        output_attentions = config.output_attentions
+    if output_hidden_states is None:
+        output_hidden_states = config.output_hidden_states
+    return bool(output_attentions), bool(output_hidden_states)
+
+
+def resolve_use_cache(module: nn.Module, use_cache: bool | None = None) -> bool:
+    """``use_cache`` if given, else ``module.config.use_cache``; ``False`` while ``module``
+    trains with gradient checkpointing (the recomputation would write the cache twice), with
+    a one-time warning when the cache was asked for, as Bart does."""
+    if use_cache is None:
+        use_cache = getattr(module.config, "use_cache", False)
+    if use_cache and module.training and getattr(module, "gradient_checkpointing", False):
+        logger.warning_once(
+            "`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`."
+        )
+        use_cache = False
+    return bool(use_cache)
 
 
 def shift_tokens_right(
@@ -142,6 +173,8 @@ __all__ = [
     "ConfigTiedWeightsMixin",
     "EncoderDecoderEmbeddingsMixin",
     "Seq2SeqLMAccessorsMixin",
+    "resolve_output_flags",
+    "resolve_use_cache",
     "shift_tokens_right",
     "token_cross_entropy",
 ]

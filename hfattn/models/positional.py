@@ -101,7 +101,31 @@ def _check_range(past_length: int, length: int, num_positions: int, kind: str) -
         )
 
 
-class SinusoidalPositionalEmbedding(nn.Module):
+class _PositionLookup:
+    """The two ways a positional module is read: ``forward(position_ids)`` (any positions;
+    the bound is checked on the data) or ``forward(past_length=p, length=T)``, the
+    ``[T, dim]`` encodings of positions ``p .. p + T - 1`` (a slice whose bound is known from
+    Python integers, so ``torch.export`` traces it). Subclasses give ``_range`` and
+    ``_lookup``."""
+
+    def forward(
+        self,
+        position_ids: torch.Tensor | None = None,
+        *,
+        past_length: int = 0,
+        length: int | None = None,
+    ) -> torch.Tensor:
+        """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings; or, without
+        ``position_ids``, the ``[length, dim]`` encodings of ``past_length ..
+        past_length + length - 1``."""
+        if position_ids is None:
+            if length is None:
+                raise ValueError("pass position_ids, or the range's length (and past_length)")
+            return self._range(past_length, length)
+        return self._lookup(position_ids)
+
+
+class SinusoidalPositionalEmbedding(_PositionLookup, nn.Module):
     """Fixed sinusoidal encodings of Vaswani et al. (2017), "Attention is all you need",
     looked up by position: ``forward(position_ids) = PE[position_ids]``, or
     ``forward(past_length=p, length=T) = PE[p : p + T]``.
@@ -137,24 +161,10 @@ class SinusoidalPositionalEmbedding(nn.Module):
             )
         return table
 
-    def forward(
-        self,
-        position_ids: torch.Tensor | None = None,
-        *,
-        past_length: int = 0,
-        length: int | None = None,
-    ) -> torch.Tensor:
-        """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings; or, without
-        ``position_ids``, the ``[length, dim]`` encodings of positions ``past_length ..
-        past_length + length - 1`` (a slice: traceable by ``torch.export``).
+    def _range(self, past_length: int, length: int) -> torch.Tensor:
+        return self._table(past_length + length)[past_length : past_length + length]
 
-        The table holds ``num_positions`` rows; positions beyond it are computed on the fly
-        (the formula has no length limit).
-        """
-        if position_ids is None:
-            if length is None:
-                raise ValueError("pass position_ids, or the range's length (and past_length)")
-            return self._table(past_length + length)[past_length : past_length + length]
+    def _lookup(self, position_ids: torch.Tensor) -> torch.Tensor:
         rows = int(position_ids.max()) + 1 if position_ids.numel() else 0
         return nn.functional.embedding(position_ids, self._table(rows))
 
@@ -162,7 +172,7 @@ class SinusoidalPositionalEmbedding(nn.Module):
         return f"num_positions={self.num_positions}, dim={self.dim}, base={self.base}"
 
 
-class LearnedPositionalEmbedding(nn.Embedding):
+class LearnedPositionalEmbedding(_PositionLookup, nn.Embedding):
     """Learned absolute positions (Gehring et al. 2017, "Convolutional sequence to sequence
     learning"; Chollet's ``PositionalEmbedding``): ``forward(t) = P[t]``, ``P`` trained, or
     ``forward(past_length=p, length=T) = P[p : p + T]``. Positions beyond the table raise."""
@@ -171,24 +181,13 @@ class LearnedPositionalEmbedding(nn.Embedding):
         super().__init__(num_positions, dim)
         self.num_positions = num_positions
 
-    def forward(
-        self,
-        position_ids: torch.Tensor | None = None,
-        *,
-        past_length: int = 0,
-        length: int | None = None,
-    ) -> torch.Tensor:
-        """``[..., T]`` integer positions -> ``[..., T, dim]`` embeddings; or, without
-        ``position_ids``, the ``[length, dim]`` embeddings of positions ``past_length ..
-        past_length + length - 1``, checked against the table from the integers alone (a
-        slice: traceable by ``torch.export``)."""
-        if position_ids is None:
-            if length is None:
-                raise ValueError("pass position_ids, or the range's length (and past_length)")
-            _check_range(past_length, length, self.num_positions, "learned")
-            return self.weight[past_length : past_length + length]
+    def _range(self, past_length: int, length: int) -> torch.Tensor:
+        _check_range(past_length, length, self.num_positions, "learned")
+        return self.weight[past_length : past_length + length]
+
+    def _lookup(self, position_ids: torch.Tensor) -> torch.Tensor:
         _check_positions(position_ids, self.num_positions, "learned")
-        return super().forward(position_ids)
+        return nn.Embedding.forward(self, position_ids)
 
 
 POSITIONAL_ENCODINGS: dict[str, type[nn.Module]] = {

@@ -5,12 +5,16 @@
 2. The recurrent state is a ``Cache`` (``RecurrentCache``) that counts the tokens it has seen,
    reorders for beams, and continues a generation (from ids or ``inputs_embeds``) exactly.
 3. With ``Trainer`` and gradient accumulation the loss is normalised by
-   ``num_items_in_batch``: GA=4 × batch 2 gives the loss and update of GA=1 × batch 8.
+   ``num_items_in_batch``: GA=4 × batch 2 gives the loss and update of GA=1 × batch 8, with
+   gradient checkpointing too.
+4. ``torch.export`` and ``torch.compile(fullgraph=True)`` trace a padded batch; gradient
+   checkpointing recomputes each layer and gives the same loss and gradients.
 
 Plus: checkpoints written with one stacked cell (``rnn.weight_ih_l0``, ...) still load.
 """
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -295,7 +299,7 @@ def test_base_model_prefix_names_the_model_itself():
 
 
 # ---- 3. Trainer with gradient accumulation -------------------------------------------------
-def _train_one_step(tmp_path, batch_size, accumulation):
+def _train_one_step(tmp_path, batch_size, accumulation, checkpointing=False):
     from datasets import Dataset
     from transformers import Trainer, TrainingArguments
 
@@ -321,9 +325,11 @@ def _train_one_step(tmp_path, batch_size, accumulation):
         use_cpu=True,
         seed=0,
         dataloader_num_workers=0,
+        **({"gradient_checkpointing": True} if checkpointing else {}),
     )
     trainer = Trainer(model=model, args=args, train_dataset=data)
     trainer.train()
+    assert model.is_activation_checkpointing == checkpointing
     logged = next(e["loss"] for e in trainer.state.log_history if "loss" in e)
     return logged, {k: v.detach().clone() for k, v in model.named_parameters()}, ids, labels
 
@@ -331,6 +337,9 @@ def _train_one_step(tmp_path, batch_size, accumulation):
 def test_trainer_gradient_accumulation_matches_one_big_batch(tmp_path):
     loss_big, params_big, ids, labels = _train_one_step(tmp_path / "a", 8, 1)
     loss_acc, params_acc, _, _ = _train_one_step(tmp_path / "b", 2, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the v4 name of the argument
+        loss_ckpt, params_ckpt, _, _ = _train_one_step(tmp_path / "c", 2, 4, checkpointing=True)
     # the loss is the mean over all 8 sequences' counted targets, computed independently
     before = tiny().train()
     logits = before(ids).logits
@@ -340,8 +349,10 @@ def test_trainer_gradient_accumulation_matches_one_big_batch(tmp_path):
     expected = (nll / (labels[:, 1:] != -100).sum()).item()
     assert loss_big == pytest.approx(expected, rel=1e-4)
     assert loss_acc == pytest.approx(loss_big, rel=1e-4)
+    assert loss_ckpt == pytest.approx(loss_big, rel=1e-4)
     for name, value in params_big.items():
         torch.testing.assert_close(params_acc[name], value, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(params_ckpt[name], value, rtol=1e-5, atol=1e-6, msg=name)
     assert any(not torch.equal(params_big[n], p) for n, p in before.named_parameters())
 
 
@@ -353,3 +364,60 @@ def test_num_items_in_batch_normalises_the_summed_loss():
     )
     out = model(x, labels=x, num_items_in_batch=torch.tensor(40))
     torch.testing.assert_close(out.loss, summed / 40)
+
+
+# ---- 4. export, compile, gradient checkpointing --------------------------------------------
+def padded_prompts(side: str = "left"):
+    """Three rows of 7, 4 and 6 tokens padded to 7 on ``side``."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(4, VOCAB, (3, 7), generator=g)
+    mask = torch.ones(3, 7, dtype=torch.long)
+    for row, n in enumerate((7, 4, 6)):
+        pad = slice(0, 7 - n) if side == "left" else slice(n, 7)
+        mask[row, pad] = 0
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_torch_export_and_compile_fullgraph_match_eager(cell, side):
+    model = tiny(cell)
+    assert model._can_compile_fullgraph
+    ids, mask = padded_prompts(side)
+    inputs = {"input_ids": ids, "attention_mask": mask, "use_cache": False}
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    program = torch.export.export(model, args=(), kwargs=inputs, strict=False)
+    torch.testing.assert_close(program.module()(**inputs)["logits"], expected, rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(**inputs).logits, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_gradient_checkpointing_gives_the_same_loss_gradients_and_state(cell, reentrant):
+    model = tiny(cell).train()
+    assert model.supports_gradient_checkpointing
+    ids, mask = padded_prompts("right")
+    start = detach_state(model(torch.randint(4, VOCAB, (3, 4))).past_key_values)
+    inputs = {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+    def run():
+        model.zero_grad()
+        out = model(**inputs, past_key_values=start.map(torch.clone))
+        out.loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        return out.loss.detach(), grads, state_tensors(out.past_key_values)
+
+    loss, grads, state = run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the v4 name
+        model.gradient_checkpointing_enable({"use_reentrant": reentrant})
+    assert all(layer.gradient_checkpointing for layer in model.layers)
+    loss_ckpt, grads_ckpt, state_ckpt = run()
+    torch.testing.assert_close(loss_ckpt, loss)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grads_ckpt[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+    torch.testing.assert_close(state_ckpt, state)

@@ -4,9 +4,11 @@ counts, masking, pooling equations, losses, learning, saving, pipeline, PEFT and
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch.nn import functional as F
 from transformers import (
@@ -17,6 +19,7 @@ from transformers import (
 )
 
 from hfattn import RNNClassifierConfig, RNNForSequenceClassification
+from hfattn.models.rnn_layers import RecurrentLayer
 
 VOCAB, PAD, TARGET = 20, 0, 4
 """Toy task: ids 5..19 are filler words; a text is positive iff it contains id 4 ("great")."""
@@ -189,7 +192,7 @@ def test_last_pooling_is_the_final_state_of_each_direction():
     text = torch.tensor([[6, 8, 10, 12, 14]])
     ids, mask = padded(text[0].tolist(), 9, "left")
     with torch.no_grad():
-        outputs, _ = model.rnn(model.embeddings(text))  # the text alone, no padding code
+        outputs, *_ = model.rnn[0](model.embeddings(text))  # the text alone, no padding code
         features = torch.cat([outputs[0, -1, :5], outputs[0, 0, 5:]])  # h→_T, h←_1
         expected = features @ model.classifier.weight.T + model.classifier.bias
         got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
@@ -206,7 +209,7 @@ def test_attention_pooling_is_the_additive_formula_with_padding_masked():
     ids, mask = padded(text, 6, "right")
     score = model.pooler.energy
     with torch.no_grad():
-        states, _ = model.rnn(model.embeddings(torch.tensor([text])))
+        states, *_ = model.rnn[0](model.embeddings(torch.tensor([text])))
         h = states[0]  # [3, 12]
         u = model.pooler.query
         energies = torch.tanh(score.query_proj.weight @ u + h @ score.key_proj.weight.T
@@ -403,6 +406,163 @@ print(json.dumps({"module": type(model).__module__, "logits": out.logits.tolist(
                   "attentions": out.attentions[0].tolist(),
                   "frozen": not model.embeddings.weight.requires_grad}))
 """
+
+
+# --------------------------------------------------------------------------- transformers contracts
+
+
+def mixed_padding() -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows padded on the right, on the left, with a hole, and not at all (width 8)."""
+    rows = [
+        [7, 9, 11, 5, PAD, PAD, PAD, PAD],
+        [PAD, PAD, PAD, 8, 6, 12, 13, 14],
+        [10, PAD, 12, 15, 16, PAD, PAD, PAD],
+        [5, 6, 7, 8, 9, 10, 11, 12],
+    ]
+    ids = torch.tensor(rows)
+    return ids, (ids != PAD).long()
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@torch.no_grad()
+def test_a_recurrent_layer_skips_the_masked_positions_on_every_path(cell, bidirectional):
+    """Fused (no padding), packed (right padding) and stepped (any mask; what torch.export
+    and torch.compile run) give each row what it gets alone; a row with nothing to read keeps
+    its initial state."""
+    torch.manual_seed(0)
+    layer = RecurrentLayer(cell, 3, 4, bidirectional=bidirectional).eval()
+    ids, mask = mixed_padding()
+    x = torch.randn(4, 8, 3)
+    mask[0] = 0  # nothing to read
+    directions = 2 if bidirectional else 1
+    start = tuple(torch.randn(directions, 4, 4) for _ in range(2 if cell == "lstm" else 1))
+    batched = layer(x, *start, mask=mask)
+    stepped = layer._stepped(x, start, mask != 0)
+    right = mask.sort(dim=1, descending=True, stable=True).values  # the same counts, right-padded
+    packed, stepped_right = layer(x, *start, mask=right), layer._stepped(x, start, right != 0)
+    for a, b in zip(packed, stepped_right, strict=True):
+        torch.testing.assert_close(a, b)
+    for row in range(4):
+        keep = mask[row].bool()
+        row_start = tuple(s[:, row : row + 1] for s in start)
+        if keep.any():
+            alone = layer(x[row : row + 1, keep], *row_start)
+        else:  # the initial state, no outputs
+            alone = (x.new_zeros(1, 0, 4 * directions), *row_start)
+        for result in (batched, stepped):
+            torch.testing.assert_close(result[0][row, keep], alone[0][0])
+            assert torch.all(result[0][row, ~keep] == 0)
+            for state, state_alone in zip(result[1:], alone[1:], strict=True):
+                torch.testing.assert_close(state[:, row : row + 1], state_alone)
+
+
+def test_from_pretrained_with_loading_info_keeps_the_embeddings_frozen(tmp_path):
+    model = tiny(freeze_embeddings=True)
+    model.save_pretrained(tmp_path)
+    for loader in (RNNForSequenceClassification, AutoModelForSequenceClassification):
+        loaded, info = loader.from_pretrained(tmp_path, output_loading_info=True)
+        assert type(loaded) is RNNForSequenceClassification
+        assert not info["missing_keys"] and not info["unexpected_keys"]
+        assert not loaded.embeddings.weight.requires_grad
+        assert all(
+            p.requires_grad for n, p in loaded.named_parameters() if n != "embeddings.weight"
+        )
+    unfrozen = tiny()
+    unfrozen.save_pretrained(tmp_path / "unfrozen")
+    loaded = RNNForSequenceClassification.from_pretrained(tmp_path / "unfrozen")
+    assert loaded.embeddings.weight.requires_grad
+
+
+@torch.no_grad()
+def test_hidden_states_are_the_embeddings_then_every_layer():
+    model = tiny(cell="lstm", num_layers=2, bidirectional=True, hidden_size=5)
+    ids, mask = mixed_padding()
+    out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    embeds, first, second = out.hidden_states
+    torch.testing.assert_close(embeds, model.embeddings(ids))
+    assert first.shape == second.shape == (4, 8, 10)
+    for row in range(4):  # each layer's outputs of the text alone, in input order
+        keep = mask[row].bool()
+        alone = model(input_ids=ids[row : row + 1, keep], output_hidden_states=True).hidden_states
+        torch.testing.assert_close(first[row, keep], alone[1][0], rtol=0, atol=1e-6)
+        torch.testing.assert_close(second[row, keep], alone[2][0], rtol=0, atol=1e-6)
+        assert torch.all(second[row, ~keep] == 0)
+    model.config.output_hidden_states = True
+    assert len(model(input_ids=ids, attention_mask=mask).hidden_states) == 3
+
+
+@pytest.mark.parametrize("kw", [{}, dict(cell="lstm", num_layers=2, bidirectional=True)])
+def test_torch_export_and_compile_fullgraph_match_eager(kw):
+    model = tiny(pooling="attention", **kw) if kw else tiny()
+    assert model._can_compile_fullgraph
+    ids, mask = mixed_padding()
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    program = torch.export.export(model, args=(), kwargs=inputs, strict=False)
+    torch.testing.assert_close(program.module()(**inputs)["logits"], expected, rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(**inputs).logits, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+@pytest.mark.parametrize("pooling", ["last", "attention"])
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(pooling, reentrant):
+    model = tiny(
+        cell="lstm", num_layers=2, bidirectional=True, pooling=pooling, freeze_embeddings=True
+    ).train()
+    assert model.supports_gradient_checkpointing
+    ids, mask = mixed_padding()
+    inputs = {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([0, 1, 1, 0])}
+
+    def run():
+        model.zero_grad()
+        loss = model(**inputs).loss
+        loss.backward()
+        return loss.detach(), {
+            n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
+        }
+
+    loss, grads = run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the v4 name
+        model.gradient_checkpointing_enable({"use_reentrant": reentrant})
+    assert all(layer.gradient_checkpointing for layer in model.rnn)
+    loss_ckpt, grads_ckpt = run()
+    torch.testing.assert_close(loss_ckpt, loss)
+    assert grads_ckpt.keys() == grads.keys() and "rnn.0.weight_ih_l0" in grads
+    for name, grad in grads.items():
+        torch.testing.assert_close(grads_ckpt[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_checkpoints_keep_the_names_of_one_stacked_rnn(tmp_path):
+    """The per-layer modules ``rnn.{k}`` are saved (and loaded) as one stacked ``nn.LSTM``."""
+    model = tiny(cell="lstm", num_layers=2, bidirectional=True)
+    model.save_pretrained(tmp_path)
+    names = set(load_file(tmp_path / "model.safetensors"))
+    assert {"rnn.weight_ih_l1", "rnn.weight_hh_l1_reverse", "rnn.bias_ih_l0_reverse"} <= names
+    assert not any(n.startswith("rnn.0.") for n in names)
+    stacked = torch.nn.LSTM(8, 6, num_layers=2, bidirectional=True, batch_first=True)
+    with torch.no_grad():
+        for name, param in stacked.named_parameters():
+            param.copy_(load_file(tmp_path / "model.safetensors")[f"rnn.{name}"])
+        text = torch.tensor([[5, 9, 12, 7]])
+        expected, _ = stacked(model.embeddings(text))
+        got = model(input_ids=text, output_hidden_states=True).hidden_states[-1]
+    torch.testing.assert_close(got, expected)
+    # a state dict in the stacked layout loads into the per-layer modules, strictly
+    old = {k: v for k, v in model.state_dict().items() if not k.startswith("rnn.")}
+    old.update({f"rnn.{k}": v for k, v in stacked.state_dict().items()})
+    fresh = tiny(cell="lstm", num_layers=2, bidirectional=True, hidden_size=6)
+    fresh.load_state_dict(old)
+    save_file(old, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    for other in (fresh, loaded):
+        with torch.no_grad():
+            torch.testing.assert_close(other(input_ids=text).logits, model(input_ids=text).logits)
 
 
 @pytest.mark.slow

@@ -1,21 +1,30 @@
-"""RNN encoder-decoders with and without attention (Sutskever / Cho, Bahdanau, Luong).
+"""RNN encoder-decoders with and without attention (Sutskever / Cho, Bahdanau et al. 2015,
+Luong et al. 2015).
 
 ``BahdanauForConditionalGeneration`` is a ``PreTrainedModel`` + ``GenerationMixin`` laid out
-as BART: ``model.encoder`` (embeddings → packed (bi)GRU/LSTM → bridge), ``model.decoder``
-(GRU/LSTM with Bahdanau, Luong or no attention over the encoder outputs) and ``lm_head``.
+as BART: ``model.encoder`` (embeddings → (bi)GRU/LSTM layers over the real tokens → bridge),
+``model.decoder`` (GRU/LSTM layers with Bahdanau, Luong or no attention over the encoder
+outputs) and ``lm_head``.
 
-- Encoder: padded positions never reach the RNN (``pack_padded_sequence``), so a sentence's
-  annotations are the same padded in a batch or alone. Sources must be right-padded.
+- Encoder: padded positions never reach the RNN (packed, or skipped step by step under
+  ``torch.compile`` / ``torch.export``), so a sentence's annotations are the same padded in a
+  batch or alone. Sources must be right-padded.
 - Bahdanau: ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_j))``, ``s_t = cell([E y_{t-1};
   c_t], s_{t-1})``, readout ``[s_t; c_t]``. The keys' share of the score (``W_k h_j``) is
   computed once per source, not once per step.
 - Luong: ``h_t = cell(E y_{t-1} [; h̃_{t-1}], h_{t-1})``, ``c_t = Σ_j α_tj h̄_j`` with
   ``α_t = p(a(h_t, h̄_j))``, ``h̃_t = tanh(W_c [c_t; h_t])``, readout ``h̃_t``.
-- Without attention and for Luong without input feeding, teacher forcing runs the decoder
-  RNN once over the whole target and the attention as one batched score over all steps;
+- Without attention and for Luong without input feeding, teacher forcing runs each decoder
+  layer once over the whole target and the attention as one batched score over all steps;
   a step loop is used only where the recurrence needs the context.
 - The decoder state (``h``, ``c``, ``h̃``, precomputed keys) is the generation cache, a
   :class:`~.recurrent_cache.RecurrentCache`: each generated token costs one decoder step.
+- The transformers contracts: ``output_attentions`` / ``output_hidden_states`` from the
+  argument, else the config; ``return_dict=False`` (argument or config) gives tuples at every
+  level; ``output_hidden_states`` gives the embeddings and every layer's outputs (as Bart);
+  ``inputs_embeds`` / ``decoder_inputs_embeds``; gradient checkpointing per layer
+  (:class:`~.rnn_layers.RecurrentLayer` is a ``GradientCheckpointingLayer``);
+  ``torch.export`` and ``torch.compile(fullgraph=True)`` trace the forward.
 
 Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
 this file (and its siblings) next to the weights for ``trust_remote_code`` loading.
@@ -27,20 +36,21 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.utils import can_return_tuple
 
 from .attention import Attention
 from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
-from .rnn_layers import build_rnn, init_rnn_weights
+from .rnn_layers import RecurrentLayer, init_rnn_weights, is_tracing, stack_states
 from .seq2seq_utils import (
     ConfigTiedWeightsMixin,
     EncoderDecoderEmbeddingsMixin,
     Seq2SeqLMAccessorsMixin,
+    resolve_output_flags,
     shift_tokens_right,
     token_cross_entropy,
 )
@@ -54,6 +64,9 @@ class BahdanauEncoderOutput(BaseModelOutput):
     Args:
         last_hidden_state: annotations ``h_j = [h→_j; h←_j]`` ``[batch, src_len, annotation]``
             (zeros at padded positions).
+        hidden_states: with ``output_hidden_states``, ``encoder_layers + 1`` tensors: the
+            embeddings ``[batch, src_len, embedding_dim]``, then every layer's outputs
+            ``[batch, src_len, annotation]`` (before dropout; the last one is the annotations).
         decoder_initial_hidden: ``s_0`` ``[batch, decoder_layers, decoder_hidden]``.
         decoder_initial_cell: the LSTM's ``c_0``, same shape (``None`` for a GRU).
     """
@@ -66,19 +79,27 @@ class BahdanauEncoderOutput(BaseModelOutput):
 class BahdanauDecoderOutput(BaseModelOutput):
     """Decoder readout ``o_t`` ``[batch, tgt_len, readout]`` (``last_hidden_state``), the state
     after the last step (``state``: names → batch-first tensors) and, when asked, the
-    alignment ``α`` ``[batch, tgt_len, src_len]`` (``attentions``)."""
+    alignment ``α`` ``[batch, tgt_len, src_len]`` (``attentions``) and ``decoder_layers + 1``
+    ``hidden_states``: the target embeddings ``[batch, tgt_len, embedding_dim]``, then every
+    layer's outputs ``[batch, tgt_len, decoder_hidden]`` (``s_t`` of that layer at each step)."""
 
     state: dict | None = None
 
 
 class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, RecurrentCacheModelMixin, PreTrainedModel):
     """Weight initialisation, tied-weight bookkeeping and HF plumbing of the family (the
-    decoder state is the generation cache: :class:`~.recurrent_cache.RecurrentCacheModelMixin`)."""
+    decoder state is the generation cache: :class:`~.recurrent_cache.RecurrentCacheModelMixin`).
+
+    Gradient checkpointing recomputes one :class:`~.rnn_layers.RecurrentLayer` at a time: every
+    encoder layer, and the decoder layers where teacher forcing runs them in one pass (see
+    :class:`BahdanauDecoder` for the step loop)."""
 
     config_class = BahdanauConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _no_split_modules = []
+    supports_gradient_checkpointing = True
+    _can_compile_fullgraph = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -104,27 +125,30 @@ class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, RecurrentCacheModelMixin, 
 
 
 class BahdanauEncoder(BahdanauPreTrainedModel):
-    r"""Embeddings → (bi)GRU/LSTM over the real tokens only → bridge to the decoder state.
+    r"""Embeddings → (bi)GRU/LSTM layers over the real tokens only → bridge to the decoder state.
 
     .. math:: h→_j = \mathrm{cell}(E x_j, h→_{j-1}),\quad h←_j = \mathrm{cell}(E x_j, h←_{j+1}),
               \quad h_j = [h→_j; h←_j]
 
-    Bridge: ``concat`` gives decoder layer ``l`` the state ``[h→_T; h←_1]`` of encoder layer
-    ``l`` (and the same for ``c``); ``projection`` gives ``s_0 = tanh(W [h→_T; h←_1])`` of the
-    top layer reshaped to ``[decoder_layers, decoder_hidden]``; ``zeros`` gives zeros.
+    Each layer is a :class:`~.rnn_layers.RecurrentLayer` (both directions), with dropout on
+    the embeddings, between layers and on the annotations. Bridge: ``concat`` gives decoder
+    layer ``l`` the state ``[h→_T; h←_1]`` of encoder layer ``l`` (and the same for ``c``);
+    ``projection`` gives ``s_0 = tanh(W [h→_T; h←_1])`` of the top layer reshaped to
+    ``[decoder_layers, decoder_hidden]``; ``zeros`` gives zeros.
     """
 
     def __init__(self, config: BahdanauConfig, embed_tokens: nn.Embedding | None = None):
         super().__init__(config)
         self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
-        self.rnn = build_rnn(
-            config.cell,
-            config.embedding_dim,
-            config.encoder_hidden_size,
-            num_layers=config.encoder_layers,
-            dropout=config.dropout,
-            bidirectional=config.bidirectional,
+        self.layers = nn.ModuleList(
+            RecurrentLayer(
+                config.cell,
+                config.embedding_dim if i == 0 else config.annotation_size,
+                config.encoder_hidden_size,
+                bidirectional=config.bidirectional,
+            )
+            for i in range(config.encoder_layers)
         )
         if config.bridge == "projection":
             out = config.decoder_layers * config.decoder_hidden_size
@@ -140,6 +164,7 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embed_tokens = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -149,11 +174,16 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
         return_dict: bool | None = None,
         **kwargs,
     ) -> BahdanauEncoderOutput:
-        """Encode ``input_ids`` ``[batch, src_len]`` (right-padded; ``attention_mask`` 1 = token).
+        """Encode ``input_ids`` ``[batch, src_len]`` (or ``inputs_embeds`` ``[batch, src_len,
+        embedding_dim]``; right-padded, ``attention_mask`` 1 = token).
 
-        Returns annotations ``[batch, src_len, hidden × directions]`` (zeros at padding) and the
-        decoder's initial state (see :class:`BahdanauEncoderOutput`).
+        Returns annotations ``[batch, src_len, hidden × directions]`` (zeros at padding), the
+        decoder's initial state and, with ``output_hidden_states`` (default
+        ``config.output_hidden_states``), the embeddings and every layer's outputs (see
+        :class:`BahdanauEncoderOutput`). ``return_dict=False`` returns the tuple of its
+        non-``None`` fields.
         """
+        _, output_hidden_states = resolve_output_flags(self.config, None, output_hidden_states)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds")
         embeds = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
@@ -163,25 +193,27 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
                 f"input_ids has {src_len} positions but max_source_positions is "
                 f"{self.config.max_source_positions}"
             )
-        embeds = self.dropout(embeds)
-        if attention_mask is None or bool(attention_mask.all()):
-            outputs, final = self.rnn(embeds)
-        else:
+        if attention_mask is not None and not is_tracing():
             keep = attention_mask != 0
             if bool((keep[:, 1:] & ~keep[:, :-1]).any()):
                 raise ValueError(
                     "attention_mask: the encoder needs right-padded sources (1s then 0s per row)"
                 )
-            lengths = keep.sum(1).clamp_min(1).cpu()
-            packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
-            packed_out, final = self.rnn(packed)
-            outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src_len)
-        hidden, cell = final if isinstance(final, tuple) else (final, None)
-        init_h, init_c = self._bridge(hidden, cell, batch)
-        outputs = self.dropout(outputs)
+        hidden_states = [embeds] if output_hidden_states else None
+        finals = []
+        x = self.dropout(embeds)
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                x = self.dropout(x)
+            x, *final = layer(x, mask=attention_mask)
+            finals.append(final)
+            if output_hidden_states:
+                hidden_states.append(x)
+        hidden, *cell = stack_states(finals)  # [layers × directions, batch, hidden]
+        init_h, init_c = self._bridge(hidden, cell[0] if cell else None, batch)
         return BahdanauEncoderOutput(
-            last_hidden_state=outputs,
-            hidden_states=(outputs,) if output_hidden_states else None,
+            last_hidden_state=self.dropout(x),
+            hidden_states=tuple(hidden_states) if output_hidden_states else None,
             decoder_initial_hidden=init_h,
             decoder_initial_cell=init_c,
         )
@@ -215,12 +247,17 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
     r"""GRU/LSTM decoder with Bahdanau, Luong or no attention; produces the readout ``o_t``.
 
     - none: ``s_t = cell(E y_{t-1}, s_{t-1})``, ``o_t = s_t``.
-    - bahdanau: ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_·))``,
+    - bahdanau (Bahdanau et al. 2015): ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_·))``,
       ``s_t = cell([E y_{t-1}; c_t], s_{t-1})``, ``o_t = [s_t; c_t]``.
-    - luong: ``h_t = cell(E y_{t-1} [; h̃_{t-1}], h_{t-1})``, ``α_t = p(a(h_t, h̄_·))``,
-      ``c_t = Σ_j α_tj h̄_j``, ``o_t = h̃_t = tanh(W_c [c_t; h_t])``.
+    - luong (Luong et al. 2015): ``h_t = cell(E y_{t-1} [; h̃_{t-1}], h_{t-1})``,
+      ``α_t = p(a(h_t, h̄_·))``, ``c_t = Σ_j α_tj h̄_j``, ``o_t = h̃_t = tanh(W_c [c_t; h_t])``.
 
     Queries are the top layer's hidden state; ``p`` and ``a`` are any distribution / score.
+    Each layer is a :class:`~.rnn_layers.RecurrentLayer` with dropout between layers. Gradient
+    checkpointing recomputes the layers where teacher forcing runs them in one pass (no
+    attention, Luong without input feeding); the step loop (Bahdanau attention, input
+    feeding) is not checkpointed, since its layers run one token at a time and a checkpoint
+    per token would keep about as much (the step's input and state) as it frees.
     """
 
     def __init__(self, config: BahdanauConfig, embed_tokens: nn.Embedding | None = None):
@@ -249,12 +286,9 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
             self.readout_size = hidden
         else:
             self.readout_size = hidden
-        self.rnn = build_rnn(
-            config.cell,
-            input_size,
-            hidden,
-            num_layers=config.decoder_layers,
-            dropout=config.dropout,
+        self.layers = nn.ModuleList(
+            RecurrentLayer(config.cell, input_size if i == 0 else hidden, hidden)
+            for i in range(config.decoder_layers)
         )
         self.post_init()
 
@@ -286,6 +320,7 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         return state
 
     def _rnn_state(self, state: dict):
+        """Batch-first ``h`` (``c``) → the stacked layout ``[layers, batch, hidden]``."""
         h = state["h"].transpose(0, 1).contiguous()
         if "c" in state:
             return h, state["c"].transpose(0, 1).contiguous()
@@ -310,40 +345,52 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         return torch.stack(layers)
 
     def _step(self, x: torch.Tensor, layers: list) -> tuple[torch.Tensor, list]:
-        """One time step of the stacked cell with the ``nn.GRU`` / ``nn.LSTM`` weights (the fused
-        per-token cell kernels are several times faster than ``nn.LSTM`` on a length-1 input).
-        Dropout between layers as in ``nn.LSTM``."""
-        rnn, new_layers = self.rnn, []
-        cell = torch.lstm_cell if self.config.cell == "lstm" else torch.gru_cell
-        for index, state in enumerate(layers):
-            if index > 0 and rnn.dropout and self.training:
-                x = nn.functional.dropout(x, rnn.dropout, training=True)
-            state = cell(
-                x,
-                state,
-                getattr(rnn, f"weight_ih_l{index}"),
-                getattr(rnn, f"weight_hh_l{index}"),
-                getattr(rnn, f"bias_ih_l{index}"),
-                getattr(rnn, f"bias_hh_l{index}"),
-            )
-            new_layers.append(state)
-            x = state[0] if isinstance(state, tuple) else state
+        """One time step of every layer with its fused one-step kernel (``torch.lstm_cell`` /
+        ``torch.gru_cell``, several times faster than a sequence kernel on a length-1 input);
+        ``layers`` holds one ``h`` or ``(h, c)`` ``[batch, hidden]`` per layer. Dropout between
+        layers."""
+        new_layers = []
+        for index, (layer, state) in enumerate(zip(self.layers, layers, strict=True)):
+            if index > 0:
+                x = self.dropout(x)
+            new = layer.cell(x, state if isinstance(state, tuple) else (state,))
+            new_layers.append(new if len(new) == 2 else new[0])
+            x = new[0]
         return x, new_layers
+
+    def _one_pass(self, x: torch.Tensor, rnn_state) -> tuple[list[torch.Tensor], object]:
+        """Every layer over the whole target (fused kernel); returns each layer's outputs and
+        the final stacked state."""
+        states = rnn_state if isinstance(rnn_state, tuple) else (rnn_state,)
+        outputs, finals = [], []
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                x = self.dropout(x)
+            x, *final = layer(x, *(s[i : i + 1] for s in states))
+            outputs.append(x)
+            finals.append(final)
+        final = stack_states(finals)
+        return outputs, final if len(final) == 2 else final[0]
 
     def _attend(self, query, annotations, keys, keep):
         return self.attention(query, annotations, annotations, keep, precomputed_keys=keys)
 
+    @can_return_tuple
     def forward(
         self,
-        input_ids: torch.LongTensor,
-        encoder_hidden_states: torch.Tensor,
-        state: dict[str, torch.Tensor],
+        input_ids: torch.LongTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        state: dict[str, torch.Tensor] | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         step_by_step: bool = False,
         **kwargs,
     ) -> BahdanauDecoderOutput:
-        """Run the decoder over ``input_ids`` ``[batch, tgt_len]`` from ``state``.
+        """Run the decoder over ``input_ids`` ``[batch, tgt_len]`` (or ``inputs_embeds``
+        ``[batch, tgt_len, embedding_dim]``) from ``state``.
 
         Args:
             encoder_hidden_states: annotations ``[batch, src_len, annotation]``.
@@ -351,9 +398,22 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
                 from the previous call.
             encoder_attention_mask: ``[batch, src_len]``, 0 = padding (masked out of the
                 attention).
+            output_attentions / output_hidden_states: default to the config's (see
+                :class:`BahdanauDecoderOutput`).
+            return_dict: ``False`` (default ``config.return_dict``) returns a tuple.
             step_by_step: force the step loop even where one pass suffices (for checks).
         """
-        embeds = self.dropout(self.embed_tokens(input_ids))
+        output_attentions, output_hidden_states = resolve_output_flags(
+            self.config, output_attentions, output_hidden_states
+        )
+        if encoder_hidden_states is None or state is None:
+            raise ValueError(
+                "the decoder needs encoder_hidden_states and its state (initial_state(...))"
+            )
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds")
+        embeds = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        x = self.dropout(embeds)
         keep = None
         if encoder_attention_mask is not None and self.attention is not None:
             keep = padding_mask(encoder_attention_mask, ndim=3)  # [batch, 1, src_len]
@@ -362,17 +422,18 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         weights = None
         new_state = {}
         if self.one_pass and not step_by_step:
-            outputs, rnn_state = self.rnn(embeds, rnn_state)
-            readout = outputs
+            layer_outputs, rnn_state = self._one_pass(x, rnn_state)
+            outputs = readout = layer_outputs[-1]
             if self.attention is not None:  # Luong without input feeding
                 context, weights = self._attend(outputs, encoder_hidden_states, keys, keep)
                 readout = torch.tanh(self.combine(torch.cat([context, outputs], -1)))
         else:
             readouts, all_weights = [], []
+            steps = [] if output_hidden_states else None
             feed = state.get("feed")
             layers = self._unstack(rnn_state)
-            for t in range(embeds.shape[1]):
-                x_t = embeds[:, t]
+            for t in range(x.shape[1]):
+                x_t = x[:, t]
                 if self.config.attention == "bahdanau":
                     top = layers[-1][0] if isinstance(layers[-1], tuple) else layers[-1]
                     context, w = self._attend(top[:, None], encoder_hidden_states, keys, keep)
@@ -392,9 +453,16 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
                 readouts.append(o_t)
                 if w is not None:
                     all_weights.append(w)
+                if steps is not None:
+                    steps.append([s[0] if isinstance(s, tuple) else s for s in layers])
             readout = torch.stack(readouts, 1)
             weights = torch.cat(all_weights, 1) if all_weights else None
             rnn_state = self._restack(layers)
+            layer_outputs = None
+            if steps is not None:
+                layer_outputs = [
+                    torch.stack(per_layer, 1) for per_layer in zip(*steps, strict=True)
+                ]
             if feed is not None:
                 new_state["feed"] = feed
         if self.config.input_feeding and "feed" not in new_state:
@@ -404,6 +472,7 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
             new_state["keys"] = keys
         return BahdanauDecoderOutput(
             last_hidden_state=self.dropout(readout),
+            hidden_states=(embeds, *layer_outputs) if output_hidden_states else None,
             attentions=weights if output_attentions else None,
             state=new_state,
         )
@@ -426,6 +495,7 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
             self.decoder = BahdanauDecoder(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -434,25 +504,31 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
         encoder_outputs: BahdanauEncoderOutput | tuple | None = None,
         past_key_values: RecurrentCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         step_by_step: bool = False,
         **kwargs,
-    ) -> Seq2SeqModelOutput:
-        """Encode (unless ``encoder_outputs`` are given), then decode ``decoder_input_ids``
-        from the cached state or from the bridge. See
-        :meth:`BahdanauForConditionalGeneration.forward`."""
+    ) -> Seq2SeqModelOutput | tuple:
+        """Encode (unless ``encoder_outputs`` are given), then decode ``decoder_input_ids`` (or
+        ``decoder_inputs_embeds``) from the cached state or from the bridge. See
+        :meth:`BahdanauForConditionalGeneration.forward`; ``return_dict=False`` (default
+        ``config.return_dict``) returns ``Seq2SeqModelOutput.to_tuple()``."""
+        output_attentions, output_hidden_states = resolve_output_flags(
+            self.config, output_attentions, output_hidden_states
+        )
         use_cache = self.config.use_cache if use_cache is None else use_cache
-        if decoder_input_ids is None:
-            raise ValueError("decoder_input_ids (or labels) are required")
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError("decoder_input_ids, decoder_inputs_embeds or labels are required")
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 inputs_embeds=inputs_embeds,
                 output_hidden_states=output_hidden_states,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, BahdanauEncoderOutput):
             encoder_outputs = _encoder_output_from(encoder_outputs)
@@ -470,18 +546,21 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
             encoder_outputs.last_hidden_state,
             state,
             encoder_attention_mask=attention_mask,
-            output_attentions=bool(output_attentions),
+            inputs_embeds=decoder_inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
             step_by_step=step_by_step,
         )
         cache = None
         if use_cache:
             cache = past_key_values if past_key_values is not None else RecurrentCache()
-            cache.update_states(decoder_input_ids.shape[1], **decoded.state)
+            cache.update_states(decoded.last_hidden_state.shape[1], **decoded.state)
         weights = decoded.attentions
         return Seq2SeqModelOutput(
             last_hidden_state=decoded.last_hidden_state,
             past_key_values=cache,
-            decoder_hidden_states=(decoded.last_hidden_state,) if output_hidden_states else None,
+            decoder_hidden_states=decoded.hidden_states,
             cross_attentions=(weights[:, None],) if weights is not None else None,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
@@ -489,11 +568,16 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
 
 
 def _encoder_output_from(outputs) -> BahdanauEncoderOutput:
-    """Accept the encoder's output as a tuple / plain ``BaseModelOutput`` too (ordered as
-    :class:`BahdanauEncoderOutput`'s non-``None`` fields)."""
+    """Accept the encoder's output as a tuple (``BahdanauEncoderOutput.to_tuple()``: the
+    annotations, the hidden states when returned, then the decoder's initial state) or as a
+    plain ``BaseModelOutput`` / dict too."""
     if isinstance(outputs, (tuple, list)):
-        fields = ["last_hidden_state", "decoder_initial_hidden", "decoder_initial_cell"]
-        return BahdanauEncoderOutput(**dict(zip(fields, outputs, strict=False)))
+        fields: dict = {"last_hidden_state": outputs[0]}
+        rest = list(outputs[1:])
+        if rest and isinstance(rest[0], (tuple, list)):
+            fields["hidden_states"] = tuple(rest.pop(0))
+        fields.update(zip(["decoder_initial_hidden", "decoder_initial_cell"], rest, strict=False))
+        return BahdanauEncoderOutput(**fields)
     return BahdanauEncoderOutput(**{k: v for k, v in outputs.items()})
 
 
@@ -523,6 +607,7 @@ class BahdanauForConditionalGeneration(
         self.lm_head = nn.Linear(config.embedding_dim if tied else readout, config.vocab_size)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -532,6 +617,7 @@ class BahdanauForConditionalGeneration(
         encoder_outputs: BahdanauEncoderOutput | tuple | None = None,
         past_key_values: RecurrentCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -550,15 +636,26 @@ class BahdanauForConditionalGeneration(
             decoder_attention_mask: ignored (the decoder is causal; padding comes last).
             encoder_outputs: reuse an encoder pass (``generate`` does).
             past_key_values: the :class:`RecurrentCache` returned by the previous call.
+            inputs_embeds / decoder_inputs_embeds: instead of the ids, their embeddings
+                ``embed_tokens(ids)`` ``[batch, len, embedding_dim]`` (the same outputs).
             labels: ``[batch, tgt_len]`` targets, ``-100`` ignored.
+            use_cache: return the decoder state as ``past_key_values`` (default
+                ``config.use_cache``).
             num_items_in_batch: number of target tokens in the whole (accumulated) batch; the
                 loss is then ``Σ CE / num_items_in_batch``.
             output_attentions: return ``cross_attentions = (α,)`` with ``α`` ``[batch, 1,
-                tgt_len, src_len]`` (one head).
+                tgt_len, src_len]`` (one head); default ``config.output_attentions``.
+            output_hidden_states: return ``encoder_hidden_states`` (``encoder_layers + 1``
+                tensors: the source embeddings, then every encoder layer's outputs
+                ``[batch, src_len, annotation]``) and ``decoder_hidden_states``
+                (``decoder_layers + 1``: the target embeddings, then every decoder layer's
+                per-step outputs ``[batch, tgt_len, decoder_hidden]``), as Bart's; default
+                ``config.output_hidden_states``.
+            return_dict: ``False`` (default ``config.return_dict``) returns
+                ``Seq2SeqLMOutput.to_tuple()`` (the non-``None`` fields, loss first).
             step_by_step: force the decoder's step loop (one pass is used where possible).
         """
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        if labels is not None and decoder_input_ids is None:
+        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids=input_ids,
@@ -567,9 +664,11 @@ class BahdanauForConditionalGeneration(
             encoder_outputs=encoder_outputs,
             past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
             step_by_step=step_by_step,
         )
         readout = outputs.last_hidden_state
@@ -580,7 +679,7 @@ class BahdanauForConditionalGeneration(
         loss = None
         if labels is not None:
             loss = token_cross_entropy(logits, labels, num_items_in_batch)
-        result = Seq2SeqLMOutput(
+        return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
@@ -589,7 +688,6 @@ class BahdanauForConditionalGeneration(
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
         )
-        return result if return_dict else result.to_tuple()
 
 
 __all__ = [

@@ -12,23 +12,23 @@ this file (and ``recurrent_cache.py``, ``rnn_layers.py``) next to the weights fo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache
-from transformers.conversion_mapping import (
-    get_checkpoint_conversion_mapping,
-    register_checkpoint_conversion_mapping,
-)
-from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_char_rnn import CharRNNConfig
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
-from .rnn_layers import build_rnn, init_rnn_weights
+from .rnn_layers import (
+    RecurrentLayer,
+    init_rnn_weights,
+    register_stacked_layout,
+    stack_states,
+    stacked_layout_pre_hook,
+)
 
 RecurrentState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 """``h`` of shape [num_layers, batch, hidden] (GRU / RNN) or the pair ``(h, c)`` (LSTM)."""
@@ -94,45 +94,11 @@ def detach_state(
     return map_state(state, torch.Tensor.detach)
 
 
-# ---- old checkpoints: one stacked cell `rnn.*_l{k}` -> one module per layer `layers.{k}.*_l0` --
-_OLD_LAYOUT = re.compile(r"^(.*)rnn\.(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)$")
+# Old checkpoints (and the files saved now) hold one stacked cell `rnn.*_l{k}`: mapped onto the
+# per-layer modules `layers.{k}.*_l0` on load and back on save (see `register_stacked_layout`).
 _CONVERSION_KEY = "CharRNNForCausalLM"
-
-
-def _register_stacked_layout(num_layers: int) -> None:
-    """Map the stacked-cell weight names of ``num_layers`` layers onto the per-layer modules.
-
-    ``from_pretrained`` renames ``rnn.weight_ih_l3`` to ``layers.3.weight_ih_l0`` on load, and
-    ``save_pretrained`` writes the stacked names back: the file format is still that of one
-    stacked ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN``, readable by older versions of this file.
-    The registry is global and keyed by class name (a ``trust_remote_code`` copy of this file
-    shares it), so it only ever grows.
-    """
-    registered = get_checkpoint_conversion_mapping(_CONVERSION_KEY) or []
-    if num_layers <= len(registered):
-        return
-    register_checkpoint_conversion_mapping(
-        _CONVERSION_KEY,
-        [
-            WeightRenaming(
-                rf"^rnn\.(weight_ih|weight_hh|bias_ih|bias_hh)_l{k}(?!\d)", rf"layers.{k}.\1_l0"
-            )
-            for k in range(max(num_layers, 16))
-        ],
-        overwrite=True,
-    )
-
-
-_register_stacked_layout(16)
-
-
-def _stacked_to_layers(state_dict: dict, prefix: str, *args) -> None:
-    """``load_state_dict`` pre-hook: accept a state dict saved with the stacked layout."""
-    for key in [k for k in state_dict if k.startswith(prefix)]:
-        match = _OLD_LAYOUT.match(key[len(prefix) :])
-        if match and not match.group(1):
-            name, layer = match.group(2), match.group(3)
-            state_dict[f"{prefix}layers.{layer}.{name}_l0"] = state_dict.pop(key)
+register_stacked_layout(_CONVERSION_KEY, "rnn", "layers")
+_stacked_to_layers = stacked_layout_pre_hook("rnn", "layers")
 
 
 @dataclass
@@ -152,6 +118,8 @@ class CharRNNPreTrainedModel(RecurrentCacheModelMixin, PreTrainedModel):
     base_model_prefix = ""
     main_input_name = "input_ids"
     _no_split_modules = []
+    supports_gradient_checkpointing = True
+    _can_compile_fullgraph = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -169,20 +137,23 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
     .. math:: h^{(l)}_t = \mathrm{cell}_l(h^{(l-1)}_t, h^{(l)}_{t-1}),\quad h^{(0)}_t = E[x_t],
               \qquad p(x_{t+1}\mid x_{\le t}) = \mathrm{softmax}(W h^{(L)}_t + b)
 
-    Every layer is its own single-layer cell module (``layers[l]``), so that
-    ``output_hidden_states`` can return each layer's outputs; each still runs the whole
-    sequence in one fused call. Dropout is applied to the embeddings, between layers and
-    before the head. With ``tie_word_embeddings`` the output matrix is ``E`` itself and
-    ``h_t`` is first projected to ``embedding_dim`` when the sizes differ.
+    Every layer is its own single-layer :class:`~.rnn_layers.RecurrentLayer` (``layers[l]``),
+    so that ``output_hidden_states`` can return each layer's outputs and gradient
+    checkpointing (``activation_checkpointing_enable()``) recomputes one layer at a time; each
+    runs the whole sequence in one fused call (packed when right-padded). Dropout is applied to the embeddings,
+    between layers and before the head. With ``tie_word_embeddings`` the output matrix is
+    ``E`` itself and ``h_t`` is first projected to ``embedding_dim`` when the sizes differ.
+    ``torch.export`` and ``torch.compile(fullgraph=True)`` trace the forward (a padded
+    ``attention_mask`` is then stepped position by position, never branched on).
     """
 
     def __init__(self, config: CharRNNConfig):
         super().__init__(config)
-        _register_stacked_layout(config.num_layers)
+        register_stacked_layout(_CONVERSION_KEY, "rnn", "layers", config.num_layers)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(
-            build_rnn(
+            RecurrentLayer(
                 config.cell,
                 config.embedding_dim if i == 0 else config.hidden_size,
                 config.hidden_size,
@@ -230,31 +201,22 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
     ) -> tuple[list[torch.Tensor], RecurrentState]:
         """Run the layers over the sequence; return each layer's outputs and the final state.
 
-        Without padding every layer is one fused cell call over the whole sequence. Where
-        ``mask`` has zeros (e.g. left-padded prompts), step one position at a time and keep the
-        previous state at masked positions, so pad tokens never change the state:
-        ``h_t = m_t·cell(x_t, h_{t-1}) + (1−m_t)·h_{t-1}`` (outputs are 0 there).
+        Pad tokens never change the state: ``h_t = m_t·cell(x_t, h_{t-1}) + (1−m_t)·h_{t-1}``
+        (outputs are 0 there); see :class:`~.rnn_layers.RecurrentLayer`, which runs a layer
+        fused (no padding), packed (right padding) or step by step (left padding, and any
+        padding under ``torch.compile`` / ``torch.export``).
         """
-        if state is None:
-            state = self.initial_state(embeds.shape[0])
-        masked = mask is not None and not bool(mask.all())
+        states = () if state is None else state if isinstance(state, tuple) else (state,)
         outputs, finals = [], []
         x = self.dropout(embeds)
         for i, layer in enumerate(self.layers):
             if i > 0:
                 x = self.dropout(x)
-            layer_state = map_state(state, lambda t, i=i: t[i : i + 1])
-            if masked:
-                x, layer_state = _masked_steps(layer, x, layer_state, mask)
-            else:
-                x, layer_state = layer(x, layer_state)
+            x, *final = layer(x, *(s[i : i + 1] for s in states), mask=mask)
             outputs.append(x)
-            finals.append(layer_state)
-        if isinstance(state, tuple):
-            final = tuple(torch.cat(parts, 0) for parts in zip(*finals, strict=True))
-        else:
-            final = torch.cat(finals, 0)
-        return outputs, final
+            finals.append(final)
+        final = stack_states(finals)
+        return outputs, final if len(final) == 2 else final[0]
 
     def forward(
         self,
@@ -325,28 +287,6 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         return CharRNNOutput(
             loss=loss, logits=logits, past_key_values=cache, hidden_states=hidden_states
         )
-
-
-def _masked_steps(
-    layer: nn.RNNBase, x: torch.Tensor, state: RecurrentState, mask: torch.Tensor
-) -> tuple[torch.Tensor, RecurrentState]:
-    """One layer stepped position by position; masked positions keep the state, output 0."""
-    outputs = []
-    for t in range(x.shape[1]):
-        out_t, new_state = layer(x[:, t : t + 1], state)
-        keep = mask[:, t].to(x.dtype)
-        state = _blend_state(new_state, state, keep)
-        outputs.append(out_t * keep[:, None, None])
-    return torch.cat(outputs, dim=1), state
-
-
-def _blend_state(new: RecurrentState, old: RecurrentState, keep: torch.Tensor) -> RecurrentState:
-    """``keep·new + (1−keep)·old`` per tensor of the state, ``keep`` [batch] broadcast over
-    [layers, batch, hidden]."""
-    k = keep[None, :, None]
-    if isinstance(new, tuple):
-        return tuple(k * n + (1 - k) * o for n, o in zip(new, old, strict=True))
-    return k * new + (1 - k) * old
 
 
 __all__ = [

@@ -1,9 +1,15 @@
 """Recurrent text classifier: the IMDb models of Géron (HOML ch. 16) and Chollet (DLwP ch. 11).
 
 ``RNNForSequenceClassification`` embeds the tokens (optionally with frozen pretrained vectors,
-Chollet's GloVe model), reads the real tokens only with a (bi)GRU/LSTM (packed sequences: the
-padding the seeds' Keras ``mask_zero=True`` skips is never read, so a padded text gets the
-logits it gets alone), pools the outputs (final states or attention) and classifies them.
+Chollet's GloVe model), reads the real tokens only with a (bi)GRU/LSTM (the padding the seeds'
+Keras ``mask_zero=True`` skips is never read, so a padded text gets the logits it gets alone),
+pools the outputs (final states or attention) and classifies them.
+
+The RNN is one :class:`~.rnn_layers.RecurrentLayer` per layer (``rnn.0``, ``rnn.1``, ...):
+``output_hidden_states`` returns every layer's outputs, gradient checkpointing recomputes one
+layer at a time, and ``torch.export`` / ``torch.compile(fullgraph=True)`` trace the forward
+(padding is then skipped step by step rather than packed). Checkpoint files keep the names of
+one stacked ``nn.GRU`` / ``nn.LSTM`` (``rnn.weight_ih_l1_reverse``), mapped on load and save.
 
 Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
 this file (and its siblings) next to the weights for ``trust_remote_code`` loading.
@@ -13,7 +19,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput
@@ -21,7 +26,35 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from .attention import attend, build_score, get_distribution
 from .configuration_rnn_classifier import RNNClassifierConfig
 from .masking import padding_mask
-from .rnn_layers import build_rnn, init_rnn_weights
+from .rnn_layers import (
+    RecurrentLayer,
+    init_rnn_weights,
+    is_tracing,
+    register_stacked_layout,
+    stacked_layout_pre_hook,
+)
+
+_CONVERSION_KEY = "RNNForSequenceClassification"
+register_stacked_layout(_CONVERSION_KEY, "rnn", "rnn")
+_stacked_to_layers = stacked_layout_pre_hook("rnn", "rnn")
+
+
+class FreezableEmbedding(nn.Embedding):
+    """An ``nn.Embedding`` that can be frozen: while ``frozen``, its ``weight`` has
+    ``requires_grad=False``, and so does any parameter later put in its place (``from_pretrained``
+    loads a checkpoint by assigning new ``nn.Parameter`` objects, which require gradients)."""
+
+    frozen: bool = False
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "weight" and isinstance(value, nn.Parameter) and self.frozen:
+            value.requires_grad_(False)
+        super().__setattr__(name, value)
+
+    def freeze(self, frozen: bool = True) -> None:
+        """Freeze (or unfreeze) the weight, now and for every parameter assigned later."""
+        self.frozen = frozen
+        self.weight.requires_grad_(not frozen)
 
 
 class AttentionPooling(nn.Module):
@@ -85,6 +118,8 @@ class RNNClassifierPreTrainedModel(PreTrainedModel):
     base_model_prefix = ""
     main_input_name = "input_ids"
     _no_split_modules = []
+    supports_gradient_checkpointing = True
+    _can_compile_fullgraph = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -117,24 +152,29 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
 
     with ``z = [h→_T; h←_1]`` of the top layer (``pooling="last"``, ``T`` the last real token)
     or ``z = Σ_t α_t [h→_t; h←_t]`` (``pooling="attention"``, see :class:`AttentionPooling`).
-    Positions where ``attention_mask`` is 0 are never read by the RNN (packed sequences after
-    moving each row's tokens to the front), so padding on either side changes nothing.
-    The loss follows ``config.problem_type`` (cross-entropy for single-label classification).
+    Positions where ``attention_mask`` is 0 are never read by the RNN (each row's tokens are
+    moved to the front, then the padding is skipped, packed or step by step), so padding on
+    either side changes nothing. Each layer is a :class:`~.rnn_layers.RecurrentLayer` (a
+    ``GradientCheckpointingLayer``), with ``rnn_dropout`` between layers. The loss follows
+    ``config.problem_type`` (cross-entropy for single-label classification).
     """
 
     def __init__(self, config: RNNClassifierConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim)
+        register_stacked_layout(_CONVERSION_KEY, "rnn", "rnn", config.num_layers)
+        self.embeddings = FreezableEmbedding(config.vocab_size, config.embedding_dim)
         self.input_dropout = nn.Dropout(config.input_dropout)
-        self.rnn = build_rnn(
-            config.cell,
-            config.embedding_dim,
-            config.hidden_size,
-            num_layers=config.num_layers,
-            dropout=config.rnn_dropout,
-            bidirectional=config.bidirectional,
+        self.rnn = nn.ModuleList(
+            RecurrentLayer(
+                config.cell,
+                config.embedding_dim if i == 0 else config.feature_size,
+                config.hidden_size,
+                bidirectional=config.bidirectional,
+            )
+            for i in range(config.num_layers)
         )
+        self.rnn_dropout = nn.Dropout(config.rnn_dropout)
         self.pooler = (
             AttentionPooling(
                 config.feature_size,
@@ -147,19 +187,18 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
         )
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.feature_size, config.num_labels)
+        self._register_load_state_dict_pre_hook(_stacked_to_layers)
         self.post_init()
         self._apply_freeze()
 
     def _apply_freeze(self) -> None:
-        self.embeddings.weight.requires_grad_(not self.config.freeze_embeddings)
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """``PreTrainedModel.from_pretrained``, then ``freeze_embeddings`` applied again: loading
-        puts new parameters in place, all with ``requires_grad=True``."""
-        model = super().from_pretrained(*args, **kwargs)
-        model._apply_freeze()
-        return model
+        """``config.freeze_embeddings``: the input embeddings get no gradient, whatever loads
+        into them later (see :class:`FreezableEmbedding`)."""
+        frozen = self.config.freeze_embeddings
+        if isinstance(self.embeddings, FreezableEmbedding):
+            self.embeddings.freeze(frozen)
+        else:
+            self.embeddings.weight.requires_grad_(not frozen)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings
@@ -183,31 +222,31 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
 
     def _encode(
         self, embeds: torch.Tensor, attention_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Run the RNN over the real tokens.
+    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Run the layers over the real tokens.
 
-        Returns ``(outputs, final_h, restore, mask)``: the top layer's outputs
+        Returns ``(outputs, final_h, restore, mask)``: every layer's outputs
         [batch, seq, features] with the tokens at the front of each row (zeros after them),
-        the final ``h`` [layers × directions, batch, hidden], the index that puts the outputs
-        back in input order, and the mask of the front-packed rows (``None`` = no padding).
+        the top layer's final ``h`` [directions, batch, hidden], the index that puts the
+        outputs back in input order, and the mask of the front-packed rows (``None`` = no
+        padding). In eager mode an all-ones mask is no padding; under ``torch.compile`` /
+        ``torch.export`` every mask is honoured (no branch on its values).
         """
-        if attention_mask is None or bool(attention_mask.all()):
-            outputs, final = self.rnn(embeds)
-            return outputs, final[0] if isinstance(final, tuple) else final, None, None
-        order, lengths = compaction_order(attention_mask)
-        packed = pack_padded_sequence(
-            _gather_positions(embeds, order),
-            lengths.clamp_min(1).cpu(),  # a row without tokens reads one pad token
-            batch_first=True,
-            enforce_sorted=False,
-        )
-        packed_out, final = self.rnn(packed)
-        seq_len = embeds.shape[1]
-        outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=seq_len)
-        positions = torch.arange(seq_len, device=lengths.device)
-        mask = (positions[None, :] < lengths[:, None]).long()
-        final_h = final[0] if isinstance(final, tuple) else final
-        return outputs, final_h, torch.argsort(order, dim=1), mask
+        restore = mask = None
+        x = embeds
+        if attention_mask is not None and (is_tracing() or not bool(attention_mask.all())):
+            order, lengths = compaction_order(attention_mask)
+            x = _gather_positions(embeds, order)
+            positions = torch.arange(embeds.shape[1], device=lengths.device)
+            mask = (positions[None, :] < lengths[:, None]).long()
+            restore = torch.argsort(order, dim=1)
+        outputs = []
+        for i, layer in enumerate(self.rnn):
+            if i > 0:
+                x = self.rnn_dropout(x)
+            x, final_h, *_ = layer(x, mask=mask)
+            outputs.append(x)
+        return outputs, final_h, restore, mask
 
     def forward(
         self,
@@ -230,9 +269,10 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
                 as transformers infers it (BERT's rule).
             output_attentions: with ``pooling="attention"``, return ``attentions = (α,)``,
                 ``α`` [batch, 1, seq] over the input positions (0 at padding).
-            output_hidden_states: return ``hidden_states = (embeddings, outputs)``: the
-                embeddings [batch, seq, embedding_dim] and the top layer's outputs
-                [batch, seq, hidden × directions] (zeros at padding).
+            output_hidden_states: return ``hidden_states``, ``num_layers + 1`` tensors: the
+                embeddings [batch, seq, embedding_dim], then every layer's outputs
+                [batch, seq, hidden × directions] (zeros at padding), as transformers models
+                return the embeddings and one tensor per layer.
         """
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if output_attentions is None:
@@ -245,23 +285,23 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
         outputs, final_h, restore, mask = self._encode(self.input_dropout(embeds), attention_mask)
 
         weights = None
-        if self.pooler is None:
-            top = final_h[-self.config.num_directions :]  # [directions, batch, hidden]
-            pooled = top.transpose(0, 1).reshape(top.shape[1], -1)
+        if self.pooler is None:  # final_h: [directions, batch, hidden]
+            pooled = final_h.transpose(0, 1).reshape(final_h.shape[1], -1)
         else:
-            pooled, weights = self.pooler(outputs, mask)
+            pooled, weights = self.pooler(outputs[-1], mask)
         logits = self.classifier(self.dropout(pooled))
 
         loss = None
         if labels is not None:
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
 
-        if restore is not None:  # back to input order
-            outputs = _gather_positions(outputs, restore)
-            weights = (
-                None if weights is None else _gather_positions(weights[:, 0], restore)[:, None]
-            )
-        hidden_states = (embeds, outputs) if output_hidden_states else None
+        hidden_states = None
+        if output_hidden_states:
+            if restore is not None:  # back to input order
+                outputs = [_gather_positions(layer_out, restore) for layer_out in outputs]
+            hidden_states = (embeds, *outputs)
+        if weights is not None and restore is not None:
+            weights = _gather_positions(weights[:, 0], restore)[:, None]
         attentions = (weights,) if output_attentions and weights is not None else None
         if not return_dict:
             return tuple(v for v in (loss, logits, hidden_states, attentions) if v is not None)

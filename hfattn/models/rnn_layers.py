@@ -1,5 +1,10 @@
-"""The recurrent layers every RNN model here is built from: one constructor and one weight
-initialisation for ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN``.
+"""The recurrent layers every RNN model here is built from: one GRU / LSTM / Elman layer
+(both directions when bidirectional) that skips padding, its weight initialisation, and the
+checkpoint renaming between one stacked ``nn.GRU`` / ``nn.LSTM`` and one module per layer.
+
+A model stacks :class:`RecurrentLayer` modules (one per layer, dropout between them), so
+that ``output_hidden_states`` can return every layer's outputs and gradient checkpointing
+can recompute one layer at a time, as transformers checkpoints Bart's layers.
 
 Modeling code only (torch + transformers): ``save_pretrained`` copies this file next to the
 modeling files that import it, for ``trust_remote_code`` loading without hfattn.
@@ -7,34 +12,231 @@ modeling files that import it, for ``trust_remote_code`` loading without hfattn.
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from transformers import initialization as init
+from transformers.conversion_mapping import (
+    get_checkpoint_conversion_mapping,
+    register_checkpoint_conversion_mapping,
+)
+from transformers.core_model_loading import WeightRenaming
+from transformers.modeling_layers import GradientCheckpointingLayer
 
-RNN_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
-"""Cell name (a config's ``cell``) → the batch-first PyTorch module."""
+_MODES = {"gru": "GRU", "lstm": "LSTM", "rnn": "RNN_TANH"}
+"""Cell name (a config's ``cell``) → ``nn.RNNBase`` mode."""
+
+_FUSED = {"GRU": torch.gru, "LSTM": torch.lstm, "RNN_TANH": torch.rnn_tanh}
+"""Mode → the fused sequence kernel ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN`` call."""
+
+_CELLS = {"GRU": torch.gru_cell, "LSTM": torch.lstm_cell, "RNN_TANH": torch.rnn_tanh_cell}
+"""Mode → the fused one-step kernel (``nn.GRUCell`` & co.)."""
+
+_WEIGHT_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+_ALIGNMENT = 64
+"""Bytes: the alignment of PyTorch's CPU allocations (and what its kernels expect)."""
 
 
-def build_rnn(
-    cell: str,
-    input_size: int,
-    hidden_size: int,
-    *,
-    num_layers: int = 1,
-    dropout: float = 0.0,
-    bidirectional: bool = False,
-) -> nn.RNNBase:
-    """A batch-first ``cell`` (``"gru"``, ``"lstm"`` or ``"rnn"``) of ``num_layers`` stacked
-    layers; ``dropout`` between layers only applies when there are several (PyTorch warns
-    otherwise, so it is set to 0 for one layer)."""
-    return RNN_CELLS[cell](
-        input_size=input_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        dropout=dropout if num_layers > 1 else 0.0,
-        bidirectional=bidirectional,
-        batch_first=True,
-    )
+def is_tracing() -> bool:
+    """True under ``torch.compile`` and ``torch.export`` (where a branch on tensor values
+    cannot be traced)."""
+    return torch.compiler.is_compiling()
+
+
+class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
+    r"""One batch-first GRU / LSTM / Elman (tanh) layer, both directions when
+    ``bidirectional``, whose ``mask`` zeros are skipped as if they were not there:
+
+    .. math:: s_t = m_t\,\mathrm{cell}(x_t, s_{t-1}) + (1 - m_t)\,s_{t-1},\qquad
+              y_t = m_t\,h_t
+
+    (the reverse direction runs from the last position to the first). The final state is
+    the state after the last kept position of each row (the first, for the reverse
+    direction); a row with nothing kept keeps its initial state. This is what packing
+    (``pack_padded_sequence``) gives for right-padded rows, and it holds for any mask.
+
+    Paths: no mask (or an all-ones mask) runs the fused kernel of ``nn.GRU`` / ``nn.LSTM``
+    over the whole sequence; a right-padded mask runs it over a packed sequence; other masks
+    (left padding, holes) and every mask under ``torch.compile`` / ``torch.export`` step the
+    fused one-step kernel position by position (the same function, without data-dependent
+    branches or shapes). An LSTM compiled with autograd on also steps (the fused LSTM kernel
+    does not go through AOT autograd).
+
+    The parameters are those of a one-layer ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN``
+    (``weight_ih_l0``, ``weight_hh_l0_reverse``, ...; ``state_dict``-compatible with it) and
+    the module is a ``GradientCheckpointingLayer``: with gradient checkpointing on, training
+    keeps only its inputs and recomputes the layer in the backward pass. It is not an
+    ``nn.GRU`` instance, which ``torch.compile`` would refuse to trace.
+
+    Args:
+        cell: ``"gru"``, ``"lstm"`` or ``"rnn"``.
+        input_size: size of the inputs ``x_t``.
+        hidden_size: size of the state of each direction.
+        bidirectional: also read the sequence backwards; outputs are ``[h→_t; h←_t]``.
+    """
+
+    def __init__(self, cell: str, input_size: int, hidden_size: int, *, bidirectional=False):
+        super().__init__(
+            _MODES[cell],
+            input_size,
+            hidden_size,
+            num_layers=1,
+            batch_first=True,
+            bidirectional=bidirectional,
+        )
+
+    def __setattr__(self, name: str, value) -> None:
+        # `from_pretrained` assigns views of the memory-mapped checkpoint, whose offsets are
+        # not 64-byte aligned; the CPU kernels round differently on unaligned weights, so a
+        # reloaded model would differ from the saved one in the last bit. Copy those.
+        if (
+            isinstance(value, nn.Parameter)
+            and value.device.type == "cpu"
+            and value.data_ptr() % _ALIGNMENT
+        ):
+            value.data = value.data.clone()
+        super().__setattr__(name, value)
+
+    def extra_repr(self) -> str:
+        cell = {mode: name for name, mode in _MODES.items()}[self.mode]
+        bidirectional = ", bidirectional=True" if self.bidirectional else ""
+        return f"{cell}, {self.input_size}, {self.hidden_size}{bidirectional}"
+
+    @property
+    def num_directions(self) -> int:
+        """2 for a bidirectional layer, else 1."""
+        return 2 if self.bidirectional else 1
+
+    @property
+    def num_states(self) -> int:
+        """2 for an LSTM (``h``, ``c``), else 1 (``h``)."""
+        return 2 if self.mode == "LSTM" else 1
+
+    def weights(self, direction: int | None = None) -> list[torch.Tensor]:
+        """The current parameters in ``nn.RNNBase``'s flat order (``weight_ih, weight_hh,
+        bias_ih, bias_hh`` per direction), all or one ``direction``'s (0 forward, 1 reverse)."""
+        names = self._flat_weights_names
+        if direction is not None:
+            names = names[4 * direction : 4 * direction + 4]
+        return [getattr(self, name) for name in names]
+
+    def zero_state(self, inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The all-zero state ``[directions, batch, hidden]`` (one tensor, two for an LSTM)."""
+        shape = (self.num_directions, inputs.shape[0], self.hidden_size)
+        return tuple(inputs.new_zeros(shape) for _ in range(self.num_states))
+
+    def cell(self, x: torch.Tensor, state: tuple[torch.Tensor, ...], direction: int = 0):
+        """One step of one direction: ``x [batch, input]``, ``state`` ``(h,)`` or ``(h, c)``
+        each ``[batch, hidden]``; returns the new state as a tuple."""
+        weights = self.weights(direction)
+        if self.mode == "LSTM":
+            return _CELLS[self.mode](x, state, *weights)
+        return (_CELLS[self.mode](x, state[0], *weights),)
+
+    def forward(
+        self, inputs: torch.Tensor, *state: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Run the layer over ``inputs [batch, seq, input]`` from ``state`` (``h`` or ``h, c``,
+        each ``[directions, batch, hidden]``; zeros when omitted).
+
+        ``mask [batch, seq]`` (0 = skip) is optional. Returns ``(outputs, h)`` or
+        ``(outputs, h, c)``: the outputs ``[batch, seq, directions × hidden]`` (zeros at skipped
+        positions) and the final state.
+        """
+        if not state:
+            state = self.zero_state(inputs)
+        if mask is None:
+            if is_tracing() and self._steps_when_compiled():
+                return self._stepped(inputs, state, None)
+            return self._fused(inputs, state)
+        keep = mask != 0
+        if is_tracing():
+            return self._stepped(inputs, state, keep)
+        lengths = keep.sum(1)
+        lengths_cpu = lengths.cpu()
+        seq_len = inputs.shape[1]
+        if bool((lengths_cpu == seq_len).all()):
+            return self._fused(inputs, state)
+        positions = torch.arange(seq_len, device=keep.device)
+        if bool((keep == (positions[None] < lengths[:, None])).all()):
+            return self._packed(inputs, state, lengths_cpu)
+        return self._stepped(inputs, state, keep)
+
+    def _steps_when_compiled(self) -> bool:
+        return self.mode == "LSTM" and torch.is_grad_enabled() and not _is_exporting()
+
+    def _fused(self, inputs: torch.Tensor, state: tuple) -> tuple[torch.Tensor, ...]:
+        hx = state if self.mode == "LSTM" else state[0]
+        return tuple(
+            _FUSED[self.mode](
+                inputs, hx, self.weights(), True, 1, 0.0, self.training, self.bidirectional, True
+            )
+        )
+
+    def _packed(
+        self, inputs: torch.Tensor, state: tuple, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """Right-padded rows as a packed sequence (``lengths`` on the CPU); a row of length 0
+        reads one position, then gets zeros and its initial state back."""
+        packed = pack_padded_sequence(
+            inputs, lengths.clamp_min(1), batch_first=True, enforce_sorted=False
+        )
+        sorted_state = tuple(s.index_select(1, packed.sorted_indices) for s in state)
+        hx = sorted_state if self.mode == "LSTM" else sorted_state[0]
+        data, *final = _FUSED[self.mode](
+            packed.data,
+            packed.batch_sizes,
+            hx,
+            self.weights(),
+            True,
+            1,
+            0.0,
+            self.training,
+            self.bidirectional,
+        )
+        packed_out = PackedSequence(
+            data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices
+        )
+        outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=inputs.shape[1])
+        final = [s.index_select(1, packed.unsorted_indices) for s in final]
+        if bool((lengths == 0).any()):
+            empty = (lengths == 0).to(inputs.device)
+            outputs = outputs.masked_fill(empty[:, None, None], 0.0)
+            final = [
+                torch.where(empty[None, :, None], s0, s) for s, s0 in zip(final, state, strict=True)
+            ]
+        return (outputs, *final)
+
+    def _stepped(
+        self, inputs: torch.Tensor, state: tuple, keep: torch.Tensor | None
+    ) -> tuple[torch.Tensor, ...]:
+        """Position by position with the one-step kernel; skipped positions keep the state."""
+        outputs, finals = [], []
+        seq_len = inputs.shape[1]
+        for direction in range(self.num_directions):
+            current = tuple(s[direction] for s in state)
+            steps = range(seq_len) if direction == 0 else range(seq_len - 1, -1, -1)
+            out = [None] * seq_len
+            for t in steps:
+                new = self.cell(inputs[:, t], current, direction)
+                if keep is not None:
+                    kept = keep[:, t, None]
+                    new = tuple(torch.where(kept, n, c) for n, c in zip(new, current, strict=True))
+                    out[t] = torch.where(kept, new[0], 0.0)
+                else:
+                    out[t] = new[0]
+                current = new
+            outputs.append(torch.stack(out, 1))
+            finals.append(current)
+        outputs = outputs[0] if len(outputs) == 1 else torch.cat(outputs, -1)
+        return (outputs, *(torch.stack(parts, 0) for parts in zip(*finals, strict=True)))
+
+
+def _is_exporting() -> bool:
+    return torch.compiler.is_exporting()
 
 
 @torch.no_grad()
@@ -50,6 +252,68 @@ def init_rnn_weights(module: nn.RNNBase, *, unit_forget_bias: bool = False) -> N
             init.orthogonal_(param)
         elif not getattr(param, "_is_hf_initialized", False):  # a slice may be set below
             init.zeros_(param)
-            if unit_forget_bias and isinstance(module, nn.LSTM) and name.startswith("bias_ih"):
+            if unit_forget_bias and module.mode == "LSTM" and name.startswith("bias_ih"):
                 size = module.hidden_size  # gates i, f, g, o: f is the second block
                 init.ones_(param[size : 2 * size])
+
+
+def stack_states(finals: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
+    """Per-layer final states (each ``(h,)`` or ``(h, c)``, ``[directions, batch, hidden]``)
+    → the stacked ``nn.GRU`` / ``nn.LSTM`` layout ``[layers × directions, batch, hidden]``."""
+    return tuple(torch.cat(parts, 0) for parts in zip(*finals, strict=True))
+
+
+# ---- checkpoints of one stacked cell `rnn.*_l{k}` <-> one module per layer `{new}.{k}.*_l0` ----
+
+
+def register_stacked_layout(class_name: str, old: str, new: str, num_layers: int = 16) -> None:
+    """Map the stacked-cell weight names ``{old}.weight_ih_l3[_reverse]`` of a model class onto
+    its per-layer modules ``{new}.3.weight_ih_l0[_reverse]`` (``from_pretrained``), and back
+    (``save_pretrained``): the file format stays that of one stacked ``nn.GRU`` / ``nn.LSTM``,
+    readable by the versions of the model that had one.
+
+    The registry is global and keyed by class name (a ``trust_remote_code`` copy of the
+    model's file shares it), so it only ever grows: ``max(num_layers, 16)`` layers.
+    """
+    registered = get_checkpoint_conversion_mapping(class_name) or []
+    if 2 * num_layers <= len(registered):
+        return
+    names = "|".join(_WEIGHT_NAMES)
+    # One renaming per layer and direction: a renaming takes one capturing group, and the
+    # name boundary after the layer number is implicit (`_l1` is not `_l12` nor `_l1_reverse`).
+    register_checkpoint_conversion_mapping(
+        class_name,
+        [
+            WeightRenaming(
+                rf"^{re.escape(old)}\.({names})_l{k}{suffix}", rf"{new}.{k}.\1_l0{suffix}"
+            )
+            for k in range(max(num_layers, 16))
+            for suffix in ("", "_reverse")
+        ],
+        overwrite=True,
+    )
+
+
+def stacked_layout_pre_hook(old: str, new: str):
+    """A ``load_state_dict`` pre-hook accepting a state dict saved with the stacked layout
+    (``{old}.weight_ih_l3`` → ``{new}.3.weight_ih_l0``), for plain ``load_state_dict``."""
+    pattern = re.compile(rf"^{re.escape(old)}\.({'|'.join(_WEIGHT_NAMES)})_l(\d+)(_reverse)?$")
+
+    def hook(state_dict: dict, prefix: str, *args) -> None:
+        for key in [k for k in state_dict if k.startswith(prefix)]:
+            match = pattern.match(key[len(prefix) :])
+            if match:
+                name, layer, reverse = match.group(1), match.group(2), match.group(3) or ""
+                state_dict[f"{prefix}{new}.{layer}.{name}_l0{reverse}"] = state_dict.pop(key)
+
+    return hook
+
+
+__all__ = [
+    "RecurrentLayer",
+    "init_rnn_weights",
+    "is_tracing",
+    "register_stacked_layout",
+    "stack_states",
+    "stacked_layout_pre_hook",
+]

@@ -1,10 +1,9 @@
 """BahdanauForConditionalGeneration: encoder packing, attention variants against independent
-reference implementations, one pass vs step loop, the RecurrentCache, generate(), saving,
-remote code, training (plain loop and Trainer with gradient accumulation), configs."""
+reference implementations, one pass vs step loop, per-layer stacks, the RecurrentCache,
+generate(), training, configs. The contracts every family keeps (saving, dtypes, output
+flags, export, checkpointing, PEFT, Trainer, remote code) are in ``test_model_contracts.py``."""
 
-import json
 import math
-import warnings
 
 import pytest
 import torch
@@ -15,7 +14,6 @@ from transformers import AutoModelForSeq2SeqLM
 from hfattn import BahdanauConfig, BahdanauForConditionalGeneration, RecurrentCache
 from hfattn.models import BahdanauModel
 from hfattn.models.distributions import DISTRIBUTIONS
-from hfattn.models.rnn_layers import RecurrentLayer
 from hfattn.models.scores import SCORES
 
 VOCAB = 16
@@ -378,44 +376,6 @@ def test_generate_returns_the_alignment_of_every_generated_token():
 # --------------------------------------------------------------------------- saving
 
 
-@pytest.mark.parametrize(
-    "kw",
-    [
-        {},
-        {"tie_word_embeddings": True},
-        {"tie_word_embeddings": True, "share_encoder_decoder_embeddings": False},
-        {"share_encoder_decoder_embeddings": False, "score": "kernel"},
-        {"attention": "luong", "score": "mahalanobis"},
-    ],
-)
-def test_save_and_load_give_identical_logits_and_keep_ties(tmp_path, kw):
-    model = tiny(**kw)
-    enc_emb = model.model.encoder.embed_tokens.weight
-    dec_emb = model.model.decoder.embed_tokens.weight
-    shared = model.config.share_encoder_decoder_embeddings
-    assert (enc_emb.data_ptr() == dec_emb.data_ptr()) == shared
-    if model.config.tie_word_embeddings:
-        assert model.lm_head.weight.data_ptr() == dec_emb.data_ptr()
-        assert model.output_projection is not None  # readout [s; c] (32) ≠ embedding (8)
-    model.save_pretrained(tmp_path)
-    config = json.loads((tmp_path / "config.json").read_text())
-    assert config["auto_map"] == {
-        "AutoConfig": "configuration_bahdanau.BahdanauConfig",
-        "AutoModelForSeq2SeqLM": "modeling_bahdanau.BahdanauForConditionalGeneration",
-    }
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(loaded) is BahdanauForConditionalGeneration
-    ids, mask = batch()
-    y = torch.randint(4, VOCAB, (3, 5))
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=y).logits
-        b = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=y).logits
-    # bit for bit: the loaded RNN weights are realigned (unaligned ones round differently)
-    torch.testing.assert_close(a, b, rtol=0, atol=0)
-    enc_emb2 = loaded.model.encoder.embed_tokens.weight
-    assert (enc_emb2.data_ptr() == loaded.model.decoder.embed_tokens.weight.data_ptr()) == shared
-
-
 def test_auto_model_from_config_and_presets():
     model = AutoModelForSeq2SeqLM.from_config(tiny_config(attention="luong", score="dot"))
     assert isinstance(model, BahdanauForConditionalGeneration)
@@ -486,61 +446,6 @@ def test_tiny_model_learns_to_reverse_sequences():
     assert accuracy > 0.8
 
 
-def test_trainer_gradient_accumulation_matches_one_big_batch(tmp_path):
-    from transformers import Trainer, TrainerCallback, TrainingArguments
-
-    g = torch.Generator().manual_seed(0)
-    src, labels = copy_reverse_batch(g, size=4, length=6)
-    for row, keep in enumerate((7, 2, 5, 1)):  # very different token counts per example
-        labels[row, keep:] = -100
-    examples = [{"input_ids": src[i], "labels": labels[i]} for i in range(4)]
-
-    class Grab(TrainerCallback):
-        grads = None
-
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            if self.grads is None:
-                self.grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-                self.checkpointing = model.is_activation_checkpointing
-
-    def first_step_grads(batch_size, accumulation, checkpointing=False):
-        torch.manual_seed(0)
-        model = BahdanauForConditionalGeneration(tiny_config(encoder_layers=2, decoder_layers=2))
-        grab = Grab()
-        args = TrainingArguments(
-            output_dir=str(tmp_path / f"run{batch_size}{checkpointing}"),
-            per_device_train_batch_size=batch_size,
-            gradient_accumulation_steps=accumulation,
-            **({"gradient_checkpointing": True} if checkpointing else {}),
-            max_steps=1,
-            learning_rate=1e-3,
-            use_cpu=True,
-            report_to=[],
-            save_strategy="no",
-            logging_strategy="no",
-            dataloader_drop_last=False,
-            seed=0,
-        )
-        Trainer(model=model, args=args, train_dataset=examples, callbacks=[grab]).train()
-        assert grab.checkpointing == checkpointing
-        return grab.grads
-
-    big = first_step_grads(4, 1)
-    accumulated = first_step_grads(2, 2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # the v4 name of the argument
-        checkpointed = first_step_grads(2, 2, checkpointing=True)
-    for name, grad in big.items():
-        torch.testing.assert_close(accumulated[name], grad, rtol=1e-4, atol=1e-6, msg=name)
-        torch.testing.assert_close(checkpointed[name], grad, rtol=1e-4, atol=1e-6, msg=name)
-    # and they are the gradient of the mean over all 15 target tokens
-    torch.manual_seed(0)
-    model = BahdanauForConditionalGeneration(tiny_config(encoder_layers=2, decoder_layers=2))
-    model(input_ids=src, labels=labels).loss.backward()
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(big[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
-
-
 # --------------------------------------------------------------------------- transformers contracts
 
 
@@ -549,33 +454,6 @@ def contract_inputs() -> dict:
     ids, mask = batch()
     y = torch.randint(4, VOCAB, (3, 5), generator=torch.Generator().manual_seed(3))
     return {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": y}
-
-
-@torch.no_grad()
-def test_output_flags_come_from_the_config_unless_given():
-    model = tiny(encoder_layers=2, decoder_layers=2)
-    inputs = contract_inputs()
-    model.config.output_attentions = True
-    model.config.output_hidden_states = True
-    encoder, decoder = model.get_encoder(), model.get_decoder()
-    encoded = encoder(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
-    assert len(encoded.hidden_states) == 3
-    assert encoder(input_ids=inputs["input_ids"], output_hidden_states=False).hidden_states is None
-    state = decoder.initial_state(encoded)
-    decoded = decoder(
-        inputs["decoder_input_ids"],
-        encoded.last_hidden_state,
-        state,
-        encoder_attention_mask=inputs["attention_mask"],
-    )
-    assert decoded.attentions.shape == (3, 5, 7) and len(decoded.hidden_states) == 3
-    for module in (model, model.model):
-        out = module(**inputs)
-        assert out.cross_attentions[0].shape == (3, 1, 5, 7), type(module).__name__
-        assert len(out.encoder_hidden_states) == 3 and len(out.decoder_hidden_states) == 3
-        off = module(**inputs, output_attentions=False, output_hidden_states=False)
-        assert off.cross_attentions is None and off.encoder_hidden_states is None
-        assert off.decoder_hidden_states is None
 
 
 @torch.no_grad()
@@ -649,86 +527,4 @@ def test_the_per_layer_encoder_computes_one_stacked_bidirectional_lstm():
     torch.testing.assert_close(out.decoder_initial_cell, encoder._by_layer(c))
 
 
-@torch.no_grad()
-def test_inputs_embeds_and_decoder_inputs_embeds_give_the_outputs_of_the_ids():
-    model = tiny(share_encoder_decoder_embeddings=False)
-    inputs = contract_inputs()
-    expected = model(**inputs)
-    embedded = model(
-        inputs_embeds=model.get_input_embeddings()(inputs["input_ids"]),
-        attention_mask=inputs["attention_mask"],
-        decoder_inputs_embeds=model.get_decoder().embed_tokens(inputs["decoder_input_ids"]),
-    )
-    torch.testing.assert_close(embedded.logits, expected.logits)
-    assert embedded.past_key_values.get_seq_length() == 5
-    labels = torch.randint(4, VOCAB, (3, 5))
-    with_labels = model(
-        input_ids=inputs["input_ids"],
-        attention_mask=inputs["attention_mask"],
-        decoder_inputs_embeds=model.get_decoder().embed_tokens(inputs["decoder_input_ids"]),
-        labels=labels,
-    )
-    torch.testing.assert_close(with_labels.loss, model(**inputs, labels=labels).loss)
-
-
-@pytest.mark.parametrize("variant", ["bahdanau", "none"])
-def test_torch_export_and_compile_fullgraph_match_eager(variant):
-    model = tiny(**{**VARIANTS[variant], "encoder_layers": 2, "decoder_layers": 2})
-    assert model._can_compile_fullgraph
-    inputs = {**contract_inputs(), "use_cache": False}
-    with torch.no_grad():
-        expected = model(**inputs).logits
-    program = torch.export.export(model, args=(), kwargs=inputs, strict=False)
-    torch.testing.assert_close(program.module()(**inputs)["logits"], expected, rtol=1e-4, atol=1e-5)
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(**inputs).logits, expected, rtol=1e-4, atol=1e-5)
-
-
-def loss_and_gradients(model, inputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    model.zero_grad()
-    loss = model(**inputs).loss
-    loss.backward()
-    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
-
-
-@pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
-@pytest.mark.parametrize("variant", ["bahdanau", "none", "luong-feeding"])
-def test_gradient_checkpointing_gives_the_same_loss_and_gradients(variant, reentrant, monkeypatch):
-    model = tiny(**{**VARIANTS[variant], "encoder_layers": 2, "decoder_layers": 2}).train()
-    assert model.supports_gradient_checkpointing
-    inputs = {k: v for k, v in contract_inputs().items() if k != "decoder_input_ids"}
-    inputs["labels"] = torch.randint(4, VOCAB, (3, 5))
-    loss, grads = loss_and_gradients(model, inputs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # the v4 name
-        model.gradient_checkpointing_enable({"use_reentrant": reentrant})
-    assert all(layer.gradient_checkpointing for layer in model.model.encoder.layers)
-    runs = []
-    packed = RecurrentLayer._packed
-    monkeypatch.setattr(
-        RecurrentLayer, "_packed", lambda *a, **k: runs.append(1) or packed(*a, **k)
-    )
-    loss_ckpt, grads_ckpt = loss_and_gradients(model, inputs)
-    assert len(runs) == 2 * 2  # each (padded) encoder layer ran again in the backward pass
-    torch.testing.assert_close(loss_ckpt, loss)
-    for name, grad in grads.items():
-        torch.testing.assert_close(grads_ckpt[name], grad, rtol=1e-5, atol=1e-6, msg=name)
-
-
 # --------------------------------------------------------------------------- remote code
-
-
-@pytest.mark.slow
-def test_saved_folder_generates_the_same_without_hfattn(fresh_python, tmp_path):
-    from remote_code import assert_same_generations_without_hfattn
-
-    model = tiny(attention="luong", input_feeding=True, score="deep")
-    folder = tmp_path / "model"
-    model.save_pretrained(folder)
-    for name in ("modeling_bahdanau.py", "configuration_bahdanau.py", "recurrent_cache.py",
-                 "seq2seq_utils.py", "config_checks.py", "rnn_layers.py",
-                 "attention.py", "scores.py", "distributions.py", "masking.py"):  # fmt: skip
-        assert (folder / name).is_file(), name
-    assert_same_generations_without_hfattn(fresh_python, model, folder, *batch())

@@ -1,20 +1,14 @@
-"""CharRNNForCausalLM keeps the contracts of a transformers causal LM (issue 13).
+"""CharRNNForCausalLM beyond the shared contract suite (``test_model_contracts.py``):
 
-1. ``output_hidden_states`` returns the embeddings and every layer's outputs, in ``forward``
-   and in ``generate``.
+1. ``output_hidden_states`` in ``generate`` and with left padding.
 2. The recurrent state is a ``Cache`` (``RecurrentCache``) that counts the tokens it has seen,
    reorders for beams, and continues a generation (from ids or ``inputs_embeds``) exactly.
-3. With ``Trainer`` and gradient accumulation the loss is normalised by
-   ``num_items_in_batch``: GA=4 × batch 2 gives the loss and update of GA=1 × batch 8, with
-   gradient checkpointing too.
-4. ``torch.export`` and ``torch.compile(fullgraph=True)`` trace a padded batch; gradient
-   checkpointing recomputes each layer and gives the same loss and gradients.
+3. The loss is normalised by ``num_items_in_batch`` (exact gradient accumulation).
 
 Plus: checkpoints written with one stacked cell (``rnn.weight_ih_l0``, ...) still load.
 """
 
 import json
-import warnings
 
 import pytest
 import torch
@@ -56,33 +50,6 @@ def old_state_dict(model) -> dict[str, torch.Tensor]:
     sd = {k: v for k, v in model.state_dict().items() if not k.startswith("layers.")}
     sd.update({f"rnn.{k}": v.clone() for k, v in ref.state_dict().items()})
     return sd
-
-
-# ---- 1. hidden states ----------------------------------------------------------------------
-@pytest.mark.parametrize("cell", ["gru", "lstm", "rnn"])
-def test_hidden_states_are_embeddings_then_every_layer(cell):
-    model = tiny(cell)
-    x = torch.randint(4, VOCAB, (2, 9))
-    out = model(x, output_hidden_states=True)
-    hs = out.hidden_states
-    assert len(hs) == LAYERS + 1
-    assert hs[0].shape == (2, 9, EMBED) and all(h.shape == (2, 9, HIDDEN) for h in hs[1:])
-    torch.testing.assert_close(hs[0], model.embeddings(x))
-    # each layer is the cell applied to the previous layer's outputs, from a zero state
-    for k in range(LAYERS):
-        single = CELLS[cell](hs[k].shape[-1], HIDDEN, 1, batch_first=True)
-        single.load_state_dict(model.layers[k].state_dict())
-        torch.testing.assert_close(hs[k + 1], single(hs[k])[0])
-    # the last one is the stacked cell's output, and feeds the head
-    torch.testing.assert_close(hs[-1], stacked_reference(model)(hs[0])[0])
-    torch.testing.assert_close(out.logits, model.lm_head(hs[-1]))
-    # off by default, and the same logits either way; tuples carry them too
-    assert model(x).hidden_states is None
-    torch.testing.assert_close(model(x).logits, out.logits)
-    as_tuple = model(x, output_hidden_states=True, use_cache=False, return_dict=False)
-    assert len(as_tuple) == 2 and len(as_tuple[1]) == LAYERS + 1
-    model.config.output_hidden_states = True
-    assert len(model(x).hidden_states) == LAYERS + 1
 
 
 def test_hidden_states_skip_left_padding():
@@ -298,64 +265,6 @@ def test_base_model_prefix_names_the_model_itself():
     assert model.base_model_prefix == "" or hasattr(model, model.base_model_prefix)
 
 
-# ---- 3. Trainer with gradient accumulation -------------------------------------------------
-def _train_one_step(tmp_path, batch_size, accumulation, checkpointing=False):
-    from datasets import Dataset
-    from transformers import Trainer, TrainingArguments
-
-    torch.manual_seed(0)
-    ids = torch.randint(4, VOCAB, (8, 12))
-    labels = ids.clone()
-    # different numbers of ignored targets per sequence: a mean of micro-batch means is wrong
-    for i in range(8):
-        labels[i, 1 : 1 + i] = -100
-    data = Dataset.from_dict({"input_ids": ids.tolist(), "labels": labels.tolist()})
-    model = tiny().train()
-    args = TrainingArguments(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=batch_size,
-        gradient_accumulation_steps=accumulation,
-        max_steps=1,
-        learning_rate=0.5,
-        optim="sgd",
-        lr_scheduler_type="constant",
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        use_cpu=True,
-        seed=0,
-        dataloader_num_workers=0,
-        **({"gradient_checkpointing": True} if checkpointing else {}),
-    )
-    trainer = Trainer(model=model, args=args, train_dataset=data)
-    trainer.train()
-    assert model.is_activation_checkpointing == checkpointing
-    logged = next(e["loss"] for e in trainer.state.log_history if "loss" in e)
-    return logged, {k: v.detach().clone() for k, v in model.named_parameters()}, ids, labels
-
-
-def test_trainer_gradient_accumulation_matches_one_big_batch(tmp_path):
-    loss_big, params_big, ids, labels = _train_one_step(tmp_path / "a", 8, 1)
-    loss_acc, params_acc, _, _ = _train_one_step(tmp_path / "b", 2, 4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # the v4 name of the argument
-        loss_ckpt, params_ckpt, _, _ = _train_one_step(tmp_path / "c", 2, 4, checkpointing=True)
-    # the loss is the mean over all 8 sequences' counted targets, computed independently
-    before = tiny().train()
-    logits = before(ids).logits
-    nll = F.cross_entropy(
-        logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1), reduction="sum"
-    )
-    expected = (nll / (labels[:, 1:] != -100).sum()).item()
-    assert loss_big == pytest.approx(expected, rel=1e-4)
-    assert loss_acc == pytest.approx(loss_big, rel=1e-4)
-    assert loss_ckpt == pytest.approx(loss_big, rel=1e-4)
-    for name, value in params_big.items():
-        torch.testing.assert_close(params_acc[name], value, rtol=1e-5, atol=1e-6, msg=name)
-        torch.testing.assert_close(params_ckpt[name], value, rtol=1e-5, atol=1e-6, msg=name)
-    assert any(not torch.equal(params_big[n], p) for n, p in before.named_parameters())
-
-
 def test_num_items_in_batch_normalises_the_summed_loss():
     model = tiny()
     x = torch.randint(4, VOCAB, (2, 7))
@@ -364,60 +273,3 @@ def test_num_items_in_batch_normalises_the_summed_loss():
     )
     out = model(x, labels=x, num_items_in_batch=torch.tensor(40))
     torch.testing.assert_close(out.loss, summed / 40)
-
-
-# ---- 4. export, compile, gradient checkpointing --------------------------------------------
-def padded_prompts(side: str = "left"):
-    """Three rows of 7, 4 and 6 tokens padded to 7 on ``side``."""
-    g = torch.Generator().manual_seed(5)
-    ids = torch.randint(4, VOCAB, (3, 7), generator=g)
-    mask = torch.ones(3, 7, dtype=torch.long)
-    for row, n in enumerate((7, 4, 6)):
-        pad = slice(0, 7 - n) if side == "left" else slice(n, 7)
-        mask[row, pad] = 0
-    return ids.masked_fill(mask == 0, 0), mask
-
-
-@pytest.mark.parametrize("side", ["left", "right"])
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_torch_export_and_compile_fullgraph_match_eager(cell, side):
-    model = tiny(cell)
-    assert model._can_compile_fullgraph
-    ids, mask = padded_prompts(side)
-    inputs = {"input_ids": ids, "attention_mask": mask, "use_cache": False}
-    with torch.no_grad():
-        expected = model(**inputs).logits
-    program = torch.export.export(model, args=(), kwargs=inputs, strict=False)
-    torch.testing.assert_close(program.module()(**inputs)["logits"], expected, rtol=1e-4, atol=1e-5)
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(**inputs).logits, expected, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_gradient_checkpointing_gives_the_same_loss_gradients_and_state(cell, reentrant):
-    model = tiny(cell).train()
-    assert model.supports_gradient_checkpointing
-    ids, mask = padded_prompts("right")
-    start = detach_state(model(torch.randint(4, VOCAB, (3, 4))).past_key_values)
-    inputs = {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
-
-    def run():
-        model.zero_grad()
-        out = model(**inputs, past_key_values=start.map(torch.clone))
-        out.loss.backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-        return out.loss.detach(), grads, state_tensors(out.past_key_values)
-
-    loss, grads, state = run()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # the v4 name
-        model.gradient_checkpointing_enable({"use_reentrant": reentrant})
-    assert all(layer.gradient_checkpointing for layer in model.layers)
-    loss_ckpt, grads_ckpt, state_ckpt = run()
-    torch.testing.assert_close(loss_ckpt, loss)
-    for name, grad in grads.items():
-        torch.testing.assert_close(grads_ckpt[name], grad, rtol=1e-5, atol=1e-6, msg=name)
-    torch.testing.assert_close(state_ckpt, state)

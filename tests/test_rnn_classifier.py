@@ -1,10 +1,9 @@
 """The recurrent text classifier (``rnn-classifier``): presets against the seeds' parameter
-counts, masking, pooling equations, losses, learning, saving, pipeline, PEFT and remote code."""
+counts, masking, pooling equations, losses, learning, pipeline, frozen embeddings. The
+contracts every family keeps (saving, dtypes, output flags, export, checkpointing, PEFT,
+remote code) are in ``test_model_contracts.py``."""
 
 from __future__ import annotations
-
-import json
-import warnings
 
 import pytest
 import torch
@@ -12,7 +11,6 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch.nn import functional as F
 from transformers import (
-    AutoConfig,
     AutoModelForSequenceClassification,
     PreTrainedTokenizerFast,
     pipeline,
@@ -149,13 +147,6 @@ def test_bad_configs_name_the_field_and_the_allowed_values(kw, message):
     with pytest.raises(ValueError) as error:
         RNNClassifierConfig(**kw)
     assert message in str(error.value)
-
-
-def test_registered_with_the_auto_classes():
-    config = AutoConfig.for_model("rnn-classifier", vocab_size=VOCAB, hidden_size=4)
-    assert type(config) is RNNClassifierConfig
-    model = AutoModelForSequenceClassification.from_config(config)
-    assert type(model) is RNNForSequenceClassification
 
 
 # --------------------------------------------------------------------------- masking
@@ -312,32 +303,6 @@ def test_bilstm_with_attention_pooling_learns_the_same_task():
 # --------------------------------------------------------------------------- HF integration
 
 
-def test_save_and_load_round_trip(trained, tmp_path):
-    model, (ids, mask, _) = trained
-    model.save_pretrained(tmp_path)
-    assert (tmp_path / "model.safetensors").is_file()
-    config = json.loads((tmp_path / "config.json").read_text())
-    assert config["model_type"] == "rnn-classifier"
-    assert config["id2label"] == {"0": "NEG", "1": "POS"}
-    assert config["auto_map"] == {
-        "AutoConfig": "configuration_rnn_classifier.RNNClassifierConfig",
-        "AutoModelForSequenceClassification": (
-            "modeling_rnn_classifier.RNNForSequenceClassification"
-        ),
-    }
-    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
-    assert type(loaded) is RNNForSequenceClassification
-    for name, tensor in model.state_dict().items():
-        torch.testing.assert_close(loaded.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
-    with torch.no_grad():
-        torch.testing.assert_close(
-            loaded(input_ids=ids, attention_mask=mask).logits,
-            model(input_ids=ids, attention_mask=mask).logits,
-            rtol=0,
-            atol=0,
-        )
-
-
 def test_text_classification_pipeline_with_a_word_level_tokenizer(trained):
     model, _ = trained
     tokenizer = word_tokenizer()
@@ -353,59 +318,6 @@ def test_text_classification_pipeline_with_a_word_level_tokenizer(trained):
     assert batched[0]["score"] == pytest.approx(probs.max().item(), abs=1e-6)
     for a, b in zip(batched, single, strict=True):
         assert a["score"] == pytest.approx(b["score"], abs=1e-6)
-
-
-def test_lora_on_the_linear_layers_trains_saves_and_reloads(tmp_path):
-    from peft import LoraConfig, PeftModel, get_peft_model
-
-    base = tiny(pooling="attention", attention_score="additive", hidden_size=12)
-    base.save_pretrained(tmp_path / "base")
-    lora = LoraConfig(
-        r=4, lora_alpha=8, target_modules=["query_proj", "key_proj"], task_type="SEQ_CLS"
-    )
-    model = get_peft_model(base, lora)
-    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
-    assert any("lora_A" in n for n in trainable)
-    assert any("classifier" in n for n in trainable)  # the head is trained and saved too
-    assert not any(".rnn." in n or "embeddings" in n for n in trainable)
-    g = torch.Generator().manual_seed(2)
-    ids, mask, labels = contains_target_data(128, g)
-    with torch.no_grad():
-        before = model(input_ids=ids, attention_mask=mask, labels=labels).loss.item()
-    train(model, (ids, mask, labels), epochs=10, lr=3e-2)
-    with torch.no_grad():
-        after = model(input_ids=ids, attention_mask=mask, labels=labels).loss.item()
-    assert after < 0.6 * before  # measured: 0.70 -> 0.30
-    model.save_pretrained(tmp_path / "adapter")
-    assert (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
-    with torch.no_grad():
-        expected = model(input_ids=ids, attention_mask=mask).logits
-        reloaded = PeftModel.from_pretrained(
-            AutoModelForSequenceClassification.from_pretrained(tmp_path / "base"),
-            tmp_path / "adapter",
-        ).eval()
-        torch.testing.assert_close(
-            reloaded(input_ids=ids, attention_mask=mask).logits, expected, rtol=1e-5, atol=1e-5
-        )
-        merged = reloaded.merge_and_unload()
-        assert type(merged) is RNNForSequenceClassification
-        torch.testing.assert_close(
-            merged(input_ids=ids, attention_mask=mask).logits, expected, rtol=1e-4, atol=1e-4
-        )
-
-
-LOAD_CLASSIFIER = """
-import importlib.util, json, sys, torch
-assert importlib.util.find_spec("hfattn") is None, "hfattn must not be importable here"
-from transformers import AutoModelForSequenceClassification
-model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True)
-ids = torch.tensor(json.loads(sys.argv[2]))
-with torch.no_grad():
-    out = model.eval()(input_ids=ids, attention_mask=(ids != 0).long(), output_attentions=True)
-print(json.dumps({"module": type(model).__module__, "logits": out.logits.tolist(),
-                  "attentions": out.attentions[0].tolist(),
-                  "frozen": not model.embeddings.weight.requires_grad}))
-"""
 
 
 # --------------------------------------------------------------------------- transformers contracts
@@ -474,70 +386,6 @@ def test_from_pretrained_with_loading_info_keeps_the_embeddings_frozen(tmp_path)
     assert loaded.embeddings.weight.requires_grad
 
 
-@torch.no_grad()
-def test_hidden_states_are_the_embeddings_then_every_layer():
-    model = tiny(cell="lstm", num_layers=2, bidirectional=True, hidden_size=5)
-    ids, mask = mixed_padding()
-    out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-    embeds, first, second = out.hidden_states
-    torch.testing.assert_close(embeds, model.embeddings(ids))
-    assert first.shape == second.shape == (4, 8, 10)
-    for row in range(4):  # each layer's outputs of the text alone, in input order
-        keep = mask[row].bool()
-        alone = model(input_ids=ids[row : row + 1, keep], output_hidden_states=True).hidden_states
-        torch.testing.assert_close(first[row, keep], alone[1][0], rtol=0, atol=1e-6)
-        torch.testing.assert_close(second[row, keep], alone[2][0], rtol=0, atol=1e-6)
-        assert torch.all(second[row, ~keep] == 0)
-    model.config.output_hidden_states = True
-    assert len(model(input_ids=ids, attention_mask=mask).hidden_states) == 3
-
-
-@pytest.mark.parametrize("kw", [{}, dict(cell="lstm", num_layers=2, bidirectional=True)])
-def test_torch_export_and_compile_fullgraph_match_eager(kw):
-    model = tiny(pooling="attention", **kw) if kw else tiny()
-    assert model._can_compile_fullgraph
-    ids, mask = mixed_padding()
-    inputs = {"input_ids": ids, "attention_mask": mask}
-    with torch.no_grad():
-        expected = model(**inputs).logits
-    program = torch.export.export(model, args=(), kwargs=inputs, strict=False)
-    torch.testing.assert_close(program.module()(**inputs)["logits"], expected, rtol=1e-4, atol=1e-5)
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(**inputs).logits, expected, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
-@pytest.mark.parametrize("pooling", ["last", "attention"])
-def test_gradient_checkpointing_gives_the_same_loss_and_gradients(pooling, reentrant):
-    model = tiny(
-        cell="lstm", num_layers=2, bidirectional=True, pooling=pooling, freeze_embeddings=True
-    ).train()
-    assert model.supports_gradient_checkpointing
-    ids, mask = mixed_padding()
-    inputs = {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([0, 1, 1, 0])}
-
-    def run():
-        model.zero_grad()
-        loss = model(**inputs).loss
-        loss.backward()
-        return loss.detach(), {
-            n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
-        }
-
-    loss, grads = run()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # the v4 name
-        model.gradient_checkpointing_enable({"use_reentrant": reentrant})
-    assert all(layer.gradient_checkpointing for layer in model.rnn)
-    loss_ckpt, grads_ckpt = run()
-    torch.testing.assert_close(loss_ckpt, loss)
-    assert grads_ckpt.keys() == grads.keys() and "rnn.0.weight_ih_l0" in grads
-    for name, grad in grads.items():
-        torch.testing.assert_close(grads_ckpt[name], grad, rtol=1e-5, atol=1e-6, msg=name)
-
-
 def test_checkpoints_keep_the_names_of_one_stacked_rnn(tmp_path):
     """The per-layer modules ``rnn.{k}`` are saved (and loaded) as one stacked ``nn.LSTM``."""
     model = tiny(cell="lstm", num_layers=2, bidirectional=True)
@@ -563,26 +411,3 @@ def test_checkpoints_keep_the_names_of_one_stacked_rnn(tmp_path):
     for other in (fresh, loaded):
         with torch.no_grad():
             torch.testing.assert_close(other(input_ids=text).logits, model(input_ids=text).logits)
-
-
-@pytest.mark.slow
-def test_saved_folder_classifies_the_same_without_hfattn(fresh_python, tmp_path):
-    from fresh_env import run_offline_without_hfattn
-
-    model = tiny(pooling="attention", bidirectional=True, cell="lstm", freeze_embeddings=True)
-    folder = tmp_path / "model"
-    model.save_pretrained(folder)
-    for name in ("modeling_rnn_classifier.py", "configuration_rnn_classifier.py", "rnn_layers.py",
-                 "attention.py", "scores.py", "masking.py", "config_checks.py"):  # fmt: skip
-        assert (folder / name).is_file(), name
-    ids = torch.tensor([[6, 9, 12, 0, 0], [0, 7, 8, 10, 11]])
-    with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=(ids != 0).long(), output_attentions=True)
-    loaded = run_offline_without_hfattn(
-        fresh_python, LOAD_CLASSIFIER, str(folder), json.dumps(ids.tolist()), cwd=tmp_path
-    )
-    assert loaded["module"].startswith("transformers_modules") and loaded["frozen"]
-    torch.testing.assert_close(torch.tensor(loaded["logits"]), out.logits, rtol=0, atol=1e-6)
-    torch.testing.assert_close(
-        torch.tensor(loaded["attentions"]), out.attentions[0], rtol=0, atol=1e-6
-    )

@@ -45,7 +45,12 @@ from .attention import Attention
 from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
-from .rnn_layers import RecurrentLayer, init_rnn_weights, is_tracing, stack_states
+from .rnn_layers import (
+    init_rnn_weights,
+    is_tracing,
+    recurrent_layers,
+    stack_states,
+)
 from .seq2seq_utils import (
     ConfigTiedWeightsMixin,
     EncoderDecoderEmbeddingsMixin,
@@ -141,14 +146,12 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
         super().__init__(config)
         self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
-        self.layers = nn.ModuleList(
-            RecurrentLayer(
-                config.cell,
-                config.embedding_dim if i == 0 else config.annotation_size,
-                config.encoder_hidden_size,
-                bidirectional=config.bidirectional,
-            )
-            for i in range(config.encoder_layers)
+        self.layers = recurrent_layers(
+            config.cell,
+            config.embedding_dim,
+            config.encoder_hidden_size,
+            config.encoder_layers,
+            bidirectional=config.bidirectional,
         )
         if config.bridge == "projection":
             out = config.decoder_layers * config.decoder_hidden_size
@@ -286,10 +289,7 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
             self.readout_size = hidden
         else:
             self.readout_size = hidden
-        self.layers = nn.ModuleList(
-            RecurrentLayer(config.cell, input_size if i == 0 else hidden, hidden)
-            for i in range(config.decoder_layers)
-        )
+        self.layers = recurrent_layers(config.cell, input_size, hidden, config.decoder_layers)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:

@@ -23,8 +23,8 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from .configuration_char_rnn import CharRNNConfig
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import (
-    RecurrentLayer,
     init_rnn_weights,
+    recurrent_layers,
     register_stacked_layout,
     stack_states,
     stacked_layout_pre_hook,
@@ -152,13 +152,8 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         register_stacked_layout(_CONVERSION_KEY, "rnn", "layers", config.num_layers)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
-        self.layers = nn.ModuleList(
-            RecurrentLayer(
-                config.cell,
-                config.embedding_dim if i == 0 else config.hidden_size,
-                config.hidden_size,
-            )
-            for i in range(config.num_layers)
+        self.layers = recurrent_layers(
+            config.cell, config.embedding_dim, config.hidden_size, config.num_layers
         )
         tied = getattr(config, "tie_word_embeddings", False)
         head_in = config.embedding_dim if tied else config.hidden_size

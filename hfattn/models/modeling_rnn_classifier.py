@@ -27,9 +27,9 @@ from .attention import attend, build_score, get_distribution
 from .configuration_rnn_classifier import RNNClassifierConfig
 from .masking import padding_mask
 from .rnn_layers import (
-    RecurrentLayer,
     init_rnn_weights,
     is_tracing,
+    recurrent_layers,
     register_stacked_layout,
     stacked_layout_pre_hook,
 )
@@ -165,14 +165,12 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
         register_stacked_layout(_CONVERSION_KEY, "rnn", "rnn", config.num_layers)
         self.embeddings = FreezableEmbedding(config.vocab_size, config.embedding_dim)
         self.input_dropout = nn.Dropout(config.input_dropout)
-        self.rnn = nn.ModuleList(
-            RecurrentLayer(
-                config.cell,
-                config.embedding_dim if i == 0 else config.feature_size,
-                config.hidden_size,
-                bidirectional=config.bidirectional,
-            )
-            for i in range(config.num_layers)
+        self.rnn = recurrent_layers(
+            config.cell,
+            config.embedding_dim,
+            config.hidden_size,
+            config.num_layers,
+            bidirectional=config.bidirectional,
         )
         self.rnn_dropout = nn.Dropout(config.rnn_dropout)
         self.pooler = (

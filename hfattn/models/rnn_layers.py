@@ -239,6 +239,23 @@ def _is_exporting() -> bool:
     return torch.compiler.is_exporting()
 
 
+def recurrent_layers(
+    cell: str, input_size: int, hidden_size: int, num_layers: int, *, bidirectional: bool = False
+) -> nn.ModuleList:
+    """``num_layers`` :class:`RecurrentLayer` s, layer ``l > 0`` reading the outputs of
+    layer ``l − 1`` (both directions): the layers of one stacked ``nn.GRU`` / ``nn.LSTM``."""
+    directions = 2 if bidirectional else 1
+    return nn.ModuleList(
+        RecurrentLayer(
+            cell,
+            input_size if i == 0 else hidden_size * directions,
+            hidden_size,
+            bidirectional=bidirectional,
+        )
+        for i in range(num_layers)
+    )
+
+
 @torch.no_grad()
 def init_rnn_weights(module: nn.RNNBase, *, unit_forget_bias: bool = False) -> None:
     """Xavier-uniform input matrices, orthogonal recurrent matrices and zero biases for every

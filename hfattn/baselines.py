@@ -45,6 +45,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .fileio import atomic_write_json
+from .run_folder import EVAL_RESULTS_FILE
 from .schema import RecipeError, require, require_choice
 
 VECTORIZERS = ("count", "tfidf", "tfidf-thesis")
@@ -63,7 +64,6 @@ DEFAULT_STOP_WORDS = {"reviews-es": "spanish"}
 """The stop-word list used for a data source when none is asked for (else ``none``)."""
 
 CONFUSION_MATRIX_FILE = "confusion_matrix.json"
-EVAL_RESULTS_FILE = "eval_results.json"
 
 
 class ThesisTfidfTransformer(TransformerMixin, BaseEstimator):

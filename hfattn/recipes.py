@@ -282,9 +282,21 @@ def run_recipe(recipe: RecipeBase, *, resume: bool = False, overwrite: bool = Fa
     """Train a recipe end to end; push to the Hub when ``hub.push_to_hub`` is set.
 
     ``resume`` continues the run in ``output_dir``; ``overwrite`` replaces it (a folder that
-    holds another run is refused otherwise)."""
+    holds another run is refused otherwise).
+
+    Raises:
+        RecipeError: both ``resume`` and ``overwrite``, or a bad ``hub`` section.
+        hfattn.run_folder.RunFolderError: ``resume`` with a recipe that differs from the
+            run's stored one in more than :data:`hfattn.run_folder.RESUMABLE_FIELDS`.
+        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint.
+    """
+    from .run_folder import RESUME_AND_OVERWRITE, check_resume
     from .training.engine import train
 
+    if resume and overwrite:
+        raise RecipeError(RESUME_AND_OVERWRITE)
+    if resume:  # another run's folder, or nothing to resume, fails before anything is loaded
+        check_resume(recipe.output_dir, recipe.to_yaml())
     if recipe.hub.push_to_hub:  # a bad repo id or a missing token fails now, not after training
         from .hub.push import HubPushError, resolve_token, validate_repo_id
 

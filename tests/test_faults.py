@@ -297,8 +297,9 @@ def test_a_damaged_checkpoint_is_one_error_naming_the_file(
 ):
     folder = tmp_path / "copy"
     shutil.copytree(checkpointed_run, folder)
-    recipe = folder / "recipe.yaml"
-    recipe.write_text(recipe.read_text().replace(str(checkpointed_run), str(folder)))
+    # the whole project moved: the recipe and the run's stored copy name the moved files
+    for recipe in (folder / "run" / "recipe.yaml", folder / "recipe.yaml"):
+        recipe.write_text(recipe.read_text().replace(str(checkpointed_run), str(folder)))
     damaged = folder / "run" / "checkpoints" / "step-5" / name
     damage(damaged)
     assert main(["train", str(recipe), "--resume"]) == 2

@@ -108,7 +108,7 @@ def run_pairs(recipe, args: argparse.Namespace) -> list:
         run_baseline,
         write_baseline,
     )
-    from ..fileio import atomic_write_text
+    from ..run_folder import write_recipe
     from ..tasks import get_task
     from ..tasks.classification import DATASET_NAMES, METRIC_NAMES, load_data
 
@@ -136,7 +136,7 @@ def run_pairs(recipe, args: argparse.Namespace) -> list:
             write_baseline(
                 folder, result, recipe_name=recipe.name, card_metadata=metadata, data_name=source
             )
-            atomic_write_text(folder / "recipe.yaml", recipe.to_yaml())
+            write_recipe(folder, recipe.to_yaml())
             results.append((folder, result))
     return results
 

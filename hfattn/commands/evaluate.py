@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..recipes import RecipeError, default_recipe, load_recipe
+    from ..run_folder import recipe_path
 
     model_dir = Path(args.model_dir)
     if not any((model_dir / name).is_file() for name in ("config.json", "adapter_config.json")):
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    recipe_file = model_dir / "recipe.yaml"
+    recipe_file = recipe_path(model_dir)
     if args.batch_size is not None and args.batch_size < 1:
         print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
         return 2

@@ -51,11 +51,16 @@ def report_error(err: BaseException | str, status: int = 2) -> int:
 
 
 def add_recipe_arguments(
-    parser: argparse.ArgumentParser, *, recipe_help: str, set_example: str
+    parser: argparse.ArgumentParser,
+    *,
+    recipe_help: str,
+    set_example: str,
+    recipe_optional: bool = False,
 ) -> None:
-    """Add the ``recipe`` path (described by ``recipe_help``) and the repeatable
-    ``--set KEY=VALUE`` overrides (``set_example`` is shown in their help) to ``parser``."""
-    parser.add_argument("recipe", help=recipe_help)
+    """Add the ``recipe`` path (described by ``recipe_help``; may be left out when
+    ``recipe_optional``) and the repeatable ``--set KEY=VALUE`` overrides (``set_example`` is
+    shown in their help) to ``parser``."""
+    parser.add_argument("recipe", help=recipe_help, nargs="?" if recipe_optional else None)
     parser.add_argument(
         "--set",
         dest="overrides",

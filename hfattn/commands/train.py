@@ -1,8 +1,10 @@
-"""``hfattn train RECIPE.yaml [--set key=value ...] [--resume]``."""
+"""``hfattn train RECIPE.yaml [--set key=value ...] [--resume | --overwrite]`` and
+``hfattn train --resume RUN_FOLDER [--set training.max_steps=N ...]``."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .loading import add_recipe_arguments, load_recipe_or_report, report_error
 
@@ -12,14 +14,29 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "train",
         help="train a recipe (also under `accelerate launch -m hfattn train ...`)",
-        description="Train the experiment described by a recipe YAML file.",
+        description=(
+            "Train the experiment described by a recipe YAML file, or continue a run: "
+            "`hfattn train --resume RUN_FOLDER` resumes it from the recipe stored there."
+        ),
     )
     add_recipe_arguments(
         parser,
-        recipe_help="path to a recipe YAML (see recipes/)",
+        recipe_help="path to a recipe YAML (see recipes/); left out with --resume RUN_FOLDER",
         set_example="training.max_minutes=2",
+        recipe_optional=True,
     )
-    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="RUN_FOLDER",
+        help=(
+            "continue a run from its newest checkpoint: the run in RUN_FOLDER (with the recipe "
+            "stored there), or the recipe's output_dir (its recipe must match the stored one; "
+            "only the step / time budget and the log / eval / save intervals may change)"
+        ),
+    )
     parser.add_argument(
         "--overwrite",
         action="store_true",
@@ -28,21 +45,72 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def _recipe_of(args: argparse.Namespace):
+    """The recipe to train, or ``None`` after reporting why there is none: ``args.recipe``,
+    or the recipe stored in the run folder given to ``--resume``."""
+    from ..recipes import RecipeError, load_recipe
+    from ..run_folder import recipe_path, resume_command
+
+    folder = args.resume if isinstance(args.resume, str) else None
+    if folder is not None and args.recipe is None and Path(folder).is_file():
+        args.recipe, args.resume = folder, True  # `hfattn train --resume RECIPE.yaml`
+        folder = None
+    if folder is None:
+        if args.recipe is None:
+            report_error("give a recipe (hfattn train RECIPE) or a run to continue "
+                         "(hfattn train --resume RUN_FOLDER)")  # fmt: skip
+            return None
+        return load_recipe_or_report(args)
+    if args.recipe is not None:
+        report_error(
+            f"give a recipe or a run folder, not both: `{resume_command(folder)}` continues "
+            f"that run with its own recipe, `hfattn train {args.recipe} --resume` the run in "
+            "the recipe's output_dir"
+        )
+        return None
+    stored = recipe_path(folder)
+    if not stored.is_file():
+        what = "does not exist" if not Path(folder).is_dir() else f"has no {stored.name}"
+        report_error(f"--resume {folder}: the folder {what}; it is not a run to continue")
+        return None
+    try:
+        recipe = load_recipe(stored, args.overrides)
+    except (RecipeError, FileNotFoundError) as err:
+        report_error(err)
+        return None
+    recipe.output_dir = str(folder)  # the folder is the run, wherever it now lies
+    return recipe
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate the recipe, train, then print the evaluation table and a sample."""
     import sys
 
-    recipe = load_recipe_or_report(args)
+    from ..run_folder import RESUME_AND_OVERWRITE, check_resume, resume_command
+
+    if args.resume and args.overwrite:
+        return report_error(RESUME_AND_OVERWRITE)
+    recipe = _recipe_of(args)
     if recipe is None:
         return 2
+    resume = bool(args.resume)
+
+    from ..recipes import RecipeError, run_recipe
+
+    if resume:  # cheap: another run's recipe fails here, before the model and data load
+        try:
+            changes = check_resume(recipe.output_dir, recipe.to_yaml())
+        except (FileNotFoundError, ValueError) as err:
+            return report_error(err)
+        for change in changes:
+            print(f"--resume: {change} (the run's recipe is updated)", file=sys.stderr)
 
     from ..logging_setup import configure_logging
-    from ..recipes import RecipeError, run_recipe
     from .report import print_metrics
 
     configure_logging()
     try:
-        result = run_recipe(recipe, resume=args.resume, overwrite=args.overwrite)
+        result = run_recipe(recipe, resume=resume, overwrite=args.overwrite)
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
         return report_error(err)
     from accelerate import PartialState
@@ -52,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if result.interrupted:
         print(
             f"interrupted at step {result.progress.step}; checkpoint saved. Continue with:\n"
-            f"  hfattn train {args.recipe} --resume",
+            f"  {resume_command(result.output_dir)}",
             file=sys.stderr,
         )
         return 130

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..run_folder import LOSS_CURVE_FILE
 from .assets import asset_dir
 from .citations import citations_for
 from .folder import ModelFolder
@@ -428,7 +429,7 @@ def render_model_card(
         model_rows=_model_rows(folder),
         architecture_rows=_architecture_rows(folder),
         training_rows=_training_rows(folder),
-        has_loss_curve=(folder.path / "loss_curve.png").is_file(),
+        has_loss_curve=(folder.path / LOSS_CURVE_FILE).is_file(),
         recipe_yaml=recipe_yaml,
         results=results,
         dataset_name=(folder.eval_results or {}).get("dataset_name"),

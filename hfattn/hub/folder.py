@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from ..run_folder import CONFIG_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -146,7 +147,7 @@ def read_json(path: Path) -> dict:
     return data
 
 
-def validate_eval_results(data: dict, source: str = "eval_results.json") -> dict:
+def validate_eval_results(data: dict, source: str = EVAL_RESULTS_FILE) -> dict:
     """Check the ``eval_results.json`` schema written by training; return it unchanged.
 
     Required: ``task_type``, ``dataset_name``, ``dataset_type`` (strings) and ``results``, a
@@ -302,17 +303,17 @@ def inspect_folder(path: str | Path) -> ModelFolder:
         task = task_for_peft(adapter_config.get("task_type"))
         base = adapter_config.get("base_model_name_or_path")
         config = (
-            read_json(Path(base) / "config.json")
-            if base and (Path(base) / "config.json").is_file()
+            read_json(Path(base) / CONFIG_FILE)
+            if base and (Path(base) / CONFIG_FILE).is_file()
             else {}
         )
     else:
-        if not (path / "config.json").is_file():
+        if not (path / CONFIG_FILE).is_file():
             raise ModelFolderError(
                 f"{path} is not a model folder: config.json missing (expected the output of "
                 "save_pretrained or of an hfattn training run)"
             )
-        config = read_json(path / "config.json")
+        config = read_json(path / CONFIG_FILE)
         if not any(path.glob("*.safetensors")):
             raise ModelFolderError(f"{path}: no *.safetensors weights (save with save_pretrained)")
         try:
@@ -325,13 +326,13 @@ def inspect_folder(path: str | Path) -> ModelFolder:
             f"{path}: no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the tokenizer next to the model"
         )
     eval_results, training = None, None
-    if (path / "eval_results.json").is_file():
-        recorded = read_json(path / "eval_results.json")
+    if (path / EVAL_RESULTS_FILE).is_file():
+        recorded = read_json(path / EVAL_RESULTS_FILE)
         # A run evaluated on no split records no results: the card then says so.
         if recorded.get("results"):
-            eval_results = validate_eval_results(recorded, str(path / "eval_results.json"))
+            eval_results = validate_eval_results(recorded, str(path / EVAL_RESULTS_FILE))
         training = recorded.get("training") if isinstance(recorded.get("training"), dict) else None
-    recipe = _read_recipe(path / "recipe.yaml")
+    recipe = _read_recipe(path / RECIPE_FILE)
     return ModelFolder(
         path=path,
         config=config,

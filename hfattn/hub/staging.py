@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..run_folder import CHECKPOINTS_DIR, LOSS_CURVE_FILE, RECIPE_FILE
 from .card import render_model_card
 from .folder import LABELS_FILE, ModelFolder, ModelFolderError, inspect_folder
 
@@ -27,8 +28,8 @@ INCLUDE_PATTERNS = (
     "*.txt",
     "*.model",
     "*.jinja",
-    "recipe.yaml",
-    "loss_curve.png",
+    RECIPE_FILE,
+    LOSS_CURVE_FILE,
 )
 """Top-level files published with a model (matched case-sensitively, after the exclusions)."""
 
@@ -55,7 +56,7 @@ def select_files(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     included, excluded = [], []
     for entry in sorted(Path(folder).iterdir()):
         if entry.is_dir():
-            reason = "training checkpoints" if entry.name == "checkpoints" else "sub-folder"
+            reason = "training checkpoints" if entry.name == CHECKPOINTS_DIR else "sub-folder"
             excluded.append((entry.name + "/", reason))
             continue
         reason = next((r for p, r in EXCLUDE_REASONS if fnmatch.fnmatchcase(entry.name, p)), None)

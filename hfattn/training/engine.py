@@ -42,19 +42,29 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator, PartialState
+from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list, set_seed
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from ..fileio import atomic_path, atomic_write_json
+from ..run_folder import (
+    CHECKPOINT_PREFIX,
+    CHECKPOINTS_DIR,
+    EVAL_RESULTS_FILE,
+    LOSS_CURVE_FILE,
+    METRICS_FILE,
+    RESUME_AND_OVERWRITE,
+    claim_output_dir,
+    latest_checkpoint,
+    resume_command,
+    write_recipe,
+)
 from .optim import build_optimizer
 from .schedules import build_lr_scheduler
 
 logger = logging.getLogger(__name__)
-
-CHECKPOINT_PREFIX = "step-"
 
 
 @dataclass
@@ -162,15 +172,6 @@ class TrainResult:
     interrupted: bool = False
 
 
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint folder under ``output_dir/checkpoints`` (or ``None``)."""
-    root = Path(output_dir) / "checkpoints"
-    if not root.is_dir():
-        return None
-    done = [p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX) and p.is_dir()]
-    return max(done, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
-
-
 @contextmanager
 def _stop_on_signals(progress: Progress):
     """First SIGINT/SIGTERM asks the loop to checkpoint and stop; a second one aborts."""
@@ -250,8 +251,8 @@ class _Run:
         acc.register_for_checkpointing(self.scheduler)
         self.progress = Progress()
         self.state = None
-        self.metrics_path = output_dir / "metrics.jsonl"
-        self.checkpoint_root = output_dir / "checkpoints"
+        self.metrics_path = output_dir / METRICS_FILE
+        self.checkpoint_root = output_dir / CHECKPOINTS_DIR
         self.fault = fault_point()
         self.skip_step = False  # a micro-batch of the current step had a non-finite loss
 
@@ -290,7 +291,7 @@ class _Run:
                 f"{self.checkpoint_root} failed ({exc.strerror or exc}); "
                 + (
                     f"the previous checkpoint {previous} is intact: free some space and "
-                    "continue with --resume"
+                    f"continue with `{resume_command(self.output_dir)}`"
                     if previous is not None
                     else "there is no earlier checkpoint: free some space and train again"
                 )
@@ -360,9 +361,10 @@ class _Run:
                 self.state = parts if len(parts) > 1 else parts[0]
         except Exception as exc:  # noqa: BLE001 (torch, safetensors and pickle each raise their own)
             missing = isinstance(exc, FileNotFoundError) and exc.filename
-            raise _unreadable(
-                Path(missing) if missing else _damaged_file(path) or path, exc
-            ) from None
+            damaged = Path(missing) if missing else _damaged_file(path)
+            if damaged is None:  # every file reads back: the model or optimizer differs
+                raise _mismatched(path, exc) from None
+            raise _unreadable(damaged, exc) from None
         if acc.is_main_process:
             _cut_log(self.metrics_path, self.progress.metrics_bytes, self.progress.step)
             for stale in self.checkpoint_root.glob(f".tmp-{CHECKPOINT_PREFIX}*"):
@@ -581,6 +583,22 @@ def _unreadable(file: Path, exc: BaseException) -> CheckpointLoadError:
     )
 
 
+def _mismatched(checkpoint: Path, exc: BaseException) -> CheckpointLoadError:
+    """The error for an intact checkpoint that does not fit the model or optimizer built from
+    the recipe (another ``hidden_size``, another optimizer): the recipe is what differs."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    details = [line for line in lines if not line.startswith("Error(s) in loading")]
+    reason = "; ".join(details[:3]) if details else type(exc).__name__
+    if len(details) > 3:
+        reason += f"; ... ({len(details) - 3} more)"
+    folder = checkpoint.parent.parent
+    return CheckpointLoadError(
+        f"--resume: the recipe differs from the run's: {reason}. The checkpoint {checkpoint} "
+        f"is intact: continue the run with its own recipe (`hfattn train --resume {folder}`), "
+        "or train this recipe into another output_dir (--set output_dir=runs/NAME)"
+    )
+
+
 def _cut_log(metrics_path: Path, length: int | None, step: int) -> None:
     """Cut ``metrics.jsonl`` back to ``length`` bytes (its size when the checkpoint of
     ``step`` was written), dropping what a killed run logged after it. Checkpoints that do not
@@ -653,31 +671,39 @@ def train(
 
     Raises:
         FileExistsError: ``output_dir`` holds another run and neither flag is set.
+        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint (nothing is
+            written then).
+        ValueError: both ``resume`` and ``overwrite``.
+        CheckpointLoadError: the newest checkpoint is damaged, or does not fit the model
+            (the recipe differs from the run's).
     """
     output_dir = Path(output_dir)
+    if resume and overwrite:
+        raise ValueError(RESUME_AND_OVERWRITE)
+    checkpoint = latest_checkpoint(output_dir) if resume else None
+    if resume and checkpoint is None:  # checked first: a failed resume leaves nothing behind
+        raise FileNotFoundError(f"--resume: no checkpoint under {output_dir / CHECKPOINTS_DIR}")
     if not resume:
-        _claim_output_dir(output_dir, overwrite)
+        claim_output_dir(output_dir, overwrite)
     set_seed(cfg.seed)
     run = _Run(job, cfg, output_dir, callbacks)
     acc = run.accelerator
     if acc.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
-        if recipe_yaml is not None:
-            with atomic_path(output_dir / "recipe.yaml") as tmp:
-                tmp.write_text(recipe_yaml, encoding="utf-8")
-    checkpoint = latest_checkpoint(output_dir) if resume else None
-    if resume and checkpoint is None:
-        raise FileNotFoundError(f"--resume: no checkpoint under {output_dir / 'checkpoints'}")
     if checkpoint is not None:
         run.load_checkpoint(checkpoint)
     elif acc.is_main_process and run.metrics_path.exists():
         run.metrics_path.unlink()  # a fresh run starts a fresh log
+    if acc.is_main_process and recipe_yaml is not None:  # once the checkpoint fits it
+        write_recipe(output_dir, recipe_yaml)
     acc.wait_for_everyone()
 
     interrupted = run.run()
     result = TrainResult(output_dir=output_dir, progress=run.progress, interrupted=interrupted)
     if interrupted:
-        logger.warning("stopped at step %d; continue with --resume", run.progress.step)
+        logger.warning(
+            "stopped at step %d; continue with %s", run.progress.step, resume_command(output_dir)
+        )
         return result
 
     model = acc.unwrap_model(run.model)
@@ -694,28 +720,6 @@ def train(
     return result
 
 
-RUN_FILES = ("metrics.jsonl", "eval_results.json", "loss_curve.png", "recipe.yaml")
-
-
-def _claim_output_dir(output_dir: Path, overwrite: bool) -> None:
-    """Refuse (or, with ``overwrite``, clear) a folder that already holds a training run."""
-    previous = [p.name for p in (output_dir / "checkpoints", *output_dir.glob("*.safetensors"))]
-    previous = [name for name in previous if (output_dir / name).exists()]
-    if not previous:
-        return
-    if not overwrite:
-        raise FileExistsError(
-            f"output_dir {output_dir} already holds a run ({', '.join(previous)}); continue it "
-            "with --resume, replace it with --overwrite, or pick another output_dir "
-            "(--set output_dir=runs/NAME)"
-        )
-    if PartialState().is_main_process:
-        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
-        for path in [*output_dir.glob("*.safetensors"), *(output_dir / n for n in RUN_FILES)]:
-            path.unlink(missing_ok=True)
-    PartialState().wait_for_everyone()
-
-
 def _export(
     model, job: TrainingJob, result: TrainResult, run: _Run, recipe_name, generation_defaults
 ):
@@ -727,7 +731,7 @@ def _export(
     p, acc = run.progress, run.accelerator
     meta = job.card_metadata
     atomic_write_json(
-        result.output_dir / "eval_results.json",
+        result.output_dir / EVAL_RESULTS_FILE,
         {
             "task_type": meta.get("task_type"),
             "task_name": meta.get("task_name"),
@@ -759,7 +763,7 @@ def _export(
             },
         },
     )
-    plot_loss_curve(run.metrics_path, result.output_dir / "loss_curve.png")
+    plot_loss_curve(run.metrics_path, result.output_dir / LOSS_CURVE_FILE)
 
 
 def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:

@@ -1,0 +1,254 @@
+"""The run folder: what ``hfattn train`` leaves in ``output_dir``, named in one place.
+
+A run *is* its folder. It holds the resolved recipe it was trained from (:data:`RECIPE_FILE`),
+its checkpoints (:data:`CHECKPOINTS_DIR`, one ``step-N`` folder each), the training log
+(:data:`METRICS_FILE`), and once finished the saved model with :data:`EVAL_RESULTS_FILE` and
+:data:`LOSS_CURVE_FILE`. ``hfattn train --resume FOLDER`` continues the run from the recipe
+stored here; ``hfattn train RECIPE --resume`` is checked against it first
+(:func:`check_resume`), so two different runs are never mixed in one folder.
+
+This module is light (no torch, no accelerate at import): the resume checks run before
+anything slow is loaded.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .fileio import atomic_path
+
+RECIPE_FILE = "recipe.yaml"
+"""The resolved recipe of the run (every default filled in, ``--set`` overrides applied)."""
+CHECKPOINTS_DIR = "checkpoints"
+"""The folder of the run's checkpoints (``step-N`` folders, ``best/``, ``.tmp-step-N``)."""
+CHECKPOINT_PREFIX = "step-"
+"""A complete checkpoint folder is ``CHECKPOINTS_DIR/step-N``."""
+METRICS_FILE = "metrics.jsonl"
+"""The training log: one JSON record a line."""
+EVAL_RESULTS_FILE = "eval_results.json"
+"""The final evaluation (written when the run finishes)."""
+LOSS_CURVE_FILE = "loss_curve.png"
+"""The training curve (written when the run finishes)."""
+CONFIG_FILE = "config.json"
+"""The saved model's config."""
+RUN_FILES = (METRICS_FILE, EVAL_RESULTS_FILE, LOSS_CURVE_FILE, RECIPE_FILE)
+"""The files of a run that ``--overwrite`` removes (besides checkpoints and weights)."""
+
+RESUMABLE_FIELDS = (
+    "training.max_steps",
+    "training.max_minutes",
+    "training.log_every",
+    "training.eval_every",
+    "training.save_every",
+)
+"""The recipe fields a resumed run may change (its budget, its logging and eval intervals);
+any other difference means another run."""
+RESUME_AND_OVERWRITE = (
+    "--resume continues the run in output_dir and --overwrite replaces it: give one, not both"
+)
+"""The refusal of ``--resume`` together with ``--overwrite``."""
+IGNORED_FIELDS = ("output_dir",)
+"""Fields not compared on resume (the folder is the run, wherever it now lies)."""
+
+
+class RunFolderError(ValueError):
+    """The run folder cannot be used as asked (another run's recipe, nothing to resume)."""
+
+
+@dataclass
+class FieldChange:
+    """One recipe field whose value differs between the stored and the given recipe."""
+
+    name: str
+    stored: object
+    given: object
+
+    def __str__(self) -> str:
+        return f"{self.name}: {_show(self.stored)} vs {_show(self.given)}"
+
+
+def _show(value) -> str:
+    """``value`` as it is spelt in YAML (``64``, ``null``, ``[a, b]``)."""
+    if value is _ABSENT:
+        return "<absent>"
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return text.removesuffix("...").strip()
+
+
+_ABSENT = object()
+
+
+def recipe_path(folder: str | Path) -> Path:
+    """The stored resolved recipe of the run in ``folder``."""
+    return Path(folder) / RECIPE_FILE
+
+
+def checkpoints_dir(folder: str | Path) -> Path:
+    """The checkpoints folder of the run in ``folder``."""
+    return Path(folder) / CHECKPOINTS_DIR
+
+
+def metrics_path(folder: str | Path) -> Path:
+    """The training log of the run in ``folder``."""
+    return Path(folder) / METRICS_FILE
+
+
+def eval_results_path(folder: str | Path) -> Path:
+    """The final evaluation of the run in ``folder``."""
+    return Path(folder) / EVAL_RESULTS_FILE
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint folder under ``output_dir/checkpoints`` (or ``None``)."""
+    root = checkpoints_dir(output_dir)
+    if not root.is_dir():
+        return None
+    done = [p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX) and p.is_dir()]
+    return max(done, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
+
+
+def run_state(folder: str | Path) -> str:
+    """``"missing"`` (no folder), ``"empty"`` (nothing to resume), ``"interrupted"`` (a
+    checkpoint, no final evaluation) or ``"finished"`` (the final evaluation is written)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return "missing"
+    if eval_results_path(folder).is_file():
+        return "finished"
+    return "interrupted" if latest_checkpoint(folder) is not None else "empty"
+
+
+def write_recipe(folder: str | Path, recipe_yaml: str) -> None:
+    """Store the resolved recipe ``recipe_yaml`` in ``folder`` (atomically)."""
+    with atomic_path(recipe_path(folder)) as tmp:
+        tmp.write_text(recipe_yaml, encoding="utf-8")
+
+
+def read_recipe(folder: str | Path) -> dict | None:
+    """The stored recipe of the run in ``folder`` as a plain mapping, or ``None`` when the
+    folder has none (a run from before recipes were stored)."""
+    path = recipe_path(folder)
+    if not path.is_file():
+        return None
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path} is not a recipe (its top level is not a mapping)")
+    return data
+
+
+def _flatten(data, prefix: str = "") -> dict[str, object]:
+    if isinstance(data, dict) and data:
+        flat: dict[str, object] = {}
+        for key, value in data.items():
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        return flat
+    return {prefix[:-1]: data}
+
+
+def recipe_differences(stored: dict, given: dict) -> list[FieldChange]:
+    """The fields (dotted names, sorted) whose values differ between two recipe mappings,
+    :data:`IGNORED_FIELDS` left out."""
+    a, b = _flatten(stored), _flatten(given)
+    changes = []
+    for name in sorted(a.keys() | b.keys()):
+        if name in IGNORED_FIELDS or name.split(".")[0] in IGNORED_FIELDS:
+            continue
+        old, new = a.get(name, _ABSENT), b.get(name, _ABSENT)
+        if old != new:
+            changes.append(FieldChange(name, old, new))
+    return changes
+
+
+def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
+    """Check that the run in ``folder`` can be resumed with the resolved recipe
+    ``recipe_yaml``; return the changed :data:`RESUMABLE_FIELDS` (the stored recipe is
+    rewritten with them when training starts).
+
+    Cheap (reads two small files): called before the model and data are loaded.
+
+    Raises:
+        FileNotFoundError: there is no checkpoint to resume from.
+        RunFolderError: the recipe differs from the stored one in other fields (the message names them: ``model.hidden_size: 64 vs
+            128``).
+    """
+    folder = Path(folder)
+    if latest_checkpoint(folder) is None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {checkpoints_dir(folder)}")
+    stored = read_recipe(folder)
+    if stored is None:
+        return []
+    changes = recipe_differences(stored, yaml.safe_load(recipe_yaml))
+    other = [c for c in changes if c.name not in RESUMABLE_FIELDS]
+    if other:
+        raise RunFolderError(
+            f"--resume: the recipe differs from the run's in {folder} "
+            f"({recipe_path(folder)} vs given): {'; '.join(map(str, other))}. Only "
+            f"{', '.join(RESUMABLE_FIELDS)} may change on resume: continue the run as it "
+            f"was with `hfattn train --resume {folder}`, or train the new recipe into "
+            "another output_dir (--set output_dir=runs/NAME)"
+        )
+    return changes
+
+
+def claim_output_dir(output_dir: str | Path, overwrite: bool) -> None:
+    """Refuse (or, with ``overwrite``, clear) a folder that already holds a training run.
+
+    Raises:
+        FileExistsError: ``output_dir`` holds checkpoints or saved weights and not
+            ``overwrite``.
+    """
+    from accelerate import PartialState
+
+    output_dir = Path(output_dir)
+    previous = [p.name for p in (checkpoints_dir(output_dir), *output_dir.glob("*.safetensors"))]
+    previous = [name for name in previous if (output_dir / name).exists()]
+    if not previous:
+        return
+    if not overwrite:
+        raise FileExistsError(
+            f"output_dir {output_dir} already holds a run ({', '.join(previous)}); continue it "
+            f"with `hfattn train --resume {output_dir}`, replace it with --overwrite, or pick "
+            "another output_dir (--set output_dir=runs/NAME)"
+        )
+    if PartialState().is_main_process:
+        shutil.rmtree(checkpoints_dir(output_dir), ignore_errors=True)
+        for path in [*output_dir.glob("*.safetensors"), *(output_dir / n for n in RUN_FILES)]:
+            path.unlink(missing_ok=True)
+    PartialState().wait_for_everyone()
+
+
+def resume_command(folder: str | Path) -> str:
+    """The command line that continues the run in ``folder``."""
+    return f"hfattn train --resume {folder}"
+
+
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "CHECKPOINT_PREFIX",
+    "CONFIG_FILE",
+    "EVAL_RESULTS_FILE",
+    "LOSS_CURVE_FILE",
+    "METRICS_FILE",
+    "RECIPE_FILE",
+    "RESUMABLE_FIELDS",
+    "RESUME_AND_OVERWRITE",
+    "RUN_FILES",
+    "FieldChange",
+    "RunFolderError",
+    "check_resume",
+    "checkpoints_dir",
+    "claim_output_dir",
+    "eval_results_path",
+    "latest_checkpoint",
+    "metrics_path",
+    "read_recipe",
+    "recipe_differences",
+    "recipe_path",
+    "resume_command",
+    "run_state",
+    "write_recipe",
+]

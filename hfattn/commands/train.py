@@ -48,7 +48,6 @@ def register(subparsers) -> None:
 def _recipe_of(args: argparse.Namespace):
     """The recipe to train, or ``None`` after reporting why there is none: ``args.recipe``,
     or the recipe stored in the run folder given to ``--resume``."""
-    from ..recipes import RecipeError, load_recipe
     from ..run_folder import recipe_path, resume_command
 
     folder = args.resume if isinstance(args.resume, str) else None
@@ -73,6 +72,8 @@ def _recipe_of(args: argparse.Namespace):
         what = "does not exist" if not Path(folder).is_dir() else f"has no {stored.name}"
         report_error(f"--resume {folder}: the folder {what}; it is not a run to continue")
         return None
+    from ..recipes import RecipeError, load_recipe  # after the cheap checks (~2 s of imports)
+
     try:
         recipe = load_recipe(stored, args.overrides)
     except (RecipeError, FileNotFoundError) as err:

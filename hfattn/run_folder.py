@@ -111,6 +111,18 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return max(done, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
 
 
+def require_checkpoint(folder: str | Path) -> Path:
+    """The newest complete checkpoint of the run in ``folder``, for ``--resume``.
+
+    Raises:
+        FileNotFoundError: there is none (nothing to resume).
+    """
+    checkpoint = latest_checkpoint(folder)
+    if checkpoint is None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {checkpoints_dir(folder)}")
+    return checkpoint
+
+
 def run_state(folder: str | Path) -> str:
     """``"missing"`` (no folder), ``"empty"`` (nothing to resume), ``"interrupted"`` (a
     checkpoint, no final evaluation) or ``"finished"`` (the final evaluation is written)."""
@@ -176,8 +188,7 @@ def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
             128``).
     """
     folder = Path(folder)
-    if latest_checkpoint(folder) is None:
-        raise FileNotFoundError(f"--resume: no checkpoint under {checkpoints_dir(folder)}")
+    require_checkpoint(folder)
     stored = read_recipe(folder)
     if stored is None:
         return []
@@ -188,7 +199,7 @@ def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
             f"--resume: the recipe differs from the run's in {folder} "
             f"({recipe_path(folder)} vs given): {'; '.join(map(str, other))}. Only "
             f"{', '.join(RESUMABLE_FIELDS)} may change on resume: continue the run as it "
-            f"was with `hfattn train --resume {folder}`, or train the new recipe into "
+            f"was with `{resume_command(folder)}`, or train the new recipe into "
             "another output_dir (--set output_dir=runs/NAME)"
         )
     return changes
@@ -211,7 +222,7 @@ def claim_output_dir(output_dir: str | Path, overwrite: bool) -> None:
     if not overwrite:
         raise FileExistsError(
             f"output_dir {output_dir} already holds a run ({', '.join(previous)}); continue it "
-            f"with `hfattn train --resume {output_dir}`, replace it with --overwrite, or pick "
+            f"with `{resume_command(output_dir)}`, replace it with --overwrite, or pick "
             "another output_dir (--set output_dir=runs/NAME)"
         )
     if PartialState().is_main_process:
@@ -236,6 +247,7 @@ __all__ = [
     "RECIPE_FILE",
     "RESUMABLE_FIELDS",
     "RESUME_AND_OVERWRITE",
+    "require_checkpoint",
     "RUN_FILES",
     "FieldChange",
     "RunFolderError",

@@ -58,6 +58,7 @@ from ..run_folder import (
     RESUME_AND_OVERWRITE,
     claim_output_dir,
     latest_checkpoint,
+    require_checkpoint,
     resume_command,
     write_recipe,
 )
@@ -594,7 +595,7 @@ def _mismatched(checkpoint: Path, exc: BaseException) -> CheckpointLoadError:
     folder = checkpoint.parent.parent
     return CheckpointLoadError(
         f"--resume: the recipe differs from the run's: {reason}. The checkpoint {checkpoint} "
-        f"is intact: continue the run with its own recipe (`hfattn train --resume {folder}`), "
+        f"is intact: continue the run with its own recipe (`{resume_command(folder)}`), "
         "or train this recipe into another output_dir (--set output_dir=runs/NAME)"
     )
 
@@ -680,9 +681,8 @@ def train(
     output_dir = Path(output_dir)
     if resume and overwrite:
         raise ValueError(RESUME_AND_OVERWRITE)
-    checkpoint = latest_checkpoint(output_dir) if resume else None
-    if resume and checkpoint is None:  # checked first: a failed resume leaves nothing behind
-        raise FileNotFoundError(f"--resume: no checkpoint under {output_dir / CHECKPOINTS_DIR}")
+    # checked first: a failed resume leaves nothing behind
+    checkpoint = require_checkpoint(output_dir) if resume else None
     if not resume:
         claim_output_dir(output_dir, overwrite)
     set_seed(cfg.seed)

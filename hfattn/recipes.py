@@ -278,11 +278,20 @@ def build_job(recipe: RecipeBase):
     return get_task(recipe.task).build_job(recipe)
 
 
-def run_recipe(recipe: RecipeBase, *, resume: bool = False, overwrite: bool = False, callbacks=()):
+def run_recipe(
+    recipe: RecipeBase,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    callbacks=(),
+    planned: RecipeBase | None = None,
+):
     """Train a recipe end to end; push to the Hub when ``hub.push_to_hub`` is set.
 
     ``resume`` continues the run in ``output_dir``; ``overwrite`` replaces it (a folder that
-    holds another run is refused otherwise).
+    holds another run is refused otherwise). ``planned`` is the recipe as its file has it,
+    before ``--set`` overrides (default ``recipe``): the run records the steps it plans, so a
+    run cut far short of them says so in its card.
 
     Raises:
         RecipeError: both ``resume`` and ``overwrite``, or a bad ``hub`` section.
@@ -317,19 +326,26 @@ def run_recipe(recipe: RecipeBase, *, resume: bool = False, overwrite: bool = Fa
         recipe_name=recipe.name,
         generation_defaults=task.generation_defaults(recipe),
         callbacks=callbacks,
+        planned_training=None if planned is None else planned.training,
     )
     if recipe.hub.push_to_hub and not result.interrupted:  # settings checked before training
         from accelerate import PartialState
 
         if PartialState().is_main_process:
-            from .hub.push import push_model_folder
+            from .hub.push import HubPushError, push_model_folder
 
-            push_model_folder(
-                result.output_dir,
-                recipe.hub.repo_id,
-                private=recipe.hub.private,
-                space=recipe.hub.space,
-            )
+            try:
+                push_model_folder(
+                    result.output_dir,
+                    recipe.hub.repo_id,
+                    private=recipe.hub.private,
+                    space=recipe.hub.space,
+                )
+            except HubPushError as err:  # e.g. a run cut far short of its recipe
+                raise RecipeError(
+                    f"hub.push_to_hub: the model is saved in {result.output_dir} but was not "
+                    f"pushed: {err}"
+                ) from None
     return result
 
 

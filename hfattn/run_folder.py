@@ -13,6 +13,7 @@ anything slow is loaded.
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +109,7 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     if not root.is_dir():
         return None
     done = [p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX) and p.is_dir()]
-    return max(done, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
+    return max(done, key=checkpoint_step, default=None)
 
 
 def require_checkpoint(folder: str | Path) -> Path:
@@ -237,6 +238,56 @@ def resume_command(folder: str | Path) -> str:
     return f"hfattn train --resume {folder}"
 
 
+def checkpoint_step(checkpoint: Path) -> int:
+    """The optimizer step of a ``step-N`` checkpoint folder."""
+    return int(checkpoint.name[len(CHECKPOINT_PREFIX) :])
+
+
+def interrupted_run_message(folder: str | Path) -> str | None:
+    """For a run stopped before it saved its model (:func:`run_state` ``"interrupted"``):
+    one sentence with the step of its newest checkpoint, how to continue it, and how to save
+    the model of that checkpoint now (resuming with ``training.max_steps`` at that step ends
+    the run at once: it evaluates and saves the model). ``None`` for any other folder."""
+    if run_state(folder) != "interrupted":
+        return None
+    step = checkpoint_step(require_checkpoint(folder))
+    return (
+        f"{folder} is a training run interrupted at step {step:,}: it holds checkpoints but no "
+        f"saved model yet. Continue it with `{resume_command(folder)}`, or save the model of "
+        f"its last checkpoint with `{resume_command(folder)} --set training.max_steps={step}`"
+    )
+
+
+SHORT_RUN_FRACTION = 0.5
+"""A run that trained fewer than this share of the steps its recipe plans is *short*."""
+
+
+def training_shortfall(folder: str | Path) -> str | None:
+    """A sentence saying that the finished run in ``folder`` stopped far short of its
+    recipe's schedule (``global_step < SHORT_RUN_FRACTION × planned_steps``, from the
+    ``training`` record of :data:`EVAL_RESULTS_FILE`), or ``None`` when it did not (or the
+    folder records no such numbers, as a plain ``save_pretrained`` folder).
+
+    The plan is the recipe file's own, before ``--set`` overrides: a recipe cut short with
+    ``--set training.max_steps=200`` is short even though it completed its 200 steps."""
+    path = eval_results_path(folder)
+    if not path.is_file():
+        return None
+    training = json.loads(path.read_text(encoding="utf-8")).get("training") or {}
+    step = training.get("global_step")
+    planned = training.get("planned_steps") or training.get("schedule_steps")
+    if not isinstance(step, int) or not isinstance(planned, int) or planned <= 0:
+        return None
+    if step >= SHORT_RUN_FRACTION * planned:
+        return None
+    reason = training.get("stop_reason")
+    why = "" if reason in (None, "completed") else f", ended by the {reason}"
+    return (
+        f"training stopped at step {step:,} of the {planned:,} its recipe plans "
+        f"({step / planned:.0%}{why}): its scores and samples are those of an undertrained model"
+    )
+
+
 __all__ = [
     "CHECKPOINTS_DIR",
     "CHECKPOINT_PREFIX",
@@ -249,6 +300,10 @@ __all__ = [
     "RESUME_AND_OVERWRITE",
     "require_checkpoint",
     "RUN_FILES",
+    "SHORT_RUN_FRACTION",
+    "checkpoint_step",
+    "interrupted_run_message",
+    "training_shortfall",
     "FieldChange",
     "RunFolderError",
     "check_resume",

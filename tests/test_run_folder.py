@@ -161,3 +161,47 @@ def test_recipe_differences_name_dotted_fields():
     assert [str(c) for c in run_folder.recipe_differences(stored, given)] == [
         "model.hidden_size: 64 vs 128"
     ]
+
+
+def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, capsys, tmp_path):
+    _, folder = run_copy
+    dry = tmp_path / "dry"
+    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(dry)]) == 1
+    err = capsys.readouterr().err
+    assert f"interrupted at step {STOP_AT}" in err
+    assert f"`hfattn train --resume {folder}`" in err
+    ending = f"hfattn train --resume {folder} --set training.max_steps={STOP_AT}"
+    assert ending in err and "config.json missing" not in err
+    assert not dry.exists()
+    # the advice works: the run ends at its last checkpoint and saves its model
+    assert main(ending.split()[1:]) == 0
+    assert (folder / run_folder.CONFIG_FILE).is_file()
+    assert run_folder.run_state(folder) == "finished"
+
+
+def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    folder = tmp_path / "short"
+    args = ["train", str(recipe), "--set", f"output_dir={folder}", "--set", "training.max_steps=4"]
+    assert main(args) == 0
+    training = json.loads(run_folder.eval_results_path(folder).read_text())["training"]
+    # the plan is the recipe file's (10 steps), not the overridden 4
+    assert (training["global_step"], training["planned_steps"]) == (4, TRAINING["max_steps"])
+    shortfall = run_folder.training_shortfall(folder)
+    assert shortfall.startswith("training stopped at step 4 of the 10 its recipe plans (40%)")
+    capsys.readouterr()
+    push = ["push", str(folder), "--repo-id", "me/x", "--dry-run"]
+    assert main([*push, str(tmp_path / "refused")]) == 1
+    err = capsys.readouterr().err
+    assert shortfall in err and "--force" in err
+    assert not (tmp_path / "refused").exists()
+    assert main([*push, str(tmp_path / "forced"), "--force"]) == 0
+    assert (tmp_path / "forced" / "model" / "config.json").is_file()
+
+
+def test_a_run_of_most_of_its_plan_is_not_short(tmp_path):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    folder = tmp_path / "most"
+    assert main(["train", str(recipe), "--set", f"output_dir={folder}",
+                 "--set", "training.max_steps=6"]) == 0  # fmt: skip
+    assert run_folder.training_shortfall(folder) is None

@@ -218,6 +218,12 @@ def test_translation_space_via_gradio_client(translation_space, translation_run)
         *expected_translations(translation_run, SENTENCES[1:2], 2),
     ]
     assert client.predict("", 4, NEW_TOKENS, api_name="/translate") == ("", None)
+    # the one-layer model's API advertises layer "1", and takes it
+    params = client.view_api(return_format="dict")["named_endpoints"]["/translate"]["parameters"]
+    layer = next(p for p in params if p["parameter_name"] == "layer")
+    assert layer["python_type"]["type"] == "Literal['1']"
+    text, _ = client.predict(SENTENCES[0], 2, NEW_TOKENS, "1", "mean", api_name="/translate")
+    assert text == expected_translations(translation_run, SENTENCES[:1], 2)[0]
 
 
 def test_translation_space_refuses_bad_input(translation_space):

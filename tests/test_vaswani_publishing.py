@@ -169,8 +169,11 @@ def test_vaswani_space_selects_layer_and_head(vaswani_space, vaswani_run):
             "parameters"
         ]
     }
-    assert params["layer"]["parameter_default"] == LAYERS  # the last layer
+    assert params["layer"]["parameter_default"] == str(LAYERS)  # the last layer
     assert params["head"]["parameter_default"] == "mean"
+    # the API advertises what it accepts: the layer numbers as strings
+    layer_type = params["layer"]["python_type"]["type"]
+    assert layer_type == f"Literal[{', '.join(repr(str(n)) for n in range(1, LAYERS + 1))}]"
 
     text = "\n".join(SENTENCES)
     want = expected_translations(vaswani_run, SENTENCES, 2)
@@ -178,17 +181,18 @@ def test_vaswani_space_selects_layer_and_head(vaswani_space, vaswani_run):
     default_text, default_plot = client.predict(text, 2, NEW_TOKENS, api_name="/translate")
     assert default_text.split("\n") == want
     plots = {}
-    for layer, head in [(LAYERS, "mean"), (1, "mean"), (1, "3"), (LAYERS, "1")]:
+    last = str(LAYERS)
+    for layer, head in [(last, "mean"), ("1", "mean"), ("1", "3"), (last, "1")]:
         answer, plot = client.predict(text, 2, NEW_TOKENS, layer, head, api_name="/translate")
         assert answer == default_text, (layer, head)  # the selection only changes the plot
         plots[layer, head] = _image(plot)
-    assert plots[LAYERS, "mean"] == _image(default_plot)  # default: last layer, mean over heads
+    assert plots[last, "mean"] == _image(default_plot)  # default: last layer, mean over heads
     assert len(set(plots.values())) == len(plots)  # each selection draws another map
 
     with pytest.raises(AppError, match="not in the list of choices"):
-        client.predict(SENTENCES[0], 2, NEW_TOKENS, LAYERS + 1, "mean", api_name="/translate")
+        client.predict(SENTENCES[0], 2, NEW_TOKENS, str(LAYERS + 1), "mean", api_name="/translate")
     with pytest.raises(AppError, match="not in the list of choices"):
-        client.predict(SENTENCES[0], 2, NEW_TOKENS, 1, str(HEADS + 1), api_name="/translate")
+        client.predict(SENTENCES[0], 2, NEW_TOKENS, "1", str(HEADS + 1), api_name="/translate")
 
 
 def test_space_heatmap_is_the_selected_map(vaswani_space, vaswani_run):
@@ -200,8 +204,8 @@ def test_space_heatmap_is_the_selected_map(vaswani_space, vaswani_run):
     model, tokenizer = _load(vaswani_run)
     context = app.frame.Context(model, tokenizer, app.frame.Limits(max_new_tokens=40), "local")
     selectors = app._attention_selectors(context)
-    assert [c.value for c in selectors] == [LAYERS, "mean"]
-    assert [v for _, v in selectors[0].choices] == [1, 2]
+    assert [c.value for c in selectors] == [str(LAYERS), "mean"]
+    assert [v for _, v in selectors[0].choices] == ["1", "2"]
     assert [v for _, v in selectors[1].choices] == ["mean", "1", "2", "3", "4"]
     assert all(c.interactive for c in selectors)
 
@@ -256,7 +260,7 @@ def test_space_selectors_are_a_single_choice_for_bahdanau(vaswani_space, vaswani
     model = AutoModelForSeq2SeqLM.from_config(config).eval()
     context = app.frame.Context(model, tokenizer, app.frame.Limits(), "local")
     layer, head = app._attention_selectors(context)
-    assert (layer.choices, layer.value, layer.interactive) == ([("1", 1)], 1, False)
+    assert (layer.choices, layer.value, layer.interactive) == ([("1", "1")], "1", False)
     assert [v for _, v in head.choices] == ["mean", "1"] and not head.interactive
     _, default = app.translate(context, SENTENCES[0], 1, 5)
     _, explicit = app.translate(context, SENTENCES[0], 1, 5, 1, "1")
@@ -347,7 +351,7 @@ def test_vaswani_space_from_hub_runs_without_hfattn(
     with space_from_hub(hub_server, repo_id, fresh_python, tmp_path) as (_, url):
         client = Client(url, verbose=False)
         text, plot = client.predict(
-            "\n".join(SENTENCES), 3, NEW_TOKENS, 1, "2", api_name="/translate"
+            "\n".join(SENTENCES), 3, NEW_TOKENS, "1", "2", api_name="/translate"
         )
         _, default_plot = client.predict(SENTENCES[0], 3, NEW_TOKENS, api_name="/translate")
     assert text.split("\n") == expected_translations(vaswani_run, SENTENCES, 3)

@@ -33,6 +33,11 @@ def register(subparsers) -> None:
         metavar="OUT_DIR",
         help="write the folders that would be uploaded to OUT_DIR, print their tree, upload nothing",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="publish a run that stopped far short of its recipe's schedule (refused otherwise)",
+    )
     parser.set_defaults(func=handler)
 
 
@@ -49,6 +54,7 @@ def handler(args: argparse.Namespace) -> int:
             space=args.space,
             merge=args.merge,
             dry_run_dir=args.dry_run,
+            force=args.force,
         )
     except (HubPushError, FileExistsError) as exc:
         print(f"hfattn push: error: {exc}", file=sys.stderr)

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     resume = bool(args.resume)
 
-    from ..recipes import RecipeError, run_recipe
+    from ..recipes import RecipeError, load_recipe, run_recipe
 
     if resume:  # cheap: another run's recipe fails here, before the model and data load
         try:
@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging()
     try:
-        result = run_recipe(recipe, resume=resume, overwrite=args.overwrite)
+        planned = load_recipe(args.recipe) if args.overrides and not resume else None
+        result = run_recipe(recipe, resume=resume, overwrite=args.overwrite, planned=planned)
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
         return report_error(err)
     from accelerate import PartialState

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from ..run_folder import interrupted_run_message, resume_command, training_shortfall
 from .folder import ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, stage_space
 from .staging import publish_dir, render_tree, stage_model, write_text_atomic
@@ -245,6 +246,25 @@ def _print_dry_run(root: Path, repo_id: str, excluded: list[tuple[str, str]], sp
         console.print(f"[dim]left out: {name} ({reason})")
 
 
+def check_run_is_publishable(folder: str | Path, force: bool = False) -> None:
+    """Refuse a training run that has no model to publish yet (interrupted), or that
+    stopped far short of its recipe's schedule unless ``force``.
+
+    Raises:
+        HubPushError: saying at which step the run stands and what to do.
+    """
+    interrupted = interrupted_run_message(folder)
+    if interrupted is not None:
+        raise HubPushError(f"{interrupted}; then push it")
+    shortfall = training_shortfall(folder)
+    if shortfall is not None and not force:
+        raise HubPushError(
+            f"{folder}: {shortfall}. Continue it with `{resume_command(folder)} --set "
+            "training.max_steps=N`, or publish it as it is with --force (its card says it is "
+            "short)"
+        )
+
+
 def push_model_folder(
     folder: str | Path,
     repo_id: str,
@@ -255,6 +275,7 @@ def push_model_folder(
     space: bool = False,
     merge: bool = False,
     dry_run_dir: str | Path | None = None,
+    force: bool = False,
 ) -> str:
     """Publish a saved model (or LoRA adapter) folder as the Hub model repository ``repo_id``.
 
@@ -269,12 +290,16 @@ def push_model_folder(
         merge: for a LoRA adapter folder, publish the merged full model instead of the adapter.
         dry_run_dir: write what would be uploaded to ``dry_run_dir/model`` (and ``/space``),
             print its tree and upload nothing.
+        force: publish a run that stopped far short of its recipe's schedule
+            (:func:`hfattn.run_folder.training_shortfall`; its card says so either way).
 
     Returns:
         The model repository URL (``{endpoint}/{repo_id}``).
 
     Raises:
-        HubPushError: bad repo id, no token, an invalid folder, or a Hub failure after retries.
+        HubPushError: bad repo id, no token, an invalid folder (a run interrupted before it
+            saved its model: the message gives its step and how to go on), a short run without
+            ``force``, or a Hub failure after retries.
         FileExistsError: ``dry_run_dir`` exists and is not empty.
     """
     from huggingface_hub import HfApi, constants
@@ -288,6 +313,7 @@ def push_model_folder(
         raise FileExistsError(
             f"dry-run output {dry_run_dir} exists and is not empty; pass a new folder"
         )
+    check_run_is_publishable(folder, force)
     try:
         model_folder = inspect_folder(folder)
         verify_weights(model_folder.path)

@@ -151,6 +151,9 @@ class Progress:
     unlogged_losses: list[float] = field(default_factory=list)
     """Train losses since the last ``metrics.jsonl`` train record (they are averaged into the
     next one, after a resume too)."""
+    planned_steps: int | None = None
+    """The optimizer steps the recipe plans, before any ``--set`` override of its budget
+    (:func:`schedule_steps` of the recipe file's ``training:`` section)."""
     skipped_steps: int = 0
     """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
     metrics_bytes: int | None = None
@@ -204,7 +207,7 @@ def _hardware(accelerator: Accelerator) -> str:
 class _Run:
     """One training run: owns the accelerator, the optimizer and the files of ``output_dir``."""
 
-    def __init__(self, job: TrainingJob, cfg, output_dir: Path, callbacks):
+    def __init__(self, job: TrainingJob, cfg, output_dir: Path, callbacks, planned_training=None):
         self.job, self.cfg, self.output_dir, self.callbacks = job, cfg, output_dir, callbacks
         # A second run in the same process (a notebook, the tests) may ask for another
         # precision: forget the previous run's settings, keep the distributed set-up.
@@ -230,9 +233,7 @@ class _Run:
         per_process = job.batches.batch_size // acc.num_processes
         self.rows = slice(acc.process_index * per_process, (acc.process_index + 1) * per_process)
         steps_per_epoch = max(1, len(job.batches) // cfg.gradient_accumulation_steps)
-        self.total_steps = cfg.epochs * steps_per_epoch
-        if cfg.max_steps is not None:
-            self.total_steps = min(self.total_steps, cfg.max_steps)
+        self.total_steps = schedule_steps(cfg, steps_per_epoch)
         optimizer = build_optimizer(
             cfg.optimizer,
             job.model.parameters(),
@@ -250,7 +251,9 @@ class _Run:
         )
         self.model, self.optimizer = acc.prepare(job.model, optimizer)
         acc.register_for_checkpointing(self.scheduler)
-        self.progress = Progress()
+        self.progress = Progress(
+            planned_steps=schedule_steps(planned_training or cfg, steps_per_epoch)
+        )
         self.state = None
         self.metrics_path = output_dir / METRICS_FILE
         self.checkpoint_root = output_dir / CHECKPOINTS_DIR
@@ -344,7 +347,10 @@ class _Run:
             saved = json.loads(progress_file.read_text(encoding="utf-8"))
             if "best_loss" in saved:  # checkpoints written before metric_for_best_model
                 saved["best_score"] = saved.pop("best_loss")
+            planned = self.progress.planned_steps
             self.progress = Progress(**saved)
+            if self.progress.planned_steps is None:  # a checkpoint from before it was stored
+                self.progress.planned_steps = planned
         except (OSError, ValueError, TypeError) as exc:
             raise _unreadable(progress_file, exc) from None
         # accelerate only logs a random-state file it cannot read (resume would then silently
@@ -638,6 +644,13 @@ def _rows_of(batch, rows: slice, device):
     return batch[rows].to(device)
 
 
+def schedule_steps(cfg, steps_per_epoch: int) -> int:
+    """The optimizer steps a ``training:`` section runs:
+    ``min(epochs × steps_per_epoch, max_steps)``."""
+    steps = cfg.epochs * steps_per_epoch
+    return steps if cfg.max_steps is None else min(steps, cfg.max_steps)
+
+
 def _any_process(accelerator: Accelerator, flag: bool) -> bool:
     if accelerator.num_processes == 1:
         return flag
@@ -656,6 +669,7 @@ def train(
     recipe_name: str | None = None,
     generation_defaults: dict | None = None,
     callbacks: Sequence[Callable[[Progress], None]] = (),
+    planned_training=None,
 ) -> TrainResult:
     """Train ``job.model`` with the ``training:`` section ``cfg`` and save it to ``output_dir``.
 
@@ -663,7 +677,9 @@ def train(
     ``eval_results.json``, ``metrics.jsonl``, ``loss_curve.png``, ``recipe.yaml`` and
     ``checkpoints/``. With ``resume`` the newest checkpoint is loaded and training continues
     exactly where it stopped. ``callbacks`` run after every optimizer step and may set
-    ``progress.should_stop``.
+    ``progress.should_stop``. ``planned_training`` is the recipe file's own ``training:``
+    section (before ``--set`` overrides; default ``cfg``): the steps it plans are recorded,
+    so that a run cut short of its recipe says so (:func:`hfattn.run_folder.training_shortfall`).
 
     A fresh run owns its folder: one that already holds a run (checkpoints or a saved model)
     is refused unless ``resume`` (continue it) or ``overwrite`` (its checkpoints, log and
@@ -686,7 +702,7 @@ def train(
     if not resume:
         claim_output_dir(output_dir, overwrite)
     set_seed(cfg.seed)
-    run = _Run(job, cfg, output_dir, callbacks)
+    run = _Run(job, cfg, output_dir, callbacks, planned_training)
     acc = run.accelerator
     if acc.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -752,6 +768,8 @@ def _export(
             "training": {
                 "recipe": recipe_name,
                 "global_step": p.step,
+                "schedule_steps": run.total_steps,
+                "planned_steps": p.planned_steps,
                 "epochs_completed": p.epoch,
                 "best_step": p.best_step,
                 "skipped_steps": p.skipped_steps,
@@ -810,5 +828,6 @@ __all__ = [
     "latest_checkpoint",
     "plot_loss_curve",
     "reads_back",
+    "schedule_steps",
     "train",
 ]

@@ -56,9 +56,9 @@ def _attention_selectors(context: frame.Context) -> list:
     choice each for a model with one attention layer and one head)."""
     layers, heads = _attention_shape(context)
     return [
-        gr.Dropdown(
-            [(str(layer), layer) for layer in range(1, layers + 1)],
-            value=layers,
+        gr.Dropdown(  # string values: the API advertises (and accepts) "1", "2", ...
+            [(str(layer), str(layer)) for layer in range(1, layers + 1)],
+            value=str(layers),
             label="Attention layer (decoder cross-attention)",
             interactive=layers > 1,
             elem_id="layer",

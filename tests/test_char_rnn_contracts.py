@@ -4,18 +4,13 @@
 2. The recurrent state is a ``Cache`` (``RecurrentCache``) that counts the tokens it has seen,
    reorders for beams, and continues a generation (from ids or ``inputs_embeds``) exactly.
 3. The loss is normalised by ``num_items_in_batch`` (exact gradient accumulation).
-
-Plus: checkpoints written with one stacked cell (``rnn.weight_ih_l0``, ...) still load.
 """
-
-import json
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoModelForCausalLM, DynamicCache
+from transformers import DynamicCache
 from transformers.cache_utils import Cache
 
 from hfattn import CharRNNConfig, CharRNNForCausalLM
@@ -34,7 +29,7 @@ def tiny(cell="gru", **kw):
 
 
 def stacked_reference(model) -> nn.RNNBase:
-    """The old layout: one stacked torch cell holding the model's per-layer weights."""
+    """One stacked torch cell holding the model's per-layer weights."""
     cfg = model.config
     ref = CELLS[cfg.cell](cfg.embedding_dim, cfg.hidden_size, cfg.num_layers, batch_first=True)
     with torch.no_grad():
@@ -42,14 +37,6 @@ def stacked_reference(model) -> nn.RNNBase:
             for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                 getattr(ref, f"{name}_l{k}").copy_(getattr(layer, f"{name}_l0"))
     return ref.eval()
-
-
-def old_state_dict(model) -> dict[str, torch.Tensor]:
-    """The model's weights named as the stacked-cell version of the model saved them."""
-    ref = stacked_reference(model)
-    sd = {k: v for k, v in model.state_dict().items() if not k.startswith("layers.")}
-    sd.update({f"rnn.{k}": v.clone() for k, v in ref.state_dict().items()})
-    return sd
 
 
 def test_hidden_states_skip_left_padding():
@@ -211,52 +198,6 @@ def test_beam_search_returns_a_cache_per_beam():
     )
     assert isinstance(out.past_key_values, RecurrentCache)
     assert out.past_key_values["h"].shape == (LAYERS, 6, HIDDEN)
-
-
-# ---- old checkpoints -----------------------------------------------------------------------
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_stacked_layout_state_dicts_load(cell):
-    model = tiny(cell)
-    sd = old_state_dict(model)
-    assert "rnn.weight_hh_l2" in sd and not any(k.startswith("layers.") for k in sd)
-    fresh = tiny(cell, initializer_range=0.5)
-    torch.manual_seed(7)
-    fresh.apply(fresh._init_weights)
-    fresh.load_state_dict(sd)  # strict: every key is mapped
-    x = torch.randint(4, VOCAB, (2, 6))
-    torch.testing.assert_close(fresh(x).logits, model(x).logits)
-
-
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_stacked_layout_checkpoint_folder_loads_with_from_pretrained(tmp_path, cell):
-    model = tiny(cell)
-    model.config.save_pretrained(tmp_path)
-    save_file(old_state_dict(model), tmp_path / "model.safetensors", metadata={"format": "pt"})
-    loaded, info = AutoModelForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
-    assert not info["missing_keys"] and not info["unexpected_keys"]
-    x = torch.randint(4, VOCAB, (2, 6))
-    torch.testing.assert_close(loaded.eval()(x).logits, model(x).logits)
-
-
-def test_save_pretrained_keeps_the_stacked_names(tmp_path):
-    """Files stay in the stacked-cell format, so versions before the split read them too."""
-    model = tiny("lstm")
-    model.save_pretrained(tmp_path)
-    names = set(load_file(tmp_path / "model.safetensors"))
-    assert {f"rnn.weight_ih_l{k}" for k in range(LAYERS)} <= names
-    assert not any(n.startswith("layers.") for n in names)
-    assert json.loads((tmp_path / "config.json").read_text())["num_layers"] == LAYERS
-    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
-    x = torch.randint(4, VOCAB, (2, 6))
-    torch.testing.assert_close(loaded(x).logits, model(x).logits)
-
-
-def test_deep_models_convert_every_layer(tmp_path):
-    model = tiny("gru", num_layers=20, hidden_size=4, embedding_dim=4)
-    model.save_pretrained(tmp_path)
-    assert "rnn.weight_ih_l19" in load_file(tmp_path / "model.safetensors")
-    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
-    torch.testing.assert_close(loaded.layers[19].weight_hh_l0, model.layers[19].weight_hh_l0)
 
 
 def test_base_model_prefix_names_the_model_itself():

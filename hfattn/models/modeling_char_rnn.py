@@ -25,9 +25,7 @@ from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import (
     init_rnn_weights,
     recurrent_layers,
-    register_stacked_layout,
     stack_states,
-    stacked_layout_pre_hook,
 )
 
 RecurrentState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
@@ -94,13 +92,6 @@ def detach_state(
     return map_state(state, torch.Tensor.detach)
 
 
-# Old checkpoints (and the files saved now) hold one stacked cell `rnn.*_l{k}`: mapped onto the
-# per-layer modules `layers.{k}.*_l0` on load and back on save (see `register_stacked_layout`).
-_CONVERSION_KEY = "CharRNNForCausalLM"
-register_stacked_layout(_CONVERSION_KEY, "rnn", "layers")
-_stacked_to_layers = stacked_layout_pre_hook("rnn", "layers")
-
-
 @dataclass
 class CharRNNOutput(CausalLMOutputWithPast):
     """:class:`~transformers.modeling_outputs.CausalLMOutputWithPast` whose ``past_key_values``
@@ -149,7 +140,6 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
 
     def __init__(self, config: CharRNNConfig):
         super().__init__(config)
-        register_stacked_layout(_CONVERSION_KEY, "rnn", "layers", config.num_layers)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
         self.layers = recurrent_layers(
@@ -163,7 +153,6 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
             else None
         )
         self.lm_head = nn.Linear(head_in, config.vocab_size)
-        self._register_load_state_dict_pre_hook(_stacked_to_layers)
         self.post_init()
 
     @property

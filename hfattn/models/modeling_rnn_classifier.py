@@ -30,13 +30,7 @@ from .rnn_layers import (
     init_rnn_weights,
     is_tracing,
     recurrent_layers,
-    register_stacked_layout,
-    stacked_layout_pre_hook,
 )
-
-_CONVERSION_KEY = "RNNForSequenceClassification"
-register_stacked_layout(_CONVERSION_KEY, "rnn", "rnn")
-_stacked_to_layers = stacked_layout_pre_hook("rnn", "rnn")
 
 
 class FreezableEmbedding(nn.Embedding):
@@ -162,7 +156,6 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
     def __init__(self, config: RNNClassifierConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        register_stacked_layout(_CONVERSION_KEY, "rnn", "rnn", config.num_layers)
         self.embeddings = FreezableEmbedding(config.vocab_size, config.embedding_dim)
         self.input_dropout = nn.Dropout(config.input_dropout)
         self.rnn = recurrent_layers(
@@ -185,7 +178,6 @@ class RNNForSequenceClassification(RNNClassifierPreTrainedModel):
         )
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.feature_size, config.num_labels)
-        self._register_load_state_dict_pre_hook(_stacked_to_layers)
         self.post_init()
         self._apply_freeze()
 

@@ -1,6 +1,5 @@
 """The recurrent layers every RNN model here is built from: one GRU / LSTM / Elman layer
-(both directions when bidirectional) that skips padding, its weight initialisation, and the
-checkpoint renaming between one stacked ``nn.GRU`` / ``nn.LSTM`` and one module per layer.
+(both directions when bidirectional) that skips padding, and its weight initialisation.
 
 A model stacks :class:`RecurrentLayer` modules (one per layer, dropout between them), so
 that ``output_hidden_states`` can return every layer's outputs and gradient checkpointing
@@ -12,17 +11,10 @@ modeling files that import it, for ``trust_remote_code`` loading without hfattn.
 
 from __future__ import annotations
 
-import re
-
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from transformers import initialization as init
-from transformers.conversion_mapping import (
-    get_checkpoint_conversion_mapping,
-    register_checkpoint_conversion_mapping,
-)
-from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 _MODES = {"gru": "GRU", "lstm": "LSTM", "rnn": "RNN_TANH"}
@@ -34,7 +26,6 @@ _FUSED = {"GRU": torch.gru, "LSTM": torch.lstm, "RNN_TANH": torch.rnn_tanh}
 _CELLS = {"GRU": torch.gru_cell, "LSTM": torch.lstm_cell, "RNN_TANH": torch.rnn_tanh_cell}
 """Mode → the fused one-step kernel (``nn.GRUCell`` & co.)."""
 
-_WEIGHT_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 _ALIGNMENT = 64
 """Bytes: the alignment of PyTorch's CPU allocations (and what its kernels expect)."""
@@ -280,57 +271,9 @@ def stack_states(finals: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, 
     return tuple(torch.cat(parts, 0) for parts in zip(*finals, strict=True))
 
 
-# ---- checkpoints of one stacked cell `rnn.*_l{k}` <-> one module per layer `{new}.{k}.*_l0` ----
-
-
-def register_stacked_layout(class_name: str, old: str, new: str, num_layers: int = 16) -> None:
-    """Map the stacked-cell weight names ``{old}.weight_ih_l3[_reverse]`` of a model class onto
-    its per-layer modules ``{new}.3.weight_ih_l0[_reverse]`` (``from_pretrained``), and back
-    (``save_pretrained``): the file format stays that of one stacked ``nn.GRU`` / ``nn.LSTM``,
-    readable by the versions of the model that had one.
-
-    The registry is global and keyed by class name (a ``trust_remote_code`` copy of the
-    model's file shares it), so it only ever grows: ``max(num_layers, 16)`` layers.
-    """
-    registered = get_checkpoint_conversion_mapping(class_name) or []
-    if 2 * num_layers <= len(registered):
-        return
-    names = "|".join(_WEIGHT_NAMES)
-    # One renaming per layer and direction: a renaming takes one capturing group, and the
-    # name boundary after the layer number is implicit (`_l1` is not `_l12` nor `_l1_reverse`).
-    register_checkpoint_conversion_mapping(
-        class_name,
-        [
-            WeightRenaming(
-                rf"^{re.escape(old)}\.({names})_l{k}{suffix}", rf"{new}.{k}.\1_l0{suffix}"
-            )
-            for k in range(max(num_layers, 16))
-            for suffix in ("", "_reverse")
-        ],
-        overwrite=True,
-    )
-
-
-def stacked_layout_pre_hook(old: str, new: str):
-    """A ``load_state_dict`` pre-hook accepting a state dict saved with the stacked layout
-    (``{old}.weight_ih_l3`` → ``{new}.3.weight_ih_l0``), for plain ``load_state_dict``."""
-    pattern = re.compile(rf"^{re.escape(old)}\.({'|'.join(_WEIGHT_NAMES)})_l(\d+)(_reverse)?$")
-
-    def hook(state_dict: dict, prefix: str, *args) -> None:
-        for key in [k for k in state_dict if k.startswith(prefix)]:
-            match = pattern.match(key[len(prefix) :])
-            if match:
-                name, layer, reverse = match.group(1), match.group(2), match.group(3) or ""
-                state_dict[f"{prefix}{new}.{layer}.{name}_l0{reverse}"] = state_dict.pop(key)
-
-    return hook
-
-
 __all__ = [
     "RecurrentLayer",
     "init_rnn_weights",
     "is_tracing",
-    "register_stacked_layout",
     "stack_states",
-    "stacked_layout_pre_hook",
 ]

@@ -1,4 +1,5 @@
-"""The 14 hand-written Spanish film reviews of Navarro Castillo's thesis (seed 003, ch. 3).
+"""The 14 hand-written Spanish film reviews of Navarro Castillo's thesis
+(*Técnicas de ML para PLN*, Oviedo 2022, ch. 3).
 
 The thesis classifies them as ``positiva`` / ``negativa`` with CountVectorizer (Spanish stop
 words) → TfidfTransformer → ``train_test_split(test_size=0.25, random_state=0)`` →

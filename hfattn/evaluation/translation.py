@@ -8,7 +8,7 @@ search). :func:`evaluate_translation` adds the teacher-forced figures:
 .. math:: L = -\frac{1}{N}\sum_{b,t:\,y_{b,t}\neq\text{pad}} \ln p(y_{b,t}\mid y_{b,<t}, x_b),
           \qquad \mathrm{acc} = \frac{1}{N}\sum_{b,t} 1[\arg\max p(\cdot\mid y_{b,<t}, x_b) = y_{b,t}]
 
-(masked next-token accuracy, the figure Keras reports for the seed's Transformer), and corpus
+(masked next-token accuracy, the figure Keras reports for Chollet's ch. 11 Transformer), and corpus
 BLEU, chrF and exact match of the decoded translations (bundled ``evaluate`` modules).
 """
 

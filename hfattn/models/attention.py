@@ -1,4 +1,4 @@
-"""Attention as the theses catalogue it: a score a(q, k), a distribution p, masks, heads.
+"""Attention in its general form: a score a(q, k), a distribution p, masks, heads.
 
 ``context_i = sum_j alpha_ij v_j`` with ``alpha_i = p(a(q_i, k_1), ..., a(q_i, k_Tk))``,
 in batch-matrix form ``C = p(A(Q, K)) V`` for any number of leading dimensions.

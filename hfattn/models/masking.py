@@ -9,7 +9,8 @@ Float masks are accepted wherever a mask is taken, in the *additive* convention 
 ``transformers`` (``0`` = attend, a large negative number or ``-inf`` = masked, as built
 by ``transformers.masking_utils``); :func:`to_keep_mask` converts them (negative = masked).
 
-The theses implement masking by adding ``-1e6`` to masked scores before the softmax; here
+Keras-style code (Sánchez Arrabal, *Las matemáticas de la atención*; Chollet ch. 11) masks by adding ``-1e6`` to masked scores before
+the softmax; here
 the masked energies are removed exactly (``-inf`` for the softmax, exact zeros for the
 other distributions), and a query row whose keys are all masked gets all-zero weights.
 
@@ -111,7 +112,7 @@ def to_keep_mask(mask: torch.Tensor) -> torch.Tensor:
 
     Boolean masks are returned unchanged. Float masks are read in the additive convention
     of ``transformers``: ``keep = mask >= 0`` (``0`` attends; negative values such as
-    ``-inf``, ``finfo.min`` or the theses' ``-1e6`` mask).
+    ``-inf``, ``finfo.min`` or a Keras-style ``-1e6`` mask).
     """
     if mask.dtype == torch.bool:
         return mask

@@ -392,7 +392,7 @@ class VaswaniDecoder(_VaswaniStack):
         device: torch.device,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Self- and cross-attention masks. The self-attention's causal part is added by the
-        attention module itself. With ``chollet_cross_attention_mask`` the seed's decoder is
+        attention module itself. With ``chollet_cross_attention_mask`` Chollet's (ch. 11) decoder is
         reproduced: no target padding in self-attention, and cross-attention masked by the
         target's causal-and-padding mask laid over the source positions
         (``keep[i, j] = j ≤ i ∧ target_mask[j]``)."""

@@ -4,7 +4,7 @@ Sinusoidal, with 0-based positions ``t``, even size ``d`` and ``omega_i = base^(
 
     PE[t, 2i] = sin(omega_i t),    PE[t, 2i + 1] = cos(omega_i t),    i = 0 .. d/2 - 1.
 
-Relative-position property (the theses' ``T^delta f(t) = f(t + delta)``): each pair
+Relative-position property (Vaswani et al. 2017, §3.5: ``T^delta f(t) = f(t + delta)``): each pair
 ``(sin, cos)`` rotates by the angle ``omega_i delta``, so ``PE(t + delta) = R(delta) PE(t)``
 with the block-diagonal rotation returned by :func:`relative_position_rotation`.
 

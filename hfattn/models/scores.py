@@ -10,8 +10,9 @@ Two kinds of output:
 - **energies** (``output_kind = "energy"``): any real number, turned into weights by a
   distribution function (softmax by default). Distances are used as *negative* energies,
   ``e = -d(q, k)``: the closest key gets the largest energy, and with the softmax
-  ``alpha_i = exp(-d_i) / sum_j exp(-d_j)`` (the theses list distances as scores without
-  saying how they enter the softmax; this sign is hfattn's documented choice).
+  ``alpha_i = exp(-d_i) / sum_j exp(-d_j)`` (Sánchez Arrabal, *Las matemáticas de la
+  atención*, lists distances as scores without saying how they enter the softmax; this sign
+  is hfattn's documented choice).
 - **weights** (``output_kind = "weight"``): the Gaussian, boxcar and random-feature kernels
   are already non-negative similarity weights; their default distribution is
   ``normalize`` (Nadaraya-Watson: divide by the row sum).
@@ -333,7 +334,7 @@ class LocationScore(AttentionScore):
 class GaussianScore(AttentionScore):
     """Gaussian kernel (Nadaraya-Watson): ``K(q, k) = exp(-||q - k||^2 / (2 h^2))``, ``h = bandwidth``.
 
-    With ``h = 1`` this is the theses' ``exp(-1/2 ||q - k||^2)``.
+    With ``h = 1`` this is the ``exp(-1/2 ||q - k||^2)`` of Sánchez Arrabal, *Las matemáticas de la atención*.
     """
 
     name = "gaussian"

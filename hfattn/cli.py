@@ -17,6 +17,11 @@ COMMANDS = ("train", "evaluate", "generate", "translate", "push", "demo", "plot"
 LOADING_COMMANDS = ("evaluate", "generate", "translate")
 """Commands that load a model folder through :mod:`hfattn.commands.loading` (safetensors only,
 unless ``--allow-pickle``)."""
+VERBOSE_HELP = (
+    "also show the other libraries' messages and progress bars (transformers, datasets, "
+    "huggingface_hub, accelerate) and hfattn's debug messages"
+)
+"""``-v`` / ``--verbose``, before or after the command (:mod:`hfattn.logging_setup`)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,9 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hfattn",
         description="Train, evaluate, sample from and publish attention-era models.",
     )
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         importlib.import_module(f"hfattn.commands.{name}").register(subparsers)
+    for command in subparsers.choices.values():  # `hfattn train R.yaml -v` works too
+        command.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
     for name in LOADING_COMMANDS:
         subparsers.choices[name].add_argument(
             "--allow-pickle",
@@ -42,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hfattn`` console script and of ``python -m hfattn``."""
     args = build_parser().parse_args(argv)
     from .commands.loading import allow_pickle
+    from .logging_setup import set_verbose
+
+    set_verbose(args.verbose)  # applied by the command's configure_logging()
 
     try:
         with allow_pickle(getattr(args, "allow_pickle", False)):

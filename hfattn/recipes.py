@@ -6,6 +6,12 @@
 are rejected with the dotted name of the field; value checks (ranges, choices) follow in each
 section's ``__post_init__``; ``model:`` is checked against its config class. The common
 sections live in :mod:`hfattn.schema`, the task's in its module.
+
+:func:`check_before_training` makes every check of a run that needs no data, tokenizer or
+model (``output_dir``, the schedule against its steps, ``training.metric_for_best_model``,
+``data.source``, the ``hub`` settings): :func:`run_recipe` on the loaded recipe, and
+``hfattn train`` first on the :func:`recipe_outline` of the file, which imports neither the
+task nor torch, so that these errors come in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import math
 import sys
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +30,16 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .pretrained import check_pretrained_section, is_pretrained, normalize_model_section
-from .schema import RecipeBase, RecipeError, require
+from .schema import (
+    HubSection,
+    RecipeBase,
+    RecipeError,
+    TrainingSection,
+    require,
+    require_reported_metric,
+)
 from .tasks import TASK_NAMES, get_task
+from .training.schedules import check_schedule_steps
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +124,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         check_finite(OmegaConf.to_container(merged))
         recipe = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
-        reason = str(err).splitlines()[0]
-        raise RecipeError(f"{getattr(err, 'full_key', None) or path}: {reason}") from None
+        raise _field_error(err, path) from None
     validate_model_section(recipe.model)
     return recipe
 
@@ -278,6 +292,189 @@ def build_job(recipe: RecipeBase):
     return get_task(recipe.task).build_job(recipe)
 
 
+# ---- the checks before anything is loaded -------------------------------------------------------
+VALIDATION_METRICS = {
+    "causal-lm": ("loss", "perplexity", "bits_per_char", "accuracy"),
+    "classification": ("accuracy", "macro_f1", "loss"),
+    "translation": ("bleu", "chrf", "exact_match", "token_accuracy", "loss"),
+}
+"""What each task's validation reports (the ``reported_metrics`` of its card metadata): the
+choices of ``training.metric_for_best_model``. Written out here because the task modules import
+torch, which the checks before training must not wait for; ``tests/test_fail_fast.py`` checks
+them against each task's own list."""
+
+
+@dataclass
+class RecipeOutline:
+    """The fields of a recipe that :func:`check_before_training` reads, typed and defaulted as
+    the task's recipe class has them, but read without importing the task (and torch):
+    :func:`recipe_outline`. ``data.source`` is ``None`` when the recipe leaves it to the task's
+    default (an embedded dataset)."""
+
+    task: str
+    output_dir: str
+    training: Any
+    """The recipe's :class:`~hfattn.schema.TrainingSection` fields (an OmegaConf mapping)."""
+    hub: HubSection
+    data: types.SimpleNamespace
+
+
+def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RecipeOutline:
+    """The :class:`RecipeOutline` of a recipe file with its ``--set`` overrides, in a fraction
+    of a second (:func:`load_recipe` imports the task, torch and the model's config: seconds).
+
+    Only the outlined fields are checked here (their types, the ``hub`` section); the rest of
+    the recipe is :func:`load_recipe`'s.
+
+    Raises:
+        RecipeError: naming the field (YAML syntax, a bad ``--set``, an unknown ``task``, a
+            value of the wrong type in an outlined field).
+        FileNotFoundError: when ``path`` does not exist.
+    """
+    path = Path(path)
+    task, given = _given_recipe(path, overrides)
+    fields = {f.name for f in dataclasses.fields(TrainingSection)}
+    training = {k: v for k, v in (given.get("training") or {}).items() if k in fields}
+    base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
+    try:
+        recipe = OmegaConf.to_object(
+            OmegaConf.merge(OmegaConf.structured(RecipeBase), {**base, "task": task})
+        )
+        typed = OmegaConf.create({"training": OmegaConf.structured(TrainingSection)})
+        training = OmegaConf.merge(typed, {"training": training}).training
+    except OmegaConfBaseException as err:
+        raise _field_error(err, path) from None
+    source = (given.get("data") or {}).get("source")
+    return RecipeOutline(
+        task=task,
+        output_dir=recipe.output_dir,
+        training=training,
+        hub=recipe.hub,
+        data=types.SimpleNamespace(source=source if isinstance(source, str) else None),
+    )
+
+
+def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
+    """The task and the recipe file ``path`` with its ``--set`` overrides merged in, as plain
+    data (interpolations resolved), its sections checked to be mappings.
+
+    Raises:
+        RecipeError, FileNotFoundError: as :func:`recipe_outline`.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"recipe file not found: {path}")
+    check_overrides(overrides)
+    raw = _read_yaml(path)
+    try:
+        dotlist = OmegaConf.from_dotlist(list(overrides))
+        task = _task_of(raw, dotlist)
+        for given in (raw, dotlist):
+            if isinstance(given.get("model"), str):  # model: <hub id | folder>
+                given.model = normalize_model_section(given.model)
+            _check_outline_shapes(OmegaConf.to_container(given))
+        return task, OmegaConf.to_container(OmegaConf.merge(raw, dotlist), resolve=True)
+    except OmegaConfBaseException as err:
+        raise _field_error(err, path) from None
+
+
+def _field_error(err: OmegaConfBaseException, path: Path) -> RecipeError:
+    """OmegaConf's error as one line naming the field (else the recipe file)."""
+    reason = str(err).splitlines()[0]
+    return RecipeError(f"{getattr(err, 'full_key', None) or path}: {reason}")
+
+
+def _check_outline_shapes(given: dict) -> None:
+    """The outlined sections of ``given`` (a recipe as plain data) must be mappings
+    (:func:`check_shapes` for the common sections; ``training`` and ``data`` belong to the task's
+    recipe class, unknown here)."""
+    check_shapes(given, RecipeBase)
+    for name in ("training", "data"):
+        value = given.get(name)
+        require(
+            value is None or isinstance(value, dict),
+            name,
+            f"expected a mapping of fields, got {type(value).__name__} {value!r}",
+        )
+
+
+def check_before_training(recipe, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Every check of a training run that needs no data, tokenizer or model, made before any
+    of them is loaded: the flags, ``output_dir``, the schedule against its steps,
+    ``training.metric_for_best_model``, ``data.source`` and the ``hub`` settings.
+
+    ``recipe`` is a loaded recipe (:func:`run_recipe` checks it), or the :func:`recipe_outline`
+    of a recipe file (``hfattn train`` checks that first, before it imports the task). Where a
+    check needs the data (the epochs' steps against ``training.warmup_steps``), the engine
+    makes it once the data is loaded.
+
+    Raises:
+        RecipeError: both ``resume`` and ``overwrite``; a schedule that does not fit its steps;
+            a ``metric_for_best_model`` the task's validation does not report; a bad ``hub``
+            section (repo id, no token).
+        ValueError: ``data.source`` names no dataset (:mod:`hfattn.data.sources`).
+        FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
+        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint; a
+            ``data.source`` path that does not exist.
+    """
+    from .run_folder import RESUME_AND_OVERWRITE, check_output_dir, require_checkpoint
+
+    if resume and overwrite:
+        raise RecipeError(RESUME_AND_OVERWRITE)
+    if resume:
+        require_checkpoint(recipe.output_dir)
+    else:
+        check_output_dir(recipe.output_dir, overwrite)
+    try:
+        check_schedule_steps(recipe.training, resume=resume)
+    except ValueError as err:
+        raise RecipeError(str(err)) from None
+    if recipe.task in VALIDATION_METRICS:
+        require_reported_metric(
+            recipe.training.metric_for_best_model, VALIDATION_METRICS[recipe.task]
+        )
+    check_data_source(recipe.task, recipe.data.source)
+    check_hub_settings(recipe.hub)
+
+
+def check_data_source(task: str, source: str | None) -> None:
+    """``data.source`` (``None``: the task's embedded default) must name a dataset that the
+    task's data module can load: the check of :mod:`hfattn.data.sources`, through that module.
+
+    Raises:
+        ValueError, FileNotFoundError: as :func:`hfattn.data.sources.check_source`.
+    """
+    from .data.classification import check_classification_source
+    from .data.text import check_text_source
+    from .data.translation import check_pair_source
+
+    checks = {
+        "causal-lm": check_text_source,
+        "classification": check_classification_source,
+        "translation": check_pair_source,
+    }
+    if source is not None and task in checks:
+        checks[task](source)
+
+
+def check_hub_settings(hub: HubSection) -> None:
+    """With ``hub.push_to_hub``, the repo id must be one the Hub accepts and a token must be
+    at hand: both fail now, not after training.
+
+    Raises:
+        RecipeError: ``hub: repo_id must be 'owner/name' ...`` or ``hub: no Hugging Face
+            token ...``.
+    """
+    if not hub.push_to_hub:
+        return
+    from .hub.push import HubPushError, resolve_token, validate_repo_id
+
+    try:
+        validate_repo_id(hub.repo_id)
+        resolve_token()
+    except HubPushError as err:
+        raise RecipeError(f"hub: {err}") from None
+
+
 def run_recipe(
     recipe: RecipeBase,
     *,
@@ -294,26 +491,18 @@ def run_recipe(
     run cut far short of them says so in its card.
 
     Raises:
-        RecipeError: both ``resume`` and ``overwrite``, or a bad ``hub`` section.
+        RecipeError, ValueError, FileExistsError, FileNotFoundError: what
+            :func:`check_before_training` refuses, before anything is loaded.
         hfattn.run_folder.RunFolderError: ``resume`` with a recipe that differs from the
             run's stored one in more than :data:`hfattn.run_folder.RESUMABLE_FIELDS`.
-        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint.
     """
-    from .run_folder import RESUME_AND_OVERWRITE, check_resume
+    check_before_training(recipe, resume=resume, overwrite=overwrite)
+    if resume:  # another run's folder fails before anything is loaded
+        from .run_folder import check_resume
+
+        check_resume(recipe.output_dir, recipe.to_yaml())
     from .training.engine import train
 
-    if resume and overwrite:
-        raise RecipeError(RESUME_AND_OVERWRITE)
-    if resume:  # another run's folder, or nothing to resume, fails before anything is loaded
-        check_resume(recipe.output_dir, recipe.to_yaml())
-    if recipe.hub.push_to_hub:  # a bad repo id or a missing token fails now, not after training
-        from .hub.push import HubPushError, resolve_token, validate_repo_id
-
-        try:
-            validate_repo_id(recipe.hub.repo_id)
-            resolve_token()
-        except HubPushError as err:
-            raise RecipeError(f"hub: {err}") from None
     task = get_task(recipe.task)
     job = task.build_job(recipe)
     result = train(
@@ -350,11 +539,17 @@ def run_recipe(
 
 
 __all__ = [
+    "VALIDATION_METRICS",
     "Recipe",
     "RecipeError",
+    "RecipeOutline",
     "build_job",
+    "check_before_training",
+    "check_data_source",
+    "check_hub_settings",
     "default_recipe",
     "load_recipe",
+    "recipe_outline",
     "run_recipe",
     "validate_model_section",
 ]

@@ -206,26 +206,38 @@ def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
     return changes
 
 
+def check_output_dir(output_dir: str | Path, overwrite: bool) -> None:
+    """Refuse a folder that already holds a training run (checkpoints or saved weights) unless
+    ``overwrite``: made before anything is loaded (:func:`claim_output_dir` clears it later).
+
+    Raises:
+        FileExistsError: naming what the folder holds and the three ways on.
+    """
+    output_dir = Path(output_dir)
+    held = [p.name for p in (checkpoints_dir(output_dir), *output_dir.glob("*.safetensors"))]
+    held = [name for name in held if (output_dir / name).exists()]
+    if held and not overwrite:
+        raise FileExistsError(
+            f"output_dir {output_dir} already holds a run ({', '.join(held)}); continue it "
+            f"with `{resume_command(output_dir)}`, replace it with --overwrite, or pick "
+            "another output_dir (--set output_dir=runs/NAME)"
+        )
+
+
 def claim_output_dir(output_dir: str | Path, overwrite: bool) -> None:
-    """Refuse (or, with ``overwrite``, clear) a folder that already holds a training run.
+    """Refuse (:func:`check_output_dir`) or, with ``overwrite``, clear a folder that already
+    holds a training run: its checkpoints, weights and run files (on the main process).
 
     Raises:
         FileExistsError: ``output_dir`` holds checkpoints or saved weights and not
             ``overwrite``.
     """
-    from accelerate import PartialState
-
+    check_output_dir(output_dir, overwrite)
     output_dir = Path(output_dir)
-    previous = [p.name for p in (checkpoints_dir(output_dir), *output_dir.glob("*.safetensors"))]
-    previous = [name for name in previous if (output_dir / name).exists()]
-    if not previous:
-        return
     if not overwrite:
-        raise FileExistsError(
-            f"output_dir {output_dir} already holds a run ({', '.join(previous)}); continue it "
-            f"with `{resume_command(output_dir)}`, replace it with --overwrite, or pick "
-            "another output_dir (--set output_dir=runs/NAME)"
-        )
+        return
+    from accelerate import PartialState  # 1.5 s; only a run that clears a folder needs it
+
     if PartialState().is_main_process:
         shutil.rmtree(checkpoints_dir(output_dir), ignore_errors=True)
         for path in [*output_dir.glob("*.safetensors"), *(output_dir / n for n in RUN_FILES)]:

@@ -12,13 +12,13 @@ section's ``__post_init__`` checks values (ranges, choices).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from .training.optim import OPTIMIZERS
 from .training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16")
@@ -55,6 +55,17 @@ def require_fraction(section: object, prefix: str, *names: str, high: float = 0.
     for name in names:
         value = getattr(section, name)
         require(0 < value < high, f"{prefix}.{name}", f"must be in (0, {high}), got {value}")
+
+
+def require_reported_metric(metric: str, reported: Sequence[str]) -> None:
+    """``training.metric_for_best_model`` must be ``loss`` or one of ``reported``, the metrics
+    the task's validation reports (the message lists them)."""
+    choices = tuple(dict.fromkeys(("loss", *reported)))
+    require(
+        metric in choices,
+        "training.metric_for_best_model",
+        f"{metric!r} is not one of {', '.join(choices)} (what this task's validation reports)",
+    )
 
 
 @dataclass
@@ -102,6 +113,8 @@ class TrainingSection:
         return not self.metric_for_best_model.endswith("loss")
 
     def __post_init__(self):
+        from .training.optim import OPTIMIZERS  # torch: not needed to import the sections
+
         require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
         require(
             self.max_skipped_steps >= 0,
@@ -327,4 +340,5 @@ __all__ = [
     "require_choice",
     "require_fraction",
     "require_positive",
+    "require_reported_metric",
 ]

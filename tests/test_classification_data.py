@@ -203,7 +203,7 @@ def test_non_string_texts_and_missing_labels_are_refused(tmp_path):
 
 
 def test_unknown_sources_name_the_field(tmp_path):
-    with pytest.raises(RecipeError, match=r"data\.source: no such file or folder"):
+    with pytest.raises(FileNotFoundError, match=r"data\.source: no such file or folder"):
         load_classification_data(str(tmp_path / "missing.csv"))
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(

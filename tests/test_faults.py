@@ -374,7 +374,9 @@ def test_too_many_skipped_steps_stop_with_the_last_good_checkpoint(tmp_path, mon
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-10", "step-5"]
     progress = json.loads((run / "checkpoints" / "step-10" / "progress.json").read_text())
     assert progress["skipped_steps"] == 1
-    assert main(["train", str(recipe), "--set", "training.on_nonfinite_loss=ignore"]) == 2
+    # --overwrite: the refusal of the folder (checked first, before the recipe is loaded) aside
+    ignore = ["--set", "training.on_nonfinite_loss=ignore", "--overwrite"]
+    assert main(["train", str(recipe), *ignore]) == 2
     assert "training.on_nonfinite_loss: 'ignore' is not one of stop, skip" in (
         capsys.readouterr().err
     )

@@ -234,7 +234,7 @@ def test_unknown_bare_data_source_fails_at_once(tmp_path, capsys):
     start = time.perf_counter()
     assert main(["train", str(recipe)]) == 2
     assert time.perf_counter() - start < 10  # no trip to the Hub
-    assert "data.source: 'shakespear' is not an embedded corpus (shakespeare)" in (
+    assert "data.source: 'shakespear' is not an embedded dataset (shakespeare)" in (
         capsys.readouterr().err
     )
 
@@ -316,5 +316,5 @@ def test_unknown_metric_for_best_model_is_refused_before_training(tmp_path, caps
     recipe = write_recipe(tmp_path, training={"metric_for_best_model": "bleu"})
     assert main(["train", str(recipe)]) == 2
     err = capsys.readouterr().err
-    assert "training.metric_for_best_model must be one of loss" in err and "'bleu'" in err
+    assert "training.metric_for_best_model: 'bleu' is not one of loss, perplexity" in err
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

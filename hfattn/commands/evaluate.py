@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from ..recipes import RecipeError, default_recipe, load_recipe
+    from ..recipes import RecipeError, check_data_source, default_recipe, load_recipe
     from ..run_folder import recipe_path
 
     model_dir = Path(args.model_dir)
@@ -62,11 +62,18 @@ def run(args: argparse.Namespace) -> int:
     except RecipeError as err:
         print(f"error: {recipe_file}: {err}", file=sys.stderr)
         return 2
+    try:  # a --data typo fails before the model loads
+        check_data_source(recipe.task, args.data)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: --data: {str(err).removeprefix('data.source: ')}", file=sys.stderr)
+        return 2
 
+    from ..logging_setup import configure_logging
     from ..tasks import get_task
     from .loading import ModelLoadError, load_model_and_tokenizer
     from .report import print_metrics
 
+    configure_logging()
     task = get_task(recipe.task)
     try:  # one clear message for unreadable weights, config or tokenizer files
         load_model_and_tokenizer(str(model_dir), task.card.auto_class)

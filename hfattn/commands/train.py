@@ -59,6 +59,8 @@ def _recipe_of(args: argparse.Namespace):
             report_error("give a recipe (hfattn train RECIPE) or a run to continue "
                          "(hfattn train --resume RUN_FOLDER)")  # fmt: skip
             return None
+        if not _checked_early(args, args.recipe):
+            return None
         return load_recipe_or_report(args)
     if args.recipe is not None:
         report_error(
@@ -72,7 +74,9 @@ def _recipe_of(args: argparse.Namespace):
         what = "does not exist" if not Path(folder).is_dir() else f"has no {stored.name}"
         report_error(f"--resume {folder}: the folder {what}; it is not a run to continue")
         return None
-    from ..recipes import RecipeError, load_recipe  # after the cheap checks (~2 s of imports)
+    if not _checked_early(args, stored, output_dir=str(folder)):
+        return None
+    from ..recipes import RecipeError, load_recipe  # after the cheap checks (seconds of imports)
 
     try:
         recipe = load_recipe(stored, args.overrides)
@@ -81,6 +85,24 @@ def _recipe_of(args: argparse.Namespace):
         return None
     recipe.output_dir = str(folder)  # the folder is the run, wherever it now lies
     return recipe
+
+
+def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None) -> bool:
+    """Whether the recipe file ``path`` (with ``args.overrides``; its run in ``output_dir``
+    when given) passes every check that needs no data, made on its outline before the task and
+    torch are imported (:func:`hfattn.recipes.check_before_training`, in a fraction of a
+    second); the first failure is reported."""
+    from ..recipes import RecipeError, check_before_training, recipe_outline
+
+    try:
+        outline = recipe_outline(path, args.overrides)
+        if output_dir is not None:
+            outline.output_dir = output_dir
+        check_before_training(outline, resume=bool(args.resume), overwrite=args.overwrite)
+    except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
+        report_error(err)
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@
 ``label`` column (int, a ``ClassLabel`` over ``label_names``). Sources:
 
 - an embedded name from :data:`EMBEDDED_SOURCES` (``genre``: the genre of a Shakespeare passage,
-  ``reber``: Reber-grammar strings, ``reviews-es``: the 14 Spanish reviews of the seed thesis),
+  ``reber``: Reber-grammar strings, ``reviews-es``: the 14 Spanish reviews of Navarro Castillo's thesis),
   each a loader ``(seed) -> ClassificationData`` imported when first used;
 - a local ``.csv`` / ``.tsv`` / ``.json`` / ``.jsonl`` file (one split: test and validation are
   carved from it), a folder written by ``Dataset(Dict).save_to_disk``, or a local dataset folder;
@@ -25,22 +25,25 @@ become classes ``0..K-1`` in sorted order of the values seen in ``train``. A val
 label never seen in ``train`` is an error, as are missing columns, non-string texts and
 missing labels — each one :class:`~hfattn.schema.RecipeError` naming the ``data.`` field.
 
+A source that is none of these fails at once (:func:`check_classification_source`, which
+``hfattn train`` runs before anything is loaded: this module imports neither torch nor
+``datasets``).
+
 :class:`LabelBatches` are the training batches: shuffled, length-grouped and right-padded like
-:class:`~hfattn.data.seq2seq.PairBatches`, with one ``labels`` id per row.
+:class:`~hfattn.data.seq2seq.PairBatches`, with one ``labels`` id per row (defined in
+:mod:`hfattn.data.seq2seq`, with torch, and imported from here on first use).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ..schema import RecipeError, require
-from .seq2seq import PairBatches, pad_sources
+from .sources import check_source
 
 EMBEDDED_SOURCES = {
     "genre": "hfattn.data.genre:load_genre",
@@ -115,6 +118,13 @@ def make_dataset(texts: Sequence[str], labels: Sequence[int], label_names: Seque
 
 
 # ---- loading ---------------------------------------------------------------------------------
+def check_classification_source(source: str) -> None:
+    """Refuse at once a ``data.source`` that is not an embedded task, an existing file or
+    folder, or a Hub dataset id (``owner/name``, or a canonical ``name`` such as ``imdb``)
+    that can be loaded (:func:`hfattn.data.sources.check_source`)."""
+    check_source(source, EMBEDDED_SOURCES, bare_hub_ids=True)
+
+
 def load_embedded(name: str, seed: int) -> ClassificationData:
     """Call the loader registered as ``name`` in :data:`EMBEDDED_SOURCES`."""
     module_name, function = EMBEDDED_SOURCES[name].split(":")
@@ -150,8 +160,10 @@ def load_classification_data(
             are never cut).
 
     Raises:
-        RecipeError: naming the ``data.`` field (unknown source, missing column, non-string
-            texts, missing labels, held-out labels unseen in train).
+        RecipeError: naming the ``data.`` field (a Hub dataset that cannot be loaded, missing
+            column, non-string texts, missing labels, held-out labels unseen in train).
+        ValueError, FileNotFoundError: a source that is no dataset at all, at once
+            (:func:`check_classification_source`).
     """
     for name, value in (
         ("validation_fraction", validation_fraction),
@@ -164,6 +176,7 @@ def load_classification_data(
     if source in EMBEDDED_SOURCES:
         data = load_embedded(source, seed)
     else:
+        check_classification_source(source)
         raw = _load_raw(source)
         data = _to_classification_data(raw, source, text_column, label_column)
         data = _carve(data, validation_fraction, test_fraction, seed)
@@ -191,12 +204,7 @@ def _load_raw(source: str) -> dict:
         loaded = datasets.load_from_disk(str(path))
     elif path.is_dir():
         loaded = datasets.load_dataset(str(path))
-    else:
-        require(
-            not source.startswith((".", "/", "~")) and not path.suffix,
-            "data.source",
-            f"no such file or folder {source!r}",
-        )
+    else:  # a Hub id (check_classification_source has refused anything else)
         try:
             loaded = datasets.load_dataset(source)
         except Exception as err:  # offline, unknown id: one message naming the field
@@ -317,23 +325,20 @@ def _carve(data: _Partial, validation_fraction: float, test_fraction: float, see
 
 
 # ---- batches -----------------------------------------------------------------------------------
-class LabelBatches(PairBatches):
-    """Shuffled, length-grouped batches of ``(token ids, label)``: dicts of ``input_ids`` /
-    ``attention_mask`` (right-padded) and ``labels`` (one class id per row). The ordering is
-    :meth:`PairBatches.order`'s (pools of ``pool_batches`` batches sorted by length)."""
+def __getattr__(name: str):
+    """:class:`~hfattn.data.seq2seq.LabelBatches` (torch), imported on first use: the source
+    check of this module runs before torch is imported (PEP 562)."""
+    if name == "LabelBatches":
+        from .seq2seq import LabelBatches
 
-    def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-        """Padded batches ``start, start+1, …`` of ``epoch``."""
-        for rows in self.order(epoch)[start:]:
-            batch = pad_sources([self.sources[i] for i in rows], self.pad_token_id)
-            batch["labels"] = torch.tensor([self.targets[i] for i in rows], dtype=torch.long)
-            yield batch
+        return LabelBatches
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "EMBEDDED_SOURCES",
     "ClassificationData",
-    "LabelBatches",
+    "check_classification_source",
     "load_classification_data",
     "load_embedded",
     "make_dataset",

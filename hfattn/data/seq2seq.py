@@ -1,4 +1,5 @@
-"""Batches of (source, target) id sequences for encoder-decoder training.
+"""Batches of (source, target) id sequences for encoder-decoder training, and of (token ids,
+label) for classification (:class:`LabelBatches`).
 
 :class:`PairBatches` shuffles the pairs every epoch (deterministically in ``seed + epoch``),
 groups them by source length within pools of ``pool_batches`` batches so that a batch pads
@@ -89,4 +90,18 @@ class PairBatches:
             )
 
 
-__all__ = ["IGNORE_INDEX", "PairBatches", "pad_pairs", "pad_sources"]
+class LabelBatches(PairBatches):
+    """Shuffled, length-grouped batches of ``(token ids, label)`` for sequence classification:
+    dicts of ``input_ids`` / ``attention_mask`` (right-padded) and ``labels`` (one class id per
+    row). The ordering is :meth:`PairBatches.order`'s (pools of ``pool_batches`` batches
+    sorted by length)."""
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+        """Padded batches ``start, start+1, …`` of ``epoch``."""
+        for rows in self.order(epoch)[start:]:
+            batch = pad_sources([self.sources[i] for i in rows], self.pad_token_id)
+            batch["labels"] = torch.tensor([self.targets[i] for i in rows], dtype=torch.long)
+            yield batch
+
+
+__all__ = ["IGNORE_INDEX", "LabelBatches", "PairBatches", "pad_pairs", "pad_sources"]

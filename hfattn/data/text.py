@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .shakespeare import load_shakespeare
+from .sources import check_source
 
 EMBEDDED = {"shakespeare": load_shakespeare}
 """Embedded corpora by name (no network needed)."""
@@ -38,6 +39,13 @@ def split_by_fraction(
     }
 
 
+def check_text_source(source: str) -> None:
+    """Refuse at once a ``data.source`` that is not an embedded corpus, an existing file or
+    folder, or an ``owner/name`` Hub dataset id that can be loaded
+    (:func:`hfattn.data.sources.check_source`)."""
+    check_source(source, EMBEDDED)
+
+
 def load_text_splits(
     source: str,
     *,
@@ -52,13 +60,15 @@ def load_text_splits(
             tiny-shakespeare ``input.txt``), a local ``.csv`` / ``.tsv`` / ``.json`` /
             ``.jsonl`` file, or a Hub dataset id or local dataset folder (loaded with
             ``datasets.load_dataset``; its ``train`` / ``validation`` / ``test`` splits are
-            used when present).
+            used when present). A source that is none of these fails at once, before
+            anything is read (:func:`check_text_source`).
         text_column: the column holding the text in a table file or a Hub dataset.
         validation_fraction, test_fraction: the tail fractions held out when the source has
             no splits of its own (a file, or a Hub dataset with only ``train``).
     """
     if source in EMBEDDED:
         return {split: EMBEDDED[source](split) for split in SPLIT_NAMES}
+    check_text_source(source)
     path = Path(source).expanduser()
     if path.is_file() and path.suffix.lower() in TABLE_FORMATS:
         import datasets
@@ -71,13 +81,6 @@ def load_text_splits(
         return _dataset_splits(dataset, str(path), text_column, validation_fraction, test_fraction)
     if path.is_file():
         return split_by_fraction(path.read_text("utf-8"), validation_fraction, test_fraction)
-    if not path.is_dir() and (path.suffix or source.startswith((".", "/", "~"))):
-        raise FileNotFoundError(f"data.source: no such file or folder {source!r}")
-    if not path.is_dir() and "/" not in source:  # not embedded, not a file, not owner/name
-        raise ValueError(
-            f"data.source: {source!r} is not an embedded corpus ({', '.join(EMBEDDED)}), an "
-            "existing file or folder, or a Hub dataset id (owner/name)"
-        )
     return _load_hub_text(source, text_column, validation_fraction, test_fraction)
 
 
@@ -107,4 +110,10 @@ def _dataset_splits(
     )
 
 
-__all__ = ["EMBEDDED", "TABLE_FORMATS", "load_text_splits", "split_by_fraction"]
+__all__ = [
+    "EMBEDDED",
+    "TABLE_FORMATS",
+    "check_text_source",
+    "load_text_splits",
+    "split_by_fraction",
+]

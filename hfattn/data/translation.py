@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .pair_generators import DEFAULT_SIZE, GENERATORS, generate_pairs
+from .sources import check_source
 from .tatoeba import PAIR_TRANSFORMS, PREPROCESSINGS, download, read_spa_txt, split_spa_pairs
 
 SPLIT_NAMES = ("train", "validation", "test")
@@ -186,6 +187,13 @@ def _load_dataset_source(source: str, *, translation_column: str, seed: int, fra
     return datasets.DatasetDict({s: dd[s] for s in SPLIT_NAMES})
 
 
+def check_pair_source(source: str) -> None:
+    """Refuse at once a ``data.source`` that is not an embedded source, a ``spa.txt`` path or
+    URL, a dataset folder, or an ``owner/name`` Hub dataset id that can be loaded
+    (:func:`hfattn.data.sources.check_source`)."""
+    check_source(source, EMBEDDED, urls=True)
+
+
 def load_translation_splits(
     source: str,
     *,
@@ -206,8 +214,8 @@ def load_translation_splits(
     Args:
         source: ``"bible"``, ``"dates"``, ``"numbers"``, ``"date-normalization"``, a path or
             ``http(s)://`` URL of ``spa.txt``, or a Hub dataset id / local dataset folder with
-            a ``translation`` column (see the module docstring). A bare name that is none of
-            these (no ``/``, not an existing path) is an error listing the embedded names.
+            a ``translation`` column (see the module docstring). A source that is none of
+            these fails at once, before anything is read (:func:`check_pair_source`).
         source_lang, target_lang: the language keys of the pairs. ``target_lang=None`` means
             the source's own: ``"es"``, or ``"iso"`` for ``"date-normalization"``.
         size: generators: the total number of pairs (default 20,000); ``spa.txt``: read only
@@ -231,6 +239,7 @@ def load_translation_splits(
         )
     if size is not None and size < 1:
         raise ValueError(f"data.size must be >= 1, got {size}")
+    check_pair_source(source)
 
     if source in GENERATORS:
         target_lang = target_lang or GENERATORS[source][1][1]
@@ -267,15 +276,6 @@ def load_translation_splits(
             fractions=fractions,
             **options,
         )
-    if not path.is_dir():
-        if "/" not in source:
-            raise ValueError(
-                f"data.source: unknown source {source!r}; embedded sources: "
-                f"{', '.join(EMBEDDED)}; or give a spa.txt path or URL, a dataset folder or a "
-                "Hub dataset id (owner/name)"
-            )
-        if path.suffix or source.startswith((".", "/", "~")):
-            raise FileNotFoundError(f"data.source: no such file or folder {source!r}")
     dd = _load_dataset_source(
         source, translation_column=translation_column, seed=seed, fractions=fractions
     )
@@ -285,4 +285,10 @@ def load_translation_splits(
     return _apply_preprocessing(dd, preprocessing, source_lang, target_lang)
 
 
-__all__ = ["EMBEDDED", "SPLIT_NAMES", "load_translation_splits", "split_counts"]
+__all__ = [
+    "EMBEDDED",
+    "SPLIT_NAMES",
+    "check_pair_source",
+    "load_translation_splits",
+    "split_counts",
+]

@@ -1,8 +1,9 @@
 """The training loop shared by every recipe, on Accelerate (one CPU, one GPU, many of either).
 
 Features: mixed precision, gradient accumulation, gradient clipping, named optimizers and
-schedules, a wall-clock budget, periodic evaluation with best-model tracking, tqdm progress,
-metrics as JSON lines plus a loss-curve PNG, atomic checkpoints every N steps, exact resume
+schedules, a wall-clock budget, periodic evaluation with best-model tracking, tqdm progress
+(under a wall-clock budget, the share of the run done: it reaches 100 % when the clock stops
+the run), metrics as JSON lines plus a loss-curve PNG, atomic checkpoints every N steps, exact resume
 (data position, optimizer, scheduler, RNG and carried recurrent state), and clean stops on
 Ctrl-C / SIGTERM that leave a resumable checkpoint. Stateful jobs carry the recurrent state
 (detached) from batch to batch and reset it at every epoch.
@@ -62,8 +63,9 @@ from ..run_folder import (
     resume_command,
     write_recipe,
 )
+from ..schema import require_reported_metric
 from .optim import build_optimizer
-from .schedules import build_lr_scheduler
+from .schedules import build_lr_scheduler, check_warmup_fits_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +112,11 @@ class CheckpointWriteError(ValueError):
 class CheckpointLoadError(ValueError):
     """A checkpoint cannot be read for ``--resume``; the message names the file."""
 
+
+TIMED_BAR_FORMAT = "{l_bar}{bar}| [{elapsed}<{remaining}{postfix}]"
+"""The progress bar of a run with ``training.max_minutes``: its percentage is the schedule's
+(what the clock or the steps have used up), so no step count out of ``total_steps`` is shown
+(the step is in the postfix)."""
 
 FAULT_ENV = "HFATTN_FAULT_AT"
 """Environment variable of the fault-injection hook (see the module docstring)."""
@@ -224,15 +231,14 @@ class _Run:
                 f"training.batch_size={job.batches.batch_size} must be divisible by the "
                 f"number of processes ({acc.num_processes})"
             )
-        reported = ("loss", *job.card_metadata.get("reported_metrics", ()))
-        if cfg.metric_for_best_model not in reported:
-            raise ValueError(
-                f"training.metric_for_best_model must be one of {', '.join(reported)} "
-                f"(what this task's validation reports); got {cfg.metric_for_best_model!r}"
-            )
+        # run_recipe checks this before the data loads; a job built by hand is checked here
+        require_reported_metric(
+            cfg.metric_for_best_model, job.card_metadata.get("reported_metrics", ())
+        )
         per_process = job.batches.batch_size // acc.num_processes
         self.rows = slice(acc.process_index * per_process, (acc.process_index + 1) * per_process)
         steps_per_epoch = max(1, len(job.batches) // cfg.gradient_accumulation_steps)
+        check_warmup_fits_epochs(cfg, steps_per_epoch)
         self.total_steps = schedule_steps(cfg, steps_per_epoch)
         optimizer = build_optimizer(
             cfg.optimizer,
@@ -489,17 +495,33 @@ class _Run:
             self.scheduler.last_epoch = by_time - 1
             self.scheduler.step()
 
+    def bar_position(self) -> int:
+        """Where the progress bar stands: the steps done or, with ``max_minutes``, the
+        schedule's counter, ``max(step, elapsed / budget × total_steps)`` (see
+        :meth:`follow_time_budget`), which reaches the end when the clock stops the run."""
+        position = self.progress.step
+        if self.cfg.max_minutes is not None:
+            position = max(position, self.scheduler.last_epoch)
+        return min(position, self.total_steps)
+
+    def progress_bar(self) -> tqdm:
+        """The run's tqdm bar on stderr: steps out of ``total_steps``; with ``max_minutes``, the
+        share of the run done (:meth:`bar_position`: the clock's or the steps', whichever leads),
+        the step next to it."""
+        return tqdm(
+            total=self.total_steps,
+            initial=self.bar_position(),
+            disable=not self.accelerator.is_local_main_process,
+            desc="train",
+            bar_format=None if self.cfg.max_minutes is None else TIMED_BAR_FORMAT,
+        )
+
     def run(self) -> bool:
         """Train until the step budget, the time budget or a stop request. Returns True when
         the run was interrupted (a checkpoint has been written)."""
         acc, cfg, p = self.accelerator, self.cfg, self.progress
         start, last_saved, losses = time.monotonic() - p.elapsed_s, p.step, p.unlogged_losses
-        bar = tqdm(
-            total=self.total_steps,
-            initial=p.step,
-            disable=not acc.is_local_main_process,
-            desc="train",
-        )
+        bar, postfix = self.progress_bar(), {}
         with _stop_on_signals(p):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
@@ -513,7 +535,10 @@ class _Run:
                     p.step += 1
                     p.elapsed_s = time.monotonic() - start
                     self.follow_time_budget(p.elapsed_s)
-                    bar.update(1)
+                    if cfg.max_minutes is not None:
+                        postfix["step"] = p.step
+                        bar.set_postfix(postfix, refresh=False)
+                    bar.update(self.bar_position() - bar.n)
                     if p.step % cfg.log_every == 0 or p.step == self.total_steps:
                         record = {"step": p.step, "epoch": p.epoch, "split": "train",
                                   "loss": sum(losses) / len(losses) if losses else math.nan,
@@ -522,7 +547,8 @@ class _Run:
                         if p.skipped_steps:
                             record["skipped_steps"] = p.skipped_steps
                         self.log(record)
-                        bar.set_postfix(loss=f"{record['loss']:.4f}")
+                        postfix["loss"] = f"{record['loss']:.4f}"
+                        bar.set_postfix(postfix)
                         losses.clear()
                     if cfg.eval_every and p.step % cfg.eval_every == 0:
                         self.periodic_eval()

@@ -1,4 +1,4 @@
-"""Learning-rate schedules selectable by name (``training.lr_scheduler`` in a recipe).
+"""Learning-rate schedules selectable by name (``training.schedule`` in a recipe).
 
 Every schedule is a ``torch.optim.lr_scheduler.LambdaLR`` whose lambda returns a factor of
 the optimizer's base ``lr``. Step convention: the scheduler's counter ``e`` (0 at
@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
-from torch.optim.lr_scheduler import LambdaLR
+if TYPE_CHECKING:  # torch is imported where a scheduler is built: the names and checks are light
+    import torch
+    from torch.optim.lr_scheduler import LambdaLR
 
 
 def noam_lr(step: int, d_model: int, warmup: int) -> float:
@@ -198,6 +200,70 @@ SCHEDULES: dict[str, Callable[..., Callable[[int], float]]] = {
 """Schedule factories by name: ``SCHEDULES[name](warmup_steps=, total_steps=, d_model=,
 warmup_factor=, beta2=)`` returns the LambdaLR lambda ``f(e)``."""
 
+OWN_WARMUP_LENGTH = ("warmup_untuned_linear", "warmup_untuned_exponential")
+"""Schedules whose warmup length comes from Adam's ``beta2``: they ignore ``warmup_steps``."""
+NEEDS_WARMUP_STEPS = ("noam", "warmup_linear", "warmup_exponential")
+"""Schedules that need ``warmup_steps >= 1`` (their peak, or their warmup's time constant)."""
+NEEDS_TOTAL_STEPS = ("linear", "cosine")
+"""Schedules that decay to the run's last step: they cannot be built for a run that ends within
+its warmup."""
+
+
+def check_schedule_steps(training, *, resume: bool = False) -> None:
+    """Whether the ``training:`` section's ``schedule`` fits its ``warmup_steps`` and
+    ``max_steps``, from the recipe alone (before any data is loaded): a schedule that sets its
+    own warmup length takes no ``warmup_steps``, one that needs them gets them, and the warmup
+    ends before ``max_steps`` does. A ``resume`` may end the run early (``max_steps`` at the
+    step reached, to save its model) wherever the schedule can still be built.
+
+    ``training`` has ``schedule``, ``warmup_steps`` and ``max_steps``; the data's side (the
+    epochs' steps) is :func:`check_warmup_fits_epochs`.
+
+    Raises:
+        ValueError: naming the field, e.g. ``training.max_steps: 50 steps end the run within
+            its 100 warmup steps ...``.
+    """
+    name, warmup, max_steps = training.schedule, training.warmup_steps, training.max_steps
+    if name in OWN_WARMUP_LENGTH and warmup > 0:
+        raise ValueError(
+            f"training.warmup_steps: the {name} schedule sets its own warmup length (from "
+            f"Adam's beta2) and would ignore warmup_steps={warmup}; leave warmup_steps at 0, "
+            "or pick warmup_linear / warmup_exponential to choose the length"
+        )
+    if name in NEEDS_WARMUP_STEPS and warmup < 1:
+        raise ValueError(
+            f"training.warmup_steps: the {name} schedule needs warmup_steps >= 1 (its warmup "
+            f"length), got {warmup}"
+        )
+    ends_on_purpose = resume and name not in NEEDS_TOTAL_STEPS  # the run's model, saved now
+    if max_steps is not None and 0 < warmup and max_steps <= warmup and not ends_on_purpose:
+        raise ValueError(
+            f"training.max_steps: {max_steps} steps end the run within its {warmup} warmup steps "
+            f"(training.warmup_steps, schedule {name}); raise max_steps above {warmup} or lower "
+            "warmup_steps"
+        )
+
+
+def check_warmup_fits_epochs(training, steps_per_epoch: int) -> None:
+    """Once the data is loaded: the warmup must end before the run's ``epochs`` do
+    (``epochs × steps_per_epoch`` optimizer steps, when ``max_steps`` does not end it sooner).
+
+    Raises:
+        ValueError: ``training.warmup_steps: 500 warmup steps do not fit in this run's 120
+            optimizer steps (3 epoch(s) × 40 steps per epoch of this data ...``.
+    """
+    name, warmup, max_steps = training.schedule, training.warmup_steps, training.max_steps
+    if warmup < 1 or name in OWN_WARMUP_LENGTH:
+        return
+    by_epochs = training.epochs * steps_per_epoch
+    if by_epochs <= warmup and (max_steps is None or by_epochs <= max_steps):
+        raise ValueError(
+            f"training.warmup_steps: {warmup} warmup steps do not fit in this run's {by_epochs} "
+            f"optimizer steps ({training.epochs} epoch(s) × {steps_per_epoch} steps per epoch "
+            f"of this data, schedule {name}); lower warmup_steps below {by_epochs} or raise "
+            "training.epochs"
+        )
+
 
 def schedule_factor(
     name: str,
@@ -238,6 +304,8 @@ def build_lr_scheduler(
     ``warmup_factor`` (one of :data:`WARMUP_FACTORS`) shapes the warmup of ``constant``,
     ``linear`` and ``cosine`` (default ``"linear"`` when ``warmup_steps > 0``).
     """
+    from torch.optim.lr_scheduler import LambdaLR
+
     factor = schedule_factor(
         name,
         warmup_steps=warmup_steps,
@@ -253,6 +321,8 @@ __all__ = [
     "SCHEDULES",
     "WARMUP_FACTORS",
     "build_lr_scheduler",
+    "check_schedule_steps",
+    "check_warmup_fits_epochs",
     "exponential_warmup",
     "linear_warmup",
     "noam_lr",

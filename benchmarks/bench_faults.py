@@ -8,7 +8,7 @@ The recipes, kill points and child processes are those of ``tests/test_faults.py
 recipes of three epochs (a stateful char-RNN with dropout, a Bahdanau encoder-decoder on
 date pairs, a GRU classifier on Reber strings), each killed at six points (in each epoch once
 between checkpoints and once in the middle of a checkpoint write, the last one in the final
-checkpoint) through the ``HFATTN_FAULT_AT`` hook of ``hfattn.training.engine``, then run once
+checkpoint) by the test callback of ``tests/fault_injection.py``, then run once
 more to the end. Each run is a child of a fork server that imported hfattn once, as in the
 tests. Figures per recipe:
 

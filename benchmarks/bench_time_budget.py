@@ -2,7 +2,7 @@
 
 With ``training.max_minutes`` the engine runs the learning-rate schedule on the share of the
 run already done, ``max(step / total_steps, elapsed / budget)``
-(:meth:`hfattn.training.engine.Trainer.follow_time_budget`), so a run that the clock stops
+(``follow_time_budget`` in :mod:`hfattn.training.engine`), so a run that the clock stops
 before its last step still ends with the schedule's final (annealed) learning rate.
 
 This benchmark trains one recipe twice under the same wall-clock budget:

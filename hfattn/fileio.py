@@ -1,4 +1,5 @@
-"""Atomic file writes: write to a temporary name in the same folder, then rename."""
+"""Atomic file writes (a temporary name in the same folder, then a rename) and the check that
+a written file reads back whole."""
 
 from __future__ import annotations
 
@@ -37,4 +38,26 @@ def atomic_write_json(path: str | Path, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-__all__ = ["atomic_path", "atomic_write_json", "atomic_write_text"]
+def reads_back(file: Path) -> bool:
+    """Whether a file reads back whole: every tensor of a safetensors file, a JSON file, or
+    the zip container (with its CRC checksums) of ``torch.save``."""
+    import zipfile
+
+    from safetensors import safe_open
+
+    try:
+        if file.suffix == ".safetensors":
+            with safe_open(str(file), framework="pt") as handle:
+                for name in handle.keys():  # noqa: SIM118 (safe_open has no __iter__)
+                    handle.get_tensor(name)
+        elif file.suffix == ".json":
+            json.loads(file.read_text(encoding="utf-8"))
+        else:
+            with zipfile.ZipFile(file) as archive:
+                return archive.testzip() is None
+    except Exception:  # noqa: BLE001 (any failure to read back means damaged)
+        return False
+    return True
+
+
+__all__ = ["atomic_path", "atomic_write_json", "atomic_write_text", "reads_back"]

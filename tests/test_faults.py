@@ -4,7 +4,7 @@ a NaN / infinite loss stops the run or skips the step.
 
 Killed runs are real processes: children of a fork server that imported hfattn once (a fresh
 interpreter each would cost ~13 s of imports here), running ``hfattn.cli.main(["train", ...])``
-with ``HFATTN_FAULT_AT`` set, so that the process SIGKILLs itself at a chosen step or in the
+with a callback (:mod:`fault_injection`) that SIGKILLs the process at a chosen step or in the
 middle of a chosen checkpoint write.
 """
 
@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from fault_injection import cli_with_fault, kill_at
 from recipe_helpers import corpus_file, write_recipe
 from test_hub_push import PUBLISHED
 from test_training import assert_same_weights, weights
@@ -32,23 +33,20 @@ from tiny_runs import TINY_TRANSLATION_MODELS
 from hfattn.cli import main
 from hfattn.hub import HubPushError, push_model_folder
 from hfattn.recipes import load_recipe, run_recipe
-from hfattn.training.engine import FAULT_ENV, fault_point, latest_checkpoint
+from hfattn.run_folder import latest_checkpoint
 
 SAVE_EVERY = 4
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 
 _SERVER = multiprocessing.get_context("forkserver")
 _SERVER.set_forkserver_preload(
-    ["hfattn.cli", "hfattn.recipes", "hfattn.tasks", "hfattn.training.engine", "transformers"]
+    ["fault_injection", "hfattn.cli", "hfattn.recipes", "hfattn.tasks", "hfattn.training.engine"]
 )
 
 
 def _train_child(argv: list[str], fault: str | None) -> None:
-    """Body of a child process: ``hfattn train`` with the fault hook set (or unset)."""
-    os.environ.pop(FAULT_ENV, None)
-    if fault:
-        os.environ[FAULT_ENV] = fault
-    sys.exit(main(["train", *argv]))
+    """Body of a child process: ``hfattn train`` killed at ``fault`` (or not killed)."""
+    sys.exit(cli_with_fault(["train", *argv], fault))
 
 
 def train_in_child(recipe: Path, fault: str | None = None) -> int:
@@ -211,15 +209,11 @@ def test_resume_drops_what_was_logged_after_the_checkpoint(tmp_path):
     assert_same_weights(tmp_path / "a" / "run", run)
 
 
-def test_fault_hook_setting_is_checked(monkeypatch):
-    monkeypatch.delenv(FAULT_ENV, raising=False)
-    assert fault_point() is None
-    monkeypatch.setenv(FAULT_ENV, "checkpoint:12")
-    assert fault_point() == ("checkpoint", 12)
+def test_fault_points_are_checked():
+    assert (kill_at("checkpoint:12").where, kill_at("checkpoint:12").step) == ("checkpoint", 12)
     for bad in ("step", "step:0", "export:3", "step:x"):
-        monkeypatch.setenv(FAULT_ENV, bad)
-        with pytest.raises(ValueError, match=f"{FAULT_ENV}='{bad}': expected <point>:<step>"):
-            fault_point()
+        with pytest.raises(ValueError, match=f"fault point '{bad}': expected"):
+            kill_at(bad)
 
 
 def disk_full_at(monkeypatch, step: int) -> None:
@@ -384,20 +378,25 @@ def test_too_many_skipped_steps_stop_with_the_last_good_checkpoint(tmp_path, mon
 
 @pytest.mark.slow
 def test_the_cli_in_a_fresh_interpreter_survives_sigkill(tmp_path):
-    """``python -m hfattn train`` killed mid-step and mid-checkpoint, then ``--resume``."""
+    """``hfattn train`` in a fresh interpreter killed mid-step and mid-checkpoint, then
+    ``python -m hfattn train --resume``."""
     common = {"training": {"max_steps": 12, "log_every": 1, "eval_every": 4,
                            "save_every": SAVE_EVERY, "load_best_at_end": False},
               "evaluation": {"splits": ["test"]}}  # fmt: skip
     run_recipe(load_recipe(small_recipe(tmp_path / "a", **common)))
     recipe = small_recipe(tmp_path / "b", **common)
-    command = [sys.executable, "-m", "hfattn", "train", str(recipe)]
+    tests = Path(__file__).resolve().parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+    }
     for args, point in (([], "step:6"), (["--resume"], "checkpoint:8")):
-        env = {**os.environ, FAULT_ENV: point}
-        proc = subprocess.run(command + args, env=env, capture_output=True, text=True)
+        command = [sys.executable, "-m", "fault_injection", point, "train", str(recipe), *args]
+        proc = subprocess.run(command, env=env, capture_output=True, text=True)
         assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
-        assert f"{FAULT_ENV}={point}: killing this process" in proc.stderr
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    proc = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True)
+        assert f"fault injection: killing this process at {point}" in proc.stderr
+    command = [sys.executable, "-m", "hfattn", "train", str(recipe), "--resume"]
+    proc = subprocess.run(command, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert_same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
     assert records(tmp_path / "b" / "run") == records(tmp_path / "a" / "run")

@@ -132,7 +132,7 @@ def check_weights_are_safe(folder: Path, allowed: bool) -> None:
 def damaged_file(folder: Path) -> Path | None:
     """The first of the folder's :data:`CHECKED_FILES` that does not read back whole (JSON
     that does not parse, a safetensors file with a tensor that cannot be read), or ``None``."""
-    from ..training.engine import reads_back
+    from ..fileio import reads_back
 
     files = sorted({p for pattern in CHECKED_FILES for p in folder.glob(pattern) if p.is_file()})
     return next((file for file in files if not reads_back(file)), None)

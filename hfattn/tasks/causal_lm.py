@@ -40,7 +40,7 @@ from ..schema import (
     require_positive,
 )
 from ..tokenization import build_char_tokenizer, encode_prompt, require_text
-from ..training.engine import TrainingJob
+from ..training.job import TrainingJob
 from .base import Task, TaskInfo
 
 logger = logging.getLogger(__name__)

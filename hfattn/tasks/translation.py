@@ -33,7 +33,7 @@ from ..schema import (
     require_choice,
     require_positive,
 )
-from ..training.engine import TrainingJob
+from ..training.job import TrainingJob
 from .base import Task, TaskInfo, model_loss
 
 logger = logging.getLogger(__name__)

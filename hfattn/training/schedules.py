@@ -244,6 +244,13 @@ def check_schedule_steps(training, *, resume: bool = False) -> None:
         )
 
 
+def schedule_steps(training, steps_per_epoch: int) -> int:
+    """The optimizer steps a ``training:`` section runs:
+    ``min(epochs × steps_per_epoch, max_steps)``."""
+    steps = training.epochs * steps_per_epoch
+    return steps if training.max_steps is None else min(steps, training.max_steps)
+
+
 def check_warmup_fits_epochs(training, steps_per_epoch: int) -> None:
     """Once the data is loaded: the warmup must end before the run's ``epochs`` do
     (``epochs × steps_per_epoch`` optimizer steps, when ``max_steps`` does not end it sooner).
@@ -328,6 +335,7 @@ __all__ = [
     "noam_lr",
     "radam_rectification",
     "schedule_factor",
+    "schedule_steps",
     "untuned_exponential_warmup",
     "untuned_linear_warmup",
     "warmup_factor",

@@ -1,0 +1,281 @@
+"""Checkpoints of a training run: what they hold, how they are written, read back and pruned.
+
+A checkpoint is the folder ``checkpoints/step-N`` of the run (names from
+:mod:`hfattn.run_folder`): Accelerate's state (weights, optimizer, scheduler, RNG of every
+process), the carried recurrent state of a stateful job (``recurrent_state_<rank>.safetensors``)
+and :class:`Progress` (``progress.json``: the data position, the best score, the length of
+``metrics.jsonl`` at that moment, the train losses not yet logged).
+
+Writes are atomic: the checkpoint is written under ``.tmp-step-N`` and renamed once whole, so
+a crash (even SIGKILL) in the middle of a write leaves the previous checkpoint the newest one.
+Reading back tells a damaged file (:class:`CheckpointLoadError` naming it) from an intact
+checkpoint that does not fit the model or optimizer built from the recipe (the recipe differs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+from ..fileio import atomic_path, atomic_write_json, reads_back
+from ..run_folder import (
+    CHECKPOINT_PREFIX,
+    checkpoint_step,
+    checkpoints_dir,
+    latest_checkpoint,
+    resume_command,
+)
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_FILE = "progress.json"
+BEST_WEIGHTS = Path("best") / "model.safetensors"
+"""The weights of the best validation so far, under ``checkpoints/``."""
+
+
+class CheckpointWriteError(ValueError):
+    """Writing a checkpoint failed (a full disk, a lost mount); the message names the error and
+    the previous checkpoint, which is left intact. (A ``ValueError``, like every error the
+    ``train`` command reports as one line.)"""
+
+
+class CheckpointLoadError(ValueError):
+    """A checkpoint cannot be read for ``--resume``; the message names the file."""
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint as ``progress.json``."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    elapsed_s: float = 0.0
+    best_score: float | None = None
+    """The best validation value of ``training.metric_for_best_model`` so far."""
+    best_step: int | None = None
+    evaluated_step: int | None = None
+    """The step of the last validation (the final one is skipped when it is this step)."""
+    unlogged_losses: list[float] = field(default_factory=list)
+    """Train losses since the last ``metrics.jsonl`` train record (they are averaged into the
+    next one, after a resume too)."""
+    planned_steps: int | None = None
+    """The optimizer steps the recipe plans, before any ``--set`` override of its budget
+    (:func:`hfattn.training.schedules.schedule_steps` of the recipe file's ``training:``)."""
+    skipped_steps: int = 0
+    """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
+    metrics_bytes: int | None = None
+    """Length of ``metrics.jsonl`` when the checkpoint was written (resume cuts it back)."""
+    should_stop: bool = False
+    stop_reason: str | None = None
+
+    def state_dict(self) -> dict:
+        """The fields saved in ``progress.json`` (all but the stop request)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("should_stop", "stop_reason")}
+
+
+def write_checkpoint(
+    accelerator,
+    output_dir: Path,
+    progress: Progress,
+    state,
+    *,
+    keep: int,
+    metrics_path: Path,
+    on_state_saved: Callable[[Path], None] | None = None,
+) -> None:
+    """Write ``checkpoints/step-N`` of ``progress.step`` atomically (a temporary folder, then
+    a rename) and prune all but the newest ``keep``. ``state`` is the carried recurrent state
+    (a tensor, a tuple of tensors, or ``None``). ``on_state_saved(tmp_folder)`` is called once
+    Accelerate's state is written, before ``progress.json`` and the rename. A write cut short
+    (a second Ctrl-C, a full disk) removes its temporary folder.
+
+    Raises:
+        CheckpointWriteError: the write failed with an ``OSError``; the previous checkpoint
+            is untouched and named in the message.
+    """
+    root = checkpoints_dir(output_dir)
+    tmp = root / f".tmp-{CHECKPOINT_PREFIX}{progress.step}"
+    try:
+        _write(accelerator, tmp, progress, state, metrics_path, on_state_saved)
+        if accelerator.is_main_process:
+            final = root / f"{CHECKPOINT_PREFIX}{progress.step}"
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            kept = sorted(
+                (p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX)),
+                key=checkpoint_step,
+            )
+            for old in kept[:-keep]:
+                shutil.rmtree(old)
+        accelerator.wait_for_everyone()
+    except BaseException as exc:
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not isinstance(exc, OSError):
+            raise
+        previous = latest_checkpoint(output_dir)
+        raise CheckpointWriteError(
+            f"writing the checkpoint of step {progress.step} under {root} failed "
+            f"({exc.strerror or exc}); "
+            + (
+                f"the previous checkpoint {previous} is intact: free some space and "
+                f"continue with `{resume_command(output_dir)}`"
+                if previous is not None
+                else "there is no earlier checkpoint: free some space and train again"
+            )
+        ) from exc
+
+
+def _write(accelerator, tmp: Path, progress: Progress, state, metrics_path, on_state_saved):
+    """The files of one checkpoint, under ``tmp``."""
+    if accelerator.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    if on_state_saved is not None:
+        on_state_saved(tmp)
+    if state is not None:
+        tensors = state if isinstance(state, tuple) else (state,)
+        save_file(
+            {f"state_{i}": t.detach().cpu().contiguous() for i, t in enumerate(tensors)},
+            str(tmp / f"recurrent_state_{accelerator.process_index}.safetensors"),
+        )
+    if accelerator.is_main_process:
+        progress.metrics_bytes = metrics_path.stat().st_size if metrics_path.exists() else 0
+        atomic_write_json(tmp / PROGRESS_FILE, progress.state_dict())
+    accelerator.wait_for_everyone()
+
+
+def load_checkpoint(accelerator, path: Path, metrics_path: Path) -> tuple[Progress, object]:
+    """Restore Accelerate's state from the checkpoint folder ``path``, cut ``metrics.jsonl``
+    back to what it held when the checkpoint was written and remove temporary folders that a
+    crash left. Returns the saved :class:`Progress` and the carried recurrent state (``None``
+    for a stateless job).
+
+    Raises:
+        CheckpointLoadError: a file of the checkpoint is missing, truncated or corrupt (the
+            message names it), or the checkpoint is intact but does not fit the model or
+            optimizer (the recipe differs from the run's).
+    """
+    progress_file = path / PROGRESS_FILE
+    try:
+        saved = json.loads(progress_file.read_text(encoding="utf-8"))
+        progress = Progress(**saved)
+    except (OSError, ValueError, TypeError) as exc:
+        raise _unreadable(progress_file, exc) from None
+    # accelerate only logs a random-state file it cannot read (resume would then silently
+    # draw other random numbers: dropout, shuffling) and reports a missing schedule state
+    # as a count mismatch: check these small files first
+    for name in (f"random_states_{accelerator.process_index}.pkl", "custom_checkpoint_0.pkl"):
+        if not reads_back(path / name):
+            raise _unreadable(path / name, ValueError("missing, truncated or corrupt"))
+    state_file = path / f"recurrent_state_{accelerator.process_index}.safetensors"
+    state = None
+    try:
+        accelerator.load_state(str(path))
+        if state_file.exists():
+            tensors = load_file(str(state_file))
+            parts = tuple(tensors[f"state_{i}"].to(accelerator.device) for i in range(len(tensors)))
+            state = parts if len(parts) > 1 else parts[0]
+    except Exception as exc:  # noqa: BLE001 (torch, safetensors and pickle each raise their own)
+        missing = isinstance(exc, FileNotFoundError) and exc.filename
+        damaged = Path(missing) if missing else _damaged_file(path)
+        if damaged is None:  # every file reads back: the model or optimizer differs
+            raise _mismatched(path, exc) from None
+        raise _unreadable(damaged, exc) from None
+    if accelerator.is_main_process:
+        _cut_log(metrics_path, progress.metrics_bytes, progress.step)
+        for stale in path.parent.glob(f".tmp-{CHECKPOINT_PREFIX}*"):
+            shutil.rmtree(stale)  # a write that a crash (SIGKILL, power loss) cut short
+    logger.info("resumed from %s at step %d", path, progress.step)
+    return progress, state
+
+
+def save_best_weights(accelerator, model, output_dir: Path) -> None:
+    """Save the weights of the (unwrapped) ``model`` as the run's best so far, atomically."""
+    if accelerator.is_main_process:
+        weights = accelerator.unwrap_model(model).state_dict()
+        with atomic_path(checkpoints_dir(output_dir) / BEST_WEIGHTS) as tmp:
+            save_file(
+                {k: v.detach().cpu().clone().contiguous() for k, v in weights.items()}, str(tmp)
+            )
+
+
+def load_best_weights(model, output_dir: Path) -> bool:
+    """Load the run's best weights into ``model``; ``False`` when none were saved."""
+    best = checkpoints_dir(output_dir) / BEST_WEIGHTS
+    if not best.exists():
+        return False
+    model.load_state_dict(load_file(str(best)))
+    return True
+
+
+def _damaged_file(folder: Path) -> Path | None:
+    """The first file of the checkpoint ``folder`` that does not read back whole, or ``None``."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    return next((file for file in files if not reads_back(file)), None)
+
+
+def _unreadable(file: Path, exc: BaseException) -> CheckpointLoadError:
+    """The error for a checkpoint file (or folder) that cannot be read."""
+    folder = file if file.is_dir() else file.parent
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CheckpointLoadError(
+        f"--resume: cannot read {file} ({type(exc).__name__}: {reason}); the checkpoint is "
+        f"damaged: delete {folder} to resume from the previous checkpoint, if any"
+    )
+
+
+def _mismatched(checkpoint: Path, exc: BaseException) -> CheckpointLoadError:
+    """The error for an intact checkpoint that does not fit the model or optimizer built from
+    the recipe (another ``hidden_size``, another optimizer): the recipe is what differs."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    details = [line for line in lines if not line.startswith("Error(s) in loading")]
+    reason = "; ".join(details[:3]) if details else type(exc).__name__
+    if len(details) > 3:
+        reason += f"; ... ({len(details) - 3} more)"
+    folder = checkpoint.parent.parent
+    return CheckpointLoadError(
+        f"--resume: the recipe differs from the run's: {reason}. The checkpoint {checkpoint} "
+        f"is intact: continue the run with its own recipe (`{resume_command(folder)}`), "
+        "or train this recipe into another output_dir (--set output_dir=runs/NAME)"
+    )
+
+
+def _cut_log(metrics_path: Path, length: int | None, step: int) -> None:
+    """Cut ``metrics.jsonl`` back to ``length`` bytes (its size when the checkpoint of
+    ``step`` was written), dropping what a killed run logged after it."""
+    if not metrics_path.exists() or length is None:
+        return
+    data = metrics_path.read_bytes()
+    if len(data) < length:
+        logger.warning(
+            "%s is shorter than when the checkpoint of step %d was written; keeping it as is",
+            metrics_path,
+            step,
+        )
+        return
+    if len(data) > length:
+        with atomic_path(metrics_path) as tmp:
+            tmp.write_bytes(data[:length])
+        logger.info("%s: dropped the records logged after step %d", metrics_path.name, step)
+
+
+__all__ = [
+    "CheckpointLoadError",
+    "CheckpointWriteError",
+    "Progress",
+    "load_best_weights",
+    "load_checkpoint",
+    "save_best_weights",
+    "write_checkpoint",
+]

@@ -1,0 +1,85 @@
+"""What a task hands the training loop (:class:`TrainingJob`), what the loop hands back
+(:class:`TrainResult`), and the callbacks that watch it (:class:`TrainingCallback`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checkpoints import Progress
+
+
+@dataclass
+class TrainingJob:
+    """Everything task-specific the loop needs.
+
+    Attributes:
+        model: the ``PreTrainedModel`` to train.
+        tokenizer: saved next to the model.
+        batches: ``len()``, ``epoch(e, start)`` yielding global batches (a tensor, or a dict of
+            tensors, dim 0 = examples), ``batch_size`` and a ``stateful`` flag.
+        compute_loss: ``(model, batch, state, stateful) -> (loss, new_state)``; ``model`` may
+            be wrapped (DDP), so statefulness is passed in, not read from the model. A stateful
+            task returns the state already detached (truncated BPTT); it is a tensor or a tuple
+            of tensors (saved with checkpoints).
+        evaluate: ``(model, split) -> {metric: value}`` with a ``loss`` entry.
+        eval_splits: splits scored at the end (``validation`` is also scored periodically).
+        sample: optional ``model -> str`` shown at the end of training.
+        card_metadata: task / dataset names recorded in ``eval_results.json``.
+    """
+
+    model: Any
+    tokenizer: Any
+    batches: Any
+    compute_loss: Callable
+    evaluate: Callable[[Any, str], dict]
+    eval_splits: Sequence[str] = ("validation", "test")
+    sample: Callable[[Any], str] | None = None
+    card_metadata: dict = field(default_factory=dict)
+
+
+class NonFiniteLossError(ValueError):
+    """The training loss became NaN or infinite; nothing after the last checkpoint is saved."""
+
+
+class TrainingCallback:
+    """Hooks the loop calls; override the ones needed. A callback may set
+    ``progress.should_stop`` (with a ``stop_reason``) to end the run after this step."""
+
+    def on_step_end(self, progress: Progress) -> None:
+        """After every optimizer step, once it is logged and validated, before its checkpoint."""
+
+    def on_checkpoint_state_saved(self, progress: Progress, folder: Path) -> None:
+        """In the middle of a checkpoint write: Accelerate's state is in the temporary
+        ``folder``, ``progress.json`` and the rename are still to come."""
+
+
+class _StepEnd(TrainingCallback):
+    """A plain function of :class:`Progress` as a callback at the end of every step."""
+
+    def __init__(self, function: Callable[[Progress], None]):
+        self.on_step_end = function
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns."""
+
+    output_dir: Path
+    progress: Progress
+    metrics: dict[str, dict] = field(default_factory=dict)
+    sample: str | None = None
+    interrupted: bool = False
+
+
+def as_callbacks(
+    callbacks: Sequence[TrainingCallback | Callable[[Progress], None]],
+) -> list[TrainingCallback]:
+    """``callbacks`` as :class:`TrainingCallback` objects (a function becomes the
+    ``on_step_end`` of one)."""
+    return [c if isinstance(c, TrainingCallback) else _StepEnd(c) for c in callbacks]
+
+
+__all__ = ["NonFiniteLossError", "TrainResult", "TrainingCallback", "TrainingJob", "as_callbacks"]

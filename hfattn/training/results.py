@@ -1,0 +1,121 @@
+"""What a finished run leaves in its folder besides the checkpoints: the model and tokenizer
+(``save_pretrained``), ``eval_results.json`` (the scores in the model-index form the model card
+reads, plus how training went) and the loss curve (``loss_curve.png``, from ``metrics.jsonl``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from pathlib import Path
+
+from ..fileio import atomic_path, atomic_write_json
+from ..run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
+
+
+def hardware(accelerator) -> str:
+    """What the run trained on, in words: ``"2× NVIDIA H100"`` or ``"1 process(es) on a
+    2-core x86_64 CPU"``."""
+    if accelerator.device.type == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(accelerator.device)
+        return f"{accelerator.num_processes}× {name}"
+    cores = os.cpu_count()
+    return f"{accelerator.num_processes} process(es) on a {cores}-core {platform.machine()} CPU"
+
+
+def training_summary(progress, schedule_steps: int, accelerator, recipe_name) -> dict:
+    """How a run trained, for ``eval_results.json``'s ``training``: the steps done, scheduled
+    and planned by the recipe file, the best step, the runtime, why it stopped, the hardware."""
+    return {
+        "recipe": recipe_name,
+        "global_step": progress.step,
+        "schedule_steps": schedule_steps,
+        "planned_steps": progress.planned_steps,
+        "epochs_completed": progress.epoch,
+        "best_step": progress.best_step,
+        "skipped_steps": progress.skipped_steps,
+        "train_runtime_s": round(progress.elapsed_s, 1),
+        "stop_reason": progress.stop_reason or "completed",
+        "hardware": hardware(accelerator),
+        "num_processes": accelerator.num_processes,
+        "mixed_precision": accelerator.mixed_precision,
+    }
+
+
+def eval_results(metrics: dict[str, dict], card_metadata: dict, training: dict) -> dict:
+    """The content of ``eval_results.json``: the task and dataset names of
+    ``card_metadata``, one ``results`` row per (split, reported metric) with a float value,
+    every metric under ``all_metrics``, and ``training`` (steps, runtime, stop reason...)."""
+    reported = card_metadata.get("reported_metrics")
+    names = card_metadata.get("metric_names", {})
+    return {
+        **{key: card_metadata.get(key) for key in ("task_type", "task_name")},
+        **{key: card_metadata.get(key) for key in ("dataset_name", "dataset_type")},
+        "results": [
+            {
+                "split": split,
+                "metric_type": name,
+                "metric_name": names.get(name, name),
+                "value": value,
+            }  # fmt: skip
+            for split, scores in metrics.items()
+            for name, value in scores.items()
+            if name in (reported if reported is not None else scores) and isinstance(value, float)
+        ],
+        "all_metrics": metrics,
+        "training": training,
+    }
+
+
+def save_run_results(output_dir: Path, model, tokenizer, results: dict, metrics_path: Path):
+    """Save the model folder of a finished run: weights, config and generation config,
+    tokenizer, ``eval_results.json`` (``results``, see :func:`eval_results`) and the loss
+    curve drawn from ``metrics_path``."""
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    atomic_write_json(output_dir / EVAL_RESULTS_FILE, results)
+    plot_loss_curve(metrics_path, output_dir / LOSS_CURVE_FILE)
+
+
+def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:
+    """Train and validation loss against the optimizer step, from ``metrics.jsonl``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = (
+        [json.loads(line) for line in metrics_path.read_text().splitlines()]
+        if metrics_path.exists()
+        else []
+    )
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for split, style in (("train", "-"), ("validation", "o-")):
+        points = [
+            (r["step"], r["loss"])
+            for r in records
+            if r["split"] == split and math.isfinite(r["loss"])
+        ]
+        if points:
+            ax.plot(*zip(*points, strict=True), style, label=split)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss (nats / token)")
+    ax.set_title("Training curve")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    with atomic_path(out_path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+__all__ = [
+    "eval_results",
+    "hardware",
+    "plot_loss_curve",
+    "save_run_results",
+    "training_summary",
+]

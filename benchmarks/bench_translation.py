@@ -48,7 +48,7 @@ def model_translate(folder: str, sources: list[str], num_beams: int, batch_size:
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    import hfattn  # noqa: F401
+    import hfattn.models  # noqa: F401  (registers the model types)
     from hfattn.evaluation.translation import translate_texts
 
     tokenizer = AutoTokenizer.from_pretrained(folder)

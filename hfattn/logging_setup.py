@@ -8,19 +8,31 @@ shards``), ``huggingface_hub`` and ``datasets``, and their INFO / WARNING chatte
 shared tensor ... while saving"); their errors still show. ``hfattn -v`` (:func:`set_verbose`)
 leaves those libraries at their own defaults and shows hfattn's DEBUG messages too.
 
-A library that is not imported yet is set up the moment it is (a post-import hook,
-:mod:`hfattn._post_import`): configuring never imports ``datasets`` for a command that does not
-use it.
+A library that is not imported yet is set up through the environment variables it reads when
+it is imported (``TRANSFORMERS_VERBOSITY``, ``DATASETS_VERBOSITY``, ``HF_HUB_VERBOSITY``,
+``HF_HUB_DISABLE_PROGRESS_BARS``, ``HF_DATASETS_DISABLE_PROGRESS_BARS``; processes started by
+``accelerate launch`` inherit them), a library already imported through its own functions:
+configuring never imports a library. A variable the user set is left as it is.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
-from ._post_import import PostImportHook
-
 _verbose = False
+QUIET_ENVIRONMENT = {
+    "TRANSFORMERS_VERBOSITY": "error",
+    "DATASETS_VERBOSITY": "error",
+    "HF_HUB_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # the Hub's bars, and transformers' (it follows them)
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+}
+"""The environment that quiets the other libraries at their import (by default)."""
+SET_BY_HFATTN = "HFATTN_QUIET_ENVIRONMENT"
+"""Names the variables of :data:`QUIET_ENVIRONMENT` that hfattn set, not the user (a process
+started by this one, e.g. under ``hfattn -v``, may then take them back)."""
 QUIET_LOGGERS = ("accelerate", "huggingface_hub")
 """Loggers quieted to errors by default (``transformers`` and ``datasets`` are quieted through
 their own verbosity settings)."""
@@ -42,10 +54,18 @@ def configure_logging(level: int | None = None) -> None:
     logging.getLogger("hfattn").setLevel(level)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if _verbose else logging.ERROR)
+    ours = set(filter(None, os.environ.get(SET_BY_HFATTN, "").split(",")))
+    for name, value in QUIET_ENVIRONMENT.items():  # for the libraries imported later
+        if _verbose and name in ours:
+            os.environ.pop(name, None)
+            ours.discard(name)
+        elif not _verbose and name not in os.environ:
+            os.environ[name] = value
+            ours.add(name)
+    os.environ[SET_BY_HFATTN] = ",".join(sorted(ours))
     for module, set_up in _SET_UP.items():
         if module in sys.modules:
             set_up()
-    _HOOK.install()  # the libraries imported later
 
 
 def _set_up_huggingface_hub() -> None:
@@ -79,8 +99,10 @@ _SET_UP = {
 """How each library is set up, by module name (``huggingface_hub`` first: ``transformers``
 reads its progress-bar setting when it is imported)."""
 
-_HOOK = PostImportHook(_SET_UP, lambda module: _SET_UP[module]())
-"""Sets up each library right after it is imported (installed by :func:`configure_logging`)."""
-
-
-__all__ = ["QUIET_LOGGERS", "configure_logging", "set_verbose"]
+__all__ = [
+    "QUIET_ENVIRONMENT",
+    "QUIET_LOGGERS",
+    "SET_BY_HFATTN",
+    "configure_logging",
+    "set_verbose",
+]

@@ -187,7 +187,7 @@ def attention_figure(
     attention over the source (Bahdanau) has one layer and one head."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    import hfattn  # noqa: F401  (registers the model types)
+    import hfattn.models  # noqa: F401  (registers the model types; torch: imported on use)
     from hfattn.evaluation.translation import cross_attention_maps, select_attention
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -201,7 +201,7 @@ def validate_model_section(model: dict[str, Any]):
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    import hfattn  # noqa: F401  (registers the model types)
+    from . import models  # noqa: F401  (registers the model types; torch: seconds, imported on use)
 
     model = dict(model)
     if is_pretrained(model):

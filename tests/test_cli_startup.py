@@ -134,36 +134,44 @@ def test_console_script_and_python_m_help_import_no_torch(argv):
         assert not {name.split(".")[0] for name in imported} & {"torch", "transformers"}
 
 
+def test_import_hfattn_imports_neither_torch_nor_transformers():
+    out = python(
+        """
+        import json, sys
+        import hfattn
+        print(json.dumps([m for m in ("torch", "transformers") if m in sys.modules]))
+        """
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "first_import",
     [
-        "import hfattn",  # transformers comes later: the post-import hook registers
-        "import transformers",  # already there: `import hfattn` registers at once
-        "import hfattn.models",  # hfattn.models imports transformers while it runs
-        "from hfattn import CharRNNConfig",  # module __getattr__
+        "import hfattn.models",  # the registration's own place
+        "import transformers; import hfattn.models",  # transformers first changes nothing
+        "from hfattn import CharRNNConfig",  # module __getattr__ imports hfattn.models
     ],
 )
-def test_import_hfattn_registers_every_model_type(first_import, tmp_path):
-    """Whatever is imported first, after ``import hfattn`` the Auto classes know every hfattn
-    model type, a saved folder round-trips through them, and ``save_pretrained`` writes
-    ``auto_map`` (register_for_auto_class)."""
+def test_importing_the_models_registers_every_model_type(first_import, tmp_path):
+    """After ``import hfattn.models`` (or a model class from ``hfattn``), the Auto classes know
+    every hfattn model type, a saved folder round-trips through them, and ``save_pretrained``
+    writes ``auto_map`` (register_for_auto_class)."""
     out = python(
         f"""
         import json, sys
         {first_import}
-        import hfattn
-        if "{first_import}" == "import hfattn":
-            assert "transformers" not in sys.modules and "torch" not in sys.modules
         from transformers import (
             AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, CONFIG_MAPPING,
         )
+        from hfattn.models import AUTO_CLASSES
         report = {{
             "char-rnn": type(AutoConfig.for_model("char-rnn", hidden_size=8)).__name__,
             "bahdanau": type(AutoConfig.for_model("bahdanau")).__name__,
             "registered": sorted(
-                cfg for cfg, _, _ in hfattn._AUTO_MODELS
-                if CONFIG_MAPPING[getattr(hfattn, cfg).model_type] is getattr(hfattn, cfg)
+                cfg.__name__ for cfg, _, _ in AUTO_CLASSES
+                if CONFIG_MAPPING[cfg.model_type] is cfg
             ),
         }}
         from hfattn import BahdanauConfig, CharRNNConfig, CharRNNForCausalLM
@@ -176,20 +184,16 @@ def test_import_hfattn_registers_every_model_type(first_import, tmp_path):
         report["config"] = type(AutoConfig.from_pretrained(sys.argv[1])).__name__
         model = AutoModelForCausalLM.from_pretrained(sys.argv[1])
         report["model"] = type(model).__module__ + "." + type(model).__name__
-        # the hook is gone and transformers looks as if imported normally
-        import transformers
-        report["hook_left"] = hfattn._HOOK in sys.meta_path
-        report["loader"] = type(transformers.__spec__.loader).__name__
         print(json.dumps(report))
         """,
         str(tmp_path / "saved"),
     ).stdout
-    from hfattn import _AUTO_MODELS
+    from hfattn.models import AUTO_CLASSES
 
     assert json.loads(out.strip().splitlines()[-1]) == {
         "char-rnn": "CharRNNConfig",
         "bahdanau": "BahdanauConfig",
-        "registered": sorted(config for config, _, _ in _AUTO_MODELS),
+        "registered": sorted(config.__name__ for config, _, _ in AUTO_CLASSES),
         "seq2seq": "BahdanauForConditionalGeneration",
         "auto_map": {
             "AutoConfig": "configuration_char_rnn.CharRNNConfig",
@@ -197,8 +201,6 @@ def test_import_hfattn_registers_every_model_type(first_import, tmp_path):
         },
         "config": "CharRNNConfig",
         "model": "hfattn.models.modeling_char_rnn.CharRNNForCausalLM",
-        "hook_left": False,
-        "loader": "SourceFileLoader",
     }
     assert sorted(p.name for p in (tmp_path / "saved").glob("*.py")) == [
         "config_checks.py",
@@ -214,7 +216,7 @@ def test_public_names_are_the_models_classes():
     import hfattn.models
 
     for name in hfattn.__all__:
-        if name not in ("__version__", "register"):
+        if name != "__version__":
             assert getattr(hfattn, name) is getattr(hfattn.models, name)
             assert name in dir(hfattn)
     assert {"CharRNNConfig", "CharRNNForCausalLM", "BahdanauConfig"} <= set(hfattn.__all__)

@@ -32,7 +32,7 @@ TRAIN_STEPS = 200
 def _model_family() -> str:
     from transformers import CONFIG_MAPPING
 
-    import hfattn  # noqa: F401  (registers the hfattn model types)
+    import hfattn.models  # noqa: F401  (registers the hfattn model types)
 
     return "bahdanau" if "bahdanau" in CONFIG_MAPPING else "marian"
 

@@ -155,7 +155,7 @@ def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool |
     """
     import transformers
 
-    import hfattn  # noqa: F401  (registers the model types: no trust_remote_code needed)
+    import hfattn.models  # noqa: F401  (registers the model types: no trust_remote_code needed)
 
     allowed = _ALLOW_PICKLE.get() if allow_pickle is None else allow_pickle
     folder = Path(name).expanduser() if looks_like_path(name) else None

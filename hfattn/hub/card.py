@@ -350,7 +350,7 @@ def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
         else f"{imports}\n\n{plain}"
     )
     with_hfattn = (
-        f"import hfattn  # registers the hfattn architectures with the Auto classes\n{imports}\n\n"
+        f"import hfattn.models  # registers the hfattn architectures with the Auto classes\n{imports}\n\n"
         f"{plain}"
     )
     base = folder.base_model or "BASE_MODEL_ID"

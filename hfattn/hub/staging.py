@@ -118,7 +118,7 @@ def merge_adapter(folder: ModelFolder, out: Path) -> None:
         ) from None
     import transformers
 
-    import hfattn  # noqa: F401  (registers hfattn architectures for the base model)
+    import hfattn.models  # noqa: F401  (registers hfattn architectures for the base model)
 
     base_id = folder.adapter_config.get("base_model_name_or_path")
     if not base_id:

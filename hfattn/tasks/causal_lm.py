@@ -534,7 +534,7 @@ class CausalLMTask(Task):
         model folder, or a LoRA adapter folder: transformers loads its base model first)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        import hfattn  # noqa: F401  (registers the model types)
+        import hfattn.models  # noqa: F401  (registers the model types)
 
         texts = _text_splits(recipe.data, data)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)

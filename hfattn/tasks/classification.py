@@ -449,7 +449,7 @@ def load_classifier(model_dir: Path, label_names: list[str]):
     ``label_names`` (the adapter's saved head replaces it)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    import hfattn  # noqa: F401  (registers the model types)
+    import hfattn.models  # noqa: F401  (registers the model types)
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if (model_dir / "adapter_config.json").is_file():

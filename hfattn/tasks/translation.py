@@ -351,7 +351,7 @@ class TranslationTask(Task):
         """Loss, token accuracy, BLEU, chrF and exact match of a saved model."""
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        import hfattn  # noqa: F401  (registers the model types)
+        import hfattn.models  # noqa: F401  (registers the model types)
 
         pairs = load_pairs(recipe.data, data)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -4,14 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint format browser sword clean
+.PHONY: run test docs bench lint format browser sword clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch: a plain `torch` requirement would pull several GB of CUDA wheels.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 run: $(STAMP) sword
@@ -32,8 +32,15 @@ sword:
 	    sword-text-web sword-text-sparv apertium-eng-spa >/dev/null) \
 	  || echo "sword-text-web/sword-text-sparv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
 
+# The whole suite; tests/test_docs.py builds the documentation with --strict, so a broken page
+# (a dead link, a missing image or anchor) fails `make test`.
 test: $(STAMP) browser sword
 	$(PY) -m pytest -q
+
+# The documentation site (docs/, mkdocs.yml) into site/; the recipe and CLI references are
+# generated from the code at each build (docs/hooks/reference.py). Warnings are errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Every benchmark of benchmarks/ in its quick mode (20-30 min on 2 CPU cores; GPU columns
 # where torch sees one) -> benchmarks/RESULTS.md and charts in benchmarks/results/.

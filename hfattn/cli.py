@@ -1,4 +1,4 @@
-"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|translate|push|demo|plot|baseline``.
+"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|translate|classify|push|demo|plot|baseline``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the
@@ -13,8 +13,18 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("train", "evaluate", "generate", "translate", "push", "demo", "plot", "baseline")
-LOADING_COMMANDS = ("evaluate", "generate", "translate")
+COMMANDS = (
+    "train",
+    "evaluate",
+    "generate",
+    "translate",
+    "classify",
+    "push",
+    "demo",
+    "plot",
+    "baseline",
+)
+LOADING_COMMANDS = ("evaluate", "generate", "translate", "classify")
 """Commands that load a model folder through :mod:`hfattn.commands.loading` (safetensors only,
 unless ``--allow-pickle``)."""
 VERBOSE_HELP = (

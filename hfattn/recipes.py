@@ -31,6 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .pretrained import check_pretrained_section, is_pretrained, normalize_model_section
 from .schema import (
+    LICENSE_FORM,
     HubSection,
     RecipeBase,
     RecipeError,
@@ -410,7 +411,7 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
     Raises:
         RecipeError: both ``resume`` and ``overwrite``; a schedule that does not fit its steps;
             a ``metric_for_best_model`` the task's validation does not report; a bad ``hub``
-            section (repo id, no token).
+            section (repo id, no token, no licence for the card).
         ValueError: ``data.source`` names no dataset (:mod:`hfattn.data.sources`).
         FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
         FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint; a
@@ -433,7 +434,7 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
             recipe.training.metric_for_best_model, VALIDATION_METRICS[recipe.task]
         )
     check_data_source(recipe.task, recipe.data.source)
-    check_hub_settings(recipe.hub)
+    check_hub_settings(recipe.hub, recipe.data.source)
 
 
 def check_data_source(task: str, source: str | None) -> None:
@@ -456,16 +457,19 @@ def check_data_source(task: str, source: str | None) -> None:
         checks[task](source)
 
 
-def check_hub_settings(hub: HubSection) -> None:
-    """With ``hub.push_to_hub``, the repo id must be one the Hub accepts and a token must be
-    at hand: both fail now, not after training.
+def check_hub_settings(hub: HubSection, data_source: str | None = None) -> None:
+    """With ``hub.push_to_hub``, the repo id must be one the Hub accepts, a token must be
+    at hand and the card must have a licence (``hub.license``, else the declared licence of
+    ``data_source``): all fail now, not after training.
 
     Raises:
-        RecipeError: ``hub: repo_id must be 'owner/name' ...`` or ``hub: no Hugging Face
-            token ...``.
+        RecipeError: ``hub: repo_id must be 'owner/name' ...``, ``hub: no Hugging Face
+            token ...`` or ``hub.license: not set and the license of data.source ...``.
     """
     if not hub.push_to_hub:
         return
+    # only a recipe that publishes reads the hub and data modules
+    from .data.licenses import data_license
     from .hub.push import HubPushError, resolve_token, validate_repo_id
 
     try:
@@ -473,6 +477,12 @@ def check_hub_settings(hub: HubSection) -> None:
         resolve_token()
     except HubPushError as err:
         raise RecipeError(f"hub: {err}") from None
+    require(
+        hub.license is not None or data_license(data_source) is not None,
+        "hub.license",
+        f"not set and the license of data.source {data_source!r} is unknown: the model card "
+        f"needs one to publish ({LICENSE_FORM}, e.g. --set hub.license=apache-2.0)",
+    )
 
 
 def run_recipe(

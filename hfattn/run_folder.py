@@ -45,9 +45,11 @@ RESUMABLE_FIELDS = (
     "training.log_every",
     "training.eval_every",
     "training.save_every",
+    "hub",
 )
-"""The recipe fields a resumed run may change (its budget, its logging and eval intervals);
-any other difference means another run."""
+"""The recipe fields a resumed run may change (its budget, its logging and eval intervals, and
+every ``hub.*`` field, which says how to publish the run, not how it trains); any other
+difference means another run."""
 RESUME_AND_OVERWRITE = (
     "--resume continues the run in output_dir and --overwrite replaces it: give one, not both"
 )
@@ -176,6 +178,12 @@ def recipe_differences(stored: dict, given: dict) -> list[FieldChange]:
     return changes
 
 
+def is_resumable(name: str) -> bool:
+    """Whether the dotted recipe field ``name`` may change on resume: it is one of
+    :data:`RESUMABLE_FIELDS` or lies in a section listed there (``hub.license``)."""
+    return any(name == field or name.startswith(f"{field}.") for field in RESUMABLE_FIELDS)
+
+
 def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
     """Check that the run in ``folder`` can be resumed with the resolved recipe
     ``recipe_yaml``; return the changed :data:`RESUMABLE_FIELDS` (the stored recipe is
@@ -194,7 +202,7 @@ def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
     if stored is None:
         return []
     changes = recipe_differences(stored, yaml.safe_load(recipe_yaml))
-    other = [c for c in changes if c.name not in RESUMABLE_FIELDS]
+    other = [c for c in changes if not is_resumable(c.name)]
     if other:
         raise RunFolderError(
             f"--resume: the recipe differs from the run's in {folder} "
@@ -309,6 +317,7 @@ __all__ = [
     "METRICS_FILE",
     "RECIPE_FILE",
     "RESUMABLE_FIELDS",
+    "is_resumable",
     "RESUME_AND_OVERWRITE",
     "require_checkpoint",
     "RUN_FILES",

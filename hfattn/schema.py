@@ -12,6 +12,7 @@ section's ``__post_init__`` checks values (ranges, choices).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,23 +79,45 @@ class TrainingSection:
     next one stops the run."""
 
     batch_size: int = 32
+    """Examples per micro-batch, over all processes (divisible by their number)."""
     gradient_accumulation_steps: int = 1
+    """Micro-batches whose gradients are summed into one optimizer step."""
     epochs: int = 1
+    """Passes over the training data (the run ends at ``max_steps`` if that comes first)."""
     max_steps: int | None = None
+    """The most optimizer steps; ``null``: as many as ``epochs`` give."""
     max_minutes: float | None = None
+    """A wall-clock budget: the run stops (evaluated and saved) when it is used up, and the
+    learning-rate schedule follows the clock so that it still ends annealed."""
     optimizer: str = "adamw"
+    """The optimizer by name: ``adamw``, ``nadam`` (Géron ch. 16), ``rmsprop`` (Chollet ch. 11),
+    ``radam`` (Liu et al. 2020) or ``sgd``."""
     learning_rate: float = 1e-3
+    """The peak learning rate (the factor of ``schedule``; for ``noam``, a multiplier)."""
     weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW) or L2 penalty (the others)."""
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """Adam's ``[beta1, beta2]``."""
     schedule: str = "constant"
+    """The learning-rate schedule: ``constant``, ``linear``, ``cosine``, ``noam`` (Vaswani et
+    al. 2017, §5.3), or a warmup of Ma & Yarats (2021) (``warmup_linear``, ...)."""
     warmup_steps: int = 0
+    """Steps of linear (or the schedule's own) warmup to the peak learning rate."""
     max_grad_norm: float | None = 1.0
+    """Clip the gradients' global L2 norm to this; ``null``: no clipping."""
     mixed_precision: str = "no"
+    """``no``, ``bf16`` (CPU and recent GPUs) or ``fp16`` (GPU), as in Accelerate."""
     log_every: int = 50
+    """Write the mean train loss and the learning rate to ``metrics.jsonl`` every N steps."""
     eval_every: int | None = 500
+    """Score the validation split every N steps (and keep the best model); ``null``: only at
+    the end."""
     save_every: int | None = 500
+    """Write a resumable checkpoint every N steps (and always when the run stops)."""
     keep_checkpoints: int = 2
+    """How many of the newest checkpoints are kept."""
     load_best_at_end: bool = True
+    """Load the weights of the best validation before the final evaluation and save."""
     metric_for_best_model: str = "loss"
     """The validation metric that picks the best checkpoint (``loss``, or e.g. ``macro_f1``,
     ``accuracy``, ``bleu``: any number the task's evaluation reports)."""
@@ -102,8 +125,11 @@ class TrainingSection:
     """Whether a larger ``metric_for_best_model`` is better; ``None``: not for names ending in
     ``loss``, yes otherwise (as ``transformers.TrainingArguments``)."""
     seed: int = 1337
+    """Seeds Python, NumPy and torch (weights, dropout, shuffling)."""
     on_nonfinite_loss: str = "stop"
+    """On a NaN / infinite training loss: ``stop`` or ``skip`` that optimizer step."""
     max_skipped_steps: int = 10
+    """With ``on_nonfinite_loss: skip``, the most steps skipped before the run stops."""
 
     @property
     def larger_metric_is_better(self) -> bool:
@@ -167,10 +193,15 @@ class BuiltTokenizerSection:
     bpe: both off). Tasks subclass it for their own defaults and fields."""
 
     type: str = "word"
+    """``word``, ``char`` or ``bpe``."""
     vocab_size: int = 8000
+    """The most tokens kept (special tokens included), by frequency in the training texts."""
     lowercase: bool | None = None
+    """Lower-case the texts first; ``null``: the kind's default."""
     strip_punctuation: bool | None = None
+    """Drop punctuation first; ``null``: the kind's default."""
     min_frequency: int = 1
+    """Tokens seen fewer times in the training texts are left out."""
 
     def __post_init__(self):
         require_choice(self.type, "tokenizer.type", TOKENIZER_KINDS)
@@ -197,9 +228,14 @@ class SplitTextDataSection:
     subclass it for their own default source, fractions and fields."""
 
     source: str = ""
+    """An embedded corpus by name, a local file (``.txt``, ``.csv``, ``.jsonl``, ...) or a Hub
+    dataset id; a name that is none of these fails before anything is loaded."""
     text_column: str = "text"
+    """The text column of a file or dataset."""
     validation_fraction: float = 0.1
+    """Share of ``train`` held out for validation where the source has no such split."""
     test_fraction: float = 0.1
+    """Share of ``train`` held out for the test where the source has no such split."""
 
     def __post_init__(self):
         require_fraction(self, "data", "validation_fraction", "test_fraction")
@@ -210,7 +246,9 @@ class EvaluationSection:
     """``evaluation:`` — splits scored at the end (``validation`` is also scored periodically)."""
 
     splits: list[str] = field(default_factory=lambda: ["validation", "test"])
+    """Splits scored at the end of training (and by ``hfattn evaluate``)."""
     batch_size: int = 32
+    """Examples per evaluation batch."""
 
     def __post_init__(self):
         for split in self.splits:
@@ -224,12 +262,19 @@ class GenerationSection:
     defaults saved in ``generation_config.json``."""
 
     max_new_tokens: int = 300
+    """Tokens generated after the prompt."""
     do_sample: bool = True
+    """Sample (with ``temperature``, ``top_k``, ``top_p``) instead of greedy / beam search."""
     temperature: float = 1.0
+    """Divides the logits before sampling: below 1 sharper, above 1 flatter."""
     top_k: int | None = None
+    """Sample among the ``k`` most likely tokens only."""
     top_p: float | None = None
+    """Sample among the most likely tokens whose probabilities sum to ``p`` (nucleus)."""
     num_beams: int = 1
+    """Beam search with this many beams (1: greedy or sampling)."""
     seed: int = 0
+    """Seeds torch before the sample after training, so it is reproducible."""
 
     def __post_init__(self):
         require_positive(self, "generation", "max_new_tokens", "temperature", "top_k", "num_beams")
@@ -248,15 +293,60 @@ class GenerationSection:
         }
 
 
+LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+"""The form of a Hub license id (``apache-2.0``, ``mit``, ``cc-by-4.0``, ``other``)."""
+LICENSES_URL = "https://huggingface.co/docs/hub/repositories-licenses"
+"""The Hub's list of license ids."""
+LICENSE_FORM = (
+    "a Hub license id: lowercase letters, digits, '.', '-' and '+', e.g. apache-2.0, mit, "
+    f"cc-by-4.0, or other with license_name (the list: {LICENSES_URL})"
+)
+"""What a ``license`` may be, as the errors say it."""
+
+
+def require_license(license: str | None, license_name: str | None, prefix: str = "hub") -> None:
+    """``license`` must be ``None`` (not set) or a Hub license id (:data:`LICENSE_ID`),
+    ``license: other`` needs a ``license_name`` (the Hub's form for a licence it does not list),
+    and a ``license_name`` needs a ``license``.
+
+    Raises:
+        RecipeError: ``hub.license: 'Apache 2.0' is not a Hub license id: lowercase ...``.
+    """
+    require(
+        license is None or bool(LICENSE_ID.fullmatch(str(license))),
+        f"{prefix}.license",
+        f"{license!r} is not {LICENSE_FORM}",
+    )
+    require(
+        license != "other" or bool(license_name),
+        f"{prefix}.license_name",
+        "is required with license: other (the licence's short name, e.g. my-license; "
+        "license_link may point at its text)",
+    )
+    require(
+        license is not None or not license_name,
+        f"{prefix}.license_name",
+        f"{license_name!r} names a licence but {prefix}.license is not set: set it to other",
+    )
+
+
 @dataclass
 class HubSection:
-    """``hub:`` — publishing at the end of training and the model card's metadata."""
+    """``hub:`` — publishing at the end of training and the model card's metadata.
+
+    ``license`` is the card's Hub license id; left unset (``null``) the card takes the
+    declared licence of the recipe's embedded ``data.source``
+    (:func:`hfattn.data.licenses.data_license`), and a model trained on data of unknown licence
+    (a file, a URL, a Hub dataset) is not published until it is set. ``license_name`` and
+    ``license_link`` name a licence the Hub does not list (with ``license: other``)."""
 
     push_to_hub: bool = False
     repo_id: str | None = None
     private: bool = False
     space: bool = False
-    license: str = "mit"
+    license: str | None = None
+    license_name: str | None = None
+    license_link: str | None = None
     language: list[str] = field(default_factory=lambda: ["en"])
     tags: list[str] = field(default_factory=list)
     datasets: list[str] = field(default_factory=list)
@@ -268,6 +358,7 @@ class HubSection:
             "hub.repo_id",
             "is required when hub.push_to_hub is true",
         )
+        require_license(self.license, self.license_name)
 
 
 @dataclass
@@ -280,12 +371,20 @@ class LoraSection:
     ``B ∈ R^{out×r}`` (``B`` starts at zero)."""
 
     r: int = 8
+    """The rank of the update ``B A``."""
     alpha: int = 16
+    """The update is scaled by ``alpha / r``."""
     dropout: float = 0.1
+    """Dropout on the adapter's input."""
     target_modules: list[str] | None = None
+    """Suffixes of the linear layers that get an adapter; ``null``: PEFT's default for the
+    architecture."""
     modules_to_save: list[str] | None = None
+    """Modules trained in full and saved with the adapter (a new classification head)."""
     fan_in_fan_out: bool = False
+    """``true`` for weights stored as ``(in, out)``, as GPT-2's ``Conv1D``."""
     bias: str = "none"
+    """Which biases train: ``none``, ``all`` or ``lora_only``."""
 
     def __post_init__(self):
         require(self.r > 0, "lora.r", f"must be > 0, got {self.r}")
@@ -331,6 +430,9 @@ __all__ = [
     "EvaluationSection",
     "GenerationSection",
     "HubSection",
+    "LICENSES_URL",
+    "LICENSE_FORM",
+    "LICENSE_ID",
     "LoraSection",
     "RecipeBase",
     "RecipeError",
@@ -339,6 +441,7 @@ __all__ = [
     "require",
     "require_choice",
     "require_fraction",
+    "require_license",
     "require_positive",
     "require_reported_metric",
 ]

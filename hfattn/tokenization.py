@@ -9,6 +9,12 @@ model and loaded by ``AutoTokenizer.from_pretrained``.
 A Python string can hold what no tokenizer encodes: a lone surrogate (``"\udcff"``, what
 undecodable bytes on the command line become). :func:`require_text` refuses it with a message
 naming the input.
+
+What a tokenizer cannot represent is reported, for any vocabulary (character, word, BPE,
+WordPiece): :func:`warn_unknown` names the characters or words of an input that became
+``<unk>`` (``hfattn generate``, ``translate`` and ``classify`` call it), and says so plainly
+when the whole input did. :func:`ignore_whitespace` makes a character tokenizer read symbols
+whatever their spacing (the Reber-grammar classifier's ``tokenizer.whitespace: ignore``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 logger = logging.getLogger(__name__)
@@ -103,10 +109,69 @@ def require_text(text: str, name: str) -> str:
     return text
 
 
+def ignore_whitespace(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """Make ``tokenizer`` drop every whitespace character before it tokenizes (a step added to
+    its normaliser, so it is saved in ``tokenizer.json`` and holds wherever the tokenizer is
+    loaded): with a character vocabulary ``"B P B T"`` and ``"BPBT"`` then give the same ids,
+    one per symbol. Returns the tokenizer, changed in place."""
+    backend = tokenizer.backend_tokenizer
+    drop = normalizers.Replace(Regex(r"\s+"), "")
+    backend.normalizer = (
+        drop if backend.normalizer is None else normalizers.Sequence([backend.normalizer, drop])
+    )
+    return tokenizer
+
+
+def unknown_pieces(tokenizer: PreTrainedTokenizerFast, text: str) -> tuple[list[str], bool]:
+    """The parts of ``text`` that ``tokenizer`` maps to its unknown token, each once in order of
+    appearance (characters for a character vocabulary, words for a word vocabulary, the unseen
+    runs inside a word for BPE / WordPiece), and whether *everything* but whitespace became
+    unknown. Found from the fast tokenizer's offsets, so it holds for any vocabulary; a slow
+    tokenizer, or one without an unknown token (byte-level BPE), gives ``([], False)``."""
+    unk = tokenizer.unk_token_id
+    if unk is None or not getattr(tokenizer, "is_fast", False) or not text.strip():
+        return [], False
+    encoded = tokenizer(
+        text, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=True
+    )
+    pieces, known = {}, False
+    for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"], strict=True):
+        if token == unk:
+            pieces.setdefault(text[start:end], None)
+        elif text[start:end].strip():
+            known = True
+    return list(pieces), bool(pieces) and not known
+
+
+def warn_unknown(tokenizer: PreTrainedTokenizerFast, text: str, name: str) -> list[str]:
+    """Log a warning naming what of ``text`` (called ``name`` in the message: ``prompt``,
+    ``source 2``) the tokenizer maps to ``<unk>`` (:func:`unknown_pieces`), a stronger one when
+    the whole text does; returns those pieces (``[]``: nothing to warn about)."""
+    pieces, everything = unknown_pieces(tokenizer, text)
+    if not pieces:
+        return pieces
+    kind = "characters" if all(len(piece) == 1 for piece in pieces) else "words"
+    shown = ", ".join(repr(piece) for piece in pieces)
+    if everything:
+        logger.warning(
+            "%s is all %s: none of its %s is in the model's vocabulary (%s); the model sees "
+            "nothing of it",
+            name,
+            tokenizer.unk_token,
+            kind,
+            shown,
+        )
+    else:
+        logger.warning(
+            "%s %s not in the vocabulary, mapped to %s: %s", name, kind, tokenizer.unk_token, shown
+        )
+    return pieces
+
+
 def encode_prompt(tokenizer: PreTrainedTokenizerFast, prompt: str) -> list[int]:
     """Ids of a generation prompt: characters outside the vocabulary become ``<unk>`` (with a
-    warning naming them), a special token's spelling stays characters, and an empty prompt
-    starts from ``<bos>``.
+    warning naming them, :func:`warn_unknown`), a special token's spelling stays characters,
+    and an empty prompt starts from ``<bos>``.
 
     Raises:
         ValueError: the prompt is not valid text (:func:`require_text`).
@@ -114,14 +179,7 @@ def encode_prompt(tokenizer: PreTrainedTokenizerFast, prompt: str) -> list[int]:
     require_text(prompt, "prompt")
     if not prompt:
         return [tokenizer.bos_token_id]
-    vocab = tokenizer.get_vocab()
-    unknown = sorted({c for c in prompt if c not in vocab})
-    if unknown:
-        logger.warning(
-            "prompt characters not in the vocabulary, mapped to %s: %s",
-            tokenizer.unk_token,
-            ", ".join(repr(c) for c in unknown),
-        )
+    warn_unknown(tokenizer, prompt, "prompt")
     return tokenizer(prompt, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
@@ -130,5 +188,8 @@ __all__ = [
     "build_char_tokenizer",
     "count_unknown_chars",
     "encode_prompt",
+    "ignore_whitespace",
     "require_text",
+    "unknown_pieces",
+    "warn_unknown",
 ]

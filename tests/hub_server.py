@@ -195,6 +195,8 @@ class HubServer:
         return None
 
     def _sha(self, repo: Repo, revision: str) -> str:
+        if any(c["oid"] == revision for c in repo.commits):
+            return revision  # asked by commit id (as transformers does once it resolved one)
         commits = [c for c in repo.commits if c["revision"] == revision]
         if commits:
             return commits[-1]["oid"]

@@ -117,6 +117,14 @@ def test_checks_that_need_no_data_answer_within_two_seconds(case, tiny, tmp_path
     assert_fast_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"))
 
 
+def test_a_run_to_publish_without_a_license_is_refused_before_loading(tiny, tmp_path):
+    """The tiny recipe trains on a local file, whose licence hfattn cannot know."""
+    argv = ["train", str(tiny), "--set", f"output_dir={tmp_path / 'run'}"]
+    argv += ["--set", "hub.push_to_hub=true", "--set", "hub.repo_id=me/tiny"]
+    expected = "hub.license: not set and the license of data.source"
+    assert_fast_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"), HF_TOKEN="hf_x")
+
+
 def test_a_run_folder_given_to_resume_is_checked_before_loading(tiny, tmp_path):
     """``hfattn train --resume RUN_FOLDER --set ...`` checks the stored recipe's outline."""
     folder = tiny.parent / "run"

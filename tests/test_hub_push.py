@@ -153,7 +153,8 @@ def test_card_without_recorded_results(char_rnn_run, tmp_path):
     (folder.path / "recipe.yaml").unlink()  # a bare save_pretrained folder: defaults apply
     bare = render_model_card(inspect_folder(folder.path), "tester/bare")
     assert "Training details were not recorded" in bare.text
-    assert bare.data.license == "mit" and bare.data.tags == ["hfattn", "char-rnn"]
+    assert bare.data.license is None and bare.data.tags == ["hfattn", "char-rnn"]
+    assert "| License | not set (the license of the training data is unknown) |" in bare.text
 
 
 def test_no_token_fails_before_any_work(hub_server, char_rnn_run, monkeypatch):
@@ -332,7 +333,9 @@ def lora_run(tmp_path) -> tuple[Path, Path]:
     run = tmp_path / "lora_run"
     model.save_pretrained(run)
     tokenizer.save_pretrained(run)
-    (run / "recipe.yaml").write_text("name: lora_test\nhub:\n  base_model: openai-community/gpt2\n")
+    (run / "recipe.yaml").write_text(
+        "name: lora_test\nhub:\n  base_model: openai-community/gpt2\n  license: mit\n"
+    )
     return tmp_path / "base", run
 
 
@@ -398,7 +401,12 @@ def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
         tmp_path,
         training={"max_steps": 4, "eval_every": 4},
         evaluation={"splits": ["test"]},
-        hub={"push_to_hub": True, "repo_id": "tester/from-recipe", "tags": ["tiny"]},
+        hub={
+            "push_to_hub": True,
+            "repo_id": "tester/from-recipe",
+            "tags": ["tiny"],
+            "license": "mit",
+        },
     )
     run_recipe(load_recipe(recipe))
     files = set(hub_server.files("tester/from-recipe"))
@@ -410,6 +418,36 @@ def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
         r["value"] for r in recorded["results"]
     ]
     assert "tiny" in card.data.tags
+
+
+def test_a_short_run_pushed_with_force_says_so_atop_its_results(
+    hub_server, char_rnn_run, tmp_path, capsys
+):
+    from recipe_helpers import write_recipe
+
+    recipe = write_recipe(
+        tmp_path,
+        training={"max_steps": 20, "eval_every": 20, "save_every": 100},
+        evaluation={"splits": ["test"]},
+        hub={"license": "mit"},
+    )
+    run = tmp_path / "short"
+    args = ["--set", f"output_dir={run}", "--set", "training.max_steps=3"]
+    assert cli_main(["train", str(recipe), *args]) == 0
+    push = ["push", str(run), "--repo-id", "tester/short"]
+    assert cli_main(push) == 1
+    assert "--force" in capsys.readouterr().err and hub_server.requests == []
+    assert cli_main([*push, "--force"]) == 0
+    card = ModelCard.load(hub_server.revision_dir("tester/short") / "README.md")
+    warning = (
+        "> **Warning: a short run.** Training stopped at step 3 of the 20 its recipe plans "
+        "(15%): its scores and samples are those of an undertrained model."
+    )
+    results = card.text.split("\n## Results\n", 1)[1]
+    assert results.lstrip().startswith(warning)
+    assert results.index(warning) < results.index("| Split | Metric | Value |")
+    full = render_model_card(inspect_folder(char_rnn_run), "tester/full").text
+    assert "Warning: a short run" not in full  # a run that did its plan has none
 
 
 @pytest.mark.parametrize("damage", ["truncated", "nan_weights", "nan_result"])

@@ -198,6 +198,8 @@ def test_reber_recipe_is_a_small_gru_on_the_reber_task():
     recipe = load_recipe("recipes/rnn_classifier_reber.yaml")
     assert (recipe.task, recipe.data.source) == ("classification", "reber")
     assert recipe.model["type"] == "rnn-classifier" and recipe.model["cell"] == "gru"
+    # one token per symbol, however the string is spaced (BPBTXSEPE as typed)
+    assert (recipe.tokenizer.type, recipe.tokenizer.whitespace) == ("char", "ignore")
     # the longest string must fit: no label may depend on a cut-off end
     rng = random.Random(0)
     longest = max(len(near_miss(rng)) for _ in range(5000))

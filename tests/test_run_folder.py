@@ -163,6 +163,13 @@ def test_recipe_differences_name_dotted_fields():
     ]
 
 
+def test_budget_logging_and_hub_fields_may_change_on_resume():
+    assert run_folder.is_resumable("training.max_steps")
+    assert run_folder.is_resumable("hub.license") and run_folder.is_resumable("hub")
+    assert not run_folder.is_resumable("hubris.x")
+    assert not run_folder.is_resumable("training.learning_rate")
+
+
 def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, capsys, tmp_path):
     _, folder = run_copy
     dry = tmp_path / "dry"

@@ -46,7 +46,7 @@ def build_char_rnn_run(
         training={"max_steps": steps, "seed": seed, "eval_every": steps, "save_every": steps // 2},
         evaluation={"splits": ["test"]},
         generation={"prompt": "ROMEO:"},
-        hub={"tags": ["shakespeare", "tiny"]},
+        hub={"tags": ["shakespeare", "tiny"], "license": "mit"},
     )
     run_recipe(load_recipe(recipe))
     if not with_results:

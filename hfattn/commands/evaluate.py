@@ -85,7 +85,14 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print_metrics(metrics, title=f"{model_dir} on {args.data or recipe.data.source}")
+    from ..evaluation.language_modeling import explain_zero_state
+    from ..run_folder import training_shortfall
+
+    title = f"{model_dir} on {args.data or recipe.data.source}"
+    print_metrics(metrics, title=title, note=explain_zero_state(metrics))
+    shortfall = training_shortfall(model_dir)
+    if shortfall is not None:
+        print(f"warning: {model_dir}: {shortfall}", file=sys.stderr)
     broken = [
         f"{split}.{name}={value}"
         for split, scores in metrics.items()

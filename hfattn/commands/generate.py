@@ -28,8 +28,14 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the prompt and its continuation."""
-    import sys
+    """Print the prompt and its continuation; prompt characters that the tokenizer cannot
+    represent (``<unk>``) are named in a warning first."""
+    from .loading import locate_model, report_error
+
+    try:  # a missing model folder fails at once, before torch loads
+        locate_model(args.model_dir)
+    except ValueError as err:
+        return report_error(err)
 
     from ..logging_setup import configure_logging
     from ..tasks.causal_lm import check_generation_settings, generate_text
@@ -40,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
         check_generation_settings(vars(args), prefix="--")
         require_text(args.prompt, "--prompt")
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return report_error(err)
     configure_logging()
     try:
         model, tokenizer = load_model_and_tokenizer(args.model_dir, "AutoModelForCausalLM")
@@ -49,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
             model, tokenizer, args.prompt, seed=args.seed, **_settings(args, model)
         )
     except ValueError as err:  # ModelLoadError, or saved settings / a prompt out of range
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return report_error(err)
     print(text)
     return 0
 

@@ -5,6 +5,18 @@ A command that runs a recipe (``train``, ``baseline``) takes it as :func:`add_re
 defines (the YAML path and repeatable ``--set key=value`` overrides) and reads it with
 :func:`load_recipe_or_report`.
 
+A model is named by a local folder or a Hub repo id, and :func:`locate_model` tells which at
+once, before torch is imported: a name that is meant as a path (:func:`looks_like_path`:
+``./x``, ``/x``, ``~/x``, ``a/b/c``, or ``runs/x`` where ``runs/`` is a local folder), that is
+no valid repo id, or any name while the Hub is offline (``HF_HUB_OFFLINE=1``) and not in the
+Hub cache, and that does not exist is ``model folder not found: runs/x``, never a minute of
+Hub retries. An existing folder that holds no model says what it lacks (``config.json``, the
+weights, the tokenizer), or, for a training run interrupted before it saved its model, the
+step it reached and how to continue it (:func:`hfattn.run_folder.interrupted_run_message`).
+A model of another task than the command's (a translation model given to ``hfattn
+generate``) is refused from its ``config.json`` before the weights are read, naming the
+command that fits it (:func:`check_model_fits`).
+
 Only safetensors weights are read: a folder (or Hub repo) whose weights are pickles
 (``pytorch_model.bin``, ``*.pt``, ...) is refused, since unpickling can run arbitrary code,
 unless the user opts in with ``--allow-pickle`` (:func:`allow_pickle` for library callers). A
@@ -16,12 +28,17 @@ package (the Auto classes know them), so ``trust_remote_code`` is never needed.
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+
+from ..run_folder import CONFIG_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +53,22 @@ CHECKED_FILES = (
     "*.safetensors",
 )
 """Files read back one by one to name the culprit when loading fails."""
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "*.model",
+)
+"""Files of which a model folder needs at least one for ``AutoTokenizer`` to load."""
+ADAPTER_CONFIG = "adapter_config.json"
+TASK_COMMANDS = {
+    "text-generation": ("a text-generation model", "hfattn generate {name} --prompt TEXT"),
+    "translation": ("a translation model", "hfattn translate {name} TEXT..."),
+    "text-classification": ("a text classifier", "hfattn classify {name} TEXT..."),
+}
+"""A task's ``pipeline_tag`` → (what its models are called, the command line that runs one)."""
 
 _ALLOW_PICKLE: ContextVar[bool] = ContextVar("hfattn_allow_pickle", default=False)
 
@@ -83,6 +116,44 @@ def load_recipe_or_report(args: argparse.Namespace):
         return None
 
 
+def require_counts(args: argparse.Namespace, *names: str) -> None:
+    """Each named option of ``args`` (``"batch_size"`` is ``--batch-size``) must be unset or
+    >= 1.
+
+    Raises:
+        ValueError: ``--batch-size must be >= 1, got 0``.
+    """
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+
+
+def text_command_inputs(args: argparse.Namespace, what: str, counts: tuple[str, ...]) -> list[str]:
+    """The texts of a ``MODEL TEXT... [--file FILE]`` command (``translate``, ``classify``):
+    ``args.texts`` then the lines of ``args.file`` (UTF-8, ``-`` for stdin), after the checks
+    that need no torch: the ``counts`` options are unset or >= 1 (:func:`require_counts`) and
+    ``args.model_dir`` is found (:func:`locate_model`).
+
+    Raises:
+        ValueError: a count below 1, a missing model folder (:class:`ModelLoadError`), a file
+            that cannot be read (``--file: ...``), or no text at all (``give <what> or --file``).
+    """
+    require_counts(args, *counts)
+    locate_model(args.model_dir)
+    texts = list(args.texts)
+    try:
+        if args.file == "-":
+            texts += sys.stdin.read().splitlines()
+        elif args.file:
+            texts += Path(args.file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"--file: {err}") from None
+    if not texts:
+        raise ValueError(f"give {what} or --file")
+    return texts
+
+
 @contextmanager
 def allow_pickle(enabled: bool = True) -> Iterator[None]:
     """Within the block, :func:`load_model_and_tokenizer` accepts pickle weights when
@@ -95,9 +166,162 @@ def allow_pickle(enabled: bool = True) -> Iterator[None]:
 
 
 def looks_like_path(name: str) -> bool:
-    """Whether ``name`` is meant as a local folder (``./x``, ``/x``, ``~/x``, ``a/b/c``), so a
-    missing one is an error at once rather than a Hub lookup."""
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
+    """Whether ``name`` is meant as a local folder, so that a missing one is an error at once
+    rather than a Hub lookup: it exists, starts with ``.``, ``/`` or ``~``, holds a backslash
+    (or the system's separator), has more than one ``/``, or is ``dir/name`` where ``dir`` is
+    a local folder (``runs/x`` next to a ``runs/`` folder; ``owner/name`` is a Hub id only
+    when no folder ``owner`` is there)."""
+    return (
+        name.startswith((".", "/", "~"))
+        or "\\" in name
+        or os.sep in name.replace("/", "")
+        or name.count("/") > 1
+        or Path(name).exists()
+        or ("/" in name and Path(name.split("/", 1)[0]).is_dir())
+    )
+
+
+def _hub_offline() -> bool:
+    """Whether the Hub may not be reached (``HF_HUB_OFFLINE``, as ``huggingface_hub`` reads it)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    """Whether the Hub model ``repo_id`` was downloaded before (its config or adapter config is
+    in the Hub cache), so that it loads offline."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return any(
+        isinstance(try_to_load_from_cache(repo_id, name), str)
+        for name in (CONFIG_FILE, ADAPTER_CONFIG)
+    )
+
+
+def _is_repo_id(name: str) -> bool:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def _did_you_mean(folder: Path) -> str:
+    """``"; did you mean runs/x2?"`` when a sibling folder has a close name, else ``""``."""
+    parent = folder.parent
+    if not parent.is_dir():
+        return ""
+    names = [p.name for p in parent.iterdir() if p.is_dir()]
+    close = difflib.get_close_matches(folder.name, names, n=1)
+    return f"; did you mean {parent / close[0]}?" if close else ""
+
+
+def locate_model(name: str) -> Path | None:
+    """The local folder that ``name`` names, checked to hold a model (:func:`check_model_folder`),
+    or ``None`` when ``name`` is a Hub repo id to download. Light and quick: no torch, no
+    transformers, no network.
+
+    Raises:
+        ModelLoadError: ``model folder not found: NAME`` for a missing folder that
+            :func:`looks_like_path`, is no valid repo id, or is not in the Hub cache while the
+            Hub is offline; or what an existing folder lacks (:func:`check_model_folder`).
+    """
+    if not name.strip():
+        raise ModelLoadError("model folder not found: the name is empty")
+    folder = Path(name).expanduser()
+    if folder.exists():
+        check_model_folder(folder, name)
+        return folder
+    if looks_like_path(name) or not _is_repo_id(name):
+        raise ModelLoadError(f"model folder not found: {name}{_did_you_mean(folder)}")
+    if _hub_offline() and not _in_hub_cache(name):
+        raise ModelLoadError(
+            f"model folder not found: {name} (and the Hub is offline, HF_HUB_OFFLINE=1, with no "
+            f"copy of a Hub model {name} in the cache)"
+        )
+    return None
+
+
+def check_model_folder(folder: Path, name: str | None = None) -> None:
+    """Refuse a ``folder`` (shown as ``name``) that holds no loadable model, naming what it
+    lacks, before anything is loaded.
+
+    Raises:
+        ModelLoadError: the path is a file; a training run interrupted before it saved its
+            model (its step and how to continue it); no ``config.json`` (nor
+            ``adapter_config.json``); no weights; no tokenizer files.
+    """
+    from ..run_folder import interrupted_run_message
+
+    name = name or str(folder)
+    if not folder.is_dir():
+        raise ModelLoadError(f"{name} is a file, not a model folder")
+    adapter = (folder / ADAPTER_CONFIG).is_file()
+    if not adapter and not (folder / CONFIG_FILE).is_file():
+        raise ModelLoadError(
+            interrupted_run_message(folder) or f"{name} holds no model: {CONFIG_FILE} is missing"
+        )
+    weights = "adapter_model.safetensors" if adapter else "model.safetensors"
+    if not any(folder.glob("*.safetensors")) and not pickle_weights(folder):
+        raise ModelLoadError(f"{name} holds no model weights: {weights} is missing")
+    if not any(any(folder.glob(pattern)) for pattern in TOKENIZER_FILES):
+        raise ModelLoadError(
+            f"{name} holds no tokenizer: tokenizer.json is missing (save the tokenizer next to "
+            "the model with tokenizer.save_pretrained)"
+        )
+
+
+def model_task(config: dict, adapter_config: dict | None = None):
+    """The task (its :class:`~hfattn.tasks.TaskInfo`) of a model, from its ``config.json``
+    (``architectures``, else ``is_encoder_decoder`` for translation) or an adapter's
+    ``task_type``; ``None`` when they do not tell."""
+    from ..hub.tasks import task_for_architectures, task_for_peft, task_infos
+
+    try:
+        if adapter_config is not None:
+            return task_for_peft(adapter_config.get("task_type"))
+        return task_for_architectures(config.get("architectures"))
+    except ValueError:
+        pass
+    return task_infos()["translation"] if config.get("is_encoder_decoder") else None
+
+
+def check_model_fits(name: str, config: dict, adapter_config: dict | None, auto_class: str):
+    """Refuse a model whose task is not the one ``auto_class`` loads, naming the command that
+    runs it (read from ``config.json`` / ``adapter_config.json``, before any weight); also a
+    model with no classification head (``DistilBertForMaskedLM``) asked for as a classifier.
+    A model whose task cannot be told is left to ``transformers``.
+
+    Raises:
+        ModelLoadError: ``runs/x holds a translation model (BahdanauForConditionalGeneration),
+            not a text-generation model: use `hfattn translate runs/x TEXT...```.
+    """
+    from ..hub.tasks import task_infos
+
+    wanted = next((i for i in task_infos().values() if i.auto_class == auto_class), None)
+    found = model_task(config, adapter_config)
+    if wanted is None or found == wanted:
+        return
+    architectures = config.get("architectures") or []
+    if adapter_config is not None:
+        what = f"{adapter_config.get('task_type')} adapter"
+    else:
+        what = ", ".join(architectures) or config.get("model_type") or "unknown architecture"
+    wanted_kind = TASK_COMMANDS.get(wanted.pipeline_tag, (wanted.task_name,))[0]
+    if found is None:
+        if wanted.pipeline_tag == "text-classification" and architectures:
+            raise ModelLoadError(
+                f"{name} holds a {what}, not {wanted_kind}: it has no trained classification "
+                "head; fine-tune it with a classification recipe first"
+            )
+        return
+    kind, command = TASK_COMMANDS[found.pipeline_tag]
+    raise ModelLoadError(
+        f"{name} holds {kind} ({what}), not {wanted_kind}: use `{command.format(name=name)}`"
+    )
 
 
 def pickle_weights(folder: Path) -> list[Path]:
@@ -138,39 +362,105 @@ def damaged_file(folder: Path) -> Path | None:
     return next((file for file in files if not reads_back(file)), None)
 
 
+def _read_configs(name: str, folder: Path | None) -> tuple[dict, dict | None]:
+    """``(config.json, adapter_config.json or None)`` of a local folder or a Hub repo (an
+    adapter has no ``config.json``: ``{}``). A local file that is not JSON reads as ``{}``:
+    loading then fails on it, and the error names the damaged file (:func:`damaged_file`)."""
+    if folder is not None:
+        adapter = (folder / ADAPTER_CONFIG).is_file()
+        path = folder / (ADAPTER_CONFIG if adapter else CONFIG_FILE)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return {}, None
+        data = data if isinstance(data, dict) else {}
+        return ({}, data) if adapter else (data, None)
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    from ..pretrained import fetch_hub_config
+
+    try:  # one quick probe first: an unreachable Hub fails in seconds, not after retries
+        return json.loads(Path(fetch_hub_config(name)).read_text(encoding="utf-8")), None
+    except LocalEntryNotFoundError:
+        raise  # offline and not cached: not a missing file
+    except EntryNotFoundError:  # the repo has no config.json: an adapter
+        path = Path(hf_hub_download(name, ADAPTER_CONFIG))
+    return {}, json.loads(path.read_text(encoding="utf-8"))
+
+
+def _adapter_labels(folder: Path | None, adapter_config: dict | None) -> dict:
+    """``num_labels`` / ``id2label`` / ``label2id`` for the base model of a local
+    sequence-classification adapter (its ``labels.json``, or the run's
+    ``confusion_matrix.json``), so that the head the base model gets fits the adapter's; ``{}``
+    for anything else.
+
+    Raises:
+        ModelLoadError: such an adapter that records no label names.
+    """
+    from ..hub.folder import ModelFolderError, read_labels
+
+    if folder is None or adapter_config is None:
+        return {}
+    try:
+        labels = read_labels(folder, {}, adapter_config)
+    except ModelFolderError as err:
+        raise ModelLoadError(str(err)) from None
+    if not labels:
+        return {}
+    from ..tasks.classification import label_maps
+
+    return label_maps(list(labels))
+
+
 def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool | None = None):
     """``(model, tokenizer)`` of a folder or Hub repo id through ``transformers.<auto_class>``,
     in eval mode, from safetensors weights only.
 
     Args:
-        name: a local folder or a Hub repo id.
+        name: a local folder or a Hub repo id (told apart by :func:`locate_model`).
         auto_class: e.g. ``"AutoModelForCausalLM"``.
         allow_pickle: also accept pickle weights (``pytorch_model.bin``); default: the
             :func:`allow_pickle` setting (off).
 
     Raises:
-        ModelLoadError: a local folder that does not exist, pickle weights without the opt-in,
-            or files that cannot be read (truncated weights, a garbage config or tokenizer);
-            the message names the file when one of them is damaged, else the folder.
+        ModelLoadError: a folder that does not exist or holds no model (:func:`locate_model`),
+            a model of another task (:func:`check_model_fits`), pickle weights without the
+            opt-in, or files that cannot be read (truncated weights, a garbage config or
+            tokenizer); the message names the file when one of them is damaged, else the
+            folder.
     """
+    folder = locate_model(name)
+
     import transformers
 
-    import hfattn.models  # noqa: F401  (registers the model types: no trust_remote_code needed)
+    import hfattn  # noqa: F401  (registers the model types: no trust_remote_code needed)
 
     allowed = _ALLOW_PICKLE.get() if allow_pickle is None else allow_pickle
-    folder = Path(name).expanduser() if looks_like_path(name) else None
     if folder is not None:
-        if not folder.is_dir():
-            raise ModelLoadError(f"model folder {name!r} does not exist")
         check_weights_are_safe(folder, allowed)
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        config, adapter_config = _read_configs(name, folder)
+        check_model_fits(name, config, adapter_config, auto_class)
+        # trust_remote_code=False: hfattn's model types run from the installed package, not
+        # from the modeling files of a repo (without it transformers asks on stdin)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=False)
         model = getattr(transformers, auto_class).from_pretrained(
-            name, use_safetensors=None if allowed else True
+            name,
+            use_safetensors=None if allowed else True,
+            trust_remote_code=False,
+            **_adapter_labels(folder, adapter_config),
         )
+    except ModelLoadError:
+        raise
     except Exception as exc:  # noqa: BLE001 (safetensors, json, tokenizers each raise their own)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        damaged = damaged_file(folder) if folder is not None else None
+        if folder is None:
+            raise ModelLoadError(
+                f"model folder not found: {name}, and it cannot be loaded as a Hub model id "
+                f"({type(exc).__name__}: {reason})"
+            ) from None
+        damaged = damaged_file(folder)
         if damaged is not None:
             raise ModelLoadError(
                 f"cannot load the model in {name!r}: {damaged} is truncated or corrupt ({reason})"
@@ -183,14 +473,21 @@ def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool |
 
 __all__ = [
     "PICKLE_WEIGHTS",
+    "TASK_COMMANDS",
     "ModelLoadError",
     "add_recipe_arguments",
     "allow_pickle",
+    "check_model_fits",
+    "check_model_folder",
     "check_weights_are_safe",
     "damaged_file",
     "load_model_and_tokenizer",
     "load_recipe_or_report",
+    "locate_model",
     "looks_like_path",
+    "model_task",
     "pickle_weights",
     "report_error",
+    "require_counts",
+    "text_command_inputs",
 ]

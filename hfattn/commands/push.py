@@ -34,6 +34,14 @@ def register(subparsers) -> None:
         help="write the folders that would be uploaded to OUT_DIR, print their tree, upload nothing",
     )
     parser.add_argument(
+        "--license",
+        metavar="ID",
+        help=(
+            "the card's Hub license id (apache-2.0, mit, cc-by-4.0, ...), in place of the "
+            "recipe's hub.license or its data's; needed when the data's license is unknown"
+        ),
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="publish a run that stopped far short of its recipe's schedule (refused otherwise)",
@@ -55,6 +63,7 @@ def handler(args: argparse.Namespace) -> int:
             merge=args.merge,
             dry_run_dir=args.dry_run,
             force=args.force,
+            license=args.license,
         )
     except (HubPushError, FileExistsError) as exc:
         print(f"hfattn push: error: {exc}", file=sys.stderr)

@@ -148,7 +148,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    print_metrics(result.metrics, title=f"{recipe.name}: evaluation (step {result.progress.step})")
+    from ..evaluation.language_modeling import explain_zero_state
+
+    title = f"{recipe.name}: evaluation (step {result.progress.step})"
+    print_metrics(result.metrics, title=title, note=explain_zero_state(result.metrics))
     if result.sample is not None:
         print(f"\n--- sample ---\n{result.sample}\n---")
     print(f"model saved to {result.output_dir}")

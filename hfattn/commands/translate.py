@@ -30,59 +30,38 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _read_inputs(args) -> list[str]:
-    import sys
-    from pathlib import Path
-
-    texts = list(args.texts)
-    if args.file == "-":
-        texts += sys.stdin.read().splitlines()
-    elif args.file:
-        texts += Path(args.file).read_text(encoding="utf-8").splitlines()
-    return texts
-
-
 def run(args: argparse.Namespace) -> int:
-    """Print the translation of every input, one per line."""
-    import sys
+    """Print the translation of every input, one per line; parts of a source that the
+    tokenizer cannot represent (``<unk>``) are named in a warning first."""
+    from .loading import report_error, text_command_inputs
 
-    for name in ("num_beams", "max_new_tokens", "batch_size"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
-            return 2
-    try:
-        texts = _read_inputs(args)
-    except (OSError, UnicodeDecodeError) as err:
-        print(f"error: --file: {err}", file=sys.stderr)
-        return 2
-    if not texts:
-        print("error: give sentences to translate or --file", file=sys.stderr)
-        return 2
+    try:  # bad options, a missing model folder and unreadable inputs fail before torch loads
+        texts = text_command_inputs(
+            args, "sentences to translate", ("num_beams", "max_new_tokens", "batch_size")
+        )
+    except ValueError as err:
+        return report_error(err)
 
     from ..evaluation.translation import translate_texts
     from ..logging_setup import configure_logging
-    from .loading import ModelLoadError, load_model_and_tokenizer
+    from ..tokenization import require_text, warn_unknown
+    from .loading import load_model_and_tokenizer
 
     configure_logging()
     try:
         model, tokenizer = load_model_and_tokenizer(args.model_dir, "AutoModelForSeq2SeqLM")
-    except ModelLoadError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    num_beams = args.num_beams or model.generation_config.num_beams or 1
-    try:
+        for i, text in enumerate(texts):
+            warn_unknown(tokenizer, require_text(text, f"source {i}"), f"source {i}")
         translations = translate_texts(
             model,
             tokenizer,
             texts,
             batch_size=args.batch_size,
-            num_beams=num_beams,
+            num_beams=args.num_beams or model.generation_config.num_beams or 1,
             max_new_tokens=args.max_new_tokens,
             on_too_long="error" if args.refuse_long else "warn",
         )
-    except ValueError as err:  # SourceTooLongError, or a source that is not valid text
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:  # ModelLoadError, SourceTooLongError, a source that is not text
+        return report_error(err)
     print("\n".join(translations))
     return 0

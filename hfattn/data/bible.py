@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from .cache import build_dir_atomically, hfattn_cache_dir
+from .licenses import PUBLIC_DOMAIN
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ MODULES = {"en": "engWEB2015eb", "es": "spaRV1909eb"}
 
 DEBIAN_PACKAGES = {"en": "sword-text-web", "es": "sword-text-sparv"}
 """Debian package per language."""
+
+DATA_LICENSES = {"bible": PUBLIC_DOMAIN}
+"""Both translations are in the public domain (the WEB is not copyrighted by its publisher,
+the RV1909 by age); see :mod:`hfattn.data.licenses`."""
 
 SPLITS: dict[str, tuple[str, ...]] = {
     "test": ("Ruth", "Jonah", "Mark", "Philippians", "James"),
@@ -259,6 +264,7 @@ def load_bible(sword_path: str | Path = SWORD_PATH):
 
 
 __all__ = [
+    "DATA_LICENSES",
     "DEBIAN_PACKAGES",
     "INSTALL_HINT",
     "MODULES",

@@ -30,10 +30,14 @@ from __future__ import annotations
 from functools import cache
 
 from .classification import ClassificationData
+from .shakespeare import DATA_LICENSES as PLAY_LICENSES
 from .shakespeare import play_files, play_text
 
 GENRES = ("comedy", "history", "tragedy", "romance")
 """Class names, in label-id order."""
+
+DATA_LICENSES = {"genre": PLAY_LICENSES["shakespeare"]}
+"""Passages of the plays: their licence (see :mod:`hfattn.data.licenses`)."""
 
 PLAY_GENRES: dict[str, str] = {
     # comedies (First Folio)
@@ -159,6 +163,7 @@ def load_genre(seed: int = 0) -> ClassificationData:
 
 
 __all__ = [
+    "DATA_LICENSES",
     "GENRES",
     "MIN_CHARS",
     "PLAY_GENRES",

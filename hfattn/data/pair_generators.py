@@ -25,6 +25,8 @@ import random
 import re
 from collections.abc import Callable
 
+from .licenses import HFATTN_GENERATED, UNICODE_3
+
 DATE_WIDTHS = ("full", "long", "medium", "short")
 """The CLDR date widths used by ``"dates"``."""
 
@@ -145,6 +147,15 @@ GENERATORS: dict[str, tuple[Callable[[random.Random], dict[str, str]], tuple[str
 }
 """``{name: (sampler, (source language, target language))}`` of the embedded tasks."""
 
+DATA_LICENSES = {
+    "dates": UNICODE_3,
+    "numbers": HFATTN_GENERATED,
+    "date-normalization": HFATTN_GENERATED,
+}
+"""``dates`` spells its days with CLDR's month and day names and date patterns (Unicode License
+v3); ``numbers`` (words by ``num2words``) and ``date-normalization`` (formats written here) are
+hfattn's own output (see :mod:`hfattn.data.licenses`)."""
+
 _N_DATES = (DATES_RANGE[1] - DATES_RANGE[0]).days + 1
 _N_NORM_DAYS = (DATE_NORMALIZATION_RANGE[1] - DATE_NORMALIZATION_RANGE[0]).days + 1
 
@@ -198,6 +209,7 @@ def generate_pairs(name: str, size: int = DEFAULT_SIZE, *, seed: int = 0) -> lis
 
 
 __all__ = [
+    "DATA_LICENSES",
     "DATES_RANGE",
     "DATE_NORMALIZATION_FORMATS",
     "DATE_NORMALIZATION_RANGE",

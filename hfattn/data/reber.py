@@ -29,13 +29,19 @@ of the near-misses need the long-range memory (``README.md``, "Reber grammar").
 :func:`load_reber` builds the classification task ``reber``: balanced embedded-Reber strings
 (label 1 ``valid``) and near-misses (label 0 ``invalid``), :data:`REBER_SPLIT_SIZES` examples
 per split, written one symbol per word (``"B P B T S X X V P S E P E"``) so that a word-level
-tokenizer reads symbols and a char-level one reads symbols and spaces. Everything is drawn
-from one ``random.Random(seed)``: the same seed gives the same splits.
+tokenizer reads symbols and a char-level one reads symbols and spaces. The recipe
+(``recipes/rnn_classifier_reber.yaml``) reads them with a char-level tokenizer that ignores
+whitespace (``tokenizer: {type: char, whitespace: ignore}``): one token per symbol, so a
+string typed as it is written, ``BPBTXSEPE``, is the same input as ``B P B T X S E P E`` (a
+word tokenizer would read it as one unknown word). Everything is drawn from one
+``random.Random(seed)``: the same seed gives the same splits.
 """
 
 from __future__ import annotations
 
 import random
+
+from .licenses import HFATTN_GENERATED
 
 REBER_TRANSITIONS: dict[int, dict[str, int | None]] = {
     0: {"B": 1},
@@ -63,6 +69,9 @@ EMBEDDED_MUTATIONS = (*MUTATIONS, "swap-embedding")
 
 LABEL_NAMES = ["invalid", "valid"]
 """Class names of :func:`load_reber`: 0 = near-miss, 1 = grammatical."""
+
+DATA_LICENSES = {"reber": HFATTN_GENERATED}
+"""Strings drawn by this module: hfattn's licence (see :mod:`hfattn.data.licenses`)."""
 
 REBER_SPLIT_SIZES = {"train": 10_000, "validation": 1_000, "test": 2_000}
 """Examples per split of :func:`load_reber` (half valid, half near-misses in each)."""
@@ -187,6 +196,7 @@ def load_reber(seed: int):
 
 __all__ = [
     "ALPHABET",
+    "DATA_LICENSES",
     "EMBEDDED_MUTATIONS",
     "LABEL_NAMES",
     "MUTATIONS",

@@ -45,6 +45,10 @@ REVIEWS: tuple[tuple[str, str], ...] = (
 LABEL_NAMES = ["negativa", "positiva"]
 """Class names by label id (scikit-learn's sorted order of the thesis' labels)."""
 
+DATA_LICENSES = {"reviews-es": None}
+"""Unknown: the thesis states no licence for its reviews, so a model trained on them needs
+``hub.license`` in its recipe to be published (see :mod:`hfattn.data.licenses`)."""
+
 TEST_SIZE = 0.25
 RANDOM_STATE = 0
 """The thesis' ``train_test_split`` arguments: ceil(0.25 · 14) = 4 test reviews."""
@@ -118,6 +122,7 @@ def load_reviews(seed: int):
 
 
 __all__ = [
+    "DATA_LICENSES",
     "LABEL_NAMES",
     "RANDOM_STATE",
     "REVIEWS",

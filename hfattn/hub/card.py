@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..run_folder import LOSS_CURVE_FILE
+from ..run_folder import LOSS_CURVE_FILE, training_shortfall
 from .assets import asset_dir
 from .citations import citations_for
-from .folder import ModelFolder
+from .folder import HubSettings, ModelFolder
 
 TEMPLATE_NAME = "model_card_template.md"
 
@@ -134,6 +134,8 @@ def card_data_for(folder: ModelFolder, repo_id: str, *, merged: bool = False) ->
     return ModelCardData(
         model_name=model_name,
         license=folder.hub.license,
+        license_name=folder.hub.license_name,
+        license_link=folder.hub.license_link,
         language=list(folder.hub.language) or None,
         library_name=library,
         pipeline_tag=folder.task.pipeline_tag,
@@ -241,8 +243,20 @@ def _model_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         )
     if folder.labels:
         rows.append(("Labels", ", ".join(f"`{name}`" for name in folder.labels)))
-    rows.append(("License", folder.hub.license))
+    rows.append(("License", license_text(folder.hub)))
     return rows
+
+
+def license_text(hub: HubSettings) -> str:
+    """The card's "License" row: the Hub id (or, for ``other``, the licence's name linked to its
+    text), and the data it comes from when the recipe did not set it; "not set" when unknown."""
+    if hub.license is None:
+        return "not set (the license of the training data is unknown)"
+    name = hub.license_name or hub.license
+    text = f"[`{name}`]({hub.license_link})" if hub.license_link else f"`{name}`"
+    if hub.license_source:
+        text += f", the license of the training data (`{hub.license_source}`)"
+    return text
 
 
 def _architecture_rows(folder: ModelFolder) -> list[tuple[str, str]]:
@@ -441,18 +455,62 @@ def render_model_card(
         hfattn_version=__version__,
         **_usage(folder, repo_id),
     )
-    content = _with_samples(card.content, folder.path)
+    content = card.content
+    shortfall = training_shortfall(folder.path)
+    if shortfall is not None:
+        content = insert_in_section(content, RESULTS_HEADING, shortfall_warning(shortfall))
+    note = zero_state_note(folder)
+    if note is not None:
+        content = insert_in_section(content, RESULTS_HEADING, note, at_end=True)
+    content = _with_samples(content, folder.path)
     return ModelCard(re.sub(r"\n{3,}", "\n\n", content))
 
 
+RESULTS_HEADING = "Results"
+"""The card section of the scores (the template's ``## Results``)."""
+
+
+def insert_in_section(content: str, heading: str, block: str, *, at_end: bool = False) -> str:
+    """``content`` (Markdown) with ``block`` inserted at the start of its ``## heading``
+    section (right under the heading) or, ``at_end``, before the next ``## `` heading;
+    unchanged when there is no such section."""
+    anchor = f"\n## {heading}\n"
+    start = content.find(anchor)
+    if start < 0:
+        return content
+    where = start + len(anchor)
+    if at_end:
+        end = content.find("\n## ", where)
+        where = len(content) if end < 0 else end
+    return f"{content[:where]}\n{block.strip()}\n\n{content[where:]}"
+
+
+def shortfall_warning(shortfall: str) -> str:
+    """The warning that opens the results of a run stopped far short of its recipe's schedule
+    (``shortfall``: :func:`hfattn.run_folder.training_shortfall`'s sentence)."""
+    return f"> **Warning: a short run.** {shortfall[0].upper()}{shortfall[1:]}."
+
+
+def zero_state_note(folder: ModelFolder) -> str | None:
+    """What the two losses of a recurrent model mean, for under its results table
+    (:func:`hfattn.evaluation.language_modeling.explain_zero_state`, with what guessing
+    uniformly scores); ``None`` when the run recorded no zero-state loss."""
+    from ..evaluation.language_modeling import explain_zero_state
+
+    note = explain_zero_state((folder.eval_results or {}).get("all_metrics") or {})
+    vocab = folder.config.get("vocab_size")
+    if note is None or not vocab:
+        return note
+    return f"{note} Guessing uniformly scores ln {vocab} = {math.log(vocab):.2f} nats/char."
+
+
 def _with_samples(content: str, path: Path) -> str:
-    """``content`` with a "Samples" section before "Intended use" when the folder holds the
+    """``content`` with a "Samples" section after the results when the folder holds the
     sample its training run generated (``samples.md``, see :mod:`hfattn.tasks.causal_lm`)."""
     from ..tasks.causal_lm import SAMPLES_FILE
 
     samples = path / SAMPLES_FILE
-    anchor = "\n## Intended use"
-    if not samples.is_file() or anchor not in content:
+    if not samples.is_file():
         return content
-    section = f"\n## Samples\n\n{samples.read_text(encoding='utf-8').strip()}\n"
-    return content.replace(anchor, section + anchor, 1)
+    section = f"## Samples\n\n{samples.read_text(encoding='utf-8').strip()}"
+    return insert_in_section(content, RESULTS_HEADING, section, at_end=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from ..run_folder import CONFIG_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
+from ..schema import RecipeError, require_license
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -37,9 +38,21 @@ class ModelFolderError(ValueError):
 
 @dataclass(frozen=True)
 class HubSettings:
-    """The ``hub:`` section of a recipe (defaults apply to folders without a recipe)."""
+    """The ``hub:`` section of a recipe (defaults apply to folders without a recipe).
 
-    license: str = "mit"
+    The licence is the recipe's ``hub.license`` (with ``license_name`` / ``license_link``), else
+    the declared licence of its ``data.source`` (:func:`hfattn.data.licenses.data_license`;
+    ``license_source`` then names that source), else ``None``: unknown, and
+    :func:`hfattn.hub.push_model_folder` refuses to publish until one is given."""
+
+    license: str | None = None
+    license_name: str | None = None
+    license_link: str | None = None
+    license_source: str | None = None
+    """The ``data.source`` whose declared licence this is; ``None`` when the recipe (or
+    ``hfattn push --license``) set it, or when there is none."""
+    data_source: str | None = None
+    """The recipe's ``data.source`` (``None`` for a folder without a recipe)."""
     language: tuple[str, ...] = ("en",)
     tags: tuple[str, ...] = ()
     datasets: tuple[str, ...] = ()
@@ -47,14 +60,15 @@ class HubSettings:
 
     @classmethod
     def from_recipe(cls, recipe: dict | None) -> HubSettings:
-        """Validate the recipe's ``hub:`` mapping (missing keys take the defaults)."""
+        """Validate the recipe's ``hub:`` mapping (missing keys take the defaults) and resolve
+        the licence (see the class docstring)."""
         section = (recipe or {}).get("hub") or {}
         if not isinstance(section, dict):
             raise ModelFolderError(
                 f"recipe.yaml 'hub' must be a mapping, got {type(section).__name__}"
             )
         values = {}
-        for name in ("license", "base_model"):
+        for name in ("license", "license_name", "license_link", "base_model"):
             value = section.get(name)
             if value is not None and not (isinstance(value, str) and value.strip()):
                 raise ModelFolderError(
@@ -62,6 +76,10 @@ class HubSettings:
                 )
             if value is not None:
                 values[name] = value.strip()
+        data = (recipe or {}).get("data")
+        source = data.get("source") if isinstance(data, dict) else None
+        values["data_source"] = source if isinstance(source, str) else None
+        values.update(_license_fields(values, values["data_source"]))
         for name in ("language", "tags", "datasets"):
             value = section.get(name)
             if value is None:
@@ -74,6 +92,26 @@ class HubSettings:
                 )
             values[name] = tuple(value)
         return cls(**values)
+
+
+def _license_fields(section: dict, source: str | None) -> dict:
+    """The licence fields of :class:`HubSettings`: the recipe's, checked
+    (:func:`hfattn.schema.require_license`), else those declared for the data ``source``."""
+    from ..data.licenses import data_license
+
+    try:
+        require_license(section.get("license"), section.get("license_name"))
+    except RecipeError as err:
+        raise ModelFolderError(f"recipe.yaml {err}") from None
+    declared = data_license(source) if section.get("license") is None else None
+    if declared is None:
+        return {}
+    return {
+        "license": declared.license,
+        "license_name": declared.name,
+        "license_link": declared.link,
+        "license_source": source,
+    }
 
 
 @dataclass(frozen=True)
@@ -229,7 +267,7 @@ def _check_remote_code(config: dict, path: Path) -> None:
         raise ModelFolderError(
             f"{path / 'config.json'}: model_type {model_type!r} is not built into transformers and "
             "the config has no 'auto_map', so the model would not load without hfattn; save it "
-            "with `import hfattn` done first (the models register for remote code)"
+            "with `import hfattn.models` done first (the models register for remote code)"
         )
     for reference in auto_map.values():
         module = str(reference).split("--")[-1].split(".")[0]

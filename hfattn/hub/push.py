@@ -12,6 +12,7 @@ complete. The token never appears in logs, exceptions or cards.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -22,8 +23,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from ..run_folder import interrupted_run_message, resume_command, training_shortfall
-from .folder import ModelFolderError, inspect_folder, verify_weights
+from ..run_folder import (
+    RECIPE_FILE,
+    interrupted_run_message,
+    resume_command,
+    training_shortfall,
+)
+from ..schema import LICENSE_FORM, LICENSE_ID
+from .folder import ModelFolder, ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, stage_space
 from .staging import publish_dir, render_tree, stage_model, write_text_atomic
 
@@ -234,10 +241,19 @@ def _commit_message(folder) -> str:
     return f"Upload {kind} {'adapter' if folder.is_adapter else 'model'} with hfattn"
 
 
-def _print_dry_run(root: Path, repo_id: str, excluded: list[tuple[str, str]], space: bool) -> None:
+def _print_dry_run(
+    root: Path,
+    repo_id: str,
+    excluded: list[tuple[str, str]],
+    space: bool,
+    refusal: str | None = None,
+) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
+    if refusal is not None:
+        console.print(f"[bold yellow]warning:[/] a real push is refused: {escape(refusal)}")
     console.print(render_tree(root, f"{root}  (dry run: nothing uploaded)"))
     console.print(f"model/ would be uploaded to [bold]{repo_id}[/] in one commit")
     if space:
@@ -265,6 +281,42 @@ def check_run_is_publishable(folder: str | Path, force: bool = False) -> None:
         )
 
 
+def with_license(folder: ModelFolder, license: str | None) -> ModelFolder:
+    """``folder`` with the card licence ``license`` (``hfattn push --license``) in place of its
+    recipe's or its data's; ``folder`` itself when ``license`` is ``None``.
+
+    Raises:
+        HubPushError: ``license`` is not a Hub license id (:data:`hfattn.schema.LICENSE_FORM`).
+    """
+    if license is None:
+        return folder
+    if license == "other":
+        raise HubPushError(
+            "--license other needs the licence's name: set hub.license: other with "
+            f"hub.license_name (and hub.license_link) in {folder.path / RECIPE_FILE} instead"
+        )
+    if not LICENSE_ID.fullmatch(license):
+        raise HubPushError(f"--license: {license!r} is not {LICENSE_FORM}")
+    hub = dataclasses.replace(
+        folder.hub, license=license, license_name=None, license_link=None, license_source=None
+    )
+    return dataclasses.replace(folder, hub=hub)
+
+
+def missing_license(folder: ModelFolder) -> str | None:
+    """Why ``folder`` cannot be published without a licence (one line, naming the two ways to
+    give one and their form), or ``None`` when its card has one."""
+    if folder.hub.license is not None:
+        return None
+    source = folder.hub.data_source
+    data = f"its data ({source!r})" if source else "its data (no recipe.yaml names it)"
+    return (
+        f"{folder.path}: no license for the model card: the recipe sets no hub.license and the "
+        f"license of {data} is unknown; give one with `hfattn push --license ID` or in the "
+        f"recipe (`--set hub.license=apache-2.0`), ID being {LICENSE_FORM}"
+    )
+
+
 def push_model_folder(
     folder: str | Path,
     repo_id: str,
@@ -276,6 +328,7 @@ def push_model_folder(
     merge: bool = False,
     dry_run_dir: str | Path | None = None,
     force: bool = False,
+    license: str | None = None,
 ) -> str:
     """Publish a saved model (or LoRA adapter) folder as the Hub model repository ``repo_id``.
 
@@ -292,6 +345,10 @@ def push_model_folder(
             print its tree and upload nothing.
         force: publish a run that stopped far short of its recipe's schedule
             (:func:`hfattn.run_folder.training_shortfall`; its card says so either way).
+        license: the card's Hub license id, in place of the recipe's ``hub.license`` or the
+            declared licence of its data (:class:`~hfattn.hub.folder.HubSettings`). A folder
+            whose licence is still unknown is refused (a dry run only warns: its preview shows
+            the card without one).
 
     Returns:
         The model repository URL (``{endpoint}/{repo_id}``).
@@ -299,7 +356,8 @@ def push_model_folder(
     Raises:
         HubPushError: bad repo id, no token, an invalid folder (a run interrupted before it
             saved its model: the message gives its step and how to go on), a short run without
-            ``force``, or a Hub failure after retries.
+            ``force``, no known licence (:func:`missing_license`), or a Hub failure after
+            retries.
         FileExistsError: ``dry_run_dir`` exists and is not empty.
     """
     from huggingface_hub import HfApi, constants
@@ -315,7 +373,10 @@ def push_model_folder(
         )
     check_run_is_publishable(folder, force)
     try:
-        model_folder = inspect_folder(folder)
+        model_folder = with_license(inspect_folder(folder), license)
+        unlicensed = missing_license(model_folder)
+        if unlicensed is not None and dry_run_dir is None:
+            raise HubPushError(unlicensed)
         verify_weights(model_folder.path)
         if space:
             from .space import app_dir_for
@@ -342,7 +403,7 @@ def push_model_folder(
         _scrub_staged(root, token)
         if dry_run_dir is not None:
             final = publish_dir(root, dry_run_dir)
-            _print_dry_run(final, repo_id, excluded, space)
+            _print_dry_run(final, repo_id, excluded, space, refusal=unlicensed)
             return url
 
         api = HfApi(endpoint=endpoint, token=token, library_name="hfattn")

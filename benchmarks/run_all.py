@@ -106,6 +106,8 @@ REGISTRY: dict[str, Bench] = {
     "bench_scores.py": Bench(quick=("--seeds", "0"), timeout_s=3600),
     "bench_space.py": Bench(quick=("--requests", "10"), env=ONE_THREAD),
     "bench_faults.py": Bench(quick=("--quick",), env=ONE_THREAD),
+    "bench_export.py": Bench(full=("--repeats", "9", "--engine-repeats", "50")),
+    "bench_compile.py": Bench(quick=("--quick",), timeout_s=3 * 3600),
 }
 """Arguments per script; anything else found in the folder runs as :func:`bench_for` says."""
 

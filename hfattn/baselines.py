@@ -44,6 +44,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .data.reviews_es import STOP_WORDS_ES
+from .evaluation import load_metric
 from .fileio import atomic_write_json
 from .run_folder import EVAL_RESULTS_FILE
 from .schema import RecipeError, require, require_choice
@@ -96,8 +98,6 @@ def stop_words_of(name: str) -> list[str] | str | None:
     """The ``stop_words`` argument of ``CountVectorizer`` for a :data:`STOP_WORD_LISTS` name."""
     require_choice(name, "--stop-words", STOP_WORD_LISTS)
     if name == "spanish":
-        from .data.reviews_es import STOP_WORDS_ES
-
         return list(STOP_WORDS_ES)
     return None if name == "none" else name
 
@@ -183,7 +183,7 @@ def run_baseline(
     Raises:
         RecipeError: an unknown option or split, or a split without examples.
     """
-    from .evaluation import load_metric
+    # torch and transformers (3 s): only the classification baselines need them
     from .evaluation.classification import confusion_matrix
 
     for split in splits:

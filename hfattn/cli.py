@@ -19,6 +19,7 @@ COMMANDS = (
     "generate",
     "translate",
     "classify",
+    "export",
     "push",
     "demo",
     "plot",

@@ -23,6 +23,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .training.schedules import (
+    exponential_warmup,
+    linear_warmup,
+    noam_lr,
+    radam_rectification,
+    untuned_exponential_warmup,
+    untuned_linear_warmup,
+)
+
 DPI = 100
 FIGURE_SIZES: dict[str, tuple[float, float]] = {
     "positional-encoding": (10.0, 6.0),
@@ -45,7 +54,8 @@ def _figure(name: str):
 
 def positional_encoding_figure(num_positions: int = 2000, dim: int = 500, base: float = 10000.0):
     """Heatmap of ``PE[t, 2i] = sin(t / base^(2i/d))``, ``PE[t, 2i+1] = cos(...)``."""
-    from hfattn.models.positional import sinusoidal_position_encoding
+    # torch and transformers (5-7 s): the schedule plots need neither
+    from .models.positional import sinusoidal_position_encoding
 
     table = sinusoidal_position_encoding(num_positions, dim, base).numpy()
     figure = _figure("positional-encoding")
@@ -62,7 +72,6 @@ def positional_encoding_figure(num_positions: int = 2000, dim: int = 500, base: 
 
 def noam_figure(d_model: int = 512, warmup: int = 4000, steps: int = 20000):
     """The Noam schedule ``d^-0.5 min(t^-0.5, t w^-1.5)``, its peak marked."""
-    from hfattn.training.schedules import noam_lr
 
     t = range(1, steps + 1)
     lr = [noam_lr(s, d_model, warmup) for s in t]
@@ -88,14 +97,6 @@ def noam_figure(d_model: int = 512, warmup: int = 4000, steps: int = 20000):
 
 def warmup_figure(steps: int = 18000, beta2: float = 0.999, tau: int = 4000):
     """Warmup factors (linear / exponential with ``tau``, untuned ones) and RAdam's ``r_t``."""
-    from hfattn.training.schedules import (
-        exponential_warmup,
-        linear_warmup,
-        radam_rectification,
-        untuned_exponential_warmup,
-        untuned_linear_warmup,
-    )
-
     t = list(range(1, steps + 1))
     curves = {
         f"linear, min(1, t/tau), tau={tau}": [linear_warmup(s, tau) for s in t],
@@ -138,7 +139,8 @@ def scores_figure(num_keys: int = 10, dim: int = 2, seed: int = 0):
     """One bar chart per score in ``SCORES``: weights over the same keys for the same query."""
     import torch
 
-    from hfattn.models.attention import SCORES, attend, build_score
+    # torch and transformers (5-7 s): the schedule plots need neither
+    from .models.attention import SCORES, attend, build_score
 
     params = {"location": {"max_length": num_keys}}
     with torch.random.fork_rng():
@@ -183,12 +185,12 @@ def attention_figure(
     """Alignment heatmap of a seq2seq model folder translating ``text``: source tokens on x,
     output tokens on y, cell = the cross-attention weight of decoder ``layer`` (1-based,
     default the last) and ``head`` (1-based, default the mean over heads); see
-    :func:`hfattn.evaluation.translation.cross_attention_maps`. A model with a single
+    :func:`hfattn.tasks.translation.inference.cross_attention_maps`. A model with a single
     attention over the source (Bahdanau) has one layer and one head."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hfattn.models  # noqa: F401  (registers the model types; torch: imported on use)
-    from hfattn.evaluation.translation import cross_attention_maps, select_attention
+    from hfattn.tasks.translation.inference import cross_attention_maps, select_attention
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)

@@ -25,6 +25,10 @@ from .fileio import atomic_path
 RECIPE_FILE = "recipe.yaml"
 """The resolved recipe of the run (every default filled in, ``--set`` overrides applied)."""
 CHECKPOINTS_DIR = "checkpoints"
+CTRANSLATE2_DIR = "ct2"
+"""The CTranslate2 export of a model folder, beside its weights
+(``hfattn export RUN --format ctranslate2 RUN/ct2``): ``hfattn push`` uploads it with the model,
+``hfattn translate --engine ctranslate2`` and the translation Space serve it."""
 """The folder of the run's checkpoints (``step-N`` folders, ``best/``, ``.tmp-step-N``)."""
 CHECKPOINT_PREFIX = "step-"
 """A complete checkpoint folder is ``CHECKPOINTS_DIR/step-N``."""
@@ -316,6 +320,7 @@ __all__ = [
     "LOSS_CURVE_FILE",
     "METRICS_FILE",
     "RECIPE_FILE",
+    "CTRANSLATE2_DIR",
     "RESUMABLE_FIELDS",
     "is_resumable",
     "RESUME_AND_OVERWRITE",

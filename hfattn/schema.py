@@ -1,4 +1,5 @@
-"""The recipe sections every task shares, and the checks that name a bad field.
+"""The recipe sections every task shares (their checks name a bad field:
+:mod:`hfattn.field_checks`).
 
 A recipe is ``name``, ``task``, ``output_dir``, ``model`` (validated against the model's config
 class), ``training`` (the engine's options, :class:`TrainingSection`; a task may subclass it to
@@ -13,13 +14,20 @@ section's ``__post_init__`` checks values (ranges, choices).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
+from .field_checks import (
+    RecipeError,
+    require,
+    require_choice,
+    require_fraction,
+    require_positive,
+    require_reported_metric,
+)
 from .training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16")
@@ -27,46 +35,10 @@ ON_NONFINITE_LOSS = ("stop", "skip")
 SPLITS = ("train", "validation", "test")
 TOKENIZER_KINDS = ("word", "char", "bpe")
 """The tokenizers a ``tokenizer:`` section can build on the training texts."""
-
-
-class RecipeError(ValueError):
-    """A recipe field is unknown, mistyped or out of range (the message names the field)."""
-
-
-def require(condition: bool, field_name: str, message: str) -> None:
-    """Raise :class:`RecipeError` ``"<field_name>: <message>"`` unless ``condition``."""
-    if not condition:
-        raise RecipeError(f"{field_name}: {message}")
-
-
-def require_choice(value: str | None, field_name: str, allowed: tuple[str, ...]) -> None:
-    """``value`` must be one of ``allowed`` (the message lists them)."""
-    require(value in allowed, field_name, f"{value!r} is not one of {', '.join(allowed)}")
-
-
-def require_positive(section: object, prefix: str, *names: str) -> None:
-    """Every named field of ``section`` must be ``None`` or > 0."""
-    for name in names:
-        value = getattr(section, name)
-        require(value is None or value > 0, f"{prefix}.{name}", f"must be > 0, got {value}")
-
-
-def require_fraction(section: object, prefix: str, *names: str, high: float = 0.5) -> None:
-    """Every named field of ``section`` must lie in the open interval (0, ``high``)."""
-    for name in names:
-        value = getattr(section, name)
-        require(0 < value < high, f"{prefix}.{name}", f"must be in (0, {high}), got {value}")
-
-
-def require_reported_metric(metric: str, reported: Sequence[str]) -> None:
-    """``training.metric_for_best_model`` must be ``loss`` or one of ``reported``, the metrics
-    the task's validation reports (the message lists them)."""
-    choices = tuple(dict.fromkeys(("loss", *reported)))
-    require(
-        metric in choices,
-        "training.metric_for_best_model",
-        f"{metric!r} is not one of {', '.join(choices)} (what this task's validation reports)",
-    )
+UNROLLED_PER_LENGTH = ("bahdanau", "rnn-classifier")
+"""Model types that ``training.compile`` refuses: their recurrent layers step position by
+position under ``torch.compile`` (:class:`hfattn.models.rnn_layers.RecurrentLayer`), so each
+padded batch length of their length-grouped batches is a graph of its own."""
 
 
 @dataclass
@@ -130,6 +102,14 @@ class TrainingSection:
     """On a NaN / infinite training loss: ``stop`` or ``skip`` that optimizer step."""
     max_skipped_steps: int = 10
     """With ``on_nonfinite_loss: skip``, the most steps skipped before the run stops."""
+    compile: bool = False
+    """Compile the model with ``torch.compile`` (default mode, TorchInductor) before training:
+    the loss step (forward and backward) runs fused kernels, while evaluation, generation,
+    checkpoints and the saved weights use the model itself (the same state-dict keys). The
+    first steps are slower while it compiles (and once more at the first batch of another
+    length). Refused for ``bahdanau`` and ``rnn-classifier`` models, whose recurrence over
+    padded batches would compile anew at every batch length. On a CPU it helps
+    COMPILE-FIGURES (``benchmarks/bench_compile.py``)."""
 
     @property
     def larger_metric_is_better(self) -> bool:
@@ -417,6 +397,16 @@ class RecipeBase:
     def __post_init__(self):
         if self.output_dir is None:
             self.output_dir = str(Path("runs") / self.name)
+        training = getattr(self, "training", None)
+        model_type = self.model.get("type") if isinstance(self.model, dict) else None
+        require(
+            not (training is not None and training.compile and model_type in UNROLLED_PER_LENGTH),
+            "training.compile",
+            f"model.type {model_type} runs its recurrence over padded batches of varying "
+            "length, which torch.compile unrolls position by position: every new batch length "
+            "is compiled anew (minutes each) until torch._dynamo's recompile_limit, then runs "
+            "eagerly; train it with training.compile: false",
+        )
 
     def to_yaml(self) -> str:
         """The resolved recipe as YAML (written next to the trained model)."""

@@ -55,16 +55,16 @@ def kill_at(point: str) -> KillAt:
 def cli_with_fault(argv: list[str], point: str | None) -> int:
     """``hfattn.cli.main(argv)`` with :func:`kill_at` ``point`` given to every recipe run (no
     fault when ``point`` is ``None``)."""
-    import hfattn.recipes as recipes_module
+    import hfattn.orchestration as orchestration
     from hfattn.cli import main
 
     if point is not None:
-        callback, real = kill_at(point), recipes_module.run_recipe
+        callback, real = kill_at(point), orchestration.run_recipe
 
         def run_recipe(recipe, **kwargs):
             return real(recipe, **kwargs, callbacks=[callback])
 
-        recipes_module.run_recipe = run_recipe
+        orchestration.run_recipe = run_recipe
     return main(argv)
 
 

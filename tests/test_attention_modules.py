@@ -239,7 +239,7 @@ def test_mha_kv_cache_step_by_step_equals_full_causal_pass(score):
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     full, _ = module(x)
     cache = DynamicCache()
-    steps = [module(x[:, t : t + 1], past_key_values=cache)[0] for t in range(5)]
+    steps = [module(x[:, t : t + 1], cache=cache)[0] for t in range(5)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full)
 
 

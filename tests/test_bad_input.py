@@ -381,7 +381,7 @@ def test_cli_reports_a_mutated_recipe_in_one_line(recipe, data, tmp_path, monkey
     def validated(*args, **kwargs):
         raise Validated
 
-    monkeypatch.setattr("hfattn.recipes.run_recipe", validated)
+    monkeypatch.setattr("hfattn.orchestration.run_recipe", validated)
     mutation = data.draw(mutations(recipe_tree(recipe)), label="mutation")
     path = write_mutated(recipe, mutation, tmp_path)
     try:

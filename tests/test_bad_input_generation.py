@@ -4,8 +4,8 @@ Prompts and sources that are empty, very long (past a model's positions), full o
 characters, mixed scripts (Arabic + CJK + emoji), or not text at all (a lone surrogate, what an
 undecodable command-line byte becomes), and sampling settings at and past their limits
 (temperature 0 / 1e-300 / 1e4 / NaN, top-p 0 and 1, top-k 0, 1 to 64 beams) go through the
-public entry points: :func:`~hfattn.tasks.causal_lm.generate_text` and ``hfattn generate``,
-:func:`~hfattn.evaluation.translation.translate_texts` and ``hfattn translate``, and the Space
+public entry points: :func:`~hfattn.tasks.causal_lm.inference.generate_text` and ``hfattn generate``,
+:func:`~hfattn.tasks.translation.inference.translate_texts` and ``hfattn translate``, and the Space
 handlers called directly. Each gives a valid output (text, one translation per input) or one
 clear error naming the parameter and its allowed values.
 
@@ -30,10 +30,10 @@ from tiny_runs import TINY_TRANSLATION_MODELS
 
 from hfattn.cli import main
 from hfattn.commands.loading import load_model_and_tokenizer
-from hfattn.evaluation.translation import translate_texts
 from hfattn.hub import load_space_app
 from hfattn.hub.assets import asset_dir
-from hfattn.tasks.causal_lm import generate_text
+from hfattn.tasks.causal_lm.inference import generate_text
+from hfattn.tasks.translation.inference import translate_texts
 
 FUZZ = settings(BASE_FUZZ, max_examples=25)
 """The budget of every property here."""
@@ -238,7 +238,8 @@ def test_generate_text_reads_the_end_of_a_prompt_past_the_positions(gpt2_lm, cap
 
 def test_a_pretrained_recipe_leaves_room_for_the_prompt(gpt2_folder, tmp_path):
     """Checked when the model is loaded, before training, not when the sample is drawn."""
-    from hfattn.recipes import RecipeError, build_job, load_recipe
+    from hfattn.orchestration import build_job
+    from hfattn.recipes import RecipeError, load_recipe
 
     recipe = write_recipe(
         tmp_path,

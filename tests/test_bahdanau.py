@@ -189,7 +189,7 @@ def test_one_pass_teacher_forcing_equals_the_step_loop(variant):
     if variant != "none":
         torch.testing.assert_close(one.cross_attentions[0], loop.cross_attentions[0])
     for name in ("h", "c"):
-        torch.testing.assert_close(one.past_key_values[name], loop.past_key_values[name])
+        torch.testing.assert_close(one.cache[name], loop.cache[name])
 
 
 # --------------------------------------------------------------------------- loss
@@ -301,12 +301,10 @@ def test_the_cache_counts_tokens_and_continues_the_sequence():
     y = torch.randint(4, VOCAB, (3, 6))
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=y)
     first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=y[:, :4], use_cache=True)
-    cache = first.past_key_values
+    cache = first.cache
     assert isinstance(cache, RecurrentCache) and cache.get_seq_length() == 4
     assert set(cache) == {"h", "c", "feed", "keys"}
-    rest = model(
-        input_ids=ids, attention_mask=mask, decoder_input_ids=y[:, 4:], past_key_values=cache
-    )
+    rest = model(input_ids=ids, attention_mask=mask, decoder_input_ids=y[:, 4:], cache=cache)
     torch.testing.assert_close(torch.cat([first.logits, rest.logits], 1), full.logits)
     assert cache.get_seq_length() == 6
 
@@ -503,7 +501,7 @@ def test_hidden_states_are_the_embeddings_then_every_layer(variant):
     hidden = decoder.config.decoder_hidden_size
     assert [h.shape for h in decoder_layers] == [(3, 5, hidden)] * 2
     for layer, states in enumerate(decoder_layers):  # the last step is the cached state
-        torch.testing.assert_close(states[:, -1], out.past_key_values["h"][:, layer])
+        torch.testing.assert_close(states[:, -1], out.cache["h"][:, layer])
     readout = out.last_hidden_state
     if variant in ("none", "bahdanau"):  # o_t = s_t, or [s_t; c_t]
         torch.testing.assert_close(decoder_layers[-1], readout[..., :hidden])

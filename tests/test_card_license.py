@@ -17,7 +17,8 @@ from hfattn.cli import main
 from hfattn.data import classification, text, translation
 from hfattn.data.licenses import HFATTN_GENERATED, PUBLIC_DOMAIN, UNICODE_3, declared_licenses
 from hfattn.hub import HubSettings, ModelFolderError, inspect_folder
-from hfattn.recipes import load_recipe, run_recipe
+from hfattn.orchestration import run_recipe
+from hfattn.recipes import load_recipe
 from hfattn.schema import HubSection, RecipeError
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

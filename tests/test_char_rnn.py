@@ -27,7 +27,7 @@ def test_loss_is_shifted_cross_entropy(cell):
     assert out.logits.shape == (3, 11, VOCAB)
     # the returned state continues the sequence exactly
     first = model(x[:, :6], use_cache=True)
-    rest = model(x[:, 6:], past_key_values=first.past_key_values)
+    rest = model(x[:, 6:], cache=first.cache)
     torch.testing.assert_close(torch.cat([first.logits, rest.logits], 1), out.logits)
 
 
@@ -40,7 +40,7 @@ def test_padding_positions_do_not_change_the_state():
     b = model(padded, attention_mask=mask, use_cache=True)
     torch.testing.assert_close(b.logits[:, 3:], a.logits)
     for name in ("h", "c"):
-        torch.testing.assert_close(b.past_key_values[name], a.past_key_values[name])
+        torch.testing.assert_close(b.cache[name], a.cache[name])
 
 
 @pytest.mark.parametrize("hidden", [8, 16])

@@ -16,7 +16,7 @@ from transformers.cache_utils import Cache
 from hfattn import CharRNNConfig, CharRNNForCausalLM
 from hfattn.models.modeling_char_rnn import detach_state, state_tensors, to_cache
 from hfattn.models.recurrent_cache import RecurrentCache
-from hfattn.tasks.causal_lm import causal_lm_loss
+from hfattn.tasks.causal_lm.job import causal_lm_loss
 
 VOCAB, EMBED, HIDDEN, LAYERS = 24, 8, 16, 3
 CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
@@ -77,14 +77,14 @@ def test_generate_returns_hidden_states_of_every_step():
 def test_state_is_a_cache_that_counts_tokens(cell):
     model = tiny(cell)
     x = torch.randint(4, VOCAB, (2, 7))
-    cache = model(x[:, :4], use_cache=True).past_key_values
+    cache = model(x[:, :4], use_cache=True).cache
     assert isinstance(cache, RecurrentCache) and isinstance(cache, Cache)
     assert cache.get_seq_length() == 4 and cache.batch_size == 2
     assert sorted(cache) == (["c", "h"] if cell == "lstm" else ["h"])
     assert cache["h"].shape == (LAYERS, 2, HIDDEN)
     # forward updates the cache in place (as DynamicCache) and returns it
-    rest = model(x[:, 4:], past_key_values=cache)
-    assert rest.past_key_values is cache and cache.get_seq_length() == 7
+    rest = model(x[:, 4:], cache=cache)
+    assert rest.cache is cache and cache.get_seq_length() == 7
     torch.testing.assert_close(torch.cat([model(x[:, :4]).logits, rest.logits], 1), model(x).logits)
     # the state equals the stacked cell's final state
     ref = stacked_reference(model)(model.embeddings(x))[1]
@@ -96,21 +96,21 @@ def test_forward_accepts_plain_tensor_states(cell):
     """Stateful training and old callers pass ``h`` / ``(h, c)`` tensors."""
     model = tiny(cell)
     x = torch.randint(4, VOCAB, (2, 8))
-    first = model(x[:, :5], use_cache=True).past_key_values
+    first = model(x[:, :5], use_cache=True).cache
     plain = state_tensors(first)
     assert isinstance(plain, tuple if cell == "lstm" else torch.Tensor)
-    from_plain = model(x[:, 5:], past_key_values=plain)
-    from_cache = model(x[:, 5:], past_key_values=first)
+    from_plain = model(x[:, 5:], cache=plain)
+    from_cache = model(x[:, 5:], cache=first)
     torch.testing.assert_close(from_plain.logits, from_cache.logits)
-    torch.testing.assert_close(state_tensors(from_plain.past_key_values), state_tensors(first))
-    with pytest.raises(TypeError, match="past_key_values must be a RecurrentCache"):
-        model(x, past_key_values=DynamicCache())
+    torch.testing.assert_close(state_tensors(from_plain.cache), state_tensors(first))
+    with pytest.raises(TypeError, match="cache must be a RecurrentCache"):
+        model(x, cache=DynamicCache())
 
 
 def test_detach_and_conversions():
     model = tiny("lstm").train()
     x = torch.randint(4, VOCAB, (2, 6))
-    cache = model(x, use_cache=True).past_key_values
+    cache = model(x, use_cache=True).cache
     assert cache["h"].requires_grad
     detached = detach_state(cache)
     assert isinstance(detached, RecurrentCache) and detached.get_seq_length() == 6
@@ -138,13 +138,13 @@ def test_causal_lm_loss_returns_detached_tensors_for_checkpoints(cell):
     # the carried state continues the stream
     _, again = causal_lm_loss(model, window, state, stateful=True)
     model.eval()
-    ref = model(torch.cat([window[:, :-1], window[:, :-1]], 1), use_cache=True).past_key_values
+    ref = model(torch.cat([window[:, :-1], window[:, :-1]], 1), use_cache=True).cache
     torch.testing.assert_close(again, state_tensors(ref))
 
 
 def test_reorder_cache_picks_beam_rows():
     model = tiny("lstm")
-    cache = model(torch.randint(4, VOCAB, (3, 4)), use_cache=True).past_key_values
+    cache = model(torch.randint(4, VOCAB, (3, 4)), use_cache=True).cache
     h, c = cache["h"].clone(), cache["c"].clone()
     cache.reorder_cache(torch.tensor([2, 2, 0]))
     assert torch.equal(cache["h"], h[:, [2, 2, 0]]) and torch.equal(cache["c"], c[:, [2, 2, 0]])
@@ -160,13 +160,13 @@ def test_generation_continues_from_the_returned_cache(cell, sample):
     whole = model.generate(prompt, max_new_tokens=12, **kw)
     torch.manual_seed(3)
     first = model.generate(prompt, max_new_tokens=5, return_dict_in_generate=True, **kw)
-    cache = first.past_key_values
+    cache = first.cache
     assert isinstance(cache, RecurrentCache)
     # the last generated token has not been read yet
     assert cache.get_seq_length() == first.sequences.shape[1] - 1 == 9
     steps = []
     model.layers[0].register_forward_hook(lambda m, a, o: steps.append(a[0].shape[1]))
-    resumed = model.generate(first.sequences, past_key_values=cache, max_new_tokens=7, **kw)
+    resumed = model.generate(first.sequences, cache=cache, max_new_tokens=7, **kw)
     assert torch.equal(resumed, whole)
     assert steps == [1] * 7  # the prompt is not read again
     assert cache.get_seq_length() == whole.shape[1] - 1
@@ -182,11 +182,9 @@ def test_generation_continues_from_inputs_embeds(cell):
         inputs_embeds=embeds, max_new_tokens=5, do_sample=False, return_dict_in_generate=True
     )
     assert torch.equal(first.sequences, whole[:, 5:10])  # only the new tokens
-    assert first.past_key_values.get_seq_length() == 9
+    assert first.cache.get_seq_length() == 9
     more = torch.cat([embeds, model.embeddings(first.sequences)], 1)
-    rest = model.generate(
-        inputs_embeds=more, past_key_values=first.past_key_values, max_new_tokens=7, do_sample=False
-    )
+    rest = model.generate(inputs_embeds=more, cache=first.cache, max_new_tokens=7, do_sample=False)
     assert torch.equal(rest, whole[:, 10:])
 
 
@@ -196,8 +194,8 @@ def test_beam_search_returns_a_cache_per_beam():
     out = model.generate(
         prompt, max_new_tokens=5, num_beams=3, do_sample=False, return_dict_in_generate=True
     )
-    assert isinstance(out.past_key_values, RecurrentCache)
-    assert out.past_key_values["h"].shape == (LAYERS, 6, HIDDEN)
+    assert isinstance(out.cache, RecurrentCache)
+    assert out.cache["h"].shape == (LAYERS, 6, HIDDEN)
 
 
 def test_base_model_prefix_names_the_model_itself():

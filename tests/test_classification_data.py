@@ -10,7 +10,7 @@ import datasets
 import pytest
 import torch
 
-from hfattn.data.classification import LabelBatches, load_classification_data
+from hfattn.data.classification import load_classification_data
 from hfattn.data.genre import (
     GENRES,
     MIN_CHARS,
@@ -20,6 +20,7 @@ from hfattn.data.genre import (
     load_genre,
     play_passages,
 )
+from hfattn.data.seq2seq import LabelBatches
 from hfattn.data.shakespeare import play_files, play_text
 from hfattn.evaluation import load_metric
 from hfattn.evaluation.classification import classification_scores, confusion_matrix

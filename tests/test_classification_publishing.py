@@ -25,7 +25,7 @@ from tiny_runs import build_classification_run
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import ModelFolderError, inspect_folder
-from hfattn.tasks.classification import TASK as CLASSIFICATION
+from hfattn.tasks.classification.task import TASK as CLASSIFICATION
 
 BASE_ID = "distilbert/distilbert-base-uncased"
 """The base model the DistilBERT recipes name (``hub.base_model``); the tiny random DistilBERT

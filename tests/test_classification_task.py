@@ -19,7 +19,8 @@ from hfattn.cli import main
 from hfattn.pretrained import trainable_parameters
 from hfattn.recipes import load_recipe
 from hfattn.schema import RecipeError
-from hfattn.tasks.classification import TASK, load_classifier
+from hfattn.tasks.classification.inference import load_classifier
+from hfattn.tasks.classification.task import TASK
 from hfattn.training.engine import train
 
 GOOD = "good great happy love wonderful fine sweet merry".split()
@@ -103,7 +104,7 @@ def test_full_fine_tuning_learns_and_reports_independently_checked_scores(full_r
 
     # the scores again, from the saved folder, by hand
     recipe = load_recipe(full_run / "recipe.yaml")
-    from hfattn.tasks.classification import encode_texts, load_data
+    from hfattn.tasks.classification.encoding import encode_texts, load_data
 
     data = load_data(recipe.data)
     model = AutoModelForSequenceClassification.from_pretrained(full_run).eval()

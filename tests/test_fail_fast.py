@@ -1,5 +1,5 @@
 """Fail fast (issue 21): every check of ``hfattn train`` that needs no data answers within
-2 s, before torch is imported (``hfattn.recipes.check_before_training`` on the recipe's
+2 s, before torch is imported (``hfattn.orchestration.check_before_training`` on the recipe's
 outline); a ``data.source`` typo fails at once for every task; a time-bounded run's progress
 bar follows the clock to 100 %; other libraries' noise is quiet unless ``hfattn -v``.
 
@@ -19,7 +19,7 @@ import pytest
 from recipe_helpers import write_recipe
 
 from hfattn.data.sources import check_source
-from hfattn.recipes import VALIDATION_METRICS
+from hfattn.recipes import task_recipe_module
 from hfattn.tasks import TASK_NAMES, get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,18 +174,21 @@ def test_the_data_size_check_names_the_epochs(tmp_path, capsys):
     assert "1 epoch(s) × " in err and "steps per epoch of this data" in err
 
 
-def test_the_early_metric_lists_match_each_task():
-    """:data:`hfattn.recipes.VALIDATION_METRICS` (known before the task is imported) is what
-    each task's job records as its reported metrics."""
-    import hfattn.tasks.causal_lm as causal_lm
-    import hfattn.tasks.classification as classification
-    import hfattn.tasks.translation as translation
-
-    modules = {"causal-lm": causal_lm, "classification": classification, "translation": translation}
-    assert set(VALIDATION_METRICS) == set(TASK_NAMES)
-    for name, module in modules.items():
-        metadata = get_task(name).card_metadata(("d", "d"), module.METRIC_NAMES)
-        assert set(VALIDATION_METRICS[name]) == set(metadata["reported_metrics"]), name
+def test_each_task_recipe_module_is_light_and_names_what_validation_reports():
+    """The checks before training read ``REPORTED_METRICS`` from the task's ``recipe`` module,
+    which imports no heavy library; the task's job records the same metrics."""
+    probe = (
+        "import json, sys; from hfattn.recipes import TASK_NAMES, task_recipe_module\n"
+        "metrics = {t: list(task_recipe_module(t).REPORTED_METRICS) for t in TASK_NAMES}\n"
+        f"print(json.dumps([metrics, [m for m in {list(HEAVY)!r} if m in sys.modules]]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    metrics, heavy = json.loads(out.stdout)
+    assert heavy == [] and set(metrics) == set(TASK_NAMES)
+    for name in TASK_NAMES:
+        recipe_module = task_recipe_module(name)
+        metadata = get_task(name).card_metadata(("d", "d"), recipe_module.METRIC_NAMES)
+        assert metrics[name] == list(metadata["reported_metrics"]), name
 
 
 # ---- 2. data.source typos, every task -------------------------------------------------------

@@ -32,7 +32,8 @@ from tiny_runs import TINY_TRANSLATION_MODELS
 
 from hfattn.cli import main
 from hfattn.hub import HubPushError, push_model_folder
-from hfattn.recipes import load_recipe, run_recipe
+from hfattn.orchestration import run_recipe
+from hfattn.recipes import load_recipe
 from hfattn.run_folder import latest_checkpoint
 
 SAVE_EVERY = 4
@@ -40,7 +41,14 @@ RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 
 _SERVER = multiprocessing.get_context("forkserver")
 _SERVER.set_forkserver_preload(
-    ["fault_injection", "hfattn.cli", "hfattn.recipes", "hfattn.tasks", "hfattn.training.engine"]
+    [
+        "fault_injection",
+        "hfattn.cli",
+        "hfattn.orchestration",
+        "hfattn.recipes",
+        "hfattn.tasks",
+        "hfattn.training.engine",
+    ]
 )
 
 
@@ -306,7 +314,7 @@ def test_a_damaged_checkpoint_is_one_error_naming_the_file(
 def nan_loss_at(monkeypatch, calls: set[int], snapshots: dict | None = None) -> None:
     """Make the char-RNN training loss NaN at the given forward calls (1-based); record the
     weights each call sees in ``snapshots``."""
-    import hfattn.tasks.causal_lm as causal_lm
+    import hfattn.tasks.causal_lm.job as causal_lm
 
     real_loss = causal_lm.causal_lm_loss
     count = [0]

@@ -24,7 +24,8 @@ from tiny_pretrained import tiny_gpt2_folder
 from hfattn.cli import main as cli_main
 from hfattn.data.lm import PackedBlocks, count_characters, encode_corpus
 from hfattn.data.shakespeare import play_text
-from hfattn.recipes import build_job, load_recipe, run_recipe
+from hfattn.orchestration import build_job, run_recipe
+from hfattn.recipes import load_recipe
 from hfattn.schema import RecipeError
 
 peft = pytest.importorskip("peft", reason="peft is not installed: LoRA fine-tuning is untested")
@@ -182,7 +183,7 @@ def test_bits_per_char_is_total_nats_over_characters(full_run, corpus):
     window with the saved model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hfattn.tasks.causal_lm import TASK
+    from hfattn.tasks.causal_lm.task import TASK
 
     recipe = load_recipe(full_run / "recipe.yaml", ["evaluation.batch_size=1"])
     scores = TASK.evaluate_folder(full_run, recipe, ["test"])["test"]
@@ -281,7 +282,7 @@ def test_adapter_and_merged_folders_give_the_trained_logits(lora_run, base_folde
 def test_generate_cli_on_full_and_lora_runs(full_run, lora_run, base_folder, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hfattn.tasks.causal_lm import generate_text
+    from hfattn.tasks.causal_lm.inference import generate_text
 
     base = AutoModelForCausalLM.from_pretrained(base_folder)
     models = {
@@ -333,7 +334,7 @@ def test_card_shows_the_sample_generated_after_training(hub_server, full_run):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hfattn.hub import push_model_folder
-    from hfattn.tasks.causal_lm import generate_text
+    from hfattn.tasks.causal_lm.inference import generate_text
 
     generation = load_recipe(full_run / "recipe.yaml").generation
     model = AutoModelForCausalLM.from_pretrained(full_run).eval()

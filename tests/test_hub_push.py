@@ -395,7 +395,8 @@ def test_merge_refused_for_full_model(char_rnn_run, tmp_path):
 def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
     from recipe_helpers import write_recipe
 
-    from hfattn.recipes import load_recipe, run_recipe
+    from hfattn.orchestration import run_recipe
+    from hfattn.recipes import load_recipe
 
     recipe = write_recipe(
         tmp_path,

@@ -65,11 +65,8 @@ def models(tmp_path_factory) -> dict[str, Path]:
     )
 
     import hfattn
-    from hfattn.tasks.classification import (
-        ClassificationTokenizerSection,
-        build_text_tokenizer,
-        label_maps,
-    )
+    from hfattn.tasks.classification.encoding import build_text_tokenizer, label_maps
+    from hfattn.tasks.classification.recipe import ClassificationTokenizerSection
     from hfattn.tokenization import build_char_tokenizer
     from hfattn.translation_tokenizers import build_translation_tokenizer
 
@@ -419,7 +416,7 @@ def test_classify_a_lora_adapter_with_its_labels(models, tmp_path, capsys):
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from hfattn.tasks.classification import label_maps
+    from hfattn.tasks.classification.encoding import label_maps
 
     base = models["masked-lm"]
     torch.manual_seed(1)
@@ -504,7 +501,7 @@ def test_the_reber_recipe_reads_one_token_per_symbol_however_spaced():
     """Once a word tokenizer read ``BPBTXSEPE`` as one ``<unk>`` (and answered "invalid")."""
     from hfattn.data.reber import load_reber
     from hfattn.recipes import load_recipe
-    from hfattn.tasks.classification import build_text_tokenizer
+    from hfattn.tasks.classification.encoding import build_text_tokenizer
 
     recipe = load_recipe(REBER_RECIPE)
     assert (recipe.tokenizer.type, recipe.tokenizer.whitespace) == ("char", "ignore")

@@ -8,6 +8,7 @@ is skipped with that reason.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -353,8 +354,28 @@ def test_generate_continues_from_a_returned_cache(tester):
         grown = torch.ones(first.sequences.shape[0], 4, dtype=torch.long)
         mask = torch.cat([inputs["attention_mask"], grown], dim=1)
         rest_inputs = dict(input_ids=first.sequences, attention_mask=mask)
-    rest = generate(model, rest_inputs, past_key_values=first.past_key_values)
+    rest = generate(model, rest_inputs, cache=first.cache)
     assert torch.equal(rest[:, : whole.shape[1]], whole)
+
+
+@by_tester
+@torch.no_grad()
+def test_forward_takes_the_cache_under_its_old_name_too(tester):
+    """transformers 5.24 renamed ``past_key_values`` to ``cache``; the old keyword still
+    reaches the model (as in Bart), instead of vanishing into ``**kwargs``."""
+    skip_if_lacking(tester, "generate")
+    model = tester.model()
+    batch = without_labels(tester.inputs())
+    first = forward(model, batch, use_cache=True)
+    if tester.kind == "seq2seq":
+        inputs = {**batch, "decoder_input_ids": batch["decoder_input_ids"][:, -1:]}
+    else:
+        inputs = {"input_ids": batch["input_ids"][:, -1:]}
+    new = forward(model, inputs, cache=copy.deepcopy(first.cache))
+    old = forward(model, inputs, past_key_values=copy.deepcopy(first.cache))
+    uncached = forward(model, inputs)
+    torch.testing.assert_close(old.logits, new.logits)
+    assert not torch.allclose(new.logits, uncached.logits)
 
 
 # --------------------------------------------------------------------------- compile / export

@@ -93,7 +93,7 @@ def test_mixed_precision_no_is_read_as_written(tmp_path):
 def test_generate_uses_the_saved_generation_defaults(char_rnn_run, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hfattn.tasks.causal_lm import generate_text
+    from hfattn.tasks.causal_lm.inference import generate_text
 
     model = AutoModelForCausalLM.from_pretrained(char_rnn_run)
     saved = model.generation_config  # the tiny recipe: 40 new tokens at temperature 0.8

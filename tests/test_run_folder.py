@@ -13,10 +13,10 @@ import pytest
 import yaml
 from recipe_helpers import write_recipe
 
-from hfattn import recipes as recipes_module
-from hfattn import run_folder
+from hfattn import orchestration, run_folder
 from hfattn.cli import main
-from hfattn.recipes import load_recipe, run_recipe
+from hfattn.orchestration import run_recipe
+from hfattn.recipes import load_recipe
 from hfattn.tasks import get_task
 
 STOP_AT = 3
@@ -62,12 +62,12 @@ def _no_model_loading(monkeypatch):
 def test_the_interrupt_hint_names_the_run_folder(tmp_path, capsys, monkeypatch):
     recipe = write_recipe(tmp_path, training=TRAINING)
     folder = tmp_path / "elsewhere"
-    real = recipes_module.run_recipe
+    real = orchestration.run_recipe
 
     def interrupted_run(recipe, **kwargs):
         return real(recipe, **kwargs, callbacks=[_interrupt_at(STOP_AT)])
 
-    monkeypatch.setattr(recipes_module, "run_recipe", interrupted_run)
+    monkeypatch.setattr(orchestration, "run_recipe", interrupted_run)
     assert main(["train", str(recipe), "--set", f"output_dir={folder}"]) == 130
     err = capsys.readouterr().err
     assert f"Continue with:\n  hfattn train --resume {folder}\n" in err

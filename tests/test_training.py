@@ -9,7 +9,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from hfattn.cli import main
-from hfattn.recipes import load_recipe, run_recipe
+from hfattn.orchestration import run_recipe
+from hfattn.recipes import load_recipe
 
 
 def weights(run_dir):
@@ -166,7 +167,7 @@ def test_bf16_mixed_precision_trains(tmp_path):
 
 
 def test_non_finite_loss_stops_training_with_the_step(tmp_path, monkeypatch, capsys):
-    import hfattn.tasks.causal_lm as causal_lm
+    import hfattn.tasks.causal_lm.job as causal_lm
 
     real_loss = causal_lm.causal_lm_loss
     calls = []
@@ -254,7 +255,7 @@ def test_push_settings_are_checked_before_training(tmp_path, monkeypatch, capsys
 def test_preset_overrides_are_reported(caplog):
     import logging
 
-    from hfattn.recipes import validate_model_section
+    from hfattn.model_section import validate_model_section
 
     with caplog.at_level(logging.WARNING):
         config = validate_model_section(

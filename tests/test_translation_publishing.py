@@ -49,7 +49,8 @@ def translation_run(tmp_path_factory) -> Path:
     from recipe_helpers import write_recipe
     from tiny_runs import TINY_TRANSLATION_MODELS
 
-    from hfattn.recipes import load_recipe, run_recipe
+    from hfattn.orchestration import run_recipe
+    from hfattn.recipes import load_recipe
 
     run = tmp_path_factory.mktemp("runs") / f"{MODEL}_tiny"
     recipe = write_recipe(
@@ -92,7 +93,7 @@ def _load(folder):
 
 def expected_translations(folder, sentences, num_beams, max_new_tokens=NEW_TOKENS) -> list[str]:
     """What hfattn's own ``translate_texts`` gives for ``sentences``."""
-    from hfattn.evaluation.translation import translate_texts
+    from hfattn.tasks.translation.inference import translate_texts
 
     model, tokenizer = _load(folder)
     return translate_texts(

@@ -17,15 +17,12 @@ from recipe_helpers import write_recipe
 from hfattn.cli import main
 from hfattn.data.seq2seq import IGNORE_INDEX, PairBatches
 from hfattn.evaluation import load_metric
-from hfattn.evaluation.translation import (
-    SourceTooLongError,
-    encode_sources,
-    teacher_forced_scores,
-    translate_texts,
-)
-from hfattn.recipes import RecipeError, load_recipe, run_recipe
+from hfattn.evaluation.translation import teacher_forced_scores
+from hfattn.orchestration import run_recipe
+from hfattn.recipes import RecipeError, load_recipe
 from hfattn.tasks import TASK_NAMES, get_task
-from hfattn.tasks.translation import reference_text
+from hfattn.tasks.translation.encoding import SourceTooLongError, encode_sources, reference_text
+from hfattn.tasks.translation.inference import translate_texts
 from hfattn.translation_tokenizers import build_translation_tokenizer
 
 
@@ -256,7 +253,7 @@ def test_plot_attention_draws_the_alignment_of_a_translation(tmp_path, capsys):
     from tiny_runs import build_translation_run
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from hfattn.evaluation.translation import alignment
+    from hfattn.tasks.translation.inference import alignment
 
     run = build_translation_run(tmp_path / "bahdanau", model="bahdanau", steps=20)
     tok = AutoTokenizer.from_pretrained(run)

@@ -173,17 +173,17 @@ def test_the_cache_grows_by_one_row_per_token_and_projects_the_source_once():
             decoder_input_ids=torch.full((3, 1), 2),
             use_cache=True,
         )
-        cache = out.past_key_values
+        cache = out.cache
         assert cache.get_seq_length() == 1
         cross_before = cache.cross_attention_cache.layers[0].keys.clone()
         step = model(
             encoder_outputs=(out.encoder_last_hidden_state,),
             attention_mask=mask,
             decoder_input_ids=torch.full((3, 1), 5),
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
-        assert step.past_key_values.get_seq_length() == 2
+        assert step.cache.get_seq_length() == 2
         assert torch.equal(cache.cross_attention_cache.layers[0].keys, cross_before)
         full = model(
             input_ids=ids, attention_mask=mask, decoder_input_ids=torch.tensor([[2, 5]] * 3)
@@ -439,7 +439,7 @@ def test_checkpointing_recomputes_every_layer_and_drops_the_cache_only_in_traini
     out = model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=True)
     out.loss.backward()
     assert len(recomputed) == len(layers)
-    assert out.past_key_values is None  # no cache while training with checkpointing (Bart)
+    assert out.cache is None  # no cache while training with checkpointing (Bart)
     with torch.no_grad():
         eval_out = model.eval()(input_ids=ids, attention_mask=mask, decoder_input_ids=labels)
-    assert eval_out.past_key_values is not None
+    assert eval_out.cache is not None

@@ -35,7 +35,8 @@ def build_char_rnn_run(
     with_results: bool = True,
 ) -> Path:
     """Train a tiny GRU char-RNN with ``run_recipe`` for ``steps`` steps into ``out``."""
-    from hfattn.recipes import load_recipe, run_recipe
+    from hfattn.orchestration import run_recipe
+    from hfattn.recipes import load_recipe
 
     out = Path(out)
     recipe = write_recipe(
@@ -99,7 +100,8 @@ def build_translation_run(
 ) -> Path:
     """Train a tiny translation model on a small generated task with ``run_recipe``
     (``training`` overrides fields of the recipe's ``training:`` section)."""
-    from hfattn.recipes import load_recipe, run_recipe
+    from hfattn.orchestration import run_recipe
+    from hfattn.recipes import load_recipe
 
     out = Path(out)
     recipe = write_recipe(

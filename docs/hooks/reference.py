@@ -252,7 +252,7 @@ def config_fields(config_class: type) -> list[FieldDoc]:
 TOKENIZER_SET = {
     "vocab_size": "Set from the tokenizer: a recipe may not give it.",
 }
-"""Config fields that training sets itself (:func:`hfattn.recipes.validate_model_section`)."""
+"""Config fields that training sets itself (:func:`hfattn.model_section.validate_model_section`)."""
 
 
 # ---- Markdown helpers --------------------------------------------------------------------------

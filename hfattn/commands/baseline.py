@@ -110,7 +110,8 @@ def run_pairs(recipe, args: argparse.Namespace) -> list:
     )
     from ..run_folder import write_recipe
     from ..tasks import get_task
-    from ..tasks.classification import DATASET_NAMES, METRIC_NAMES, load_data
+    from ..tasks.classification.encoding import DATASET_NAMES, load_data
+    from ..tasks.classification.recipe import METRIC_NAMES
 
     source = recipe.data.source
     data = load_data(recipe.data)

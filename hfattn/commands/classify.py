@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         return report_error(err)
 
-    from ..evaluation.classification import classify_texts
     from ..logging_setup import configure_logging
+    from ..tasks.classification.inference import classify_texts
     from .loading import load_model_and_tokenizer
 
     configure_logging()

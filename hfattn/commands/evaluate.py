@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from ..recipes import RecipeError, check_data_source, default_recipe, load_recipe
+    from ..orchestration import check_data_source
+    from ..recipes import RecipeError, default_recipe, load_recipe
     from ..run_folder import recipe_path
 
     model_dir = Path(args.model_dir)

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         return report_error(err)
 
     from ..logging_setup import configure_logging
-    from ..tasks.causal_lm import check_generation_settings, generate_text
+    from ..tasks.causal_lm.inference import check_generation_settings, generate_text
     from ..tokenization import require_text
     from .loading import load_model_and_tokenizer
 

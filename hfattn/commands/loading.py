@@ -129,18 +129,21 @@ def require_counts(args: argparse.Namespace, *names: str) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
 
 
-def text_command_inputs(args: argparse.Namespace, what: str, counts: tuple[str, ...]) -> list[str]:
+def text_command_inputs(
+    args: argparse.Namespace, what: str, counts: tuple[str, ...], *, locate: bool = True
+) -> list[str]:
     """The texts of a ``MODEL TEXT... [--file FILE]`` command (``translate``, ``classify``):
     ``args.texts`` then the lines of ``args.file`` (UTF-8, ``-`` for stdin), after the checks
-    that need no torch: the ``counts`` options are unset or >= 1 (:func:`require_counts`) and
-    ``args.model_dir`` is found (:func:`locate_model`).
+    that need no torch: the ``counts`` options are unset or >= 1 (:func:`require_counts`) and,
+    with ``locate``, ``args.model_dir`` is found (:func:`locate_model`).
 
     Raises:
         ValueError: a count below 1, a missing model folder (:class:`ModelLoadError`), a file
             that cannot be read (``--file: ...``), or no text at all (``give <what> or --file``).
     """
     require_counts(args, *counts)
-    locate_model(args.model_dir)
+    if locate:
+        locate_model(args.model_dir)
     texts = list(args.texts)
     try:
         if args.file == "-":
@@ -408,7 +411,7 @@ def _adapter_labels(folder: Path | None, adapter_config: dict | None) -> dict:
         raise ModelLoadError(str(err)) from None
     if not labels:
         return {}
-    from ..tasks.classification import label_maps
+    from ..tasks.classification.encoding import label_maps
 
     return label_maps(list(labels))
 

@@ -92,7 +92,8 @@ def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None
     when given) passes every check that needs no data, made on its outline before the task and
     torch are imported (:func:`hfattn.recipes.check_before_training`, in a fraction of a
     second); the first failure is reported."""
-    from ..recipes import RecipeError, check_before_training, recipe_outline
+    from ..orchestration import check_before_training
+    from ..recipes import RecipeError, recipe_outline
 
     try:
         outline = recipe_outline(path, args.overrides)
@@ -118,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     resume = bool(args.resume)
 
-    from ..recipes import RecipeError, load_recipe, run_recipe
+    from ..orchestration import run_recipe
+    from ..recipes import RecipeError, load_recipe
 
     if resume:  # cheap: another run's recipe fails here, before the model and data load
         try:

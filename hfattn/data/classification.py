@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..schema import RecipeError, require
+from ..field_checks import RecipeError, require
 from .sources import check_source
 
 EMBEDDED_SOURCES = {
@@ -322,17 +322,6 @@ def _carve(data: _Partial, validation_fraction: float, test_fraction: float, see
             parts = splits["train"].train_test_split(test_size=n_held, seed=seed)
         splits["train"], splits[name] = parts["train"], parts["test"]
     return ClassificationData({name: splits[name] for name in SPLIT_NAMES}, data.label_names)
-
-
-# ---- batches -----------------------------------------------------------------------------------
-def __getattr__(name: str):
-    """:class:`~hfattn.data.seq2seq.LabelBatches` (torch), imported on first use: the source
-    check of this module runs before torch is imported (PEP 562)."""
-    if name == "LabelBatches":
-        from .seq2seq import LabelBatches
-
-        return LabelBatches
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import random
 
+from .classification import ClassificationData
 from .licenses import HFATTN_GENERATED
 
 REBER_TRANSITIONS: dict[int, dict[str, int | None]] = {
@@ -184,7 +185,6 @@ def load_reber(seed: int):
     Returns:
         :class:`hfattn.data.classification.ClassificationData`.
     """
-    from .classification import ClassificationData
 
     rng = random.Random(seed)
     splits = {}

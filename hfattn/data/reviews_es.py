@@ -21,6 +21,8 @@ published). The thesis' matrices depend on its unknown list, so results with thi
 
 from __future__ import annotations
 
+from .classification import ClassificationData
+
 REVIEWS: tuple[tuple[str, str], ...] = (
     ("Me gustó la peli", "positiva"),
     ("Es una buena película. Buena historia", "positiva"),
@@ -109,7 +111,6 @@ def load_reviews(seed: int):
     Returns:
         :class:`hfattn.data.classification.ClassificationData` (labels :data:`LABEL_NAMES`).
     """
-    from .classification import ClassificationData
 
     del seed
     train, test = (

@@ -30,6 +30,7 @@ import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
+from ..fileio import atomic_path
 from .cache import hfattn_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -114,8 +115,6 @@ def download(url: str) -> Path:
     """Download ``url`` once into ``$HF_HOME/hfattn/downloads/<hash>/<file name>`` (atomically)
     and return the local path (the cached file on later calls)."""
     import urllib.request
-
-    from ..fileio import atomic_path
 
     name = Path(urlparse(url).path).name or "download"
     target = hfattn_cache_dir() / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16] / name

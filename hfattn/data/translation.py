@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .bible import LANGUAGES, load_bible
 from .pair_generators import DEFAULT_SIZE, GENERATORS, generate_pairs
 from .sources import check_source
 from .tatoeba import PAIR_TRANSFORMS, PREPROCESSINGS, download, read_spa_txt, split_spa_pairs
@@ -255,8 +256,6 @@ def load_translation_splits(
 
     target_lang = target_lang or "es"
     if source == "bible":
-        from .bible import LANGUAGES, load_bible
-
         _check_langs(LANGUAGES, source_lang, target_lang, source)
         dd = _limit_train(load_bible(), size, seed)
         return _apply_preprocessing(dd, preprocessing, source_lang, target_lang)

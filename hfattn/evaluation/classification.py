@@ -13,13 +13,12 @@ classes :math:`C` of macro-F1 are those that occur in the references or the pred
 :func:`confusion_matrix` counts :math:`M_{tp} = |\{i : y_i = t, \hat y_i = p\}|` (rows: true
 labels, columns: predictions), which :func:`write_confusion_matrix` saves as JSON.
 
-:func:`classify_texts` is inference on new texts (``hfattn classify``): each text's ``top_k``
-labels with their probabilities :math:`\operatorname{softmax}(z)_c`, most probable first.
+Inference on new texts (``hfattn classify``) is
+:func:`hfattn.tasks.classification.inference.classify_texts`, on top of :func:`predict_logits`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,11 +27,7 @@ from torch.nn import functional as F
 
 from ..data.seq2seq import pad_sources
 from ..fileio import atomic_write_json
-from ..tokenization import require_text, warn_unknown
 from . import load_metric
-from .translation import source_limit
-
-logger = logging.getLogger(__name__)
 
 CONFUSION_MATRIX_FILE = "confusion_matrix.json"
 
@@ -60,52 +55,6 @@ def predict_logits(
     if not logits:
         return torch.zeros((0, model.config.num_labels))
     return torch.stack(logits)
-
-
-@torch.no_grad()
-def classify_texts(
-    model, tokenizer, texts: Sequence[str], *, top_k: int = 1, batch_size: int = 32
-) -> list[list[tuple[str, float]]]:
-    """The ``top_k`` most probable labels of each text (all of them when ``top_k`` is larger
-    than the model's labels) with their probabilities, the softmax of the model's logits, most
-    probable first, in input order. Parts of a text that the tokenizer maps to ``<unk>`` are
-    named in a warning (:func:`~hfattn.tokenization.warn_unknown`); texts longer than the model
-    accepts (:func:`~hfattn.evaluation.translation.source_limit`) are cut, with a warning.
-
-    Raises:
-        ValueError: ``top_k`` or ``batch_size`` below 1, or a text that is blank or not valid
-            text (named ``text I``, counted from 0).
-    """
-    for name, value in (("top_k", top_k), ("batch_size", batch_size)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    for i, text in enumerate(texts):
-        require_text(text, f"text {i}")
-        if not text.strip():
-            raise ValueError(f"text {i} is blank: there is nothing to classify")
-        warn_unknown(tokenizer, text, f"text {i}")
-    if not texts:
-        return []
-    limit = source_limit(model, tokenizer)
-    encoded = tokenizer(list(texts))["input_ids"]
-    cut = [i for i, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
-    if cut:
-        logger.warning(
-            "%d text(s) longer than %d tokens were cut to %d (first: text %d)",
-            len(cut),
-            limit,
-            limit,
-            cut[0],
-        )
-        encoded = tokenizer(list(texts), truncation=True, max_length=limit)["input_ids"]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    logits = predict_logits(model, encoded, batch_size=batch_size, pad_token_id=pad)
-    probabilities, labels = logits.softmax(-1).topk(min(top_k, logits.shape[-1]), dim=-1)
-    names = model.config.id2label
-    return [
-        [(str(names.get(j, f"LABEL_{j}")), p) for p, j in zip(row, ids, strict=True)]
-        for row, ids in zip(probabilities.tolist(), labels.tolist(), strict=True)
-    ]
 
 
 def confusion_matrix(
@@ -160,7 +109,6 @@ def write_confusion_matrix(
 __all__ = [
     "CONFUSION_MATRIX_FILE",
     "classification_scores",
-    "classify_texts",
     "confusion_matrix",
     "predict_logits",
     "write_confusion_matrix",

@@ -104,7 +104,7 @@ def zero_state_loss(
     batch_size: int = 32,
 ) -> dict:
     r"""The mean cross-entropy of ``model`` on passages of ``ids`` each read from a zero state
-    (``past_key_values=None``: the all-zero recurrent state, as ``generate`` starts), at the
+    (``cache=None``: the all-zero recurrent state, as ``generate`` starts), at the
     starts :math:`s_p` of :func:`passage_starts`:
 
     .. math:: \ell_p = -\frac{1}{L}\sum_{t=1}^{L} \ln p\big(w_{s_p+t} \mid
@@ -194,8 +194,8 @@ def evaluate_causal_lm(
         for window in streams.epoch(0):
             window = window.to(device)
             inputs, targets = window[:, :-1], window[:, 1:]
-            out = model(input_ids=inputs, past_key_values=state, use_cache=stateful)
-            state = out.past_key_values if stateful else None
+            out = model(input_ids=inputs, cache=state, use_cache=stateful)
+            state = out.cache if stateful else None
             logits = out.logits.float()
             nll = F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum"

@@ -18,7 +18,9 @@ from pathlib import Path
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..run_folder import LOSS_CURVE_FILE, training_shortfall
+from .. import __version__
+from ..export.ctranslate2 import EXPORT_INFO_FILE, export_of
+from ..run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, training_shortfall
 from .assets import asset_dir
 from .citations import citations_for
 from .folder import HubSettings, ModelFolder
@@ -348,6 +350,27 @@ def _label_kwargs_source(folder: ModelFolder) -> tuple[str, str]:
     return line, kwargs
 
 
+def _ctranslate2_usage(folder: ModelFolder, repo_id: str, example: str) -> dict[str, str]:
+    """The card's CTranslate2 section (``usage_ctranslate2``, ``ctranslate2_quantization``)
+    when the folder holds its export in ``ct2/``; empty strings otherwise."""
+    export = export_of(folder.path / CTRANSLATE2_DIR)
+    if export is None:
+        return {"usage_ctranslate2": "", "ctranslate2_quantization": ""}
+    info = json.loads((export / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
+    usage = (
+        f"# shell: hfattn translate {repo_id} --engine ctranslate2 {example}\n"
+        "from huggingface_hub import snapshot_download\n"
+        "from hfattn.export import CTranslate2Translation\n\n"
+        f'folder = snapshot_download("{repo_id}", allow_patterns=["{CTRANSLATE2_DIR}/*"])\n'
+        f'translator = CTranslate2Translation(f"{{folder}}/{CTRANSLATE2_DIR}", device="cpu")\n'
+        f"print(translator.translate([{example}]))"
+    )
+    return {
+        "usage_ctranslate2": usage,
+        "ctranslate2_quantization": info.get("quantization") or "float32",
+    }
+
+
 def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
     task = folder.task
     example = json.dumps(example_inputs(folder)[0], ensure_ascii=False)
@@ -388,6 +411,7 @@ def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
             f"print(pipe([{example}])[0])  # every label of the first text, best first"
         )
     return {
+        **_ctranslate2_usage(folder, repo_id, example),
         "usage_remote": remote,
         "usage_hfattn": with_hfattn,
         "usage_adapter": adapter,
@@ -415,7 +439,6 @@ def render_model_card(
         merged: ``folder`` is a full model made by merging a LoRA adapter into its base model.
         template_path: a jinja template; defaults to ``model_cards/model_card_template.md``.
     """
-    from hfattn import __version__
 
     template = Path(template_path) if template_path else asset_dir("model_cards") / TEMPLATE_NAME
     results = [
@@ -495,6 +518,7 @@ def zero_state_note(folder: ModelFolder) -> str | None:
     """What the two losses of a recurrent model mean, for under its results table
     (:func:`hfattn.evaluation.language_modeling.explain_zero_state`, with what guessing
     uniformly scores); ``None`` when the run recorded no zero-state loss."""
+    # torch (2 s): hfattn train imports the hub for its checks before training
     from ..evaluation.language_modeling import explain_zero_state
 
     note = explain_zero_state((folder.eval_results or {}).get("all_metrics") or {})
@@ -506,8 +530,10 @@ def zero_state_note(folder: ModelFolder) -> str | None:
 
 def _with_samples(content: str, path: Path) -> str:
     """``content`` with a "Samples" section after the results when the folder holds the
-    sample its training run generated (``samples.md``, see :mod:`hfattn.tasks.causal_lm`)."""
-    from ..tasks.causal_lm import SAMPLES_FILE
+    sample its training run generated (``samples.md``, see
+    :mod:`hfattn.tasks.causal_lm.inference`)."""
+    # torch (2 s): hfattn train imports the hub for its checks before training
+    from ..tasks.causal_lm.inference import SAMPLES_FILE
 
     samples = path / SAMPLES_FILE
     if not samples.is_file():

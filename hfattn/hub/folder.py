@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from ..data.licenses import data_license
 from ..run_folder import CONFIG_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
 from ..schema import RecipeError, require_license
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
@@ -97,7 +98,6 @@ class HubSettings:
 def _license_fields(section: dict, source: str | None) -> dict:
     """The licence fields of :class:`HubSettings`: the recipe's, checked
     (:func:`hfattn.schema.require_license`), else those declared for the data ``source``."""
-    from ..data.licenses import data_license
 
     try:
         require_license(section.get("license"), section.get("license_name"))

@@ -31,7 +31,7 @@ from ..run_folder import (
 )
 from ..schema import LICENSE_FORM, LICENSE_ID
 from .folder import ModelFolder, ModelFolderError, inspect_folder, verify_weights
-from .space import SpaceError, stage_space
+from .space import SpaceError, app_dir_for, stage_space
 from .staging import publish_dir, render_tree, stage_model, write_text_atomic
 
 logger = logging.getLogger(__name__)
@@ -379,8 +379,6 @@ def push_model_folder(
             raise HubPushError(unlicensed)
         verify_weights(model_folder.path)
         if space:
-            from .space import app_dir_for
-
             app_dir_for(model_folder.task)
     except (ModelFolderError, SpaceError, FileNotFoundError) as exc:
         raise HubPushError(str(exc)) from None

@@ -5,8 +5,9 @@ A staged Space is self-contained: the task's ``app.py`` (from ``spaces/<task>/``
 :class:`huggingface_hub.SpaceCardData` front matter names the model. An app that ships an
 ``examples.json`` gets it replaced by the model card's examples (:func:`example_inputs`); a
 classification adapter's Space gets the adapter's ``labels.json`` (the app reads the model's
-own first). ``hfattn demo`` runs the
-very same files on a local model folder.
+own first). A translation model published with its CTranslate2 export (``ct2/``) gets
+``ctranslate2`` in the Space's requirements, and the app decodes with it (the README says
+which engine runs). ``hfattn demo`` runs the very same files on a local model folder.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import importlib.util
 import json
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 from types import ModuleType
 
 from huggingface_hub import SpaceCard, SpaceCardData
 
+from ..export.ctranslate2 import EXPORT_INFO_FILE, is_export
+from ..run_folder import CTRANSLATE2_DIR
 from .assets import asset_dir
 from .card import example_inputs
 from .folder import LABELS_FILE, ModelFolder, looks_like_hub_id
@@ -32,6 +36,8 @@ FRAME_FILE = "frame.py"
 EXAMPLES_FILE = "examples.json"
 CARD_TEMPLATE = "space_card_template.md"
 FALLBACK_GRADIO_VERSION = "5.0.0"
+CTRANSLATE2_REQUIREMENT = "ctranslate2>=4.5,<5"
+"""What a translation Space whose model has a CTranslate2 export installs to decode with it."""
 _EMOJI = {"text-generation": "✍️", "translation": "🌐", "text-classification": "🏷️"}
 
 
@@ -64,6 +70,40 @@ def gradio_sdk_version() -> str:
         return FALLBACK_GRADIO_VERSION
 
 
+def ctranslate2_export(folder: ModelFolder) -> Path | None:
+    """The CTranslate2 export (``ct2/``) the translation Space of ``folder`` decodes with, or
+    ``None`` (another task, or no export: the Space decodes with ``generate``)."""
+    export = folder.path / CTRANSLATE2_DIR
+    if folder.task.space_app == "translation" and is_export(export):
+        return export
+    return None
+
+
+def _engine_note(folder: ModelFolder) -> str:
+    """The README's paragraph on the translation Space's decoder (``""`` for other tasks)."""
+    if folder.task.space_app != "translation":
+        return ""
+    export = ctranslate2_export(folder)
+    if export is None:
+        return (
+            "Translations are decoded by transformers' `generate` (the model repo has no "
+            f"CTranslate2 export in `{CTRANSLATE2_DIR}/`)."
+        )
+    try:
+        info = json.loads((export / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = {}
+    quantization = info.get("quantization") or "float32"
+    return (
+        f"Translations are decoded by **CTranslate2** from the model repo's CTranslate2 export "
+        f"(`{CTRANSLATE2_DIR}/`, {quantization}; `{CTRANSLATE2_REQUIREMENT}` is in "
+        "`requirements.txt`), and the attention heatmap comes from one teacher-forced pass of "
+        "the PyTorch model over that output. The page shows the engine; set "
+        "`HFATTN_ENGINE=generate` to decode with transformers' `generate` instead (`auto`, "
+        "the default, falls back to it when `ctranslate2` is not installed)."
+    )
+
+
 def space_card(folder: ModelFolder, model_id: str, title: str | None = None) -> SpaceCard:
     """The Space README: front matter (sdk gradio, ``app_file``, ``models: [model_id]``) + body."""
     task = folder.task
@@ -92,6 +132,9 @@ def space_card(folder: ModelFolder, model_id: str, title: str | None = None) -> 
         model_id=model_id,
         task_name=task.task_name,
         description=f"Built with hfattn from the `spaces/{task.space_app}` app.",
+        engine=textwrap.fill(
+            _engine_note(folder), 92, break_long_words=False, break_on_hyphens=False
+        ),
     )
 
 
@@ -114,6 +157,8 @@ def stage_space(
     requirements = (app_dir / "requirements.txt").read_text(encoding="utf-8").splitlines()
     if folder.is_adapter and not any(r.startswith("peft") for r in requirements):
         requirements.append("peft")
+    if ctranslate2_export(folder) and not any(r.startswith("ctranslate2") for r in requirements):
+        requirements.append(CTRANSLATE2_REQUIREMENT)
     write_text_atomic(out / "requirements.txt", "\n".join(r for r in requirements if r) + "\n")
     if (app_dir / EXAMPLES_FILE).is_file():
         examples = json.dumps(example_inputs(folder), indent=2, ensure_ascii=False)

@@ -1,8 +1,9 @@
 """Build the exact folder that is uploaded to a model repository.
 
 Only top-level files a model repository needs are copied (weights, configs, tokenizer,
-modeling source, the recipe, the recorded results and the loss curve); checkpoints, training
-logs, pickles and anything else are left out, and ``README.md`` is rendered afresh. LoRA
+modeling source, the recipe, the recorded results and the loss curve), and the model's
+CTranslate2 export in ``ct2/`` when it has one; checkpoints, training logs, pickles and anything
+else are left out, and ``README.md`` is rendered afresh. LoRA
 adapters are staged as adapters (a classification adapter with its ``labels.json``) or, with
 ``merge=True``, as the merged full model.
 """
@@ -17,7 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..run_folder import CHECKPOINTS_DIR, LOSS_CURVE_FILE, RECIPE_FILE
+from ..export.ctranslate2 import is_export
+from ..run_folder import CHECKPOINTS_DIR, CTRANSLATE2_DIR, LOSS_CURVE_FILE, RECIPE_FILE
 from .card import render_model_card
 from .folder import LABELS_FILE, ModelFolder, ModelFolderError, inspect_folder
 
@@ -52,9 +54,13 @@ ADAPTER_ONLY_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 def select_files(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Split the entries of ``folder`` into files to publish and ``(name, reason)`` left out."""
+    """Split the entries of ``folder`` into files (and the ``ct2/`` export folder) to publish
+    and ``(name, reason)`` left out."""
     included, excluded = [], []
     for entry in sorted(Path(folder).iterdir()):
+        if entry.is_dir() and entry.name == CTRANSLATE2_DIR and is_export(entry):
+            included.append(entry)
+            continue
         if entry.is_dir():
             reason = "training checkpoints" if entry.name == CHECKPOINTS_DIR else "sub-folder"
             excluded.append((entry.name + "/", reason))
@@ -71,8 +77,13 @@ def select_files(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
 
 def _copy(src: Path, dst: Path, *, link: bool) -> None:
     """Hard-link ``src`` to ``dst`` when ``link`` and possible (weights can be large), else
-    copy it. Only a staging folder that is deleted after the upload may link: a preview the
-    user can edit must not share its files with the model."""
+    copy it (a folder: each of its files). Only a staging folder that is deleted after the
+    upload may link: a preview the user can edit must not share its files with the model."""
+    if src.is_dir():
+        dst.mkdir()
+        for child in sorted(src.iterdir()):
+            _copy(child, dst / child.name, link=link)
+        return
     if link:
         try:
             os.link(src, dst)

@@ -318,26 +318,24 @@ class MultiHeadAttention(nn.Module):
         self,
         states: torch.Tensor,
         is_cross_attention: bool,
-        past_key_values: Cache | None,
+        cache: Cache | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-head keys and values, read from / written to the KV cache (BART's pattern)."""
-        cache, is_updated = past_key_values, False
-        if isinstance(past_key_values, EncoderDecoderCache):
-            is_updated = bool(past_key_values.is_updated.get(self.layer_idx))
-            cache = (
-                past_key_values.cross_attention_cache
-                if is_cross_attention
-                else past_key_values.self_attention_cache
+        layer_cache, is_updated = cache, False
+        if isinstance(cache, EncoderDecoderCache):
+            is_updated = bool(cache.is_updated.get(self.layer_idx))
+            layer_cache = (
+                cache.cross_attention_cache if is_cross_attention else cache.self_attention_cache
             )
-        if is_cross_attention and cache is not None and is_updated:
-            layer = cache.layers[self.layer_idx]
+        if is_cross_attention and layer_cache is not None and is_updated:
+            layer = layer_cache.layers[self.layer_idx]
             return layer.keys, layer.values
         key = self._split_heads(self.k_proj(states), self.key_dim)
         value = self._split_heads(self.v_proj(states), self.value_dim)
-        if cache is not None:
-            key, value = cache.update(key, value, self.layer_idx)
-            if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
-                past_key_values.is_updated[self.layer_idx] = True
+        if layer_cache is not None:
+            key, value = layer_cache.update(key, value, self.layer_idx)
+            if is_cross_attention and isinstance(cache, EncoderDecoderCache):
+                cache.is_updated[self.layer_idx] = True
         return key, value
 
     def _keep_mask(
@@ -368,7 +366,7 @@ class MultiHeadAttention(nn.Module):
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         output_attentions: bool = False,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -380,7 +378,7 @@ class MultiHeadAttention(nn.Module):
             attention_mask: a keep mask (bool, True = attend) or an additive float mask (0 =
                 attend, negative = masked, e.g. from ``transformers.masking_utils``), shaped
                 ``[B, Tk]`` (padding), ``[B, Tq, Tk]`` or ``[B, 1|h, Tq, Tk]``.
-            past_key_values: a ``Cache`` / ``EncoderDecoderCache`` (needs ``layer_idx``).
+            cache: a ``Cache`` / ``EncoderDecoderCache`` (needs ``layer_idx``).
             output_attentions: return the weights even when the kernel is ``sdpa``.
 
         A query whose keys are all masked gets a zero context vector (before ``o_proj``), so
@@ -390,7 +388,7 @@ class MultiHeadAttention(nn.Module):
         batch_shape = hidden_states.shape[:-1]
         query = self._split_heads(self.q_proj(hidden_states), self.key_dim)
         kv_states = key_value_states if is_cross_attention else hidden_states
-        key, value = self._project_key_value(kv_states, is_cross_attention, past_key_values)
+        key, value = self._project_key_value(kv_states, is_cross_attention, cache)
         causal = self.is_causal and not is_cross_attention
         dropout = self.dropout if self.training else 0.0
 

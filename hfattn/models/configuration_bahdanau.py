@@ -62,7 +62,7 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
         max_source_positions: longest source (also the ``location`` score's ``max_length``).
         initializer_range: kept for transformers compatibility; the weights are initialised as
             ``BahdanauPreTrainedModel._init_weights`` describes (Glorot linears, N(0, 1) embeddings).
-        use_cache: return the decoder state as ``past_key_values`` in ``generate``.
+        use_cache: return the decoder state as ``cache`` in ``generate``.
     """
 
     model_type = "bahdanau"

@@ -28,7 +28,7 @@ class CharRNNConfig(PresetsMixin, PreTrainedConfig):
             ``hidden_size != embedding_dim`` a bias-free projection ``hidden → embedding`` is
             inserted before the tied output layer.
         initializer_range: standard deviation of the normal init of embeddings and linears.
-        use_cache: return the recurrent state as ``past_key_values`` (O(1) per new character
+        use_cache: return the recurrent state as ``cache`` (O(1) per new character
             in ``generate``).
     """
 

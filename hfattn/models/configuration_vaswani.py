@@ -70,7 +70,7 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
     """
 
     model_type = "vaswani"
-    keys_to_ignore_at_inference: ClassVar[list[str]] = ["past_key_values"]
+    keys_to_ignore_at_inference: ClassVar[list[str]] = ["cache"]
     attribute_map: ClassVar[dict[str, str]] = {
         "num_hidden_layers": "decoder_layers",
         "hidden_size": "d_model",

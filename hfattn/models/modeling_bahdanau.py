@@ -40,6 +40,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils import can_return_tuple
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .attention import Attention
 from .configuration_bahdanau import BahdanauConfig
@@ -496,13 +497,14 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
         encoder_outputs: BahdanauEncoderOutput | tuple | None = None,
-        past_key_values: RecurrentCache | None = None,
+        cache: RecurrentCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -532,15 +534,15 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
             )
         elif not isinstance(encoder_outputs, BahdanauEncoderOutput):
             encoder_outputs = _encoder_output_from(encoder_outputs)
-        if past_key_values is not None and not isinstance(past_key_values, RecurrentCache):
+        if cache is not None and not isinstance(cache, RecurrentCache):
             raise TypeError(
-                "past_key_values must be the RecurrentCache returned by this model; got "
-                f"{type(past_key_values).__name__}"
+                "cache must be the RecurrentCache returned by this model; got "
+                f"{type(cache).__name__}"
             )
-        if past_key_values is None or past_key_values.is_empty:
+        if cache is None or cache.is_empty:
             state = self.decoder.initial_state(encoder_outputs)
         else:
-            state = dict(past_key_values.states)
+            state = dict(cache.states)
         decoded = self.decoder(
             decoder_input_ids,
             encoder_outputs.last_hidden_state,
@@ -552,14 +554,13 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
             return_dict=True,
             step_by_step=step_by_step,
         )
-        cache = None
         if use_cache:
-            cache = past_key_values if past_key_values is not None else RecurrentCache()
+            cache = cache if cache is not None else RecurrentCache()
             cache.update_states(decoded.last_hidden_state.shape[1], **decoded.state)
         weights = decoded.attentions
         return Seq2SeqModelOutput(
             last_hidden_state=decoded.last_hidden_state,
-            past_key_values=cache,
+            cache=cache if use_cache else None,
             decoder_hidden_states=decoded.hidden_states,
             cross_attentions=(weights[:, None],) if weights is not None else None,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
@@ -608,6 +609,7 @@ class BahdanauForConditionalGeneration(
         self.post_init()
 
     @can_return_tuple
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -615,7 +617,7 @@ class BahdanauForConditionalGeneration(
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BahdanauEncoderOutput | tuple | None = None,
-        past_key_values: RecurrentCache | None = None,
+        cache: RecurrentCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -635,11 +637,11 @@ class BahdanauForConditionalGeneration(
             decoder_input_ids: ``[batch, tgt_len]``; default ``shift_tokens_right(labels)``.
             decoder_attention_mask: ignored (the decoder is causal; padding comes last).
             encoder_outputs: reuse an encoder pass (``generate`` does).
-            past_key_values: the :class:`RecurrentCache` returned by the previous call.
+            cache: the :class:`RecurrentCache` returned by the previous call.
             inputs_embeds / decoder_inputs_embeds: instead of the ids, their embeddings
                 ``embed_tokens(ids)`` ``[batch, len, embedding_dim]`` (the same outputs).
             labels: ``[batch, tgt_len]`` targets, ``-100`` ignored.
-            use_cache: return the decoder state as ``past_key_values`` (default
+            use_cache: return the decoder state as ``cache`` (default
                 ``config.use_cache``).
             num_items_in_batch: number of target tokens in the whole (accumulated) batch; the
                 loss is then ``Σ CE / num_items_in_batch``.
@@ -662,7 +664,7 @@ class BahdanauForConditionalGeneration(
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -682,7 +684,7 @@ class BahdanauForConditionalGeneration(
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            cache=outputs.cache,
             decoder_hidden_states=outputs.decoder_hidden_states,
             cross_attentions=outputs.cross_attentions,
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,

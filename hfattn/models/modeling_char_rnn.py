@@ -1,7 +1,7 @@
 """Character-level recurrent language model (Géron HOML ch. 16, Karpathy's char-rnn).
 
 ``CharRNNForCausalLM`` is a ``PreTrainedModel`` + ``GenerationMixin``: the recurrent state is
-the generation cache (``past_key_values``, a :class:`~.recurrent_cache.RecurrentCache`), so
+the generation cache (``cache``, a :class:`~.recurrent_cache.RecurrentCache`), so
 every new character costs one RNN step instead of a re-run over the whole text, and a cache
 returned by ``generate`` continues the text where it stopped. The same state, carried between
 batches and detached, gives stateful (truncated-BPTT) training.
@@ -19,6 +19,7 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_char_rnn import CharRNNConfig
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
@@ -52,7 +53,7 @@ def to_cache(state: RecurrentState | RecurrentCache | None, seen_tokens: int = 0
         return state
     if isinstance(state, Cache):
         raise TypeError(
-            f"past_key_values must be a RecurrentCache, a tensor h or a tuple (h, c); "
+            f"cache must be a RecurrentCache, a tensor h or a tuple (h, c); "
             f"got {type(state).__name__}"
         )
     tensors = () if state is None else state if isinstance(state, tuple) else (state,)
@@ -65,7 +66,7 @@ def to_cache(state: RecurrentState | RecurrentCache | None, seen_tokens: int = 0
 def state_tensors(state: RecurrentState | RecurrentCache | None) -> RecurrentState | None:
     """The plain state: ``h`` (GRU / RNN) or ``(h, c)`` (LSTM), from a cache or as given.
 
-    This is what training checkpoints store and what ``forward(past_key_values=...)`` also
+    This is what training checkpoints store and what ``forward(cache=...)`` also
     accepts; ``None`` for ``None`` or an empty cache.
     """
     if not isinstance(state, RecurrentCache):
@@ -94,7 +95,7 @@ def detach_state(
 
 @dataclass
 class CharRNNOutput(CausalLMOutputWithPast):
-    """:class:`~transformers.modeling_outputs.CausalLMOutputWithPast` whose ``past_key_values``
+    """:class:`~transformers.modeling_outputs.CausalLMOutputWithPast` whose ``cache``
     is the recurrent state after the last input character (a :class:`RecurrentCache` holding
     ``h`` and, for an LSTM, ``c``, each [num_layers, batch, hidden]) and whose
     ``hidden_states`` are the embeddings followed by the output of every layer."""
@@ -202,11 +203,12 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         final = stack_states(finals)
         return outputs, final if len(final) == 2 else final[0]
 
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: RecurrentCache | RecurrentState | None = None,
+        cache: RecurrentCache | RecurrentState | None = None,
         labels: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -222,7 +224,7 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
             input_ids: [batch, seq] character ids (or ``inputs_embeds`` [batch, seq, embedding_dim]).
             attention_mask: [batch, seq] or [batch, past+seq] (1 = real token). Only the last
                 ``seq`` columns are used; zeros make the state skip those positions.
-            past_key_values: the state to start from: a :class:`RecurrentCache` (returned by a
+            cache: the state to start from: a :class:`RecurrentCache` (returned by a
                 previous call or by ``generate``; it is updated in place and returned, as
                 ``DynamicCache`` is), or a plain ``h`` / ``(h, c)`` [num_layers, batch, hidden]
                 (wrapped in a new cache). ``None`` = zeros.
@@ -244,7 +246,7 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         embeds = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         seq_len = embeds.shape[1]
         mask = None if attention_mask is None else attention_mask[:, -seq_len:]
-        cache = to_cache(past_key_values) if use_cache or past_key_values is not None else None
+        cache = to_cache(cache) if use_cache or cache is not None else None
         outputs, state = self._run_layers(embeds, state_tensors(cache), mask)
         hidden = self.dropout(outputs[-1])
         if self.output_projection is not None:
@@ -268,9 +270,7 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         hidden_states = (embeds, *outputs) if output_hidden_states else None
         if not return_dict:
             return tuple(v for v in (loss, logits, cache, hidden_states) if v is not None)
-        return CharRNNOutput(
-            loss=loss, logits=logits, past_key_values=cache, hidden_states=hidden_states
-        )
+        return CharRNNOutput(loss=loss, logits=logits, cache=cache, hidden_states=hidden_states)
 
 
 __all__ = [

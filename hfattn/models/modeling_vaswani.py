@@ -41,6 +41,7 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.utils import can_return_tuple
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .attention import MultiHeadAttention
 from .configuration_vaswani import VaswaniConfig
@@ -173,7 +174,7 @@ class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
 
     A ``GradientCheckpointingLayer``: ``hidden_states`` and ``encoder_hidden_states`` (both
     need gradients) are positional; under checkpointing in training the wrapper drops
-    ``past_key_values`` (the decoder also turns ``use_cache`` off then)."""
+    ``cache`` (the decoder also turns ``use_cache`` off then)."""
 
     def __init__(self, config: VaswaniConfig, layer_idx: int):
         super().__init__()
@@ -193,7 +194,7 @@ class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
         encoder_hidden_states: torch.Tensor,
         self_attention_mask: torch.Tensor | None,
         cross_attention_mask: torch.Tensor | None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         hidden_states, self_weights = self._residual(
@@ -201,7 +202,7 @@ class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
             self.self_attn_layer_norm,
             self.self_attn,
             attention_mask=self_attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             output_attentions=output_attentions,
         )
         hidden_states, cross_weights = self._residual(
@@ -210,7 +211,7 @@ class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
             self.encoder_attn,
             key_value_states=encoder_hidden_states,
             attention_mask=cross_attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             output_attentions=output_attentions,
         )
         hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, self.feed_forward)
@@ -410,13 +411,14 @@ class VaswaniDecoder(_VaswaniStack):
         return None, keep
 
     @can_return_tuple
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -425,7 +427,7 @@ class VaswaniDecoder(_VaswaniStack):
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """Decode ``input_ids [B, T]`` (or raw ``inputs_embeds [B, T, d]``) after
-        ``past_key_values`` (positions continue from the cache's length). ``attention_mask`` is
+        ``cache`` (positions continue from the cache's length). ``attention_mask`` is
         the target padding mask (optional: with right padding the causal mask alone keeps every
         real position exact).
 
@@ -439,11 +441,11 @@ class VaswaniDecoder(_VaswaniStack):
             self.config, output_attentions, output_hidden_states
         )
         use_cache = resolve_use_cache(self, use_cache)
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(
                 DynamicCache(config=self.config), DynamicCache(config=self.config)
             )
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         self_mask, cross_mask = self._masks(
             attention_mask,
@@ -461,7 +463,7 @@ class VaswaniDecoder(_VaswaniStack):
                 encoder_hidden_states,
                 self_mask,
                 cross_mask,
-                past_key_values=past_key_values if use_cache else None,
+                cache=cache if use_cache else None,
                 output_attentions=output_attentions,
             )
             if output_hidden_states:
@@ -474,7 +476,7 @@ class VaswaniDecoder(_VaswaniStack):
             all_hidden[-1] = hidden_states
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
+            cache=cache if use_cache else None,
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
             attentions=tuple(self_weights) if output_attentions else None,
             cross_attentions=tuple(cross_weights) if output_attentions else None,
@@ -491,6 +493,7 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -498,7 +501,7 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -533,7 +536,7 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
@@ -542,7 +545,7 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoded.last_hidden_state,
-            past_key_values=decoded.past_key_values,
+            cache=decoded.cache,
             decoder_hidden_states=decoded.hidden_states,
             decoder_attentions=decoded.attentions,
             cross_attentions=decoded.cross_attentions,
@@ -573,6 +576,7 @@ class VaswaniForConditionalGeneration(
         self.post_init()
 
     @can_return_tuple
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -580,7 +584,7 @@ class VaswaniForConditionalGeneration(
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -599,7 +603,7 @@ class VaswaniForConditionalGeneration(
             decoder_input_ids: ``[batch, tgt_len]``; default ``shift_tokens_right(labels)``.
             decoder_attention_mask: target padding (optional with right padding).
             encoder_outputs: reuse an encoder pass (``generate`` does).
-            past_key_values: the ``EncoderDecoderCache`` returned by the previous call.
+            cache: the ``EncoderDecoderCache`` returned by the previous call.
             inputs_embeds / decoder_inputs_embeds: instead of the ids, the raw embeddings
                 ``embed_tokens(ids)`` (Bart's convention): the √d scaling and the positions are
                 added by the stack, so they give exactly the outputs of the ids.
@@ -625,7 +629,7 @@ class VaswaniForConditionalGeneration(
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache if labels is None else False,
@@ -642,7 +646,7 @@ class VaswaniForConditionalGeneration(
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            cache=outputs.cache,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,

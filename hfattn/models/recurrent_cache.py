@@ -22,7 +22,7 @@ from transformers.cache_utils import Cache
 
 
 class RecurrentCache(Cache):
-    r"""Named recurrent-state tensors with a batch dimension, usable as ``past_key_values``.
+    r"""Named recurrent-state tensors with a batch dimension, usable as ``cache``.
 
     After ``t`` tokens the cache holds the state ``S_t`` of the recurrence
     ``S_t = f(S_{t-1}, x_t)``; the next forward continues from it, so every generated token
@@ -86,6 +86,14 @@ class RecurrentCache(Cache):
         for name, tensor in self.states.items():
             return tensor.shape[self.batch_dim(name)]
         return -1
+
+    @property
+    def is_linear(self) -> list[bool]:
+        """``[False]``: ``generate`` (transformers ≥ 5.24) cuts a resumed prompt to the tokens
+        the cache has not absorbed only when some cache layer is not a "linear" (SSM) one; this
+        cache has no layers, but counts what it absorbed (:meth:`get_seq_length`), so a
+        continued generation must be cut the same way."""
+        return [False]
 
     def get_seq_length(self, layer_idx: int | None = 0) -> int:
         """Number of tokens absorbed into the state (what ``generate`` slices inputs by)."""

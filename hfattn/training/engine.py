@@ -8,6 +8,8 @@ the wall-clock budget (``max_minutes``, the schedule then follows the clock) or 
 Ctrl-C / SIGTERM (a resumable checkpoint is written). A finished run is evaluated on its
 splits and saved as a model folder (:mod:`hfattn.training.results`). Stateful jobs carry the
 recurrent state (detached: truncated BPTT) from batch to batch and reset it at every epoch.
+With ``training.compile`` the loss step runs through ``torch.compile``
+(:mod:`hfattn.training.compiling`); nothing else does.
 
 Checkpoints (:mod:`hfattn.training.checkpoints`) make a run killed at any point (even SIGKILL,
 even in the middle of a checkpoint write) continue with ``resume=True`` to the same weights
@@ -34,6 +36,7 @@ from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 
+from ..field_checks import require_reported_metric
 from ..run_folder import (
     METRICS_FILE,
     RESUME_AND_OVERWRITE,
@@ -43,7 +46,6 @@ from ..run_folder import (
     resume_command,
     write_recipe,
 )
-from ..schema import require_reported_metric
 from .checkpoints import (
     Progress,
     load_best_weights,
@@ -51,6 +53,7 @@ from .checkpoints import (
     save_best_weights,
     write_checkpoint,
 )
+from .compiling import compile_for_training
 from .job import NonFiniteLossError, TrainingCallback, TrainingJob, TrainResult, as_callbacks
 from .optim import build_optimizer
 from .results import eval_results, save_run_results, training_summary
@@ -111,6 +114,10 @@ class _Run:
             d_model=getattr(config, "d_model", None) or getattr(config, "hidden_size", None),
         )
         self.model, self.optimizer = acc.prepare(job.model, optimizer)
+        # training.compile: the loss step calls a compiled view of the prepared module; its
+        # checkpoints, evaluations and saved folder use the module itself (the same parameters,
+        # the state-dict keys without torch.compile's `_orig_mod.` prefix)
+        self.loss_model = compile_for_training(self.model) if cfg.compile else self.model
         acc.register_for_checkpointing(self.scheduler)
         self.progress = Progress(
             planned_steps=schedule_steps(planned_training or cfg, steps_per_epoch)
@@ -175,7 +182,7 @@ class _Run:
         acc, cfg = self.accelerator, self.cfg
         with acc.accumulate(self.model):
             stateful = self.job.batches.stateful
-            loss, state = self.job.compute_loss(self.model, batch, self.state, stateful)
+            loss, state = self.job.compute_loss(self.loss_model, batch, self.state, stateful)
             # decided together: a process that skipped backward would leave the others
             # waiting in DDP's gradient all-reduce
             finite = not _any_process(acc, not bool(torch.isfinite(loss.detach()).all()))

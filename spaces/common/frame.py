@@ -85,12 +85,14 @@ def _ints_from_env(minimum: int = 1, **envs: str) -> dict[str, int]:
 
 @dataclass
 class Context:
-    """What a task's predict function receives first: the loaded model, tokenizer and caps."""
+    """What a task's predict function receives first: the loaded model, tokenizer and caps,
+    and the engine the task's ``load`` chose to decode with (``None``: the model itself)."""
 
     model: Any
     tokenizer: Any
     limits: Limits
     model_id: str
+    engine: Any = None
 
 
 @dataclass
@@ -101,8 +103,9 @@ class Task:
     the page layout); ``predict(context, *input_values)`` returns the output value(s), or
     yields successive values to stream them. ``examples`` are rows of input values.
     ``load(model_id)`` returns ``(model, tokenizer)`` for a task that needs more than
-    :func:`load_model` with ``auto_class`` (default: that). ``generates``: the task generates
-    tokens (the page then states the new-token cap).
+    :func:`load_model` with ``auto_class`` (default: that), or ``(model, tokenizer, engine)``
+    (:attr:`Context.engine`). ``generates``: the task generates tokens (the page then states
+    the new-token cap).
     """
 
     title: str
@@ -213,8 +216,8 @@ def build_app(
     model_id = model_id or resolve_model_id(app_dir)
     limits = limits or Limits.from_env()
     queue = queue or QueueSettings.from_env()
-    model, tokenizer = (task.load or (lambda i: load_model(i, task.auto_class)))(model_id)
-    context = Context(model, tokenizer, limits, model_id)
+    model, tokenizer, *engine = (task.load or (lambda i: load_model(i, task.auto_class)))(model_id)
+    context = Context(model, tokenizer, limits, model_id, *engine)
     link = (
         model_id if Path(model_id).exists() else f"[{model_id}](https://huggingface.co/{model_id})"
     )

@@ -1,0 +1,60 @@
+"""The checks that name a bad field: every recipe section, data source and baseline option
+raises :class:`RecipeError` ``"<field>: <what is allowed>"`` through these helpers.
+
+The bottom of the package (no hfattn import, no third-party import), so that every layer, the
+data sources and the training loop included, can check its fields the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class RecipeError(ValueError):
+    """A recipe field is unknown, mistyped or out of range (the message names the field)."""
+
+
+def require(condition: bool, field_name: str, message: str) -> None:
+    """Raise :class:`RecipeError` ``"<field_name>: <message>"`` unless ``condition``."""
+    if not condition:
+        raise RecipeError(f"{field_name}: {message}")
+
+
+def require_choice(value: str | None, field_name: str, allowed: tuple[str, ...]) -> None:
+    """``value`` must be one of ``allowed`` (the message lists them)."""
+    require(value in allowed, field_name, f"{value!r} is not one of {', '.join(allowed)}")
+
+
+def require_positive(section: object, prefix: str, *names: str) -> None:
+    """Every named field of ``section`` must be ``None`` or > 0."""
+    for name in names:
+        value = getattr(section, name)
+        require(value is None or value > 0, f"{prefix}.{name}", f"must be > 0, got {value}")
+
+
+def require_fraction(section: object, prefix: str, *names: str, high: float = 0.5) -> None:
+    """Every named field of ``section`` must lie in the open interval (0, ``high``)."""
+    for name in names:
+        value = getattr(section, name)
+        require(0 < value < high, f"{prefix}.{name}", f"must be in (0, {high}), got {value}")
+
+
+def require_reported_metric(metric: str, reported: Sequence[str]) -> None:
+    """``training.metric_for_best_model`` must be ``loss`` or one of ``reported``, the metrics
+    the task's validation reports (the message lists them)."""
+    choices = tuple(dict.fromkeys(("loss", *reported)))
+    require(
+        metric in choices,
+        "training.metric_for_best_model",
+        f"{metric!r} is not one of {', '.join(choices)} (what this task's validation reports)",
+    )
+
+
+__all__ = [
+    "RecipeError",
+    "require",
+    "require_choice",
+    "require_fraction",
+    "require_positive",
+    "require_reported_metric",
+]

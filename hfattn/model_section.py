@@ -1,0 +1,118 @@
+"""The recipe's ``model:`` section: the fields of a model type's config class, or a pretrained
+checkpoint (:mod:`hfattn.pretrained`).
+
+:func:`validate_model_section` checks every key and value type against the config class of
+``model.type`` (a key the config does not have, a string where it wants an int) and builds the
+config, so that a bad model section fails when the recipe is loaded, naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import types
+import typing
+from typing import Any
+
+from .field_checks import RecipeError, require
+from .pretrained import check_pretrained_section, is_pretrained
+
+logger = logging.getLogger(__name__)
+
+
+def validate_model_section(model: dict[str, Any]):
+    """Check ``model:`` against the config class of ``model.type`` and build that config.
+
+    Returns the config (with a placeholder vocabulary size), or ``None`` for a pretrained
+    checkpoint (``model.pretrained``: only its keys are checked here; the task loads it)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from . import models  # noqa: F401  (registers the model types; torch: seconds, imported on use)
+
+    model = dict(model)
+    if is_pretrained(model):
+        check_pretrained_section(model)
+        return None
+    model_type = model.pop("type", None)
+    require(model_type is not None, "model.type", "is required")
+    require(
+        isinstance(model_type, str) and model_type in CONFIG_MAPPING,
+        "model.type",
+        f"unknown model type {model_type!r}",
+    )
+    config_cls = CONFIG_MAPPING[model_type]
+    require("vocab_size" not in model, "model.vocab_size", "is set from the tokenizer")
+    preset = model.pop("preset", None)
+    require(
+        preset is None or isinstance(preset, str),
+        "model.preset",
+        f"must be the name of a preset, got {preset!r}",
+    )
+    require(
+        preset is None or hasattr(config_cls, "from_preset"),
+        "model.preset",
+        f"{config_cls.__name__} has no presets",
+    )
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    known = set(fields)
+    hints = {key: _field_type(config_cls, fields[key]) for key in model if key in fields}
+    for key, value in model.items():
+        require(key in known, f"model.{key}", f"is not a field of {config_cls.__name__}")
+        require(
+            _matches(value, hints.get(key)),
+            f"model.{key}",
+            f"{value!r} is not of type {_type_name(hints.get(key))}",
+        )
+    if preset is not None:
+        overridden = sorted(set(model) & set(getattr(config_cls, "PRESETS", {}).get(preset, {})))
+        if overridden:
+            logger.warning(
+                "model.preset %r: the recipe overrides its %s", preset, ", ".join(overridden)
+            )
+    try:
+        if preset is not None:
+            return config_cls.from_preset(preset, **model)
+        return AutoConfig.for_model(model_type, **model)
+    except (ValueError, TypeError) as err:
+        raise RecipeError(f"model.{err}") from None
+
+
+_SCALARS = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
+
+
+def _matches(value, hint) -> bool:
+    """Whether ``value`` fits a config field's simple type hint (``bool``, ``int``, ``float``,
+    ``str``, ``X | None``, ``list``, ``dict``); other hints are left to the config."""
+    if hint is None or hint is typing.Any:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint) or hint
+    if origin in _SCALARS:
+        ok = isinstance(value, _SCALARS[origin])
+        return ok and (origin is bool or not isinstance(value, bool))
+    if origin in (list, dict, tuple):
+        return isinstance(value, origin if origin is not tuple else (tuple, list))
+    return True
+
+
+def _field_type(config_cls, field):
+    """A dataclass field's type, evaluated when it is a string annotation (``None`` when it
+    cannot be: then the config's own checks apply)."""
+    if not isinstance(field.type, str):
+        return field.type
+    try:
+        return eval(field.type, vars(sys.modules[config_cls.__module__]))  # noqa: S307
+    except Exception:  # an annotation naming something the module does not import
+        return None
+
+
+def _type_name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+__all__ = ["validate_model_section"]

@@ -1,0 +1,182 @@
+"""A training run from its recipe to its trained (and published) model: the layer above the
+tasks, the engine and the Hub that ties them together.
+
+:func:`check_before_training` makes every check of a run that needs no data, tokenizer or
+model (the flags, ``output_dir``, the schedule against its steps,
+``training.metric_for_best_model``, ``data.source``, the ``hub`` settings): ``hfattn train``
+runs it first on the :func:`hfattn.recipes.recipe_outline` of the file, which imports neither
+the task nor torch, so that these errors come in a fraction of a second. :func:`run_recipe`
+checks again, asks the recipe's task (:mod:`hfattn.tasks`) for its training job
+(:func:`build_job`), trains it (:func:`hfattn.training.engine.train`) and pushes the result
+when the recipe says so (:mod:`hfattn.hub.push`).
+"""
+
+from __future__ import annotations
+
+from .data.classification import check_classification_source
+from .data.licenses import data_license
+from .data.text import check_text_source
+from .data.translation import check_pair_source
+from .field_checks import RecipeError, require, require_reported_metric
+from .hub.push import HubPushError, push_model_folder, resolve_token, validate_repo_id
+from .recipes import task_recipe_module
+from .run_folder import (
+    RESUME_AND_OVERWRITE,
+    check_output_dir,
+    check_resume,
+    require_checkpoint,
+)
+from .schema import LICENSE_FORM, HubSection, RecipeBase
+from .tasks import get_task
+from .training.schedules import check_schedule_steps
+
+
+def build_job(recipe: RecipeBase):
+    """Turn a validated recipe into its task's training job (model, tokenizer, data, ...)."""
+    return get_task(recipe.task).build_job(recipe)
+
+
+def check_before_training(recipe, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Every check of a training run that needs no data, tokenizer or model, made before any
+    of them is loaded: the flags, ``output_dir``, the schedule against its steps,
+    ``training.metric_for_best_model``, ``data.source`` and the ``hub`` settings.
+
+    ``recipe`` is a loaded recipe (:func:`run_recipe` checks it), or the :func:`recipe_outline`
+    of a recipe file (``hfattn train`` checks that first, before it imports the task). Where a
+    check needs the data (the epochs' steps against ``training.warmup_steps``), the engine
+    makes it once the data is loaded.
+
+    Raises:
+        RecipeError: both ``resume`` and ``overwrite``; a schedule that does not fit its steps;
+            a ``metric_for_best_model`` the task's validation does not report; a bad ``hub``
+            section (repo id, no token, no licence for the card).
+        ValueError: ``data.source`` names no dataset (:mod:`hfattn.data.sources`).
+        FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
+        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint; a
+            ``data.source`` path that does not exist.
+    """
+    if resume and overwrite:
+        raise RecipeError(RESUME_AND_OVERWRITE)
+    if resume:
+        require_checkpoint(recipe.output_dir)
+    else:
+        check_output_dir(recipe.output_dir, overwrite)
+    try:
+        check_schedule_steps(recipe.training, resume=resume)
+    except ValueError as err:
+        raise RecipeError(str(err)) from None
+    require_reported_metric(
+        recipe.training.metric_for_best_model, task_recipe_module(recipe.task).REPORTED_METRICS
+    )
+    check_data_source(recipe.task, recipe.data.source)
+    check_hub_settings(recipe.hub, recipe.data.source)
+
+
+def check_data_source(task: str, source: str | None) -> None:
+    """``data.source`` (``None``: the task's embedded default) must name a dataset that the
+    task's data module can load: the check of :mod:`hfattn.data.sources`, through that module.
+
+    Raises:
+        ValueError, FileNotFoundError: as :func:`hfattn.data.sources.check_source`.
+    """
+    checks = {
+        "causal-lm": check_text_source,
+        "classification": check_classification_source,
+        "translation": check_pair_source,
+    }
+    if source is not None and task in checks:
+        checks[task](source)
+
+
+def check_hub_settings(hub: HubSection, data_source: str | None = None) -> None:
+    """With ``hub.push_to_hub``, the repo id must be one the Hub accepts, a token must be
+    at hand and the card must have a licence (``hub.license``, else the declared licence of
+    ``data_source``): all fail now, not after training.
+
+    Raises:
+        RecipeError: ``hub: repo_id must be 'owner/name' ...``, ``hub: no Hugging Face
+            token ...`` or ``hub.license: not set and the license of data.source ...``.
+    """
+    if not hub.push_to_hub:
+        return
+    try:
+        validate_repo_id(hub.repo_id)
+        resolve_token()
+    except HubPushError as err:
+        raise RecipeError(f"hub: {err}") from None
+    require(
+        hub.license is not None or data_license(data_source) is not None,
+        "hub.license",
+        f"not set and the license of data.source {data_source!r} is unknown: the model card "
+        f"needs one to publish ({LICENSE_FORM}, e.g. --set hub.license=apache-2.0)",
+    )
+
+
+def run_recipe(
+    recipe: RecipeBase,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    callbacks=(),
+    planned: RecipeBase | None = None,
+):
+    """Train a recipe end to end; push to the Hub when ``hub.push_to_hub`` is set.
+
+    ``resume`` continues the run in ``output_dir``; ``overwrite`` replaces it (a folder that
+    holds another run is refused otherwise). ``planned`` is the recipe as its file has it,
+    before ``--set`` overrides (default ``recipe``): the run records the steps it plans, so a
+    run cut far short of them says so in its card.
+
+    Raises:
+        RecipeError, ValueError, FileExistsError, FileNotFoundError: what
+            :func:`check_before_training` refuses, before anything is loaded.
+        hfattn.run_folder.RunFolderError: ``resume`` with a recipe that differs from the
+            run's stored one in more than :data:`hfattn.run_folder.RESUMABLE_FIELDS`.
+    """
+    check_before_training(recipe, resume=resume, overwrite=overwrite)
+    if resume:  # another run's folder fails before anything is loaded
+        check_resume(recipe.output_dir, recipe.to_yaml())
+    # torch (2-3 s): hfattn train imports this module for the checks before training, which
+    # answer in a fraction of a second
+    from .training.engine import train
+
+    task = get_task(recipe.task)
+    job = task.build_job(recipe)
+    result = train(
+        job,
+        recipe.training,
+        recipe.output_dir,
+        resume=resume,
+        overwrite=overwrite,
+        recipe_yaml=recipe.to_yaml(),
+        recipe_name=recipe.name,
+        generation_defaults=task.generation_defaults(recipe),
+        callbacks=callbacks,
+        planned_training=None if planned is None else planned.training,
+    )
+    if recipe.hub.push_to_hub and not result.interrupted:  # settings checked before training
+        from accelerate import PartialState  # 0.5 s: only a run that publishes needs it
+
+        if PartialState().is_main_process:
+            try:
+                push_model_folder(
+                    result.output_dir,
+                    recipe.hub.repo_id,
+                    private=recipe.hub.private,
+                    space=recipe.hub.space,
+                )
+            except HubPushError as err:  # e.g. a run cut far short of its recipe
+                raise RecipeError(
+                    f"hub.push_to_hub: the model is saved in {result.output_dir} but was not "
+                    f"pushed: {err}"
+                ) from None
+    return result
+
+
+__all__ = [
+    "build_job",
+    "check_before_training",
+    "check_data_source",
+    "check_hub_settings",
+    "run_recipe",
+]

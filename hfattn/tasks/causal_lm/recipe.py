@@ -1,0 +1,154 @@
+"""The causal-LM recipe (``task: causal-lm``): its sections, the choices they check against,
+and the metrics its validation reports.
+
+The ``tokenizer:`` section follows the model: ``type: auto`` (the default) is ``char`` for a
+model built from a config and ``pretrained`` (the checkpoint's own tokenizer, loaded from the
+same folder or Hub id) for a pretrained one; naming the other type is an error, since a
+pretrained model's embeddings only fit its own vocabulary. GPT-2 ships no pad token: the
+``eos`` token doubles as pad (packed training never pads; ``generate`` needs the id).
+
+Light by design: parsing a recipe imports this module, and it imports neither torch,
+transformers nor datasets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...field_checks import require, require_choice, require_positive
+from ...schema import (
+    EvaluationSection,
+    GenerationSection,
+    RecipeBase,
+    SplitTextDataSection,
+    TrainingSection,
+)
+
+TRAINING_MODES = ("stateless", "packed", "stateful")
+
+TOKENIZER_TYPES = ("auto", "char", "pretrained")
+
+METRIC_NAMES = {
+    "loss": "Loss (nats/char)",
+    "perplexity": "Perplexity",
+    "bits_per_char": "Bits per character",
+    "accuracy": "Next-character accuracy",
+}
+"""Display names of the metrics of a character model (one token = one character)."""
+
+SUBWORD_METRIC_NAMES = {
+    **METRIC_NAMES,
+    "loss": "Loss (nats/token)",
+    "perplexity": "Perplexity (per token)",
+    "accuracy": "Next-token accuracy",
+}
+"""Display names of the metrics of a subword model (GPT-2): bits per character stay per
+character, so both kinds compare in one table."""
+
+REPORTED_METRICS = tuple(METRIC_NAMES)
+"""The choices of ``training.metric_for_best_model`` (``loss`` included)."""
+
+
+@dataclass
+class LMTokenizerSection:
+    """``tokenizer:`` — ``char`` builds a character vocabulary from the training text;
+    ``pretrained`` is the pretrained model's own tokenizer; ``auto`` picks the one that fits
+    ``model:`` (see the module docstring)."""
+
+    type: str = "auto"
+    min_frequency: int = 1
+
+    def __post_init__(self):
+        require_choice(self.type, "tokenizer.type", TOKENIZER_TYPES)
+        require_positive(self, "tokenizer", "min_frequency")
+
+
+@dataclass
+class TextDataSection(SplitTextDataSection):
+    """``data:`` — ``source`` is ``shakespeare`` (embedded), a text file path or a Hub dataset id."""
+
+    source: str = "shakespeare"
+    validation_fraction: float = 0.05
+    test_fraction: float = 0.05
+
+
+@dataclass
+class LMTrainingSection(TrainingSection):
+    """``training:`` — the engine's options plus how the corpus is cut into windows:
+    ``stateless`` (shuffled windows of ``seq_len`` tokens every ``window_shift`` tokens),
+    ``packed`` (the corpus cut into shuffled blocks of ``block_size`` tokens, documents
+    joined by the separator token: GPT-2 fine-tuning) or ``stateful`` (contiguous streams,
+    the recurrent state carried between batches)."""
+
+    mode: str = "stateless"
+    seq_len: int = 100
+    window_shift: int | None = None
+    block_size: int = 256
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_choice(self.mode, "training.mode", TRAINING_MODES)
+        require_positive(self, "training", "seq_len", "window_shift", "block_size")
+        require(
+            self.mode != "packed" or self.window_shift is None,
+            "training.window_shift",
+            "does not apply to mode packed (blocks tile the corpus); use mode stateless",
+        )
+
+    @property
+    def window_field(self) -> tuple[str, int]:
+        """``(field, tokens)`` of the training input length: ``block_size`` when packed."""
+        if self.mode == "packed":
+            return "training.block_size", self.block_size
+        return "training.seq_len", self.seq_len
+
+
+@dataclass
+class LMEvaluationSection(EvaluationSection):
+    """``evaluation:`` — held-out text read as contiguous streams of ``seq_len`` windows
+    (a Transformer scores each window on its own, so ``seq_len`` is its context)."""
+
+    seq_len: int = 256
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "evaluation", "seq_len")
+
+
+@dataclass
+class TextGenerationSection(GenerationSection):
+    """``generation:`` — the prompt continued after training (empty: start from ``<bos>``)."""
+
+    prompt: str = ""
+
+
+@dataclass
+class CausalLMRecipe(RecipeBase):
+    """A causal-LM experiment (see ``recipes/char_rnn_shakespeare.yaml``)."""
+
+    task: str = "causal-lm"
+    model: dict[str, Any] = field(default_factory=lambda: {"type": "char-rnn"})
+    tokenizer: LMTokenizerSection = field(default_factory=LMTokenizerSection)
+    data: TextDataSection = field(default_factory=TextDataSection)
+    training: LMTrainingSection = field(default_factory=LMTrainingSection)
+    evaluation: LMEvaluationSection = field(default_factory=LMEvaluationSection)
+    generation: TextGenerationSection = field(default_factory=TextGenerationSection)
+
+
+RECIPE_CLASS = CausalLMRecipe
+
+__all__ = [
+    "METRIC_NAMES",
+    "RECIPE_CLASS",
+    "REPORTED_METRICS",
+    "SUBWORD_METRIC_NAMES",
+    "TOKENIZER_TYPES",
+    "TRAINING_MODES",
+    "CausalLMRecipe",
+    "LMEvaluationSection",
+    "LMTokenizerSection",
+    "LMTrainingSection",
+    "TextDataSection",
+    "TextGenerationSection",
+]

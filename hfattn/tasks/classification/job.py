@@ -1,0 +1,192 @@
+"""The classification training job: the model and tokenizer (:func:`build_model`: a pretrained
+checkpoint with a new head, LoRA applied when asked, or a fresh ``model.type`` model over a
+tokenizer built on the training texts, its embeddings optionally initialised by the
+``word_vectors:`` section, :func:`word_vector_matrix`), the loss (:data:`classification_loss`)
+and the length-grouped batches, split scoring (with the test confusion matrix) and sample,
+wired into a :class:`~hfattn.training.job.TrainingJob` by :func:`build_job`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSequenceClassification
+
+from ...data.classification import ClassificationData
+from ...data.seq2seq import LabelBatches
+from ...evaluation.classification import (
+    CONFUSION_MATRIX_FILE,
+    classification_scores,
+    predict_logits,
+    write_confusion_matrix,
+)
+from ...field_checks import require
+from ...model_section import validate_model_section
+from ...pretrained import apply_lora, is_pretrained, load_pretrained
+from ...training.job import TrainingJob
+from ..base import Task, model_loss
+from .encoding import (
+    DATASET_NAMES,
+    build_text_tokenizer,
+    encode_texts,
+    label_maps,
+    load_data,
+    words_of,
+)
+from .recipe import (
+    METRIC_NAMES,
+    WORD_VECTOR_METHODS,
+    ClassificationRecipe,
+    ClassificationTokenizerSection,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def word_vector_matrix(recipe: ClassificationRecipe, tokenizer, config, texts: list[str]):
+    """The ``[vocab_size, embedding_dim]`` initial embeddings of the ``word_vectors:`` section
+    (and the share of the vocabulary they cover)."""
+    # gensim adds about 0.5 s to the import, and only word_vectors: recipes need it
+    from ...data.word_vectors import embedding_matrix, load_word_vectors, train_word_vectors
+
+    w = recipe.word_vectors
+    if w.train is not None:
+        method, architecture = WORD_VECTOR_METHODS[w.train]
+        vectors = train_word_vectors(
+            [words_of(tokenizer, t) for t in texts],
+            method=method,
+            architecture=architecture,
+            vector_size=config.embedding_dim,
+            window=w.window,
+            min_count=w.min_count,
+            epochs=w.epochs,
+            seed=recipe.training.seed,
+        )
+    else:
+        path = Path(w.path).expanduser()
+        require(path.is_file(), "word_vectors.path", f"no such file {w.path!r}")
+        vectors = load_word_vectors(path)
+    try:
+        return embedding_matrix(
+            vectors,
+            tokenizer.get_vocab(),
+            config.embedding_dim,
+            num_rows=config.vocab_size,
+            unknown=w.unknown,
+            seed=recipe.training.seed,
+            special_tokens=tokenizer.all_special_tokens,
+        )
+    except ValueError as err:  # e.g. vectors of another size than model.embedding_dim
+        raise ValueError(f"word_vectors: {err} (model.embedding_dim)") from None
+
+
+classification_loss = model_loss
+"""Mean cross-entropy of a padded batch (the model computes it from ``labels``)."""
+
+
+def build_model(recipe: ClassificationRecipe, data: ClassificationData, peft_task_type: str | None):
+    """``(model, tokenizer, max_length)``: a pretrained checkpoint with a new head (LoRA
+    applied when asked) or a fresh ``model.type`` model over a tokenizer built on train."""
+    labels = label_maps(data.label_names)
+    if is_pretrained(recipe.model):
+        torch.manual_seed(recipe.training.seed)  # the new head's initialisation
+        model, tokenizer = load_pretrained(
+            AutoModelForSequenceClassification, recipe.model, **labels
+        )
+        positions = getattr(model.config, "max_position_embeddings", None)
+        max_length = min(recipe.data.max_length, positions or recipe.data.max_length)
+        if recipe.lora is not None:
+            model = apply_lora(model, recipe.lora, peft_task_type)
+    else:
+        section = recipe.tokenizer or ClassificationTokenizerSection()
+        max_length = recipe.data.max_length
+        tokenizer = build_text_tokenizer(section, data.texts("train"), max_length)
+        config = validate_model_section(recipe.model)
+        config.vocab_size = len(tokenizer)
+        config.pad_token_id = tokenizer.pad_token_id
+        for key, value in labels.items():
+            setattr(config, key, value)
+        torch.manual_seed(recipe.training.seed)
+        model = AutoModelForSequenceClassification.from_config(config)
+        if recipe.word_vectors is not None:
+            require(
+                hasattr(model, "set_embedding_matrix"),
+                "word_vectors",
+                f"{type(model).__name__} cannot take word vectors",
+            )
+            matrix, coverage = word_vector_matrix(recipe, tokenizer, config, data.texts("train"))
+            model.set_embedding_matrix(matrix)
+            logger.info("word vectors cover %.1f%% of the vocabulary", 100 * coverage)
+    tokenizer.model_max_length = max_length
+    return model, tokenizer, max_length
+
+
+def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
+    """Load the data, build model and tokenizer, and wire batches, loss and evaluation
+    (``task`` gives the PEFT task type of a LoRA adapter and the card metadata)."""
+    data = load_data(recipe.data)
+    logger.info("classification data %s: %s", recipe.data.source, data.sizes())
+    model, tokenizer, max_length = build_model(recipe, data, task.card.peft_task_type)
+    encoded: dict[str, list[list[int]]] = {}
+
+    def ids(split: str) -> list[list[int]]:
+        if split not in encoded:
+            encoded[split] = encode_texts(tokenizer, data.texts(split), max_length)
+        return encoded[split]
+
+    batches = LabelBatches(
+        ids("train"),
+        data.labels("train"),
+        recipe.training.batch_size,
+        pad_token_id=tokenizer.pad_token_id,
+        seed=recipe.training.seed,
+    )
+    output_dir = Path(recipe.output_dir)
+    e = recipe.evaluation
+
+    def evaluate(model, split: str) -> dict:
+        logits = predict_logits(
+            model, ids(split), batch_size=e.batch_size, pad_token_id=tokenizer.pad_token_id
+        )
+        if split == "test":
+            write_confusion_matrix(
+                output_dir / CONFUSION_MATRIX_FILE,
+                logits,
+                data.labels(split),
+                data.label_names,
+                split=split,
+                data=recipe.data.source,
+            )
+        return classification_scores(logits, data.labels(split))
+
+    def sample(model) -> str:
+        texts = data.texts("test")[:3]
+        logits = predict_logits(
+            model,
+            encode_texts(tokenizer, texts, max_length),
+            batch_size=3,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        truth = data.labels("test")[:3]
+        return "\n".join(
+            f"{' '.join(text.split())[:70]}…  →  {data.label_names[int(p)]} "
+            f"(true: {data.label_names[t]})"
+            for text, p, t in zip(texts, logits.argmax(-1), truth, strict=True)
+        )
+
+    dataset = DATASET_NAMES.get(recipe.data.source, (recipe.data.source,) * 2)
+    return TrainingJob(
+        model=model,
+        tokenizer=tokenizer,
+        batches=batches,
+        compute_loss=classification_loss,
+        evaluate=evaluate,
+        eval_splits=tuple(e.splits),
+        sample=sample,
+        card_metadata=task.card_metadata(dataset, METRIC_NAMES),
+    )
+
+
+__all__ = ["build_job", "build_model", "classification_loss", "word_vector_matrix"]

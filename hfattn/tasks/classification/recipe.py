@@ -1,0 +1,157 @@
+"""The classification recipe (``task: classification``): its sections (``tokenizer:``,
+``data:``, ``word_vectors:``), the choices they check against, and the metrics its validation
+reports.
+
+Light by design: parsing a recipe imports this module, and it imports neither torch,
+transformers nor datasets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...field_checks import require, require_choice, require_positive
+from ...pretrained import is_pretrained
+from ...schema import (
+    BuiltTokenizerSection,
+    EvaluationSection,
+    RecipeBase,
+    SplitTextDataSection,
+    TrainingSection,
+)
+
+WORD_VECTOR_METHODS = {
+    "cbow": ("word2vec", "cbow"),
+    "skipgram": ("word2vec", "skipgram"),
+    "fasttext": ("fasttext", "skipgram"),
+}
+"""``word_vectors.train`` → ``(method, architecture)`` of
+:func:`hfattn.data.word_vectors.train_word_vectors`."""
+UNKNOWN_INIT = ("zero", "random")
+WHITESPACE_CHOICES = ("keep", "ignore")
+"""``tokenizer.whitespace``: spaces are tokens (``keep``) or dropped before tokenizing."""
+
+METRIC_NAMES = {
+    "accuracy": "Accuracy",
+    "macro_f1": "Macro-F1",
+    "loss": "Loss (nats/example)",
+}
+
+REPORTED_METRICS = tuple(METRIC_NAMES)
+"""The choices of ``training.metric_for_best_model`` (``loss`` included)."""
+
+
+# ---- recipe sections -----------------------------------------------------------------------
+@dataclass
+class ClassificationTokenizerSection(BuiltTokenizerSection):
+    """``tokenizer:`` — for ``model.type`` models only (a pretrained model brings its own):
+    built on the training texts (:class:`~hfattn.schema.BuiltTokenizerSection`), ``word``
+    (lower-cased, punctuation stripped, the ``vocab_size`` most frequent words), ``char`` or
+    ``bpe``. ``whitespace: ignore`` (``char`` only) drops every space before tokenizing, so a
+    text of symbols reads the same however it is spaced (``"B P B T"`` = ``"BPBT"``); the
+    default ``keep`` makes spaces tokens like any character."""
+
+    vocab_size: int = 20000
+    whitespace: str = "keep"
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_choice(self.whitespace, "tokenizer.whitespace", WHITESPACE_CHOICES)
+        require(
+            self.whitespace == "keep" or self.type == "char",
+            "tokenizer.whitespace",
+            f"ignore applies to type: char only (type is {self.type!r})",
+        )
+
+
+@dataclass
+class ClassificationDataSection(SplitTextDataSection):
+    """``data:`` — ``source`` is ``genre``, ``reber``, ``reviews-es``, a local file or a Hub
+    dataset id; ``text_column`` / ``label_column`` name the columns of a file or dataset;
+    ``validation_fraction`` / ``test_fraction`` are carved out of ``train`` where the source has
+    no such split; ``train_size`` keeps a random subset of ``train``; texts are cut to
+    ``max_length`` tokens."""
+
+    source: str = "genre"
+    label_column: str = "label"
+    train_size: int | None = None
+    seed: int = 0
+    max_length: int = 256
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "data", "train_size")
+        require(self.max_length > 1, "data.max_length", f"must be > 1, got {self.max_length}")
+
+
+@dataclass
+class WordVectorsSection:
+    """``word_vectors:`` — initialise an ``rnn-classifier``'s embeddings (size
+    ``model.embedding_dim``) either with vectors trained on the training texts (``train``:
+    ``cbow`` / ``skipgram`` word2vec, or ``fasttext``; ``window``, ``epochs``, ``min_count``)
+    or read from a GloVe / word2vec text file (``path``). Vocabulary words without a vector
+    start at zero or random (``unknown``); ``model.freeze_embeddings`` keeps the vectors fixed."""
+
+    train: str | None = None
+    path: str | None = None
+    window: int = 5
+    epochs: int = 5
+    min_count: int = 1
+    unknown: str = "random"
+
+    def __post_init__(self):
+        require(
+            (self.train is None) != (self.path is None),
+            "word_vectors",
+            "give exactly one of train (cbow, skipgram, fasttext) or path (a vectors file)",
+        )
+        if self.train is not None:
+            require_choice(self.train, "word_vectors.train", tuple(WORD_VECTOR_METHODS))
+        require_choice(self.unknown, "word_vectors.unknown", UNKNOWN_INIT)
+        require_positive(self, "word_vectors", "window", "epochs", "min_count")
+
+
+@dataclass
+class ClassificationRecipe(RecipeBase):
+    """A classification experiment (see ``recipes/minilm_genre.yaml``)."""
+
+    task: str = "classification"
+    model: dict[str, Any] = field(default_factory=lambda: {"type": "rnn-classifier"})
+    tokenizer: ClassificationTokenizerSection | None = None
+    word_vectors: WordVectorsSection | None = None
+    data: ClassificationDataSection = field(default_factory=ClassificationDataSection)
+    training: TrainingSection = field(default_factory=TrainingSection)
+    evaluation: EvaluationSection = field(default_factory=EvaluationSection)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if is_pretrained(self.model):
+            require(
+                self.tokenizer is None,
+                "tokenizer",
+                "does not apply to a pretrained model (it brings its own tokenizer)",
+            )
+            require(
+                self.word_vectors is None,
+                "word_vectors",
+                "applies to model.type: rnn-classifier, not to a pretrained model",
+            )
+        else:
+            require(self.lora is None, "lora", "applies to pretrained models (model: <id>)")
+
+
+RECIPE_CLASS = ClassificationRecipe
+
+__all__ = [
+    "METRIC_NAMES",
+    "RECIPE_CLASS",
+    "REPORTED_METRICS",
+    "UNKNOWN_INIT",
+    "WHITESPACE_CHOICES",
+    "WORD_VECTOR_METHODS",
+    "ClassificationDataSection",
+    "ClassificationRecipe",
+    "ClassificationTokenizerSection",
+    "WordVectorsSection",
+]

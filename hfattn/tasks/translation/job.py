@@ -1,0 +1,138 @@
+"""The translation training job: tokenizer built on the training pairs, model from the
+``model:`` section, teacher-forced batches and loss, the scoring of a split (loss, token
+accuracy, BLEU, chrF, exact match) and the translated sample.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
+from ...data.seq2seq import PairBatches, pad_pairs
+from ...evaluation.translation import teacher_forced_scores, text_scores
+from ...model_section import validate_model_section
+from ...training.job import TrainingJob
+from ...translation_tokenizers import build_translation_tokenizer
+from ..base import model_loss
+from .encoding import encode_sources, encode_targets, load_pairs, reference_text
+from .inference import translate_texts
+from .recipe import TranslationEvaluationSection, TranslationGenerationSection, TranslationRecipe
+
+translation_loss = model_loss
+"""Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
+
+
+def score_split(
+    model, tokenizer, sources, targets, evaluation: TranslationEvaluationSection, data
+) -> dict:
+    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one split."""
+    src_ids = encode_sources(tokenizer, sources, data.max_source_length, on_too_long="warn")
+    tgt_ids = encode_targets(tokenizer, targets, data.max_target_length, "warn")
+    step = evaluation.batch_size
+    batches = (
+        pad_pairs(src_ids[k : k + step], tgt_ids[k : k + step], tokenizer.pad_token_id)
+        for k in range(0, len(src_ids), step)
+    )
+    scores = teacher_forced_scores(model, batches)
+    n = len(sources) if evaluation.max_examples is None else evaluation.max_examples
+    predictions = translate_texts(
+        model,
+        tokenizer,
+        sources[:n],
+        batch_size=evaluation.batch_size,
+        num_beams=evaluation.num_beams,
+        max_new_tokens=evaluation.max_new_tokens,
+    )
+    references = [reference_text(tokenizer, t) for t in targets[:n]]
+    scores.update(text_scores(predictions, references))
+    scores["num_examples"] = n
+    return scores
+
+
+def build_tokenizer(recipe: TranslationRecipe, sources, targets):
+    """The seq2seq tokenizer of the ``tokenizer:`` section, built on the training pairs."""
+    t, d = recipe.tokenizer, recipe.data
+    target_lang = d.target_lang or "target"
+    pairs = [{d.source_lang: s, target_lang: g} for s, g in zip(sources, targets, strict=True)]
+    return build_translation_tokenizer(
+        pairs,
+        kind=t.type,
+        vocab_size=t.vocab_size,
+        joint=t.joint,
+        source_lang=d.source_lang,
+        target_lang=target_lang,
+        min_frequency=t.min_frequency,
+        model_max_length=d.max_source_length,
+        **t.normalization_options(),
+    )
+
+
+def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
+    """Load the pairs, build tokenizer and model, and wire batches, loss and evaluation;
+    ``card_metadata`` is what the job records (:meth:`~hfattn.tasks.base.Task.card_metadata`)."""
+    d = recipe.data
+    pairs = load_pairs(d)
+    train_sources, train_targets = pairs["train"]
+    tokenizer = build_tokenizer(recipe, train_sources, train_targets)
+    config = validate_model_section(recipe.model)
+    config.vocab_size = len(tokenizer)
+    if getattr(config, "decoder_vocab_size", None) is not None:  # Marian's separate size
+        config.decoder_vocab_size = len(tokenizer)
+    for name in ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id"):
+        setattr(config, name, getattr(tokenizer, name))
+    config.decoder_start_token_id = tokenizer.bos_token_id
+    if hasattr(config, "max_source_positions") and "max_source_positions" not in recipe.model:
+        config.max_source_positions = d.max_source_length
+    torch.manual_seed(recipe.training.seed)
+    model = AutoModelForSeq2SeqLM.from_config(config)
+
+    batches = PairBatches(
+        encode_sources(tokenizer, train_sources, d.max_source_length, on_too_long=d.on_too_long),
+        encode_targets(tokenizer, train_targets, d.max_target_length, d.on_too_long),
+        recipe.training.batch_size,
+        pad_token_id=tokenizer.pad_token_id,
+        seed=recipe.training.seed,
+    )
+    e, g = recipe.evaluation, recipe.generation
+
+    def evaluate(model, split: str) -> dict:
+        sources, targets = pairs[split]
+        return score_split(model, tokenizer, sources, targets, e, d)
+
+    examples = list(g.examples) or pairs["test"][0][:3]
+
+    def sample(model) -> str:
+        kwargs = decoding_kwargs(g)
+        translations = translate_texts(model, tokenizer, examples, **kwargs)
+        return "\n".join(f"{s}  →  {t}" for s, t in zip(examples, translations, strict=True))
+
+    return TrainingJob(
+        model=model,
+        tokenizer=tokenizer,
+        batches=batches,
+        compute_loss=translation_loss,
+        evaluate=evaluate,
+        eval_splits=tuple(e.splits),
+        sample=sample,
+        card_metadata=card_metadata,
+    )
+
+
+def decoding_kwargs(generation: TranslationGenerationSection) -> dict:
+    """``generate()`` keyword arguments of the ``generation:`` section: no ``seed``, and no
+    ``temperature`` / ``top_k`` / ``top_p`` unless it samples."""
+    kwargs = generation.generate_kwargs()
+    kwargs.pop("seed")
+    if not kwargs["do_sample"]:
+        for name in ("temperature", "top_k", "top_p"):
+            kwargs.pop(name)
+    return kwargs
+
+
+__all__ = [
+    "build_job",
+    "build_tokenizer",
+    "decoding_kwargs",
+    "score_split",
+    "translation_loss",
+]

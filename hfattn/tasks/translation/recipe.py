@@ -1,0 +1,130 @@
+"""The translation recipe (``task: translation``): its sections, the choices they check
+against, and the metrics its validation reports.
+
+Light by design: parsing a recipe imports this module, and it imports neither torch,
+transformers nor datasets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...field_checks import require, require_choice, require_positive
+from ...schema import (
+    BuiltTokenizerSection,
+    EvaluationSection,
+    GenerationSection,
+    RecipeBase,
+    TrainingSection,
+)
+
+PREPROCESSINGS = ("chollet", "geron")
+ON_TOO_LONG = ("warn", "error")
+
+METRIC_NAMES = {
+    "bleu": "BLEU (sacrebleu)",
+    "chrf": "chrF",
+    "exact_match": "Exact match",
+    "token_accuracy": "Masked next-token accuracy",
+    "loss": "Loss (nats/token)",
+}
+"""Every metric the validation reports → its display name (the card's ``model-index``)."""
+
+REPORTED_METRICS = tuple(METRIC_NAMES)
+"""The choices of ``training.metric_for_best_model`` (``loss`` included)."""
+
+
+@dataclass
+class Seq2SeqTokenizerSection(BuiltTokenizerSection):
+    """``tokenizer:`` — built on the training pairs (:class:`~hfattn.schema.BuiltTokenizerSection`):
+    one vocabulary for both languages (``joint``) or one per language merged into one id
+    space."""
+
+    joint: bool = True
+
+
+@dataclass
+class PairDataSection:
+    """``data:`` — ``source`` is ``bible``, ``dates``, ``numbers``, ``date-normalization``, a
+    ``spa.txt`` path or URL, or a Hub dataset id / local dataset folder; pairs whose source
+    (target) is longer than ``max_source_length`` (``max_target_length``) tokens are cut, with a
+    warning (``on_too_long: warn``) or refused (``error``)."""
+
+    source: str = "dates"
+    source_lang: str = "en"
+    target_lang: str | None = None
+    size: int | None = None
+    seed: int = 0
+    preprocessing: str | None = None
+    validation_fraction: float = 0.15
+    test_fraction: float = 0.15
+    train_size: int | None = None
+    max_source_length: int = 128
+    max_target_length: int = 128
+    on_too_long: str = "warn"
+
+    def __post_init__(self):
+        if self.preprocessing is not None:
+            require_choice(self.preprocessing, "data.preprocessing", PREPROCESSINGS)
+        require_choice(self.on_too_long, "data.on_too_long", ON_TOO_LONG)
+        require_positive(self, "data", "size", "train_size", "max_source_length")
+        require(self.max_target_length > 1, "data.max_target_length", "must be > 1")
+        for name in ("validation_fraction", "test_fraction"):
+            value = getattr(self, name)
+            require(0 <= value < 0.5, f"data.{name}", f"must be in [0, 0.5), got {value}")
+
+
+@dataclass
+class TranslationEvaluationSection(EvaluationSection):
+    """``evaluation:`` — teacher-forced loss and token accuracy on every pair of a split; BLEU,
+    chrF and exact match of decoded translations (``num_beams``) on at most ``max_examples``
+    pairs (``null``: all)."""
+
+    num_beams: int = 1
+    max_new_tokens: int = 128
+    max_examples: int | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "evaluation", "num_beams", "max_new_tokens", "max_examples")
+
+
+@dataclass
+class TranslationGenerationSection(GenerationSection):
+    """``generation:`` — decoding defaults (beam search) and ``examples``, the sentences
+    translated after training (default: the first three test sources)."""
+
+    do_sample: bool = False
+    num_beams: int = 4
+    max_new_tokens: int = 64
+    examples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TranslationRecipe(RecipeBase):
+    """A translation experiment (see ``recipes/bahdanau_dates_en_es.yaml``)."""
+
+    task: str = "translation"
+    model: dict[str, Any] = field(default_factory=lambda: {"type": "bahdanau"})
+    tokenizer: Seq2SeqTokenizerSection = field(default_factory=Seq2SeqTokenizerSection)
+    data: PairDataSection = field(default_factory=PairDataSection)
+    training: TrainingSection = field(default_factory=TrainingSection)
+    evaluation: TranslationEvaluationSection = field(default_factory=TranslationEvaluationSection)
+    generation: TranslationGenerationSection = field(default_factory=TranslationGenerationSection)
+
+
+RECIPE_CLASS = TranslationRecipe
+
+__all__ = [
+    "METRIC_NAMES",
+    "ON_TOO_LONG",
+    "PREPROCESSINGS",
+    "RECIPE_CLASS",
+    "REPORTED_METRICS",
+    "PairDataSection",
+    "Seq2SeqTokenizerSection",
+    "TranslationEvaluationSection",
+    "TranslationGenerationSection",
+    "TranslationRecipe",
+]

@@ -1,0 +1,82 @@
+"""The translation task object: ``TASK``, a :class:`TranslationTask` (card facts, the training
+job of :mod:`~hfattn.tasks.translation.job`, the re-scoring of a saved model and the
+``generation_config.json`` defaults)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from ... import models  # noqa: F401  (registers the model types with the Auto classes)
+from ...training.job import TrainingJob
+from ..base import Task, TaskInfo
+from . import job
+from .encoding import load_pairs
+from .recipe import METRIC_NAMES, RECIPE_CLASS, TranslationRecipe
+
+DATASET_NAMES = {
+    "bible": ("Bible en-es (World English Bible / Reina-Valera 1909)", "sword-bible-en-es"),
+    "dates": ("CLDR dates en-es (babel)", "hfattn-dates-en-es"),
+    "numbers": ("Numbers in words en-es (num2words)", "hfattn-numbers-en-es"),
+    "date-normalization": ("Date normalisation (Géron)", "hfattn-date-normalization"),
+}
+
+
+class TranslationTask(Task):
+    """``task: translation`` — source sentence → target sentence with an encoder-decoder."""
+
+    name = "translation"
+    recipe_class = RECIPE_CLASS
+    default_model_type = "bahdanau"
+    card = TaskInfo(
+        pipeline_tag="translation",
+        task_name="Translation",
+        auto_class="AutoModelForSeq2SeqLM",
+        usage=(
+            'inputs = tokenizer({example}, return_tensors="pt")\n'
+            "output = model.generate(**inputs, num_beams=4, max_new_tokens=50)\n"
+            "print(tokenizer.decode(output[0], skip_special_tokens=True))"
+        ),
+        intended_use=(
+            "Teaching and experimentation with attention-based encoder-decoders: translating "
+            "short sentences of the training domain and inspecting attention maps."
+        ),
+        limitations=(
+            "Trained on a small parallel corpus of short sentences: long or out-of-domain "
+            "inputs degrade quickly, rare words become `<unk>`, and outputs must not be relied "
+            "on for real translation work."
+        ),
+        space_app="translation",
+        default_example="I love you.",
+        architecture_suffixes=("ForConditionalGeneration", "ForSeq2SeqLM", "MTModel"),
+        peft_task_type="SEQ_2_SEQ_LM",
+    )
+
+    def build_job(self, recipe: TranslationRecipe) -> TrainingJob:
+        """Load the pairs, build tokenizer and model, and wire batches, loss and evaluation
+        (:func:`hfattn.tasks.translation.job.build_job`)."""
+        source = recipe.data.source
+        dataset = DATASET_NAMES.get(source, (source,) * 2)
+        return job.build_job(recipe, self.card_metadata(dataset, METRIC_NAMES))
+
+    def generation_defaults(self, recipe: TranslationRecipe) -> dict:
+        """Beam width, length and sampling settings saved in ``generation_config.json``."""
+        return {k: v for k, v in job.decoding_kwargs(recipe.generation).items() if v is not None}
+
+    def evaluate_folder(
+        self, model_dir: Path, recipe: TranslationRecipe, splits: list[str], *, data=None
+    ) -> dict[str, dict]:
+        """Loss, token accuracy, BLEU, chrF and exact match of a saved model."""
+        pairs = load_pairs(recipe.data, data)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+        return {
+            split: job.score_split(model, tokenizer, *pairs[split], recipe.evaluation, recipe.data)
+            for split in splits
+        }
+
+
+TASK = TranslationTask()
+
+__all__ = ["DATASET_NAMES", "TASK", "TranslationTask"]

@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -58,15 +59,17 @@ MARIAN_TARGET = 0.95
 """Export / Marian conversion tokens/s: within 5% (or faster)."""
 
 
-def word_tokenizer(vocab: int, pad_last: bool = False):
-    """A word-level tokenizer of ``vocab`` tokens (``<pad> <unk> <bos> <eos> t4 t5 ...``)
-    whose encodings end with ``<eos>``: what a saved model folder carries. ``pad_last``: the
-    last id is named ``<pad>`` (id 0 ``<unused>``), the layout of Marian vocabularies, which
-    CTranslate2's Marian loader expects (it drops the last row of the embeddings)."""
+def word_tokenizer(vocab: int, pad_last: bool = False, words: Sequence[str] = ()):
+    """A word-level tokenizer of ``vocab`` tokens (``<pad> <unk> <bos> <eos>``, then
+    ``words``, then ``t<i>`` up to ``vocab``) whose encodings end with ``<eos>``: what a saved
+    model folder carries. ``pad_last``: the last id is named ``<pad>`` (id 0 ``<unused>``), the
+    layout of Marian vocabularies, which CTranslate2's Marian loader expects (it drops the last
+    row of the embeddings)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    tokens = ["<pad>", "<unk>", "<bos>", "<eos>", *(f"t{i}" for i in range(4, vocab))]
+    tokens = ["<pad>", "<unk>", "<bos>", "<eos>", *words]
+    tokens += [f"t{i}" for i in range(len(tokens), vocab)]
     if pad_last:
         tokens[0], tokens[-1] = "<unused>", "<pad>"
     backend = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))

@@ -202,29 +202,6 @@ def report_records(results: list[dict]) -> BenchReport:
 
 
 # ------------------------------------------------------------------------------ engines
-def scenario_tokenizer(vocab: int, words: list[str]):
-    """A word-level tokenizer of ``vocab`` tokens, ``<pad> <unk> <bos> <eos>``, then ``words``
-    (so the load's sources are real tokens, not ``<unk>``), then ``t<i>``; encodings end with
-    ``<eos>`` (``bench_export.word_tokenizer`` with the scenario's words)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    tokens = ["<pad>", "<unk>", "<bos>", "<eos>", *words]
-    tokens += [f"t{i}" for i in range(len(tokens), vocab)]
-    backend = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    backend.post_processor = processors.TemplateProcessing(
-        single="$A <eos>", special_tokens=[("<eos>", 3)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        unk_token="<unk>",
-        bos_token="<bos>",
-        eos_token="<eos>",
-    )
-
-
 def bible_size_run(out: Path, quantization: str) -> Path:
     """A translation model folder of the Bible recipe's size (``bench_export.BIBLE``, vocab
     8,000, random weights) with its CTranslate2 export (``quantization``) in ``ct2/``."""
@@ -236,7 +213,9 @@ def bible_size_run(out: Path, quantization: str) -> Path:
 
     model = make_models(BIBLE, VOCAB, MAX_POSITIONS, "cpu")[0].eval()
     words = sorted({w for args in SCENARIOS["translation"].inputs for w in args[0].split()})
-    tokenizer = scenario_tokenizer(VOCAB, words)
+    from bench_export import word_tokenizer  # torch: --help stays without it
+
+    tokenizer = word_tokenizer(VOCAB, words=words)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     export_ctranslate2(

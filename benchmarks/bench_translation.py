@@ -1,13 +1,19 @@
 """Score translation systems on the same held-out pairs, in one table.
 
     .venv/bin/python benchmarks/bench_translation.py runs/bahdanau_bible_en_es [more folders]
-        [--data bible] [--split test] [--num-beams 4] [--limit N] [--no-apertium] [--json PATH]
+        [--ctranslate2 EXPORT_FOLDER ...] [--data bible] [--split test] [--num-beams 4]
+        [--limit N] [--no-apertium] [--json PATH]
 
 Rows: the rule-based Apertium system (Debian's ``apertium-eng-spa``, mode ``eng-spa``, when it
 is installed) and every translation model folder given, each scored with the same sacrebleu
 BLEU, chrF and exact match on the same sources and references (by default the Bible's test
 books: Ruth, Jonah, Mark, Philippians, James). References are the raw target sentences, so a
 model whose tokenizer lowercases or strips punctuation is scored as it writes.
+
+``--ctranslate2`` adds a row per ``hfattn export`` folder, translated by CTranslate2
+(:class:`hfattn.export.CTranslate2Translation`, the same beams and length limit), with the share
+of sentences it translates exactly as the first model folder does (the export's agreement with
+the PyTorch model it was exported from).
 
 With ``--json`` each model's BLEU and chrF are records whose target is Apertium's score in the
 same run (beat the rule-based baseline), and the table is kept as a markdown section. Where the
@@ -60,8 +66,20 @@ def model_translate(folder: str, sources: list[str], num_beams: int, batch_size:
     )
 
 
+def export_translate(folder: str, sources: list[str], num_beams: int, batch_size: int):
+    """Translate with a CTranslate2 export folder (``hfattn export``) as
+    :func:`model_translate` does with a model folder."""
+    from hfattn.export import CTranslate2Translation
+
+    translator = CTranslate2Translation(folder)
+    return translator.translate(
+        sources, num_beams=num_beams, max_new_tokens=160, batch_size=batch_size
+    )
+
+
 def score_systems(systems: list, sources: list[str], references: list[str]) -> list[dict]:
-    """Translate and score with every system: one dict of scores and seconds per system."""
+    """Translate and score with every system: one dict of scores, seconds and predictions per
+    system."""
     from hfattn.evaluation.translation import text_scores
 
     scored = []
@@ -69,17 +87,32 @@ def score_systems(systems: list, sources: list[str], references: list[str]) -> l
         start = time.perf_counter()
         predictions = translate(sources)
         seconds = time.perf_counter() - start
-        scored.append({"system": name, **text_scores(predictions, references), "seconds": seconds})
+        scores = text_scores(predictions, references)
+        scored.append({"system": name, **scores, "seconds": seconds, "predictions": predictions})
         print(f"{name}, e.g. {predictions[0][:80]!r}", file=sys.stderr)
     return scored
 
 
-def markdown_table(scored: list[dict]) -> str:
-    lines = ["| system | BLEU | chrF | exact match | seconds |", "|---|---:|---:|---:|---:|"]
+def mark_agreement(scored: list[dict], reference: str) -> None:
+    """Give every export row (``same_as``) the share of sentences translated exactly as the
+    ``reference`` system does."""
+    base = next(s for s in scored if s["system"] == reference)["predictions"]
     for s in scored:
+        if s["system"].startswith("CTranslate2"):
+            same = [a == b for a, b in zip(s["predictions"], base, strict=True)]
+            s["same_as"] = sum(same) / len(same)
+
+
+def markdown_table(scored: list[dict]) -> str:
+    lines = [
+        "| system | BLEU | chrF | exact match | seconds | same output as the model |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in scored:
+        same = f"{100 * s['same_as']:.1f} %" if "same_as" in s else ""
         lines.append(
             f"| {s['system']} | {s['bleu']:.1f} | {s['chrf']:.1f} | {s['exact_match']:.3f} "
-            f"| {s['seconds']:.1f} |"
+            f"| {s['seconds']:.1f} | {same} |"
         )
     return "\n".join(lines)
 
@@ -92,6 +125,8 @@ def to_report(scored: list[dict], heading: str) -> BenchReport:
         for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
             target = None if baseline is None or s is baseline else baseline[metric]
             report.add(f"{s['system']}: {label}", s[metric], label, target)
+        if "same_as" in s:
+            report.add(f"{s['system']}: same output as the model", s["same_as"], "share", None)
     report.markdown.append(f"{heading}\n\n{markdown_table(scored)}")
     return report
 
@@ -106,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit", type=int, help="score only the first N pairs")
     parser.add_argument("--no-apertium", action="store_true")
+    parser.add_argument(
+        "--ctranslate2",
+        action="append",
+        default=[],
+        metavar="EXPORT_FOLDER",
+        help="also score this `hfattn export` folder with CTranslate2 (repeatable)",
+    )
     add_json_argument(parser)
     args = parser.parse_args(argv)
 
@@ -131,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
                 lambda s, f=folder: model_translate(f, s, args.num_beams, args.batch_size),
             )
         )
+    for folder in args.ctranslate2:
+        systems.append(
+            (
+                f"CTranslate2 `{Path(folder).name}` (beam {args.num_beams})",
+                lambda s, f=folder: export_translate(f, s, args.num_beams, args.batch_size),
+            )
+        )
     if not systems:
         return not_run(
             "no system to score: apertium is not installed and no model folder was given", args.json
@@ -143,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             "figures of the trained runs are in benchmarks/NOTES.md)"
         )
     scored = score_systems(systems, sources, references)
+    if args.folders and args.ctranslate2:
+        mark_agreement(scored, systems[len(systems) - len(args.folders) - len(args.ctranslate2)][0])
     print(f"\n{heading}\n\n{markdown_table(scored)}")
     to_report(scored, heading).write(args.json)
     return 0

@@ -108,6 +108,7 @@ REGISTRY: dict[str, Bench] = {
     "bench_faults.py": Bench(quick=("--quick",), env=ONE_THREAD),
     "bench_export.py": Bench(full=("--repeats", "9", "--engine-repeats", "50")),
     "bench_compile.py": Bench(quick=("--quick",), timeout_s=3 * 3600),
+    "bench_rnn_export.py": Bench(quick=("--quick",)),
 }
 """Arguments per script; anything else found in the folder runs as :func:`bench_for` says."""
 

@@ -50,7 +50,7 @@ def _translation_summary(args: tuple, answer: Any) -> Hashable:
     lines = text.split("\n")
     if len(lines) != len(args[0].split("\n")) or not all(lines):
         raise ValueError(f"expected one translation per line of {args[0]!r}, got {text!r}")
-    if not plot or plot.get("type") != "matplotlib":
+    if not plot or plot.get("type") != "altair":
         raise ValueError(f"expected the attention heatmap, got {str(plot)[:80]!r}")
     return text
 

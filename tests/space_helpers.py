@@ -3,10 +3,12 @@ tests and the Space benchmarks serve it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from hfattn.hub import inspect_folder, load_space_app, stage_space
@@ -48,3 +50,23 @@ def launch_space(
         demo = app.build_demo(str(run))
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
     return LaunchedSpace(staged, app, demo)
+
+
+def heatmap(plot) -> tuple[str, list[str], list[str], np.ndarray]:
+    """``(title, source tokens, output tokens, weights [output, source])`` of the translation
+    Space's attention heatmap: a Vega-Lite spec in the ``PlotData`` its ``translate`` returns,
+    or in the dict ``gradio_client`` gives. The axis labels must name the cells' tokens."""
+    kind, text = (plot.type, plot.plot) if hasattr(plot, "plot") else (plot["type"], plot["plot"])
+    assert kind == "altair"
+    spec = json.loads(text)
+    cells = spec["data"]["values"]
+    weights = np.zeros((1 + max(c["output"] for c in cells), 1 + max(c["source"] for c in cells)))
+    sources, outputs = [""] * weights.shape[1], [""] * weights.shape[0]
+    for cell in cells:
+        weights[cell["output"], cell["source"]] = cell["weight"]
+        sources[cell["source"]] = cell["source_token"]
+        outputs[cell["output"]] = cell["output_token"]
+    for axis, tokens in (("x", sources), ("y", outputs)):
+        labels = spec["encoding"][axis]["axis"]["labelExpr"]
+        assert json.loads(labels.removesuffix("[datum.value]")) == tokens
+    return spec["title"], sources, outputs, weights

@@ -171,6 +171,9 @@ def test_fp32_export_decodes_and_scores_as_the_model(variant, tokenizer, tmp_pat
     )
     agree = sum(a == b for a, b in zip(ours, theirs, strict=True))
     assert agree >= 0.9 * len(sources), agree
+    # A larger patience waits for more ended hypotheses, nearer generate's rule.
+    patient = engine.generate_ids(sources, **settings, patience=4.0)
+    assert sum(a == b for a, b in zip(patient, theirs, strict=True)) >= agree
     # Every target token scored with the model's teacher-forced log-probability.
     targets = reversal_pairs(torch.Generator().manual_seed(7), 24)[1]
     convert = tokenizer.convert_ids_to_tokens
@@ -291,6 +294,7 @@ def test_loader_refuses_bad_input_in_one_line(tokenizer, tmp_path):
         (lambda: CTranslate2Translation(tmp_path), "model.bin is missing"),
         (lambda: CTranslate2Translation(folder).translate(["a"], num_beams=0), "num_beams"),
         (lambda: CTranslate2Translation(folder).translate(["a"], batch_size=0), "batch_size"),
+        (lambda: CTranslate2Translation(folder).translate(["a"], patience=0), "patience must"),
     ]
     for call, fragment in cases:
         with pytest.raises(ValueError, match=fragment) as info:

@@ -32,6 +32,7 @@ def test_the_layer_contracts_hold():
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout and "imports downward only KEPT" in done.stdout
+    assert "no import cycle between sibling modules or packages KEPT" in done.stdout
 
 
 def _comments(source: str) -> dict[int, str]:

@@ -9,7 +9,6 @@ The expected attention maps are read straight from the model's ``cross_attention
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import torch
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
-from space_helpers import launch_space
+from space_helpers import heatmap, launch_space
 from test_translation_publishing import (
     NEW_TOKENS,
     SENTENCES,
@@ -152,14 +151,6 @@ def vaswani_space(vaswani_run, tmp_path_factory):
         space.close()
 
 
-def _image(plot) -> bytes:
-    """The image bytes (webp) of a matplotlib ``gr.Plot`` value as gradio_client returns it."""
-    assert plot["type"] == "matplotlib"
-    url = plot["plot"]
-    assert url.startswith("data:image/"), url[:80]
-    return base64.b64decode(url.split(",", 1)[1])
-
-
 def test_vaswani_space_selects_layer_and_head(vaswani_space, vaswani_run):
     url, _ = vaswani_space
     client = Client(url, verbose=False)
@@ -185,8 +176,8 @@ def test_vaswani_space_selects_layer_and_head(vaswani_space, vaswani_run):
     for layer, head in [(last, "mean"), ("1", "mean"), ("1", "3"), (last, "1")]:
         answer, plot = client.predict(text, 2, NEW_TOKENS, layer, head, api_name="/translate")
         assert answer == default_text, (layer, head)  # the selection only changes the plot
-        plots[layer, head] = _image(plot)
-    assert plots[last, "mean"] == _image(default_plot)  # default: last layer, mean over heads
+        plots[layer, head] = plot["plot"]
+    assert plots[last, "mean"] == default_plot["plot"]  # default: last layer, mean over heads
     assert len(set(plots.values())) == len(plots)  # each selection draws another map
 
     with pytest.raises(AppError, match="not in the list of choices"):
@@ -218,14 +209,11 @@ def test_space_heatmap_is_the_selected_map(vaswani_space, vaswani_run):
         ("2", 2, maps[1, 1], f"layer 2 of 2, head 2 of {HEADS}"),
     ]
     for layer, head, want, title in cases:
-        text, figure = app.translate(context, SENTENCES[0], 3, NEW_TOKENS, layer, head)
-        axes = figure.axes[0]
-        assert axes.get_title() == f"Cross-attention, {title}"
-        assert [t.get_text() for t in axes.get_xticklabels()] == (
-            tokenizer.convert_ids_to_tokens(source)
-        )
-        assert [t.get_text() for t in axes.get_yticklabels()] == output_tokens
-        weights = np.asarray(axes.images[0].get_array())
+        text, plot = app.translate(context, SENTENCES[0], 3, NEW_TOKENS, layer, head)
+        drawn_title, sources, outputs, weights = heatmap(plot)
+        assert drawn_title == f"Cross-attention, {title}"
+        assert sources == tokenizer.convert_ids_to_tokens(source)
+        assert outputs == output_tokens
         np.testing.assert_allclose(weights, want, atol=1e-5, err_msg=f"{layer}, {head}")
         assert np.allclose(weights.sum(axis=1), 1.0, atol=1e-4)  # a distribution per output
     assert not np.allclose(maps[0, 0], maps[0, 1], atol=1e-3)  # heads do differ
@@ -264,10 +252,8 @@ def test_space_selectors_are_a_single_choice_for_bahdanau(vaswani_space, vaswani
     assert [v for _, v in head.choices] == ["mean", "1"] and not head.interactive
     _, default = app.translate(context, SENTENCES[0], 1, 5)
     _, explicit = app.translate(context, SENTENCES[0], 1, 5, 1, "1")
-    assert default.axes[0].get_title() == "Cross-attention: output token × source token"
-    np.testing.assert_array_equal(
-        default.axes[0].images[0].get_array(), explicit.axes[0].images[0].get_array()
-    )
+    assert heatmap(default)[0] == "Cross-attention: output token × source token"
+    np.testing.assert_array_equal(heatmap(default)[3], heatmap(explicit)[3])
 
 
 # ------------------------------------------------------------------------------ plot CLI
@@ -355,7 +341,7 @@ def test_vaswani_space_from_hub_runs_without_hfattn(
         )
         _, default_plot = client.predict(SENTENCES[0], 3, NEW_TOKENS, api_name="/translate")
     assert text.split("\n") == expected_translations(vaswani_run, SENTENCES, 3)
-    assert _image(plot) != _image(default_plot)  # layer 1, head 2 vs layer 2, mean over heads
+    assert not np.allclose(heatmap(plot)[3], heatmap(default_plot)[3])  # layer 1, head 2 vs 2, mean
 
     card = ModelCard.load(HfApi(endpoint=hub_server.url).hf_hub_download(repo_id, "README.md"))
     env = {"HF_ENDPOINT": hub_server.url, "HF_HOME": str(tmp_path / "hf_home"), "HF_TOKEN": ""}

@@ -40,6 +40,7 @@ CLI_PAGE = "reference/cli.md"
 PUBLISHED_PAGES = {
     "benchmarks/RESULTS.md": "results/benchmark-report.md",
     "benchmarks/RESULTS_attention.md": "results/attention-benchmark.md",
+    "benchmarks/NOTES.md": "results/benchmark-notes.md",
 }
 """Markdown files of the repository published as site pages: repository path → page path."""
 CHARTS_DIR = "benchmarks/results"

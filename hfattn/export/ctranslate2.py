@@ -554,6 +554,10 @@ class DecodingSettings:
     have ended (``length_penalty=0``: once the best beam has ended, which gives ``generate``'s
     answer exactly). So with a length penalty the two can differ where ``generate`` keeps
     searching and finds a longer hypothesis (typically a repetition run to ``max_new_tokens``).
+    ``patience`` (CTranslate2's; Kasai et al. 2022, "Beam Decoding with Controlled Patience")
+    waits for ``num_beams × patience`` ended hypotheses instead: on the Bible test books, beam
+    4, the export translated 88.8 % of verses as ``generate`` did with ``patience=1`` and 93.7 %
+    with ``patience=2`` (15 % slower), and fewer again with 4 or 8.
 
     Raises:
         ValueError: a field out of range, named with what it allows.
@@ -565,6 +569,7 @@ class DecodingSettings:
     length_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
     repetition_penalty: float = 1.0
+    patience: float = 1.0
 
     def __post_init__(self):
         for name, low in (
@@ -581,8 +586,9 @@ class DecodingSettings:
                 f"min_new_tokens ({self.min_new_tokens}) must be <= max_new_tokens "
                 f"({self.max_new_tokens})"
             )
-        if not self.repetition_penalty > 0:
-            raise ValueError(f"repetition_penalty must be > 0; got {self.repetition_penalty!r}")
+        for name in ("repetition_penalty", "patience"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0; got {getattr(self, name)!r}")
 
     @classmethod
     def from_generation_config(cls, data: Mapping) -> DecodingSettings:
@@ -603,6 +609,7 @@ class DecodingSettings:
             "length_penalty": float(self.length_penalty),
             "no_repeat_ngram_size": self.no_repeat_ngram_size,
             "repetition_penalty": float(self.repetition_penalty),
+            "patience": float(self.patience),
         }
 
 

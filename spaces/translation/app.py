@@ -3,9 +3,11 @@ show where the model looked.
 
 One sentence per line, each translated with beam search (beam width and new-token cap set on
 the page); the first sentence's cross-attention is drawn as a heatmap (source tokens across,
-output tokens down). For a Transformer the page offers a decoder layer (default the last) and
-a head (default the mean over heads); a model with a single attention (Bahdanau) has one of
-each. Runs with only transformers, torch, gradio and matplotlib installed: the model comes
+output tokens down) as a Vega-Lite chart that the browser draws (the server only sends the
+weights: a matplotlib figure cost ~130 ms of CPU a request, more than decoding). For a
+Transformer the page offers a decoder layer (default the last) and a head (default the mean
+over heads); a model with a single attention (Bahdanau) has one of each. Runs with only
+transformers, torch and gradio installed: the model comes
 from ``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with ``trust_remote_code=True``.
 
 Engines: when the model (a local folder, or the Hub repo) holds a CTranslate2 export in
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import gradio as gr
 import torch
+from gradio.components.plot import PlotData
 
 try:  # in a Space, frame.py is uploaded next to this file
     import frame
@@ -417,22 +420,56 @@ def _heatmap(
     output_tokens: list[str],
     weights,
     title: str = "Cross-attention: output token × source token",
-):
-    from matplotlib.figure import Figure
+) -> PlotData:
+    """The heatmap of ``weights [output, source]`` as a Vega-Lite spec for ``gr.Plot`` (drawn
+    in the browser, a tooltip per cell): one ``rect`` per (output, source) pair, the cells
+    placed by position (a repeated token keeps its own row or column) and labelled with the
+    tokens, coloured by weight on viridis from 0."""
+    cells = [
+        {
+            "source": j,
+            "output": i,
+            "source_token": source,
+            "output_token": output,
+            "weight": round(float(weights[i][j]), 6),
+        }
+        for i, output in enumerate(output_tokens)
+        for j, source in enumerate(source_tokens)
+    ]
 
-    figure = Figure(
-        figsize=(min(4 + 0.45 * len(source_tokens), 20), min(3 + 0.35 * len(output_tokens), 20)),
-        layout="constrained",
-    )
-    axes = figure.add_subplot()
-    image = axes.imshow(weights, cmap="viridis", vmin=0.0, aspect="auto", interpolation="nearest")
-    axes.set_xticks(range(len(source_tokens)), source_tokens, rotation=60, ha="right")
-    axes.set_yticks(range(len(output_tokens)), output_tokens)
-    axes.set_xlabel("source token")
-    axes.set_ylabel("output token")
-    axes.set_title(title)
-    figure.colorbar(image, ax=axes, label="attention weight")
-    return figure
+    def axis(field: str, tokens: list[str], title: str, **extra) -> dict:
+        labels = f"{json.dumps(tokens)}[datum.value]"  # the token at each position
+        return {
+            "field": field,
+            "type": "ordinal",
+            "title": title,
+            "axis": {"labelExpr": labels, **extra},
+        }
+
+    spec = {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "title": title,
+        "data": {"values": cells},
+        "mark": "rect",
+        "width": {"step": 28},
+        "height": {"step": 20},
+        "encoding": {
+            "x": axis("source", source_tokens, "source token", labelAngle=-60),
+            "y": axis("output", output_tokens, "output token"),
+            "color": {
+                "field": "weight",
+                "type": "quantitative",
+                "title": "attention weight",
+                "scale": {"scheme": "viridis", "domainMin": 0},
+            },
+            "tooltip": [
+                {"field": "source_token", "title": "source"},
+                {"field": "output_token", "title": "output"},
+                {"field": "weight", "type": "quantitative", "format": ".3f"},
+            ],
+        },
+    }
+    return PlotData(type="altair", plot=json.dumps(spec))
 
 
 def translate(context: frame.Context, text, num_beams, max_new_tokens, layer=None, head=MEAN):

@@ -40,7 +40,10 @@ LOSS_CURVE_FILE = "loss_curve.png"
 """The training curve (written when the run finishes)."""
 CONFIG_FILE = "config.json"
 """The saved model's config."""
-RUN_FILES = (METRICS_FILE, EVAL_RESULTS_FILE, LOSS_CURVE_FILE, RECIPE_FILE)
+SAMPLES_FILE = "samples.md"
+"""The sample generated after training (prompt, settings, text), written next to the model as
+Markdown; the model card shows it under "Samples" (it is not uploaded as a file)."""
+RUN_FILES = (METRICS_FILE, EVAL_RESULTS_FILE, LOSS_CURVE_FILE, RECIPE_FILE, SAMPLES_FILE)
 """The files of a run that ``--overwrite`` removes (besides checkpoints and weights)."""
 
 RESUMABLE_FIELDS = (
@@ -321,6 +324,7 @@ __all__ = [
     "METRICS_FILE",
     "RECIPE_FILE",
     "CTRANSLATE2_DIR",
+    "SAMPLES_FILE",
     "RESUMABLE_FIELDS",
     "is_resumable",
     "RESUME_AND_OVERWRITE",

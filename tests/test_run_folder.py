@@ -212,3 +212,18 @@ def test_a_run_of_most_of_its_plan_is_not_short(tmp_path):
     assert main(["train", str(recipe), "--set", f"output_dir={folder}",
                  "--set", "training.max_steps=6"]) == 0  # fmt: skip
     assert run_folder.training_shortfall(folder) is None
+
+
+def test_overwrite_clears_every_file_of_the_old_run_and_nothing_else(tmp_path):
+    """The old run's sample must not reach the new run's card; a file of the user's stays."""
+    folder = tmp_path / "run"
+    (folder / run_folder.CHECKPOINTS_DIR / "step-5").mkdir(parents=True)
+    old = ["model.safetensors", *run_folder.RUN_FILES]
+    for name in [*old, "notes.txt"]:
+        (folder / name).write_text("old")
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        run_folder.claim_output_dir(folder, overwrite=False)
+    assert all((folder / name).exists() for name in old)
+    run_folder.claim_output_dir(folder, overwrite=True)
+    assert run_folder.SAMPLES_FILE in run_folder.RUN_FILES
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]

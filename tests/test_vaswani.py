@@ -12,6 +12,7 @@ import torch
 from seq2seq_tasks import copy_reverse_batch as reverse_task_batch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
+from transformers.cache_utils import StaticCache
 
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
 from hfattn.models.modeling_vaswani import tfixup_scales
@@ -189,6 +190,26 @@ def test_the_cache_grows_by_one_row_per_token_and_projects_the_source_once():
             input_ids=ids, attention_mask=mask, decoder_input_ids=torch.tensor([[2, 5]] * 3)
         )
     torch.testing.assert_close(step.logits[:, -1], full.logits[:, -1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_a_static_cache_generates_what_the_dynamic_cache_does(num_beams):
+    """``cache_implementation="static"`` (preallocated keys and values, what a compiled
+    decoding step needs: its shapes never change) gives the tokens of the default cache."""
+    model = tiny()
+    ids, mask = batch()
+    settings = dict(num_beams=num_beams, max_new_tokens=7, min_new_tokens=7, do_sample=False)
+    dynamic = model.generate(input_ids=ids, attention_mask=mask, **settings)
+    static = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        cache_implementation="static",
+        return_dict_in_generate=True,
+        **settings,
+    )
+    assert isinstance(static.cache.self_attention_cache, StaticCache)
+    assert torch.equal(static.sequences, dynamic)
+    assert not torch.equal(dynamic[:, 1:], dynamic[:, :1].expand_as(dynamic[:, 1:]))
 
 
 def test_sampling_is_reproducible_and_respects_length():

@@ -20,7 +20,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
 from ..export.ctranslate2 import EXPORT_INFO_FILE, export_of
-from ..run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, training_shortfall
+from ..run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
 from .assets import asset_dir
 from .citations import citations_for
 from .folder import HubSettings, ModelFolder
@@ -532,9 +532,6 @@ def _with_samples(content: str, path: Path) -> str:
     """``content`` with a "Samples" section after the results when the folder holds the
     sample its training run generated (``samples.md``, see
     :mod:`hfattn.tasks.causal_lm.inference`)."""
-    # torch (2 s): hfattn train imports the hub for its checks before training
-    from ..tasks.causal_lm.inference import SAMPLES_FILE
-
     samples = path / SAMPLES_FILE
     if not samples.is_file():
         return content

@@ -14,14 +14,12 @@ from pathlib import Path
 import torch
 
 from ...fileio import atomic_write_text
+from ...run_folder import SAMPLES_FILE
 from ...schema import GenerationSection
 from ...tokenization import encode_prompt, require_text
 
 logger = logging.getLogger(__name__)
 
-SAMPLES_FILE = "samples.md"
-"""The sample generated after training (prompt, settings, text), written next to the model as
-Markdown; the model card shows it under "Samples" (it is not uploaded as a file)."""
 
 GREEDY_BELOW_TEMPERATURE = 1e-4
 """Sampling at a temperature below this (0 included) decodes greedily: it is greedy decoding to

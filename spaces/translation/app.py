@@ -449,6 +449,7 @@ def _heatmap(
     spec = {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
         "title": title,
+        "padding": {"top": 28, "left": 5, "right": 5, "bottom": 5},  # below the plot's label
         "data": {"values": cells},
         "mark": "rect",
         "width": {"step": 28},

@@ -53,6 +53,9 @@ EXPORT_DIR = "ct2"
 EXPORT_FILES = ("model.bin", "hfattn_export.json", "tokenizer.json")
 """The files of an hfattn CTranslate2 export (hfattn's ``export.ctranslate2.EXPORT_FILES``)."""
 GENERATE_LABEL = "transformers generate"
+BEAM_PATIENCE = 2.0
+"""CTranslate2's beam patience (hfattn's ``export.ctranslate2.DecodingSettings`` default): the
+beam search waits for ``beams × 2`` ended hypotheses, nearer ``generate``'s stopping rule."""
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +191,7 @@ class CTranslate2Engine:
             ),
             no_repeat_ngram_size=config.no_repeat_ngram_size or 0,
             repetition_penalty=float(config.repetition_penalty or 1.0),
+            patience=BEAM_PATIENCE,
             end_token=tokenizer.convert_ids_to_tokens(eos) if eos else None,
             return_end_token=True,
             max_input_length=0,  # the source is already cut to the model's limit

@@ -550,8 +550,8 @@ class DecodingSettings:
     Greedy search gives ``generate``'s tokens. Beam search explores the same beams and ranks
     finished hypotheses alike, but stops by another rule: ``generate`` (``early_stopping=
     False``) goes on while the best running beam, normalised by the current length, beats the
-    worst of the ``num_beams`` kept hypotheses; CTranslate2 stops once ``num_beams`` hypotheses
-    have ended (``length_penalty=0``: once the best beam has ended, which gives ``generate``'s
+    worst of the ``num_beams`` kept hypotheses; CTranslate2 stops once ``num_beams × patience``
+    hypotheses have ended (``length_penalty=0``: once the best beam has ended, which gives ``generate``'s
     answer exactly). So with a length penalty the two can differ where ``generate`` keeps
     searching and finds a longer hypothesis (typically a repetition run to ``max_new_tokens``).
     ``patience`` (CTranslate2's; Kasai et al. 2022, "Beam Decoding with Controlled Patience")

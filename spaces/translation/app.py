@@ -153,8 +153,8 @@ class CTranslate2Engine:
     length penalty, n-gram blocking and repetition penalty of the model's generation config.
 
     Greedy search gives ``generate``'s tokens; beam search ranks finished hypotheses alike but
-    stops once ``num_beams`` hypotheses have ended, where ``generate`` may search on for a
-    longer one (with a length penalty; rare on a trained model).
+    stops once ``num_beams ×`` :data:`BEAM_PATIENCE` hypotheses have ended, where ``generate``
+    may search on for a longer one (with a length penalty; rare on a trained model).
 
     Args:
         folder: the export.

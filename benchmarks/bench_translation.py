@@ -93,12 +93,12 @@ def score_systems(systems: list, sources: list[str], references: list[str]) -> l
     return scored
 
 
-def mark_agreement(scored: list[dict], reference: str) -> None:
-    """Give every export row (``same_as``) the share of sentences translated exactly as the
-    ``reference`` system does."""
+def mark_agreement(scored: list[dict], reference: str, exports: set[str]) -> None:
+    """Give every row named in ``exports`` (``same_as``) the share of sentences translated
+    exactly as the ``reference`` system does."""
     base = next(s for s in scored if s["system"] == reference)["predictions"]
     for s in scored:
-        if s["system"].startswith("CTranslate2"):
+        if s["system"] in exports:
             same = [a == b for a, b in zip(s["predictions"], base, strict=True)]
             s["same_as"] = sum(same) / len(same)
 
@@ -166,19 +166,15 @@ def main(argv: list[str] | None = None) -> int:
             systems.append((APERTIUM, apertium_translate))
         else:
             print("apertium not installed (apt-get install apertium-eng-spa): row skipped")
-    for folder in args.folders:
+    models = [f"`{Path(folder).name}` (beam {args.num_beams})" for folder in args.folders]
+    exports = [f"CTranslate2 `{Path(f).name}` (beam {args.num_beams})" for f in args.ctranslate2]
+    for name, folder in zip(models, args.folders, strict=True):
         systems.append(
-            (
-                f"`{Path(folder).name}` (beam {args.num_beams})",
-                lambda s, f=folder: model_translate(f, s, args.num_beams, args.batch_size),
-            )
+            (name, lambda s, f=folder: model_translate(f, s, args.num_beams, args.batch_size))
         )
-    for folder in args.ctranslate2:
+    for name, folder in zip(exports, args.ctranslate2, strict=True):
         systems.append(
-            (
-                f"CTranslate2 `{Path(folder).name}` (beam {args.num_beams})",
-                lambda s, f=folder: export_translate(f, s, args.num_beams, args.batch_size),
-            )
+            (name, lambda s, f=folder: export_translate(f, s, args.num_beams, args.batch_size))
         )
     if not systems:
         return not_run(
@@ -192,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             "figures of the trained runs are in benchmarks/NOTES.md)"
         )
     scored = score_systems(systems, sources, references)
-    if args.folders and args.ctranslate2:
-        mark_agreement(scored, systems[len(systems) - len(args.folders) - len(args.ctranslate2)][0])
+    if models and exports:
+        mark_agreement(scored, models[0], set(exports))
     print(f"\n{heading}\n\n{markdown_table(scored)}")
     to_report(scored, heading).write(args.json)
     return 0

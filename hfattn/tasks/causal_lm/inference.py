@@ -1,7 +1,7 @@
 """Text generation with a causal LM: :func:`generate_text` continues a prompt (``hfattn
 generate``, the sample after training), :func:`check_generation_settings` checks its settings
 before any model loads, and :func:`write_sample` writes the sample after training to
-:data:`SAMPLES_FILE`, which the model card shows.
+:data:`hfattn.run_folder.SAMPLES_FILE`, which the model card shows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 import torch
 
 from ...fileio import atomic_write_text
-from ...run_folder import SAMPLES_FILE
 from ...schema import GenerationSection
 from ...tokenization import encode_prompt, require_text
 
@@ -153,7 +152,6 @@ def write_sample(path: Path, text: str, generation: GenerationSection) -> None:
 
 __all__ = [
     "GREEDY_BELOW_TEMPERATURE",
-    "SAMPLES_FILE",
     "SEED_RANGE",
     "check_generation_settings",
     "context_length",

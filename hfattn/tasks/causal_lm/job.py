@@ -21,11 +21,12 @@ from ...field_checks import require
 from ...model_section import validate_model_section
 from ...models.modeling_char_rnn import detach_state, state_tensors
 from ...pretrained import apply_lora, is_pretrained, load_pretrained
+from ...run_folder import SAMPLES_FILE
 from ...schema import RecipeBase
 from ...tokenization import build_char_tokenizer
 from ...training.job import TrainingJob
 from ..base import Task
-from .inference import SAMPLES_FILE, context_length, generate_text, is_char_vocabulary, write_sample
+from .inference import context_length, generate_text, is_char_vocabulary, write_sample
 from .recipe import (
     METRIC_NAMES,
     SUBWORD_METRIC_NAMES,

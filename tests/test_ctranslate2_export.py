@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -386,6 +388,25 @@ def test_hfattn_export_refuses_a_config_before_reading_weights(tmp_path, capsys)
     error = capsys.readouterr().err
     assert error.count("\n") == 1
     assert "init_method='t-fixup'" in error and "safetensors" not in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_hfattn_export_refuses_another_family_before_importing_torch(tmp_path):
+    """A local model's ``config.json`` is checked before torch and transformers load."""
+    folder = tmp_path / "bahdanau"
+    folder.mkdir()
+    BahdanauConfig(vocab_size=VOCAB).save_pretrained(folder)
+    (folder / "model.safetensors").write_bytes(b"not read")
+    (folder / "tokenizer.json").write_text("{}")
+    code = (
+        "import sys\n"
+        "from hfattn.cli import main\n"
+        f"status = main(['export', {str(folder)!r}, {str(tmp_path / 'out')!r}])\n"
+        "print(status, 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "False", "False"], done.stderr
+    assert "model_type='bahdanau'" in done.stderr and done.stderr.count("\n") == 1
     assert not (tmp_path / "out").exists()
 
 

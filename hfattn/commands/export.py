@@ -60,12 +60,15 @@ def run(args: argparse.Namespace) -> int:
     """Export the model; one ``error: ...`` line (exit status 2) for a missing or unsupported
     model, a taken OUT or a missing ``ctranslate2``, all found before the weights are read."""
     from ..export.ctranslate2 import check_exportable, check_output_folder, require_ctranslate2
-    from .loading import locate_model, report_error
+    from .loading import locate_model, read_configs, report_error
 
-    try:  # cheap checks first: folders, the package, then the config alone
+    try:  # cheap checks first: folders, the package, the config.json alone
         check_output_folder(args.output_dir, args.overwrite, args.model_dir)
         folder = locate_model(args.model_dir)
         require_ctranslate2()
+        config = read_configs(args.model_dir, folder)[0] if folder is not None else None
+        if config:  # a local config.json (an unreadable one: loading names the damaged file)
+            check_exportable(config)
     except (ValueError, ImportError) as err:
         return report_error(err)
 

@@ -365,7 +365,7 @@ def damaged_file(folder: Path) -> Path | None:
     return next((file for file in files if not reads_back(file)), None)
 
 
-def _read_configs(name: str, folder: Path | None) -> tuple[dict, dict | None]:
+def read_configs(name: str, folder: Path | None) -> tuple[dict, dict | None]:
     """``(config.json, adapter_config.json or None)`` of a local folder or a Hub repo (an
     adapter has no ``config.json``: ``{}``). A local file that is not JSON reads as ``{}``:
     loading then fails on it, and the error names the damaged file (:func:`damaged_file`)."""
@@ -443,7 +443,7 @@ def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool |
     if folder is not None:
         check_weights_are_safe(folder, allowed)
     try:
-        config, adapter_config = _read_configs(name, folder)
+        config, adapter_config = read_configs(name, folder)
         check_model_fits(name, config, adapter_config, auto_class)
         # trust_remote_code=False: hfattn's model types run from the installed package, not
         # from the modeling files of a repo (without it transformers asks on stdin)
@@ -490,6 +490,7 @@ __all__ = [
     "looks_like_path",
     "model_task",
     "pickle_weights",
+    "read_configs",
     "report_error",
     "require_counts",
     "text_command_inputs",

@@ -32,8 +32,7 @@ MEMORY_CALLS = {
     "classification": (100, 600),
 }
 """Handler calls before the first and the second RSS reading, per app (the benchmark makes
-100 and 1,000). The first 100 are the warm-up: a translation's RSS grows by ~7 MiB over its
-first 100 heatmaps, then stays flat."""
+100 and 1,000). The first 100 are the warm-up: the caches the first requests fill."""
 MAX_GROWTH = 0.05
 TIMEOUTS = {"request_timeout_s": 300, "deadline_s": 400}
 """Generous: the 50th request waits for the 49 before it, on a machine others share."""

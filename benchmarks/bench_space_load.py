@@ -32,14 +32,19 @@ Engines (``--engines``, instead of the three apps): the translation Space on a V
 the Bible recipe's size (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN layers, d 256, 4
 heads, FFN 1024, a shared vocabulary of 8,000; random weights, as ``bench_export.py``) with its
 CTranslate2 export in ``ct2/`` (``--quantization``, default int8), or the ``--translation`` run
-given (it must hold ``ct2/``). The app is served twice, with ``HFATTN_ENGINE=generate`` and
+given (it must hold ``ct2/``). The app is staged and run twice as a Space runs it, each in its
+own process (``python app.py``), with ``HFATTN_ENGINE=generate`` and
 ``HFATTN_ENGINE=ctranslate2`` (the page's engine line is checked), both with the same torch and
-CTranslate2 threads (``--threads``); each then answers ``--sequential`` requests one at a time
-(the latency without load) and takes the 50-client load of the translation scenario (beam
-width and new tokens: ``--beams`` / ``--new-tokens``, default the load test's 2 and 16; with
-random weights every translation runs to the cap) for ``--rounds`` rounds, the engines taking
-turns (the order flipped every round). Reports p50 / p95 per engine (the median over the
-rounds) and generate / CTranslate2 at p95 (target ≥ 2×, issue 23) and p50; no memory readings.
+CTranslate2 threads (``--threads``). Each answers ``--sequential`` requests one at a time (the
+latency without load), then takes the 50-client load of the translation scenario (beam width
+and new tokens: ``--beams`` / ``--new-tokens``, default the load test's 2 and 16; with random
+weights every translation runs to the cap) for ``--rounds`` rounds, the engines taking turns
+(the order flipped every round). The clients are concurrent requests on Gradio's REST API from
+one asyncio loop in this process (``space_load.run_http_clients``): 50 ``gradio_client``
+threads cost more CPU than the Space itself and, on a 2-core machine, would measure
+themselves. Reports p50 / p95 per engine (the median over the rounds), the server's CPU
+milliseconds per request under the load, and generate / CTranslate2 at p95 (target ≥ 2×,
+issue 23) and p50; no memory readings.
 
     .venv/bin/python benchmarks/bench_space_load.py --engines [--rounds 3] [--clients 50]
         [--quantization int8] [--beams 2] [--new-tokens 16] [--sequential 20]
@@ -49,6 +54,7 @@ rounds) and generate / CTranslate2 at p95 (target ≥ 2×, issue 23) and p50; no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -56,6 +62,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -65,9 +72,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchlib import BenchReport, add_json_argument, write_atomically  # noqa: E402
 from space_load import (  # noqa: E402
     SCENARIOS,
+    call_once,
+    endpoint_defaults,
     load_scenario,
     memory_growth,
+    run_http_clients,
     scenario_memory,
+    serve_space,
 )
 
 MAX_GROWTH_PERCENT = 5.0
@@ -204,7 +215,8 @@ def report_records(results: list[dict]) -> BenchReport:
 # ------------------------------------------------------------------------------ engines
 def bible_size_run(out: Path, quantization: str) -> Path:
     """A translation model folder of the Bible recipe's size (``bench_export.BIBLE``, vocab
-    8,000, random weights) with its CTranslate2 export (``quantization``) in ``ct2/``."""
+    8,000, random weights) and decoding defaults (4 beams, ``early_stopping``), with its CTranslate2
+    export (``quantization``) in ``ct2/``."""
     from bench_export import BIBLE, MAX_POSITIONS, VOCAB
     from bench_vaswani import make_models
 
@@ -212,6 +224,8 @@ def bible_size_run(out: Path, quantization: str) -> Path:
     from hfattn.run_folder import CTRANSLATE2_DIR
 
     model = make_models(BIBLE, VOCAB, MAX_POSITIONS, "cpu")[0].eval()
+    model.generation_config.num_beams = 4  # the Bible recipe's decoding defaults
+    model.generation_config.early_stopping = True
     words = sorted({w for args in SCENARIOS["translation"].inputs for w in args[0].split()})
     from bench_export import word_tokenizer  # torch: --help stays without it
 
@@ -224,12 +238,12 @@ def bible_size_run(out: Path, quantization: str) -> Path:
     return out
 
 
-def engine_line(demo) -> str:
-    """The translation page's engine line (``engine: ...``)."""
+def engine_line(config: dict) -> str:
+    """The translation page's engine line (``engine: ...``), from the app's ``/config``."""
     lines = [
-        block.value
-        for block in demo.blocks.values()
-        if getattr(block, "elem_id", None) == "engine" and isinstance(block.value, str)
+        c["props"]["value"]
+        for c in config["components"]
+        if c.get("props", {}).get("elem_id") == "engine"
     ]
     if len(lines) != 1:
         raise RuntimeError("the translation page has no engine line (elem_id 'engine')")
@@ -237,45 +251,57 @@ def engine_line(demo) -> str:
 
 
 def sequential_latency(url: str, scenario, requests: int) -> list[float]:
-    """Seconds of ``requests`` requests sent one at a time through one client (after one
+    """Seconds of ``requests`` requests sent one at a time on Gradio's REST API (after one
     warm-up request per distinct input)."""
-    from gradio_client import Client
+    defaults = endpoint_defaults(url, scenario.api_name)
+    for args in scenario.inputs:
+        call_once(url, scenario.api_name, args, defaults)
+    times = []
+    for args in scenario.requests(requests):
+        start = time.perf_counter()
+        call_once(url, scenario.api_name, args, defaults)
+        times.append(time.perf_counter() - start)
+    return times
 
-    client = Client(url, verbose=False)
-    try:
-        for args in scenario.inputs:
-            client.predict(*args, api_name=scenario.api_name)
-        times = []
-        for args in scenario.requests(requests):
-            start = time.perf_counter()
-            client.predict(*args, api_name=scenario.api_name)
-            times.append(time.perf_counter() - start)
-        return times
-    finally:
-        client.close()
+
+def cpu_seconds(process) -> float:
+    """User + system CPU seconds of ``process`` (a ``psutil.Process``) and its threads."""
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def measure_engines(run: Path, work: Path, args: argparse.Namespace) -> dict:
-    """Serve the translation Space on ``run`` once per engine; time each without load and
-    under ``args.rounds`` rounds of the load (engines taking turns)."""
-    from space_helpers import launch_space
+    """Serve the translation Space on ``run`` once per engine, each in its own process; time
+    each without load and under ``args.rounds`` rounds of the load (engines taking turns),
+    and read the server's CPU seconds per request under the load."""
+    from hfattn.hub import inspect_folder, stage_space
 
     base = SCENARIOS["translation"]
     scenario = dataclasses.replace(
         base, inputs=tuple((a[0], args.beams, args.new_tokens) for a in base.inputs)
     )
-    spaces, rounds, references, lines, unloaded = {}, {e: [] for e in ENGINES}, {}, {}, {}
+    threads = str(args.threads)
+    rounds = {engine: [] for engine in ENGINES}
+    cpu = {engine: [] for engine in ENGINES}
+    references, lines, unloaded = {}, {}, {}
     start = time.perf_counter()
-    try:
+    with contextlib.ExitStack() as stack:
+        servers = {}
         for engine in ENGINES:
-            spaces[engine] = launch_space(
-                run, work / f"space_{engine}", env={"HFATTN_ENGINE": engine}
-            )
-            lines[engine] = engine_line(spaces[engine].demo)
+            staged = stage_space(inspect_folder(run), str(run), work / f"space_{engine}")
+            env = {"HFATTN_ENGINE": engine, "OMP_NUM_THREADS": threads}
+            servers[engine] = stack.enter_context(serve_space(staged, str(run), env))
+            url = servers[engine][0]
+            config = json.loads(urllib.request.urlopen(url + "config", timeout=30).read())
+            lines[engine] = engine_line(config)
             if (engine == "ctranslate2") != ("CTranslate2" in lines[engine]):
                 raise RuntimeError(f"HFATTN_ENGINE={engine} serves {lines[engine]!r}")
+            references[engine] = {
+                a: scenario.summary(a, call_once(url, scenario.api_name, a))
+                for a in scenario.inputs
+            }
         for engine in ENGINES:
-            times = sequential_latency(spaces[engine].url, scenario, args.sequential)
+            times = sequential_latency(servers[engine][0], scenario, args.sequential)
             unloaded[engine] = {
                 "requests": len(times),
                 "median_s": round(statistics.median(times), 4),
@@ -284,18 +310,21 @@ def measure_engines(run: Path, work: Path, args: argparse.Namespace) -> dict:
             print(f"{engine}: unloaded {json.dumps(unloaded[engine])}", flush=True)
         for number in range(args.rounds):
             for engine in ENGINES if number % 2 == 0 else ENGINES[::-1]:
-                load, references[engine] = load_scenario(
-                    spaces[engine].url,
-                    scenario,
-                    args.clients,
+                url, process = servers[engine]
+                before = cpu_seconds(process)
+                load = run_http_clients(
+                    url,
+                    scenario.api_name,
+                    scenario.requests(args.clients),
+                    expected=lambda a, answer, e=engine: (
+                        scenario.summary(a, answer) == references[e][a]
+                    ),
                     request_timeout_s=300,
                     deadline_s=400,
                 )
+                cpu[engine].append((cpu_seconds(process) - before) / args.clients)
                 rounds[engine].append(load.summary())
                 print(f"{engine}: round {number + 1} {json.dumps(rounds[engine][-1])}", flush=True)
-    finally:
-        for space in spaces.values():
-            space.close()
     engines = {}
     for engine in ENGINES:
         summaries = rounds[engine]
@@ -304,6 +333,7 @@ def measure_engines(run: Path, work: Path, args: argparse.Namespace) -> dict:
             "unloaded": unloaded[engine],
             "p50_s": statistics.median(r["p50_s"] for r in summaries),
             "p95_s": statistics.median(r["p95_s"] for r in summaries),
+            "server_cpu_ms_per_request": round(1000 * statistics.median(cpu[engine]), 1),
             "failed": sum(r["failed"] for r in summaries),
             "rounds": summaries,
         }
@@ -316,6 +346,9 @@ def measure_engines(run: Path, work: Path, args: argparse.Namespace) -> dict:
         "p95_ratio": round(generate["p95_s"] / fast["p95_s"], 3),
         "p50_ratio": round(generate["p50_s"] / fast["p50_s"], 3),
         "unloaded_ratio": round(generate["unloaded"]["median_s"] / fast["unloaded"]["median_s"], 3),
+        "server_cpu_ratio": round(
+            generate["server_cpu_ms_per_request"] / fast["server_cpu_ms_per_request"], 3
+        ),
         "same_translations": f"{sum(same)}/{len(same)}",
         "seconds": round(time.perf_counter() - start, 1),
     }
@@ -324,19 +357,21 @@ def measure_engines(run: Path, work: Path, args: argparse.Namespace) -> dict:
 def engines_table(result: dict) -> str:
     """One row per engine (p50 / p95 under load, unloaded latency), then the ratios."""
     lines = [
-        "| engine | page says | clients | rounds | failed | p50 s | p95 s | unloaded median s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| engine | page says | clients | rounds | failed | p50 s | p95 s | unloaded median s "
+        "| server CPU ms / request |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, e in result["engines"].items():
         lines.append(
             f"| {name} | {e['engine_line']} | {result['scenario']['clients']} | "
             f"{len(e['rounds'])} | **{e['failed']}** | {e['p50_s']:.2f} | {e['p95_s']:.2f} | "
-            f"{e['unloaded']['median_s']:.3f} |"
+            f"{e['unloaded']['median_s']:.3f} | {e['server_cpu_ms_per_request']:.1f} |"
         )
     lines.append(
         f"\ngenerate / CTranslate2: **p95 {result['p95_ratio']:.2f}×** (target ≥ "
         f"{ENGINE_P95_TARGET:g}×), p50 {result['p50_ratio']:.2f}×, unloaded "
-        f"{result['unloaded_ratio']:.2f}×; identical translations on "
+        f"{result['unloaded_ratio']:.2f}×, server CPU per request "
+        f"{result['server_cpu_ratio']:.2f}×; identical translations on "
         f"{result['same_translations']} inputs."
     )
     return "\n".join(lines)

@@ -10,21 +10,32 @@
   heap given back to the OS, so that only memory still held counts).
 - :data:`SCENARIOS`: what the load sends to each of the three apps, and how an answer under
   load is checked: it must equal the app's answer to the same input with no load.
+- :func:`serve_space` and :func:`run_http_clients`: a staged Space run as its own process
+  (``python app.py``, as a Space runs it) and N concurrent requests on Gradio's REST API
+  from one asyncio loop, so that the load measures the server and not the clients.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import ctypes
 import ctypes.util
 import gc
 import inspect
+import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -250,6 +261,171 @@ def run_clients(
     if unanswered:
         result.errors.append(f"deadline: {unanswered} requests unanswered after {deadline_s}s")
     return result
+
+
+# ------------------------------------------------------------------- a Space in its own process
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_space(
+    staged: Path, model_id: str, env: dict[str, str] | None = None, start_timeout_s: float = 180
+) -> Iterator[tuple[str, psutil.Process]]:
+    """Run the staged Space ``staged`` (``python app.py`` in its folder, as a Space runs it)
+    for ``model_id`` on 127.0.0.1 in its own process, with ``env`` added to this process's
+    environment; yield ``(url, process)`` once it answers, stop it on exit.
+
+    Raises:
+        RuntimeError: the app exited or did not answer within ``start_timeout_s`` (with the
+            end of its output).
+    """
+    import httpx
+
+    port = _free_port()
+    environment = {
+        **os.environ,
+        "HFATTN_MODEL_ID": model_id,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        **(env or {}),
+    }
+    log = staged / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=staged, env=environment, stdout=out, stderr=out
+        )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text("utf-8", errors="replace")[-1500:]
+                raise RuntimeError(f"the Space in {staged} did not start:\n{tail}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=2).status_code == 200:
+                    break
+            time.sleep(0.5)
+        yield url, psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def endpoint_defaults(url: str, api_name: str) -> list:
+    """The default of every parameter of the endpoint ``api_name`` (``"/translate"``), in
+    order, from the app's ``gradio_api/info`` (what ``gradio_client`` fills in for the
+    arguments a call leaves out)."""
+    import httpx
+
+    info = httpx.get(urllib.parse.urljoin(url, "gradio_api/info"), timeout=30).json()
+    parameters = info["named_endpoints"][api_name]["parameters"]
+    return [p.get("parameter_default") for p in parameters]
+
+
+async def _rest_call(client, url: str, api_name: str, data: list) -> Any:
+    """One call of Gradio's REST API: ``POST gradio_api/call/<name>``, then read its event
+    stream to the ``complete`` event; the outputs (a list, one per output component)."""
+    name = api_name.lstrip("/")
+    posted = await client.post(
+        urllib.parse.urljoin(url, f"gradio_api/call/{name}"), json={"data": data}
+    )
+    posted.raise_for_status()
+    event_id = posted.json()["event_id"]
+    stream_url = urllib.parse.urljoin(url, f"gradio_api/call/{name}/{event_id}")
+    async with client.stream("GET", stream_url) as stream:
+        event = None
+        async for line in stream.aiter_lines():
+            if line.startswith("event:"):
+                event = line.partition(":")[2].strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                payload = line.partition(":")[2].strip()
+                if event == "error":
+                    raise RuntimeError(f"the app answered with an error: {payload[:200]}")
+                return json.loads(payload)
+    raise RuntimeError("the event stream ended without an answer")
+
+
+def run_http_clients(
+    url: str,
+    api_name: str,
+    requests: Sequence[tuple],
+    *,
+    expected: Callable[[tuple, Any], bool] | None = None,
+    request_timeout_s: float = 60.0,
+    deadline_s: float = 120.0,
+) -> LoadResult:
+    """Send ``requests`` to the Gradio app at ``url`` all at once, each its own connection
+    and event stream on Gradio's REST API, from one asyncio loop (the arguments a request
+    leaves out take the endpoint's defaults, :func:`endpoint_defaults`). The same contract as
+    :func:`run_clients`, whose ``gradio_client`` threads cost the machine more CPU than a
+    small Space's own work: use this one when the app runs in another process.
+
+    Raises:
+        ValueError: ``url`` is not a loopback address, or no request or more than
+            :data:`MAX_CLIENTS`.
+    """
+    import httpx
+
+    check_loopback(url)
+    if not 1 <= len(requests) <= MAX_CLIENTS:
+        raise ValueError(f"requests: between 1 and {MAX_CLIENTS} clients, got {len(requests)}")
+    defaults = endpoint_defaults(url, api_name)
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    async def one(client, index: int, args: tuple) -> None:
+        t0 = time.perf_counter()
+        try:
+            data = [*args, *defaults[len(args) :]]
+            answer = await asyncio.wait_for(
+                _rest_call(client, url, api_name, data), request_timeout_s
+            )
+            latency = time.perf_counter() - t0
+            if expected is not None and not expected(args, answer):
+                errors.append(f"request {index}: wrong answer to {args!r}: {str(answer)[:200]!r}")
+                return
+            latencies.append(latency)
+        except Exception as exc:
+            errors.append(f"request {index}: {type(exc).__name__}: {str(exc)[:200]}")
+
+    async def everything() -> None:
+        limits = httpx.Limits(max_connections=len(requests) + 1)
+        async with httpx.AsyncClient(timeout=request_timeout_s, limits=limits) as client:
+            tasks = [asyncio.create_task(one(client, i, a)) for i, a in enumerate(requests)]
+            done, pending = await asyncio.wait(tasks, timeout=deadline_s)
+            for task in pending:
+                task.cancel()
+
+    started = time.perf_counter()
+    asyncio.run(everything())
+    result = LoadResult(len(requests), list(latencies), list(errors))
+    result.wall_s = time.perf_counter() - started
+    unanswered = result.clients - len(result.latencies_s) - len(result.errors)
+    if unanswered:
+        result.errors.append(f"deadline: {unanswered} requests unanswered after {deadline_s}s")
+    return result
+
+
+def call_once(url: str, api_name: str, args: tuple, defaults: list | None = None) -> Any:
+    """One request on Gradio's REST API, as :func:`run_http_clients` sends it (``defaults``:
+    the endpoint's, :func:`endpoint_defaults`, read when not given); the outputs."""
+    import httpx
+
+    defaults = endpoint_defaults(url, api_name) if defaults is None else defaults
+
+    async def call() -> Any:
+        async with httpx.AsyncClient(timeout=300) as client:
+            return await _rest_call(client, url, api_name, [*args, *defaults[len(args) :]])
+
+    return asyncio.run(call())
 
 
 def load_scenario(

@@ -163,9 +163,15 @@ def test_fp32_export_decodes_and_scores_as_the_model(variant, tokenizer, tmp_pat
         settings = dict(num_beams=beams, max_new_tokens=12, length_penalty=penalty)
         expected = generate_rows(model, sources, **settings)
         assert engine.generate_ids(sources, **settings) == expected, beams
-    # With a length penalty the two beam searches stop differently (CTranslate2 after
-    # beam × patience finished hypotheses, generate while a live beam may still win), so a
-    # rare row differs; the rows that agree are most.
+    # With a length penalty and early_stopping=True both stop once num_beams hypotheses have
+    # ended (CTranslate2 at patience 1): the same rows, penalty or not.
+    for penalty in (1.0, 0.6, 2.0):
+        settings = dict(num_beams=4, max_new_tokens=12, length_penalty=penalty)
+        assert engine.generate_ids(sources, **settings, early_stopping=True) == generate_rows(
+            model, sources, **settings, early_stopping=True
+        ), penalty
+    # generate's default (early_stopping=False) searches on while a live beam may still win,
+    # which CTranslate2 cannot express, so a rare row differs; the rows that agree are most.
     settings = dict(num_beams=4, max_new_tokens=12, length_penalty=1.0)
     ours, theirs = (
         engine.generate_ids(sources, **settings),
@@ -173,10 +179,10 @@ def test_fp32_export_decodes_and_scores_as_the_model(variant, tokenizer, tmp_pat
     )
     agree = sum(a == b for a, b in zip(ours, theirs, strict=True))
     assert agree >= 0.9 * len(sources), agree
-    # The default patience (2) waits for more ended hypotheses than CTranslate2's own (1),
-    # nearer generate's rule: at least as many rows agree.
+    # Then patience 2 (the default that follows early_stopping=False) waits for more ended
+    # hypotheses than CTranslate2's own 1, nearer generate's rule: at least as many agree.
     hasty = engine.generate_ids(sources, **settings, patience=1.0)
-    assert engine.defaults.patience == 2.0
+    assert engine.defaults.beam_patience == 2.0
     assert sum(a == b for a, b in zip(hasty, theirs, strict=True)) <= agree
     # Every target token scored with the model's teacher-forced log-probability.
     targets = reversal_pairs(torch.Generator().manual_seed(7), 24)[1]
@@ -267,20 +273,29 @@ def test_translate_follows_translate_texts_and_generation_config(tokenizer, tmp_
     model.generation_config.num_beams = 3
     model.generation_config.max_new_tokens = 6
     model.generation_config.length_penalty = 0.5
+    model.generation_config.early_stopping = True
     try:
         engine = CTranslate2Translation(export_ctranslate2(model, tokenizer, tmp_path / "ct2"))
     finally:
         model.generation_config.num_beams = 1
         model.generation_config.max_new_tokens = None
         model.generation_config.length_penalty = 1.0
+        model.generation_config.early_stopping = False
     assert (engine.defaults.num_beams, engine.defaults.max_new_tokens) == (3, 6)
     assert engine.defaults.length_penalty == 0.5
+    assert (engine.defaults.early_stopping, engine.defaults.beam_patience) == (True, 1.0)
     letters = [" ".join(LETTERS[t - 4] for t in s[:-1]) for s in sample_sources(seed=5, size=12)]
     texts = [*letters, "", "   ", "a b c d e f g h i j k l " * 3, "a z b"]  # blank, too long, <unk>
     with caplog.at_level(logging.WARNING):
         got = engine.translate(texts)
     expected = translate_texts(
-        model, tokenizer, texts, num_beams=3, max_new_tokens=6, length_penalty=0.5
+        model,
+        tokenizer,
+        texts,
+        num_beams=3,
+        max_new_tokens=6,
+        length_penalty=0.5,
+        early_stopping=True,
     )
     assert got == expected
     assert got[len(letters)] == got[len(letters) + 1] == ""
@@ -299,6 +314,10 @@ def test_loader_refuses_bad_input_in_one_line(tokenizer, tmp_path):
         (lambda: CTranslate2Translation(folder).translate(["a"], num_beams=0), "num_beams"),
         (lambda: CTranslate2Translation(folder).translate(["a"], batch_size=0), "batch_size"),
         (lambda: CTranslate2Translation(folder).translate(["a"], patience=0), "patience must"),
+        (
+            lambda: CTranslate2Translation(folder).translate(["a"], early_stopping="soon"),
+            "early_stopping must",
+        ),
     ]
     for call, fragment in cases:
         with pytest.raises(ValueError, match=fragment) as info:

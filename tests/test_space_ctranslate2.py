@@ -115,6 +115,26 @@ def test_ctranslate2_translates_and_draws_as_generate(app, runs):
     assert app.translate(ctranslate2, "", 2, NEW_TOKENS) == ("", None)
 
 
+def test_the_engine_follows_the_models_stopping_rule_and_beam_width(app, runs):
+    generate, ctranslate2 = _contexts(app, runs[0])
+    config = generate.model.generation_config
+    assert app.beam_patience(True) == 1.0 and app.beam_patience(False) == 2.0
+    # early_stopping=True is CTranslate2's own rule (patience 1): beam search with any
+    # length penalty gives generate's translations.
+    config.early_stopping = True
+    text = "\n".join(SENTENCES)
+    for penalty in (0.5, 2.0):
+        config.length_penalty = penalty
+        assert (
+            app.translate(ctranslate2, text, 4, NEW_TOKENS)[0]
+            == (app.translate(generate, text, 4, NEW_TOKENS)[0])
+        ), penalty
+    # The page's beam slider starts at the model's own width.
+    for beams, shown in ((3, 3), (1, 1), (20, app.MAX_BEAMS)):
+        config.num_beams = beams
+        assert app._default_beams(generate) == shown
+
+
 def test_engine_choice(app, runs, monkeypatch):
     run, plain = (str(r) for r in runs)
     monkeypatch.delenv(app.ENGINE_ENV, raising=False)
@@ -226,6 +246,7 @@ def test_benchmark_engine_records_judge_the_p95_target():
             "unloaded": {"requests": 20, "median_s": p50 / 20, "max_s": p95 / 20},
             "p50_s": p50,
             "p95_s": p95,
+            "server_cpu_ms_per_request": p50 * 3,
             "failed": failed,
             "rounds": [summary] * 3,
         }
@@ -239,6 +260,7 @@ def test_benchmark_engine_records_judge_the_p95_target():
         "p95_ratio": 1.9,
         "p50_ratio": 2.5,
         "unloaded_ratio": 2.5,
+        "server_cpu_ratio": 2.5,
         "same_translations": "4/4",
     }
     met = {r["name"]: r["met"] for r in engine_records(result).records}
@@ -251,6 +273,7 @@ def test_benchmark_engine_records_judge_the_p95_target():
     met = {r["name"]: r["met"] for r in engine_records(result).records}
     assert met["translation Space: p95 under load, generate / CTranslate2"] is True
     rows = engines_table(result).splitlines()
-    assert rows[2] == (f"| generate | {GENERATE} | 50 | 3 | **0** | 10.00 | 19.00 | 0.500 |")
+    assert rows[2] == f"| generate | {GENERATE} | 50 | 3 | **0** | 10.00 | 19.00 | 0.500 | 30.0 |"
     assert rows[3].startswith(f"| ctranslate2 | {CTRANSLATE2} | 50 | 3 | **1** | 4.00 | 10.00")
     assert "generate / CTranslate2: **p95 2.00×** (target ≥ 2×)" in rows[-1]
+    assert "server CPU per request 2.50×" in rows[-1]

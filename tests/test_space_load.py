@@ -17,11 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from space_load import (  # noqa: E402
     SCENARIOS,
+    call_once,
     load_scenario,
     memory_growth,
     rss_bytes,
     run_clients,
+    run_http_clients,
     scenario_memory,
+    serve_space,
 )
 
 CLIENTS = 50
@@ -98,6 +101,43 @@ def test_a_queue_smaller_than_the_load_refuses_the_excess(runs, tmp_path):
     assert all("Queue is full" in error for error in result.errors), result.errors[:3]
 
 
+def test_a_space_in_its_own_process_answers_concurrent_rest_requests(runs, tmp_path):
+    """The translation Space run as a Space runs it (``python app.py``), under 50 requests
+    on Gradio's REST API from one asyncio loop: all answered as the unloaded request is, the
+    left-out inputs (layer, head) filled with the page's defaults; a wrong answer and a
+    refused input are counted as failures, and the server's process ends with the block."""
+    from hfattn.hub import inspect_folder, stage_space
+
+    run, scenario = runs["translation"], SCENARIOS["translation"]
+    staged = stage_space(inspect_folder(run), str(run), tmp_path / "space")
+    with serve_space(staged, str(run)) as (url, process):
+        reference = {
+            a: scenario.summary(a, call_once(url, scenario.api_name, a)) for a in scenario.inputs
+        }
+        result = run_http_clients(
+            url,
+            scenario.api_name,
+            scenario.requests(CLIENTS),
+            expected=lambda a, answer: scenario.summary(a, answer) == reference[a],
+            **TIMEOUTS,
+        )
+        assert process.is_running()
+        picky = run_http_clients(
+            url,
+            scenario.api_name,
+            [scenario.inputs[0], ("April 22, 2019", 99, 16)],  # beam width above the page's 8
+            expected=lambda a, answer: scenario.summary(a, answer) == reference[scenario.inputs[1]],
+            **TIMEOUTS,
+        )
+    assert result.errors == [] and (result.ok, result.failed) == (CLIENTS, 0)
+    assert len(set(reference.values())) > 1  # different inputs got different answers
+    assert 0 < result.p50_s <= result.p95_s <= max(result.latencies_s) <= result.wall_s
+    assert picky.ok == 0 and len(picky.errors) == 2
+    assert "wrong answer" in picky.errors[0] or "wrong answer" in picky.errors[1]
+    assert any("the app answered with an error" in error for error in picky.errors)
+    assert not process.is_running()
+
+
 def test_memory_check_catches_a_leak():
     """A call that keeps a little memory each time (500 calls: 20 % of the process) fails the
     5 % check; one that frees it passes."""
@@ -132,11 +172,12 @@ def test_queue_settings_from_env(monkeypatch):
         frame.QueueSettings.from_env()
 
 
-def test_load_only_against_loopback():
+@pytest.mark.parametrize("driver", [run_clients, run_http_clients])
+def test_load_only_against_loopback(driver):
     with pytest.raises(ValueError, match="loopback addresses only"):
-        run_clients("http://example.com:7860/", "/generate", [("x",)])
+        driver("http://example.com:7860/", "/generate", [("x",)])
     with pytest.raises(ValueError, match="between 1 and 200 clients, got 0"):
-        run_clients("http://127.0.0.1:7860/", "/generate", [])
+        driver("http://127.0.0.1:7860/", "/generate", [])
 
 
 def test_benchmark_records_judge_the_targets(tmp_path):

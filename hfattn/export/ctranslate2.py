@@ -545,20 +545,26 @@ def export_ctranslate2(
 class DecodingSettings:
     """How :class:`CTranslate2Translation` decodes (``generate``'s names): beam width
     (1 = greedy), the new-token bounds, the length penalty of beam search (score / length^α,
-    the end token counted, as ``generate`` does), n-gram blocking and the repetition penalty.
+    the end token counted, as ``generate`` does), ``generate``'s stopping rule, n-gram blocking
+    and the repetition penalty.
 
-    Greedy search gives ``generate``'s tokens. Beam search explores the same beams and ranks
-    finished hypotheses alike, but stops by another rule: ``generate`` (``early_stopping=
-    False``) goes on while the best running beam, normalised by the current length, beats the
-    worst of the ``num_beams`` kept hypotheses; CTranslate2 stops once ``num_beams × patience``
-    hypotheses have ended (``length_penalty=0``: once the best beam has ended, which gives ``generate``'s
-    answer exactly). So with a length penalty the two can differ where ``generate`` keeps
-    searching and finds a longer hypothesis (typically a repetition run to ``max_new_tokens``).
-    ``patience`` (CTranslate2's; Kasai et al. 2022, "Beam Decoding with Controlled Patience")
-    waits for ``num_beams × patience`` ended hypotheses: on the Bible test books, beam 4, the
-    export translated 88.8 % of verses as ``generate`` did with ``patience=1`` (CTranslate2's
-    default; BLEU 15.63 against the model's 15.40), 93.7 % with ``patience=2`` (BLEU 15.41,
-    15 % slower) and fewer again with 4 or 8, so the default here is 2.
+    Greedy search gives ``generate``'s tokens. Beam search explores the same beams (the best
+    ``2 × num_beams`` continuations, an end token ending a hypothesis only among the first
+    ``num_beams``) and ranks ended hypotheses alike; CTranslate2 stops once
+    ``num_beams × patience`` hypotheses have ended (Kasai et al. 2022, "Beam Decoding with
+    Controlled Patience"). ``generate`` stops by ``early_stopping``:
+
+    - ``True``: once ``num_beams`` hypotheses have ended, CTranslate2's rule at
+      ``patience=1``, so the export decodes exactly as the model (the Bible validation
+      books, beam 4: 100 % of verses the same).
+    - ``False`` (transformers' default) or ``"never"``: while the best running beam could
+      still beat the worst of the ``num_beams`` kept hypotheses, which CTranslate2 cannot
+      express. With ``length_penalty=0`` the answer is the same (both stop once the best beam
+      has ended); with a length penalty ``generate`` may search on and find a longer
+      hypothesis. ``patience=2`` comes nearest (on the Bible test books 93.7 % of verses the
+      same, against 88.8 % at ``patience=1``).
+
+    ``patience`` ``None`` follows ``early_stopping``: 1 for ``True``, else 2.
 
     Raises:
         ValueError: a field out of range, named with what it allows.
@@ -568,9 +574,10 @@ class DecodingSettings:
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     min_new_tokens: int = 0
     length_penalty: float = 1.0
+    early_stopping: bool | str = False
     no_repeat_ngram_size: int = 0
     repetition_penalty: float = 1.0
-    patience: float = 2.0
+    patience: float | None = None
 
     def __post_init__(self):
         for name, low in (
@@ -587,9 +594,22 @@ class DecodingSettings:
                 f"min_new_tokens ({self.min_new_tokens}) must be <= max_new_tokens "
                 f"({self.max_new_tokens})"
             )
+        if not (isinstance(self.early_stopping, bool) or self.early_stopping == "never"):
+            raise ValueError(
+                f"early_stopping must be True, False or 'never'; got {self.early_stopping!r}"
+            )
         for name in ("repetition_penalty", "patience"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0; got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if not (value is None and name == "patience") and not value > 0:
+                raise ValueError(f"{name} must be > 0; got {value!r}")
+
+    @property
+    def beam_patience(self) -> float:
+        """CTranslate2's ``patience``: :attr:`patience`, or the one that follows
+        :attr:`early_stopping` (1 for ``True``: ``generate``'s rule exactly; else 2)."""
+        if self.patience is not None:
+            return float(self.patience)
+        return 1.0 if self.early_stopping is True else 2.0
 
     @classmethod
     def from_generation_config(cls, data: Mapping) -> DecodingSettings:
@@ -610,7 +630,7 @@ class DecodingSettings:
             "length_penalty": float(self.length_penalty),
             "no_repeat_ngram_size": self.no_repeat_ngram_size,
             "repetition_penalty": float(self.repetition_penalty),
-            "patience": float(self.patience),
+            "patience": self.beam_patience,
         }
 
 

@@ -53,11 +53,17 @@ EXPORT_DIR = "ct2"
 EXPORT_FILES = ("model.bin", "hfattn_export.json", "tokenizer.json")
 """The files of an hfattn CTranslate2 export (hfattn's ``export.ctranslate2.EXPORT_FILES``)."""
 GENERATE_LABEL = "transformers generate"
-BEAM_PATIENCE = 2.0
-"""CTranslate2's beam patience (hfattn's ``export.ctranslate2.DecodingSettings`` default): the
-beam search waits for ``beams × 2`` ended hypotheses, nearer ``generate``'s stopping rule."""
 
 logger = logging.getLogger(__name__)
+
+
+def beam_patience(early_stopping) -> float:
+    """CTranslate2's beam patience for ``generate``'s ``early_stopping`` (hfattn's
+    ``export.ctranslate2.DecodingSettings.beam_patience``): ``True`` stops once ``beams``
+    hypotheses have ended, CTranslate2's rule at patience 1 (the same output as ``generate``);
+    otherwise ``generate`` searches on while a running beam could still win, which patience 2
+    comes nearest to."""
+    return 1.0 if early_stopping is True else 2.0
 
 
 def _inputs(context: frame.Context) -> list:
@@ -68,7 +74,7 @@ def _inputs(context: frame.Context) -> list:
             placeholder="April 22, 2019",
             elem_id="source",
         ),
-        gr.Slider(1, MAX_BEAMS, value=4, step=1, label="Beam width"),
+        gr.Slider(1, MAX_BEAMS, value=_default_beams(context), step=1, label="Beam width"),
         gr.Slider(
             1,
             context.limits.max_new_tokens,
@@ -78,6 +84,14 @@ def _inputs(context: frame.Context) -> list:
         ),
         *_attention_selectors(context),
     ]
+
+
+def _default_beams(context: frame.Context) -> int:
+    """The beam width the page starts with: the model's ``generation_config.num_beams`` (the
+    width its recipe chose; transformers' default 1, greedy, when it sets none), within 1 to
+    :data:`MAX_BEAMS`."""
+    beams = getattr(context.model.generation_config, "num_beams", None) or 1
+    return max(1, min(int(beams), MAX_BEAMS))
 
 
 def _attention_selectors(context: frame.Context) -> list:
@@ -152,9 +166,10 @@ class CTranslate2Engine:
     export's ``decoder_start_token_id`` and stopped at the model's ``eos_token_id``, the
     length penalty, n-gram blocking and repetition penalty of the model's generation config.
 
-    Greedy search gives ``generate``'s tokens; beam search ranks finished hypotheses alike but
-    stops once ``num_beams ×`` :data:`BEAM_PATIENCE` hypotheses have ended, where ``generate``
-    may search on for a longer one (with a length penalty; rare on a trained model).
+    Greedy search gives ``generate``'s tokens; beam search ranks finished hypotheses alike and
+    stops as :func:`beam_patience` says: as ``generate`` does when the model's
+    ``early_stopping`` is ``True``, else possibly before a longer hypothesis ``generate`` would
+    find (with a length penalty).
 
     Args:
         folder: the export.
@@ -191,7 +206,7 @@ class CTranslate2Engine:
             ),
             no_repeat_ngram_size=config.no_repeat_ngram_size or 0,
             repetition_penalty=float(config.repetition_penalty or 1.0),
-            patience=BEAM_PATIENCE,
+            patience=beam_patience(config.early_stopping),
             end_token=tokenizer.convert_ids_to_tokens(eos) if eos else None,
             return_end_token=True,
             max_input_length=0,  # the source is already cut to the model's limit

@@ -119,13 +119,17 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
 
 
 def decoding_kwargs(generation: TranslationGenerationSection) -> dict:
-    """``generate()`` keyword arguments of the ``generation:`` section: no ``seed``, and no
-    ``temperature`` / ``top_k`` / ``top_p`` unless it samples."""
+    """``generate()`` keyword arguments of the ``generation:`` section: no ``seed``, no
+    ``temperature`` / ``top_k`` / ``top_p`` unless it samples, and ``early_stopping`` /
+    ``length_penalty`` only for beam search."""
     kwargs = generation.generate_kwargs()
     kwargs.pop("seed")
     if not kwargs["do_sample"]:
         for name in ("temperature", "top_k", "top_p"):
             kwargs.pop(name)
+    if generation.num_beams > 1:
+        kwargs["early_stopping"] = generation.early_stopping
+        kwargs["length_penalty"] = generation.length_penalty
     return kwargs
 
 

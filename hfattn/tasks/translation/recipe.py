@@ -98,7 +98,30 @@ class TranslationGenerationSection(GenerationSection):
     do_sample: bool = False
     num_beams: int = 4
     max_new_tokens: int = 64
+    early_stopping: bool | str = False
+    """Beam search stops once ``num_beams`` hypotheses have ended (``true``); goes on while
+    the best running beam, scored at its current length, could still beat the worst of them
+    (``false``, transformers' default); or while any could at the longest length
+    (``"never"``). ``true`` is CTranslate2's rule too, so an ``hfattn export`` decodes
+    exactly as the model."""
+    length_penalty: float = 1.0
+    """Beam search ranks ended hypotheses by ``log P(y) / |y|^length_penalty`` (``|y|``
+    counts the end token): above 0 favours longer translations, below 0 shorter ones."""
     examples: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(
+            isinstance(self.early_stopping, bool) or self.early_stopping == "never",
+            "generation.early_stopping",
+            f'{self.early_stopping!r} is not one of true, false, "never"',
+        )
+        require(
+            isinstance(self.length_penalty, (int, float))
+            and not isinstance(self.length_penalty, bool),
+            "generation.length_penalty",
+            f"must be a number, got {self.length_penalty!r}",
+        )
 
 
 @dataclass

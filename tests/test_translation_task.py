@@ -176,6 +176,10 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
         ("model.distribution=softermax", "model.distribution must be one of softmax, sparsemax"),
         ("model.cell=rnn", "model.cell must be one of gru, lstm; got 'rnn'"),
         ("model.attention=global", "model.attention must be one of None, bahdanau, luong"),
+        (
+            "generation.early_stopping=sometimes",
+            """generation.early_stopping: 'sometimes' is not one of true, false, "never\"""",
+        ),
     ],
 )
 def test_translation_recipe_fields_are_checked(tmp_path, override, message):
@@ -184,6 +188,33 @@ def test_translation_recipe_fields_are_checked(tmp_path, override, message):
     with pytest.raises(RecipeError) as err:
         load_recipe(recipe, [override])
     assert message in str(err.value)
+
+
+def test_beam_stopping_rule_and_length_penalty_go_into_the_generation_config(tmp_path):
+    """``generation.early_stopping`` / ``length_penalty`` are saved for beam search, in a
+    ``GenerationConfig`` that transformers accepts, and left out for greedy search (where
+    transformers refuses to save them)."""
+    from transformers import GenerationConfig
+
+    from hfattn.tasks.translation.task import TASK
+
+    recipe = write_recipe(tmp_path, base={"task": "translation", "model": {"type": "marian"}})
+    beams = load_recipe(recipe, ["generation.early_stopping=true", "generation.length_penalty=0.6"])
+    defaults = TASK.generation_defaults(beams)
+    assert (defaults["num_beams"], defaults["early_stopping"], defaults["length_penalty"]) == (
+        4,
+        True,
+        0.6,
+    )
+    GenerationConfig(**defaults).save_pretrained(tmp_path / "beams")  # validates strictly
+    never = TASK.generation_defaults(load_recipe(recipe, ["generation.early_stopping=never"]))
+    assert never["early_stopping"] == "never"
+    greedy = TASK.generation_defaults(
+        load_recipe(recipe, ["generation.num_beams=1", "generation.early_stopping=true"])
+    )
+    assert "early_stopping" not in greedy and "length_penalty" not in greedy
+    GenerationConfig(**greedy).save_pretrained(tmp_path / "greedy")
+    assert load_recipe("recipes/vaswani_bible_en_es.yaml").generation.early_stopping is True
 
 
 @pytest.mark.parametrize("path", sorted(Path("recipes").glob("*.yaml")), ids=lambda p: p.stem)

@@ -32,6 +32,10 @@ LENGTHS = (7, 4, 6)
 
 RNN_NO_SELF_ATTENTION = "an RNN has no attention layer whose kernel could be swapped"
 NO_GENERATE = "a classifier does not generate"
+RNN_LENGTHS_ON_CPU = (
+    "packed sequences take their lengths on the CPU (pack_padded_sequence), which a meta "
+    "tensor cannot give"
+)
 
 
 @dataclass
@@ -200,6 +204,7 @@ def _bahdanau(name: str, **kw) -> ModelTester:
         lacks={
             "sdpa": RNN_NO_SELF_ATTENTION,
             "left_padding": "sources are packed by length and must be right-padded",
+            "meta_device": RNN_LENGTHS_ON_CPU,
         },
     )
 
@@ -223,7 +228,11 @@ def _char_rnn(name: str, cell: str) -> ModelTester:
         hidden_states={"hidden_states": (layers + 1, [embedding] + [hidden] * layers)},
         bad_config=({"cell": "transformer"}, "cell"),
         lora_targets=["lm_head"],
-        lacks={"sdpa": RNN_NO_SELF_ATTENTION, "attentions": "an RNN language model has none"},
+        lacks={
+            "sdpa": RNN_NO_SELF_ATTENTION,
+            "attentions": "an RNN language model has none",
+            "meta_device": RNN_LENGTHS_ON_CPU,
+        },
     )
 
 
@@ -253,6 +262,7 @@ def _rnn_classifier(name: str) -> ModelTester:
             "sdpa": RNN_NO_SELF_ATTENTION,
             "generate": NO_GENERATE,
             "tied_weights": "the head maps pooled features to labels: nothing to tie",
+            "meta_device": RNN_LENGTHS_ON_CPU,
         },
     )
 

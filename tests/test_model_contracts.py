@@ -130,6 +130,23 @@ def test_loading_in_a_dtype_runs_forward_and_generate_in_it(tester, saved, dtype
 
 
 @by_tester
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_forward_makes_every_tensor_on_its_inputs_device(tester, dtype):
+    """The model built and run on the meta device (shapes and dtypes, no data): a tensor made
+    on a fixed device (the CPU) instead of its inputs' would fail to mix with them here, as it
+    would on a GPU; the outputs and the loss keep the device, the dtype and the CPU shapes."""
+    skip_if_lacking(tester, "meta_device")
+    with torch.device("meta"):
+        model = tester.model_class(tester.config()).to(dtype).eval()
+    batch = tester.inputs(labels=True)
+    reference = forward(tester.model_class(tester.config()).eval(), batch)
+    out = forward(model, {k: v.to("meta") for k, v in batch.items()})
+    assert (out.logits.device.type, out.logits.dtype) == ("meta", dtype)
+    assert out.logits.shape == reference.logits.shape
+    assert out.loss.device.type == "meta" and out.loss.shape == reference.loss.shape
+
+
+@by_tester
 def test_a_checkpoint_saved_in_bf16_loads_in_bf16_by_default(tester, saved, tmp_path):
     model, folder = saved[tester.name]
     tester.model_class.from_pretrained(folder, dtype=torch.bfloat16).save_pretrained(tmp_path)

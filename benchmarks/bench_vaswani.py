@@ -35,6 +35,10 @@ machine (another training run) falls on both sides alike.
    against ``use_cache=False`` (the whole decoder re-run over the prefix at every step, the
    seeds' loop); (b) hfattn against Marian, both with the cache. Generated tokens/s counts
    batch × 64 (the returned sequences, not the beams).
+3. Static cache (``--skip-static-cache`` leaves it out): one source, greedy, 64 new tokens,
+   ``cache_implementation="static"`` with the decoding step compiled in one graph
+   (``CompileConfig(fullgraph=True)``: transformers' ``reduce-overhead`` mode, CUDA graphs,
+   on a GPU; ``mode="default"`` on a CPU) against the dynamic cache; target ≥ 2× on a GPU.
 
 On CPU the default is one torch thread (``--threads``): with other processes on the machine,
 two threads that wait for each other are slowed far more than one. Prints a markdown table
@@ -65,13 +69,15 @@ from benchlib import (
     synchronize,
     write_atomically,
 )
-from transformers import GenerationConfig, MarianConfig, MarianMTModel
+from transformers import CompileConfig, GenerationConfig, MarianConfig, MarianMTModel
 
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 H100_BF16_DENSE_FLOPS = 989e12
 PARITY_TARGET, CACHE_TARGET = 1.0, 8.0
+STATIC_CACHE_TARGET = 2.0
+"""Static cache + compiled step / dynamic cache at batch 1, on a GPU (issue 23)."""
 
 
 @dataclass(frozen=True)
@@ -454,6 +460,54 @@ def measure_generation(size: Size, args, autocast) -> dict:
     return result
 
 
+def compile_config(device: str) -> CompileConfig:
+    """How ``generate`` compiles the static-cache step: transformers' own default on a GPU
+    (``mode="reduce-overhead"``, CUDA graphs), ``mode="default"`` elsewhere, where
+    ``generate`` compiles only when asked to (``_compile_all_devices``)."""
+    if device == "cuda":
+        return CompileConfig(fullgraph=True)
+    config = CompileConfig(fullgraph=True, mode="default")
+    config._compile_all_devices = True
+    return config
+
+
+def measure_static_cache(size: Size, args, autocast) -> dict:
+    """Greedy generation of one source (batch 1, ``args.new_tokens`` tokens): the static
+    cache with the decoding step compiled (``cache_implementation="static"`` and
+    :func:`compile_config`, one graph, no break) against the default dynamic cache."""
+    device = args.device
+    model = make_models(size, args.vocab, args.max_positions, device)[0].eval()
+    ids, mask, _ = make_batch(1, args.src_len, args.tgt_len, args.vocab, device, 2)
+    config = generation_config(1, args.new_tokens, True)
+
+    def generate(**extra):
+        with torch.no_grad(), autocast():
+            return model.generate(
+                input_ids=ids, attention_mask=mask, generation_config=config, **extra
+            )
+
+    static = {"cache_implementation": "static", "compile_config": compile_config(device)}
+    generate()  # warm-up
+    compile_s, first = timed(device, lambda: generate(**static))
+    times, outputs = {"dynamic": [], "static_compiled": []}, {}
+    runs = [("dynamic", {}), ("static_compiled", static)]
+    for rep in range(max(3, args.gen_repeats)):
+        for key, extra in runs if rep % 2 == 0 else runs[::-1]:
+            seconds, outputs[key] = timed(device, lambda e=extra: generate(**e))
+            times[key].append(seconds)
+    medians = {key: statistics.median(values) for key, values in times.items()}
+    return {
+        "new_tokens": args.new_tokens,
+        "first_static_call_s": compile_s,
+        "seconds": times,
+        "tokens_per_s": {key: args.new_tokens / median for key, median in medians.items()},
+        "ratio": medians["dynamic"] / medians["static_compiled"],
+        "paired_ratios": paired_ratios(times["static_compiled"], times["dynamic"]),
+        "same_output": bool(torch.equal(outputs["dynamic"], outputs["static_compiled"]))
+        and bool(torch.equal(first, outputs["dynamic"])),
+    }
+
+
 def paired_ratios(ours: list[float], reference: list[float]) -> dict:
     """``reference / ours`` time of each pair of runs made back to back: median and range."""
     ratios = sorted(r / o for o, r in zip(ours, reference, strict=True))
@@ -569,6 +623,19 @@ def rows(results: dict, args) -> list[Row]:
                 PARITY_TARGET,
             )
         )
+    static = results.get("static_cache")
+    if static:
+        out.append(
+            Row(
+                f"greedy, batch 1 × {static['new_tokens']} new tokens, tokens/s: static cache + "
+                "torch.compile vs dynamic cache",
+                f"{static['tokens_per_s']['static_compiled']:,.0f}",
+                f"{static['tokens_per_s']['dynamic']:,.0f} (dynamic cache)",
+                static["ratio"],
+                spread(static["paired_ratios"]),
+                STATIC_CACHE_TARGET if args.device == "cuda" else None,
+            )
+        )
     return out
 
 
@@ -614,6 +681,12 @@ def notes(results: dict) -> str:
         if "same_output_cache_no_cache" in entry:
             line += f", cache vs no cache {entry['same_output_cache_no_cache']:.0%}"
         lines.append(line)
+    static = results.get("static_cache")
+    if static:
+        lines.append(
+            f"- static cache + compile: first call (compiling) {static['first_static_call_s']:.1f} s; "
+            f"identical sequences to the dynamic cache: {static['same_output']}"
+        )
     return "\n".join(lines)
 
 
@@ -643,6 +716,11 @@ def main() -> None:
     parser.add_argument("--uncached-repeats", type=int, default=1, help="use_cache=False runs")
     parser.add_argument(
         "--skip-uncached-beam", action="store_true", help="no use_cache=False beam search run"
+    )
+    parser.add_argument(
+        "--skip-static-cache",
+        action="store_true",
+        help="no static cache + torch.compile run (batch 1; compiling takes seconds to minutes)",
     )
     parser.add_argument("--out", help="write every number to this JSON file")
     add_json_argument(parser)
@@ -676,6 +754,9 @@ def main() -> None:
         "peak": peak,
         "training": [measure_training(size, args, autocast, peak_flops) for size in sizes],
         "generation": measure_generation(small, args, autocast),
+        "static_cache": None
+        if args.skip_static_cache
+        else measure_static_cache(small, args, autocast),
     }
     results["load_average_after"] = load_average()
     results["wall_seconds"] = time.perf_counter() - started

@@ -212,6 +212,33 @@ def test_a_static_cache_generates_what_the_dynamic_cache_does(num_beams):
     assert not torch.equal(dynamic[:, 1:], dynamic[:, :1].expand_as(dynamic[:, 1:]))
 
 
+@pytest.mark.parametrize("position_embedding", ["sinusoidal", "learned"])
+def test_a_compiled_static_cache_step_has_no_graph_break(position_embedding):
+    """``generate`` compiles the decoding step when the cache is static (transformers does it
+    by itself on a GPU; ``_compile_all_devices`` asks for it here): with ``fullgraph=True``
+    any graph break (a branch reading the cache's length, kept on the device) raises. The
+    tokens are the dynamic cache's, the sinusoids extended past ``max_position_embeddings``."""
+    from transformers import CompileConfig
+
+    torch._dynamo.reset()
+    model = tiny(position_embedding=position_embedding, max_position_embeddings=16)
+    ids, mask = batch()
+    new_tokens = 8 if position_embedding == "learned" else 20  # 1 + 20 > 16 positions
+    settings = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+    compiled = CompileConfig(fullgraph=True, mode="default", dynamic=False)
+    compiled._compile_all_devices = True
+    static = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        cache_implementation="static",
+        compile_config=compiled,
+        **settings,
+    )
+    assert torch.equal(static, model.generate(input_ids=ids, attention_mask=mask, **settings))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # it did compile
+    torch._dynamo.reset()
+
+
 def test_sampling_is_reproducible_and_respects_length():
     model = tiny()
     ids, mask = batch()

@@ -296,27 +296,36 @@ class _VaswaniStack(VaswaniPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None,
         inputs_embeds: torch.Tensor | None,
-        past_length: int = 0,
+        past_length: int | torch.Tensor = 0,
+        capacity: int | None = None,
     ) -> torch.Tensor:
         """``Drop(E[x]·√d + PE[past .. past + T - 1])``; a clear error beyond learned positions.
 
         ``inputs_embeds`` are raw embeddings (``embed_tokens(ids)``): they are scaled here too.
         The positions are a contiguous range known from the shapes: the positional module
-        slices its table, so no branch reads tensor data (``torch.export`` traces it)."""
+        slices its table, so no branch reads tensor data (``torch.export`` traces it). A static
+        cache counts its tokens in a 0-d tensor (``past_length``); then the positions are
+        looked up by index, bounded by the cache's ``capacity``, so that a compiled decoding
+        step does not read the tensor either."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         length = inputs_embeds.shape[1]
+        end = capacity if isinstance(past_length, torch.Tensor) else past_length + length
         if isinstance(self.embed_positions, LearnedPositionalEmbedding):
             limit = self.config.max_position_embeddings
-            if past_length + length > limit:
+            if end > limit:
                 raise ValueError(
-                    f"sequence of {past_length + length} tokens is longer than the "
+                    f"sequence of {end} tokens is longer than the "
                     f"{limit} learned positions (config.max_position_embeddings={limit}); "
                     "truncate the input or use position_embedding='sinusoidal'"
                 )
-        positions = self.embed_positions(past_length=past_length, length=length)
+        if isinstance(past_length, torch.Tensor):
+            position_ids = torch.arange(length, device=inputs_embeds.device) + past_length
+            positions = self.embed_positions(position_ids, bound=end)
+        else:
+            positions = self.embed_positions(past_length=past_length, length=length)
         hidden = inputs_embeds * self.embed_scale + positions
         return dropout(hidden, self.embedding_dropout, self)
 
@@ -446,7 +455,8 @@ class VaswaniDecoder(_VaswaniStack):
                 DynamicCache(config=self.config), DynamicCache(config=self.config)
             )
         past_length = cache.get_seq_length() if cache is not None else 0
-        hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+        capacity = cache.get_max_length() if isinstance(past_length, torch.Tensor) else None
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length, capacity)
         self_mask, cross_mask = self._masks(
             attention_mask,
             encoder_attention_mask,

@@ -114,14 +114,21 @@ class _PositionLookup:
         *,
         past_length: int = 0,
         length: int | None = None,
+        bound: int | None = None,
     ) -> torch.Tensor:
         """``[..., T]`` integer positions -> ``[..., T, dim]`` encodings; or, without
         ``position_ids``, the ``[length, dim]`` encodings of ``past_length ..
-        past_length + length - 1``."""
+        past_length + length - 1``.
+
+        ``bound``: the caller knows every position is below it (a static cache's capacity),
+        so the data are not read to check or size the table: a compiled step whose positions
+        are a tensor (a static cache counts its tokens on the device) has no graph break."""
         if position_ids is None:
             if length is None:
                 raise ValueError("pass position_ids, or the range's length (and past_length)")
             return self._range(past_length, length)
+        if bound is not None:
+            return self._bounded(position_ids, bound)
         return self._lookup(position_ids)
 
 
@@ -166,7 +173,10 @@ class SinusoidalPositionalEmbedding(_PositionLookup, nn.Module):
 
     def _lookup(self, position_ids: torch.Tensor) -> torch.Tensor:
         rows = int(position_ids.max()) + 1 if position_ids.numel() else 0
-        return nn.functional.embedding(position_ids, self._table(rows))
+        return self._bounded(position_ids, rows)
+
+    def _bounded(self, position_ids: torch.Tensor, bound: int) -> torch.Tensor:
+        return nn.functional.embedding(position_ids, self._table(bound))
 
     def extra_repr(self) -> str:
         return f"num_positions={self.num_positions}, dim={self.dim}, base={self.base}"
@@ -187,6 +197,10 @@ class LearnedPositionalEmbedding(_PositionLookup, nn.Embedding):
 
     def _lookup(self, position_ids: torch.Tensor) -> torch.Tensor:
         _check_positions(position_ids, self.num_positions, "learned")
+        return nn.Embedding.forward(self, position_ids)
+
+    def _bounded(self, position_ids: torch.Tensor, bound: int) -> torch.Tensor:
+        _check_range(0, bound, self.num_positions, "learned")
         return nn.Embedding.forward(self, position_ids)
 
 

@@ -15,6 +15,10 @@ model whose tokenizer lowercases or strips punctuation is scored as it writes.
 of sentences it translates exactly as the first model folder does (the export's agreement with
 the PyTorch model it was exported from).
 
+``--perturb`` scores every system a second time on the same sources lightly perturbed, as a
+user types them (:func:`perturb`: lower-cased, punctuation removed, one typo per sentence,
+seeded), and adds a table of each system's BLEU and chrF drop.
+
 With ``--json`` each model's BLEU and chrF are records whose target is Apertium's score in the
 same run (beat the rule-based baseline), and the table is kept as a markdown section. Where the
 Bible's SWORD modules are missing, or no system can run, the JSON says ``not_run`` and why
@@ -24,6 +28,8 @@ Bible's SWORD modules are missing, or no system can run, the JSON says ``not_run
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +40,55 @@ from benchlib import BenchReport, add_json_argument
 
 APERTIUM_MODE = "eng-spa"
 APERTIUM = "Apertium eng-spa (rule-based)"
+
+
+NOT_WORD = re.compile(r"[^\w\s]")
+"""Punctuation and symbols (what is neither a letter, a digit, ``_`` nor space)."""
+TYPOS = ("swap", "drop", "double")
+
+
+def perturb(text: str, rng: random.Random) -> str:
+    """``text`` as typed in a hurry: lower-cased, punctuation removed, spaces collapsed, and
+    one typo in one word of at least 3 letters chosen by ``rng``: two neighbouring letters
+    swapped, a letter dropped or a letter doubled (:data:`TYPOS`). A text without such a
+    word gets no typo."""
+    words = NOT_WORD.sub(" ", text.lower()).split()
+    candidates = [i for i, w in enumerate(words) if len(w) >= 3 and w.isalpha()]
+    if candidates:
+        index = rng.choice(candidates)
+        word = words[index]
+        at = rng.randrange(len(word) - 1)
+        typo = rng.choice(TYPOS)
+        if typo == "swap" and word[at] == word[at + 1]:
+            typo = "drop"  # swapping two equal letters would change nothing
+        if typo == "swap":
+            word = word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+        elif typo == "drop":
+            word = word[:at] + word[at + 1 :]
+        else:
+            word = word[: at + 1] + word[at] + word[at + 1 :]
+        words[index] = word
+    return " ".join(words)
+
+
+def perturbed_sources(sources: list[str], seed: int = 0) -> list[str]:
+    """:func:`perturb` of every source, the typo of source ``i`` drawn with seed
+    ``seed + i`` (the same perturbed set whatever the order or the ``--limit``)."""
+    return [perturb(text, random.Random(seed + i)) for i, text in enumerate(sources)]
+
+
+def robustness_table(clean: list[dict], noisy: list[dict]) -> str:
+    """Each system's BLEU and chrF on the clean and the perturbed sources, and the drop."""
+    lines = [
+        "| system | BLEU clean | BLEU perturbed | BLEU drop | chrF clean | chrF perturbed | chrF drop |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for a, b in zip(clean, noisy, strict=True):
+        lines.append(
+            f"| {a['system']} | {a['bleu']:.1f} | {b['bleu']:.1f} | {a['bleu'] - b['bleu']:.1f} "
+            f"| {a['chrf']:.1f} | {b['chrf']:.1f} | {a['chrf'] - b['chrf']:.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def apertium_translate(sources: list[str], mode: str = APERTIUM_MODE) -> list[str]:
@@ -148,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="EXPORT_FOLDER",
         help="also score this `hfattn export` folder with CTranslate2 (repeatable)",
     )
+    parser.add_argument(
+        "--perturb",
+        action="store_true",
+        help="also score every system on the sources lower-cased, without punctuation and "
+        "with one typo each, and report the drop",
+    )
     add_json_argument(parser)
     args = parser.parse_args(argv)
 
@@ -191,7 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     if models and exports:
         mark_agreement(scored, models[0], set(exports))
     print(f"\n{heading}\n\n{markdown_table(scored)}")
-    to_report(scored, heading).write(args.json)
+    report = to_report(scored, heading)
+    if args.perturb:
+        noisy = score_systems(systems, perturbed_sources(sources), references)
+        table = robustness_table(scored, noisy)
+        print(
+            f"\nThe same sources perturbed (lower-cased, no punctuation, one typo each)\n\n{table}"
+        )
+        for a, b in zip(scored, noisy, strict=True):
+            report.add(f"{a['system']}: BLEU, perturbed sources", b["bleu"], "BLEU", None)
+            report.add(
+                f"{a['system']}: BLEU drop, perturbed sources", a["bleu"] - b["bleu"], "BLEU", None
+            )
+        report.markdown.append(f"Perturbed sources (robustness)\n\n{table}")
+    report.write(args.json)
     return 0
 
 

@@ -25,9 +25,6 @@ import ctypes.util
 import gc
 import inspect
 import json
-import os
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -255,7 +252,15 @@ def run_clients(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     with lock:  # a snapshot: threads still running past the deadline no longer count
-        result = LoadResult(len(requests), list(latencies), list(errors))
+        return _load_result(len(requests), latencies, errors, started, deadline_s)
+
+
+def _load_result(
+    clients: int, latencies: list[float], errors: list[str], started: float, deadline_s: float
+) -> LoadResult:
+    """The :class:`LoadResult` of a load begun at ``started``: the answers and failures so
+    far, and one more failure line for the requests still unanswered at the deadline."""
+    result = LoadResult(clients, list(latencies), list(errors))
     result.wall_s = time.perf_counter() - started
     unanswered = result.clients - len(result.latencies_s) - len(result.errors)
     if unanswered:
@@ -264,59 +269,31 @@ def run_clients(
 
 
 # ------------------------------------------------------------------- a Space in its own process
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def serve_space(
     staged: Path, model_id: str, env: dict[str, str] | None = None, start_timeout_s: float = 180
 ) -> Iterator[tuple[str, psutil.Process]]:
-    """Run the staged Space ``staged`` (``python app.py`` in its folder, as a Space runs it)
-    for ``model_id`` on 127.0.0.1 in its own process, with ``env`` added to this process's
-    environment; yield ``(url, process)`` once it answers, stop it on exit.
+    """Run the staged Space ``staged`` (``python app.py`` in its folder, as a Space runs it,
+    with this Python: ``tests/fresh_env.start_space``) for ``model_id`` on 127.0.0.1 in its
+    own process, with ``env`` added to its environment; yield ``(url, process)`` once it
+    answers, stop it on exit.
 
     Raises:
         RuntimeError: the app exited or did not answer within ``start_timeout_s`` (with the
             end of its output).
     """
-    import httpx
+    from fresh_env import start_space, stop  # tests/: on the path of the tests and benchmarks
 
-    port = _free_port()
-    environment = {
-        **os.environ,
-        "HFATTN_MODEL_ID": model_id,
-        "GRADIO_SERVER_NAME": "127.0.0.1",
-        "GRADIO_SERVER_PORT": str(port),
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        **(env or {}),
-    }
-    log = staged / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=staged, env=environment, stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}/"
+    process, url = start_space(
+        Path(sys.executable),
+        staged,
+        {"HFATTN_MODEL_ID": model_id, **(env or {})},
+        timeout=start_timeout_s,
+    )
     try:
-        deadline = time.monotonic() + start_timeout_s
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text("utf-8", errors="replace")[-1500:]
-                raise RuntimeError(f"the Space in {staged} did not start:\n{tail}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=2).status_code == 200:
-                    break
-            time.sleep(0.5)
-        yield url, psutil.Process(proc.pid)
+        yield url, psutil.Process(process.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(process)
 
 
 def endpoint_defaults(url: str, api_name: str) -> list:
@@ -406,12 +383,7 @@ def run_http_clients(
 
     started = time.perf_counter()
     asyncio.run(everything())
-    result = LoadResult(len(requests), list(latencies), list(errors))
-    result.wall_s = time.perf_counter() - started
-    unanswered = result.clients - len(result.latencies_s) - len(result.errors)
-    if unanswered:
-        result.errors.append(f"deadline: {unanswered} requests unanswered after {deadline_s}s")
-    return result
+    return _load_result(len(requests), latencies, errors, started, deadline_s)
 
 
 def call_once(url: str, api_name: str, args: tuple, defaults: list | None = None) -> Any:

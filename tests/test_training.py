@@ -49,6 +49,14 @@ def test_train_writes_a_complete_model_folder(tmp_path, capsys):
     results = json.loads((run / "eval_results.json").read_text())
     assert results["training"]["global_step"] == 40
     assert results["training"]["stop_reason"] == "completed"
+    # every label of the 40 batches of 8 × 32 characters is a token trained on
+    tokens = [r["tokens"] for r in records if r["split"] == "train"]
+    assert tokens == [5 * 8 * 32 * k for k in range(1, 9)]
+    training = results["training"]
+    assert training["train_tokens"] == 40 * 8 * 32
+    runtime = training["train_runtime_s"]  # rounded to 0.1 s
+    low, high = (training["train_tokens"] / (runtime + d) for d in (0.05, -0.05))
+    assert low <= training["train_tokens_per_s"] <= high
     test = {r["metric_type"]: r["value"] for r in results["results"] if r["split"] == "test"}
     assert test["perplexity"] == pytest.approx(torch.tensor(test["loss"]).exp().item(), rel=1e-6)
     assert test["bits_per_char"] == pytest.approx(
@@ -106,6 +114,7 @@ def test_resume_continues_exactly(tmp_path, mode):
     assert_same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
     assert second.progress.best_step == reference.progress.best_step
     assert second.progress.best_score == reference.progress.best_score
+    assert second.progress.train_tokens == reference.progress.train_tokens == 14 * 8 * 32
 
 
 def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
@@ -319,3 +328,14 @@ def test_unknown_metric_for_best_model_is_refused_before_training(tmp_path, caps
     err = capsys.readouterr().err
     assert "training.metric_for_best_model: 'bleu' is not one of loss, perplexity" in err
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_trained_tokens_count_the_labels_that_count_or_the_real_inputs():
+    from hfattn.data.seq2seq import pad_pairs, pad_sources
+    from hfattn.training.engine import trained_tokens
+
+    pairs = pad_pairs([[5, 6, 7], [5]], [[8, 9], [8, 9, 9, 9]], pad_token_id=0)
+    assert trained_tokens(pairs) == 2 + 4  # the targets, not the padding or the sources
+    labelled = {**pad_sources([[5, 6, 7], [5]], 0), "labels": torch.tensor([1, 0])}
+    assert trained_tokens(labelled) == 3 + 1  # a classifier: its real input tokens
+    assert trained_tokens(torch.zeros(4, 17, dtype=torch.long)) == 4 * 16  # a window of T + 1

@@ -285,6 +285,8 @@ def _training_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         "best_step": "Best checkpoint (step)",
         "stop_reason": "Stopped because",
         "train_runtime_s": "Training time",
+        "train_tokens": "Tokens trained on",
+        "train_tokens_per_s": "Tokens per second",
         "hardware": "Hardware",
         "num_processes": "Processes",
         "mixed_precision": "Mixed precision",

@@ -36,6 +36,7 @@ from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 
+from ..data.seq2seq import IGNORE_INDEX
 from ..field_checks import require_reported_metric
 from ..run_folder import (
     METRICS_FILE,
@@ -287,6 +288,7 @@ class _Run:
         with stop_on_signals(p):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
+                    p.train_tokens += trained_tokens(batch)
                     loss = self.train_step(_rows_of(batch, self.rows, acc.device))
                     if loss is not None:
                         losses.append(loss)
@@ -305,6 +307,7 @@ class _Run:
                         record = {"step": p.step, "epoch": p.epoch, "split": "train",
                                   "loss": sum(losses) / len(losses) if losses else math.nan,
                                   "learning_rate": self.scheduler.get_last_lr()[0],
+                                  "tokens": p.train_tokens,
                                   "elapsed_s": round(p.elapsed_s, 2)}  # fmt: skip
                         if p.skipped_steps:
                             record["skipped_steps"] = p.skipped_steps
@@ -337,6 +340,22 @@ class _Run:
         if p.step != last_saved:  # the last state is always resumable
             self.save_checkpoint()
         return p.stop_reason == "interrupted"
+
+
+def trained_tokens(batch) -> int:
+    """The tokens a global batch trains on: the per-token labels that count (not
+    ``IGNORE_INDEX``) when the labels are ``[B, T]`` (a language model's or a translation's
+    targets); else the non-padding inputs (``attention_mask``) or every input id (a
+    classifier); for a bare ``[B, T + 1]`` window of a language model, its ``B × T``
+    next-token targets."""
+    if isinstance(batch, dict):
+        labels = batch.get("labels")
+        if labels is not None and labels.dim() == 2:
+            return int((labels != IGNORE_INDEX).sum())
+        if batch.get("attention_mask") is not None:
+            return int(batch["attention_mask"].sum())
+        return batch["input_ids"].numel()
+    return batch[:, 1:].numel()
 
 
 def _rows_of(batch, rows: slice, device):

@@ -28,7 +28,8 @@ def hardware(accelerator) -> str:
 
 def training_summary(progress, schedule_steps: int, accelerator, recipe_name) -> dict:
     """How a run trained, for ``eval_results.json``'s ``training``: the steps done, scheduled
-    and planned by the recipe file, the best step, the runtime, why it stopped, the hardware."""
+    and planned by the recipe file, the best step, the runtime, the tokens trained on (and per
+    second), why it stopped, the hardware."""
     return {
         "recipe": recipe_name,
         "global_step": progress.step,
@@ -38,6 +39,10 @@ def training_summary(progress, schedule_steps: int, accelerator, recipe_name) ->
         "best_step": progress.best_step,
         "skipped_steps": progress.skipped_steps,
         "train_runtime_s": round(progress.elapsed_s, 1),
+        "train_tokens": progress.train_tokens,
+        "train_tokens_per_s": round(progress.train_tokens / progress.elapsed_s, 1)
+        if progress.elapsed_s
+        else None,
         "stop_reason": progress.stop_reason or "completed",
         "hardware": hardware(accelerator),
         "num_processes": accelerator.num_processes,

@@ -30,7 +30,6 @@ hfattn on ``generate`` with padded id tensors. Targets (issue 23): export / ``ge
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import torch
 from bench_vaswani import PAD, Size, generation_config, make_batch, make_models
-from benchlib import BenchReport, add_json_argument
+from benchlib import BenchReport, add_json_argument, load_average
 
 from hfattn.export.ctranslate2 import DecodingSettings, export_ctranslate2
 
@@ -165,10 +164,6 @@ def paired(ours: list[float], reference: list[float]) -> str:
     """The range of the round-by-round ratios ``reference time / our time``."""
     ratios = sorted(r / o for o, r in zip(ours, reference, strict=True))
     return f"rounds {ratios[0]:.2f}–{ratios[-1]:.2f}"
-
-
-def load_average() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> int:

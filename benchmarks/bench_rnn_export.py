@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from benchlib import BenchReport, add_json_argument
+from benchlib import BenchReport, add_json_argument, load_average
 from torch import nn
 
 from hfattn import CharRNNConfig, CharRNNForCausalLM
@@ -343,10 +343,6 @@ def time_rounds(
                     call()
                 times[name].append((time.perf_counter() - start) / steps)
     return times
-
-
-def load_average() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> int:

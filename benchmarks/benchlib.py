@@ -41,6 +41,11 @@ def is_met(value: float | None, target: float | None, comparison: str) -> bool |
     return value >= target if comparison == ">=" else value <= target
 
 
+def load_average() -> str:
+    """The machine's 1-, 5- and 15-minute load averages, as ``"0.84, 1.46, 1.74"``."""
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def write_atomically(path: Path, data: str | bytes) -> None:
     """Write ``data`` to a temp file next to ``path``, then rename it over ``path``: a reader
     never sees a half-written file."""

@@ -184,6 +184,14 @@ def check_loopback(url: str) -> None:
         )
 
 
+def check_load(url: str, requests: Sequence[tuple]) -> None:
+    """Refuse a load that is not on this machine (:func:`check_loopback`) or has no request
+    or more than :data:`MAX_CLIENTS`."""
+    check_loopback(url)
+    if not 1 <= len(requests) <= MAX_CLIENTS:
+        raise ValueError(f"requests: between 1 and {MAX_CLIENTS} clients, got {len(requests)}")
+
+
 def run_clients(
     url: str,
     api_name: str,
@@ -207,9 +215,7 @@ def run_clients(
     """
     from gradio_client import Client
 
-    check_loopback(url)
-    if not 1 <= len(requests) <= MAX_CLIENTS:
-        raise ValueError(f"requests: between 1 and {MAX_CLIENTS} clients, got {len(requests)}")
+    check_load(url, requests)
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -351,9 +357,7 @@ def run_http_clients(
     """
     import httpx
 
-    check_loopback(url)
-    if not 1 <= len(requests) <= MAX_CLIENTS:
-        raise ValueError(f"requests: between 1 and {MAX_CLIENTS} clients, got {len(requests)}")
+    check_load(url, requests)
     defaults = endpoint_defaults(url, api_name)
     latencies: list[float] = []
     errors: list[str] = []

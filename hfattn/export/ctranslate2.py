@@ -598,9 +598,11 @@ class DecodingSettings:
             raise ValueError(
                 f"early_stopping must be True, False or 'never'; got {self.early_stopping!r}"
             )
-        for name in ("repetition_penalty", "patience"):
-            value = getattr(self, name)
-            if not (value is None and name == "patience") and not value > 0:
+        positive = {"repetition_penalty": self.repetition_penalty}
+        if self.patience is not None:  # None: follow early_stopping (beam_patience)
+            positive["patience"] = self.patience
+        for name, value in positive.items():
+            if not value > 0:
                 raise ValueError(f"{name} must be > 0; got {value!r}")
 
     @property

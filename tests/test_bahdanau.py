@@ -211,6 +211,22 @@ def test_loss_is_token_cross_entropy_of_shifted_labels_and_uses_num_items_in_bat
     torch.testing.assert_close(summed, expected * 13 / 26)
 
 
+def test_label_smoothing_mixes_the_uniform_distribution_into_the_target():
+    model = tiny(label_smoothing=0.2)
+    ids, mask = batch()
+    labels = torch.randint(4, VOCAB, (3, 5))
+    labels[1, 3:] = -100
+    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    logp = out.logits.log_softmax(-1)
+    keep = labels != -100
+    nll = -logp.gather(-1, labels.clamp_min(0)[..., None])[..., 0]
+    expected = (0.8 * nll - 0.2 * logp.mean(-1))[keep].mean()
+    torch.testing.assert_close(out.loss, expected)
+    assert abs(out.loss - nll[keep].mean()) > 1e-3  # the smoothing term is in the loss
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\); got 1.0"):
+        tiny_config(label_smoothing=1.0)
+
+
 # --------------------------------------------------------------------------- attention catalogue
 
 

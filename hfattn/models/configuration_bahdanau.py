@@ -59,6 +59,8 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
             ``decoder_hidden_size``); ignored by the other scores.
         input_feeding: Luong's input feeding, ``h̃_{t-1}`` concatenated to the next input.
         dropout: dropout on embeddings, between stacked layers and on the readout.
+        label_smoothing: ``ε_ls`` of the training loss (Szegedy et al. 2016; 0.1 in Vaswani
+            et al. 2017): the target distribution is ``(1 - ε)·onehot(y) + ε/V``.
         max_source_positions: longest source (also the ``location`` score's ``max_length``).
         initializer_range: kept for transformers compatibility; the weights are initialised as
             ``BahdanauPreTrainedModel._init_weights`` describes (Glorot linears, N(0, 1) embeddings).
@@ -89,6 +91,7 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
     attention_size: int | None = None
     input_feeding: bool = False
     dropout: float | int = 0.0
+    label_smoothing: float | int = 0.0
     max_source_positions: int = 512
     initializer_range: float | int = 0.02
     use_cache: bool = True
@@ -174,8 +177,10 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
             check_choice("score", self.score, tuple(SCORES))
         if self.distribution is not None:
             check_choice("distribution", self.distribution, tuple(DISTRIBUTIONS))
-        if isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {self.dropout}")
+        for name in ("dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1); got {value!r}")
         if self.input_feeding and self.attention != "luong":
             raise ValueError(
                 f"input_feeding needs attention='luong'; got attention={self.attention!r}"

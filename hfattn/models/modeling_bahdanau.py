@@ -591,7 +591,8 @@ class BahdanauForConditionalGeneration(
 
     With ``tie_word_embeddings`` ``W_o`` is the decoder embedding matrix, applied after a
     bias-free projection ``o_t → embedding_dim`` when the sizes differ. Training loss:
-    token cross-entropy with ``-100`` ignored, summed and divided by ``num_items_in_batch``
+    token cross-entropy with ``-100`` ignored (label-smoothed by ``config.label_smoothing``,
+    see :func:`~.seq2seq_utils.token_cross_entropy`), summed and divided by ``num_items_in_batch``
     when the Trainer passes it (exact gradient accumulation), else averaged.
     """
 
@@ -680,7 +681,9 @@ class BahdanauForConditionalGeneration(
 
         loss = None
         if labels is not None:
-            loss = token_cross_entropy(logits, labels, num_items_in_batch)
+            loss = token_cross_entropy(
+                logits, labels, num_items_in_batch, self.config.label_smoothing
+            )
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -112,13 +112,20 @@ def eval_results_path(folder: str | Path) -> Path:
     return Path(folder) / EVAL_RESULTS_FILE
 
 
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint folder under ``output_dir/checkpoints`` (or ``None``)."""
+def complete_checkpoints(output_dir: str | Path) -> list[Path]:
+    """The complete checkpoint folders (``step-N``) under ``output_dir/checkpoints``, oldest
+    first (a write in progress, ``.tmp-step-N``, is not one)."""
     root = checkpoints_dir(output_dir)
     if not root.is_dir():
-        return None
+        return []
     done = [p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX) and p.is_dir()]
-    return max(done, key=checkpoint_step, default=None)
+    return sorted(done, key=checkpoint_step)
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint folder under ``output_dir/checkpoints`` (or ``None``)."""
+    done = complete_checkpoints(output_dir)
+    return done[-1] if done else None
 
 
 def require_checkpoint(folder: str | Path) -> Path:
@@ -332,6 +339,7 @@ __all__ = [
     "RUN_FILES",
     "SHORT_RUN_FRACTION",
     "checkpoint_step",
+    "complete_checkpoints",
     "interrupted_run_message",
     "training_shortfall",
     "FieldChange",

@@ -88,6 +88,12 @@ class TrainingSection:
     """Write a resumable checkpoint every N steps (and always when the run stops)."""
     keep_checkpoints: int = 2
     """How many of the newest checkpoints are kept."""
+    average_checkpoints: int | None = None
+    """At the end of training, average the weights of the newest N checkpoints (Vaswani et
+    al. 2017, §6.1), score the average on the validation split and keep it as the model when
+    it beats the best checkpoint by ``metric_for_best_model``; ``null``: no averaging. Needs
+    ``keep_checkpoints >= N`` and ``eval_every``; ``save_every`` sets how far apart the
+    averaged checkpoints are."""
     load_best_at_end: bool = True
     """Load the weights of the best validation before the final evaluation and save."""
     metric_for_best_model: str = "loss"
@@ -149,6 +155,19 @@ class TrainingSection:
             "keep_checkpoints",
             "max_grad_norm",
         )
+        if self.average_checkpoints is not None:
+            require(
+                2 <= self.average_checkpoints <= self.keep_checkpoints,
+                "training.average_checkpoints",
+                f"must be from 2 to training.keep_checkpoints={self.keep_checkpoints} "
+                f"(the checkpoints kept), got {self.average_checkpoints}",
+            )
+            require(
+                self.eval_every is not None,
+                "training.average_checkpoints",
+                "needs training.eval_every: the average competes with the best validated "
+                "checkpoint",
+            )
         require(
             bool(self.metric_for_best_model.strip()),
             "training.metric_for_best_model",

@@ -339,3 +339,118 @@ def test_trained_tokens_count_the_labels_that_count_or_the_real_inputs():
     labelled = {**pad_sources([[5, 6, 7], [5]], 0), "labels": torch.tensor([1, 0])}
     assert trained_tokens(labelled) == 3 + 1  # a classifier: its real input tokens
     assert trained_tokens(torch.zeros(4, 17, dtype=torch.long)) == 4 * 16  # a window of T + 1
+
+
+def test_checkpoint_average_is_the_mean_of_the_saved_weights(tmp_path):
+    """``average_checkpoint_weights``: floating tensors averaged (dtype kept), other tensors
+    from the newest folder; checkpoints of another model are refused naming the folder."""
+    from safetensors.torch import save_file
+
+    from hfattn.training.checkpoints import average_checkpoint_weights
+
+    folders = []
+    for step, value in ((10, 1.0), (20, 2.0), (30, 6.0)):
+        folder = tmp_path / f"step-{step}"
+        folder.mkdir()
+        save_file(
+            {
+                "w": torch.full((2, 3), value),
+                "half": torch.full((4,), value, dtype=torch.bfloat16),
+                "count": torch.tensor([step]),
+            },
+            str(folder / "model.safetensors"),
+        )
+        folders.append(folder)
+    mean = average_checkpoint_weights(folders)
+    assert torch.equal(mean["w"], torch.full((2, 3), 3.0))
+    assert mean["half"].dtype == torch.bfloat16 and torch.equal(
+        mean["half"], torch.full((4,), 3.0, dtype=torch.bfloat16)
+    )
+    assert torch.equal(mean["count"], torch.tensor([30]))
+    other = tmp_path / "other"
+    other.mkdir()
+    save_file({"w": torch.zeros(3, 2), "half": torch.zeros(4), "count": torch.tensor([1])},
+              str(other / "model.safetensors"))  # fmt: skip
+    with pytest.raises(ValueError, match="other holds other tensors"):
+        average_checkpoint_weights([other, *folders])
+
+
+def test_averaged_checkpoints_compete_with_the_best_checkpoint(tmp_path):
+    """``training.average_checkpoints: 3``: the mean of the newest three checkpoints is scored
+    on validation (a ``validation-averaged`` record naming their steps) and is the saved
+    model exactly when its loss beats every single validation."""
+    from hfattn.run_folder import complete_checkpoints
+    from hfattn.training.checkpoints import average_checkpoint_weights
+
+    training = {"max_steps": 30, "eval_every": 10, "save_every": 5, "keep_checkpoints": 3,
+                "average_checkpoints": 3, "learning_rate": 0.03}  # fmt: skip
+    result = run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
+    run = tmp_path / "run"
+    records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    averaged = [r for r in records if r["split"] == "validation-averaged"]
+    assert [r["averaged_steps"] for r in averaged] == [[20, 25, 30]]
+    best_single = min(r["loss"] for r in records if r["split"] == "validation")
+    folders = complete_checkpoints(run)
+    assert [f.name for f in folders] == ["step-20", "step-25", "step-30"]
+    kept = AutoModelForCausalLM.from_pretrained(run).state_dict()
+    mean = average_checkpoint_weights(folders)
+    summary = json.loads((run / "eval_results.json").read_text())["training"]
+    if averaged[0]["loss"] < best_single:
+        assert result.progress.best_averaged_steps == [20, 25, 30]
+        assert summary["best_averaged_steps"] == [20, 25, 30]
+        assert all(torch.equal(kept[k], mean[k]) for k in mean)
+        assert result.metrics["validation"]["loss"] == pytest.approx(averaged[0]["loss"])
+    else:
+        assert result.progress.best_averaged_steps is None
+        assert summary["best_averaged_steps"] is None
+        assert not all(torch.equal(kept[k], mean[k]) for k in mean)
+
+
+@pytest.mark.parametrize(
+    ("training", "message"),
+    [
+        ({"average_checkpoints": 3, "keep_checkpoints": 2},
+         "training.average_checkpoints: must be from 2 to training.keep_checkpoints=2"),
+        ({"average_checkpoints": 1},
+         "training.average_checkpoints: must be from 2 to training.keep_checkpoints=2"),
+        ({"average_checkpoints": 2, "eval_every": None},
+         "training.average_checkpoints: needs training.eval_every"),
+    ],
+)  # fmt: skip
+def test_average_checkpoints_is_checked_before_training(tmp_path, capsys, training, message):
+    assert main(["train", str(write_recipe(tmp_path, training=training))]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_averaged_weights_load_into_a_model_with_tied_embeddings(tmp_path):
+    """Accelerate saves one name for tied tensors (``safetensors.torch.save_model``): the
+    average still loads, the tie kept; a tensor that is really missing is refused."""
+    from safetensors.torch import save_file, save_model
+
+    from hfattn.training.checkpoints import average_checkpoint_weights, load_saved_weights
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(5, 3)
+            self.head = torch.nn.Linear(3, 5)
+            self.head.weight = self.embed.weight
+
+    folders = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        folder = tmp_path / f"step-{seed}"
+        folder.mkdir()
+        save_model(Tied(), str(folder / "model.safetensors"))
+        folders.append(folder)
+    saved = [load_file(str(f / "model.safetensors")) for f in folders]
+    assert len(saved[0]) == 2  # the tied weight under one name, and the head's bias
+    model = Tied()
+    load_saved_weights(model, average_checkpoint_weights(folders))
+    name = next(k for k in saved[0] if k.endswith("weight"))
+    torch.testing.assert_close(model.embed.weight, (saved[0][name] + saved[1][name]) / 2)
+    assert model.head.weight is model.embed.weight
+    save_file({"head.bias": torch.zeros(5)}, str(tmp_path / "partial.safetensors"))
+    with pytest.raises(ValueError, match="missing"):
+        load_saved_weights(model, load_file(str(tmp_path / "partial.safetensors")))

@@ -180,6 +180,10 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
             "generation.early_stopping=sometimes",
             """generation.early_stopping: 'sometimes' is not one of true, false, "never\"""",
         ),
+        (
+            "generation.no_repeat_ngram_size=-1",
+            "generation.no_repeat_ngram_size: must be an integer >= 0 (0: off), got -1",
+        ),
     ],
 )
 def test_translation_recipe_fields_are_checked(tmp_path, override, message):
@@ -215,6 +219,35 @@ def test_beam_stopping_rule_and_length_penalty_go_into_the_generation_config(tmp
     assert "early_stopping" not in greedy and "length_penalty" not in greedy
     GenerationConfig(**greedy).save_pretrained(tmp_path / "greedy")
     assert load_recipe("recipes/vaswani_bible_en_es.yaml").generation.early_stopping is True
+
+
+def test_no_repeat_ngram_size_goes_into_the_generation_config_and_binds_decoding(tmp_path):
+    """``generation.no_repeat_ngram_size`` is saved (greedy and beam) only when set, and a
+    model decoding with it never repeats an n-gram of that size."""
+    from transformers import GenerationConfig
+
+    from hfattn.models import BahdanauConfig, BahdanauForConditionalGeneration
+    from hfattn.tasks.translation.task import TASK
+
+    recipe = write_recipe(tmp_path, base={"task": "translation", "model": {"type": "marian"}})
+    assert "no_repeat_ngram_size" not in TASK.generation_defaults(load_recipe(recipe))
+    for beams in (1, 4):
+        overrides = [f"generation.num_beams={beams}", "generation.no_repeat_ngram_size=2"]
+        defaults = TASK.generation_defaults(load_recipe(recipe, overrides))
+        assert defaults["no_repeat_ngram_size"] == 2
+        GenerationConfig(**defaults).save_pretrained(tmp_path / f"beams{beams}")
+    torch.manual_seed(0)
+    config = BahdanauConfig(vocab_size=12, embedding_dim=8, encoder_hidden_size=8,
+                            decoder_hidden_size=16, pad_token_id=0, bos_token_id=1,
+                            eos_token_id=2, decoder_start_token_id=1)  # fmt: skip
+    model = BahdanauForConditionalGeneration(config).eval()
+    ids = torch.tensor([[5, 6, 7, 8, 2]])
+    plain = model.generate(input_ids=ids, max_new_tokens=20, min_new_tokens=20)[0].tolist()
+    bound = model.generate(input_ids=ids, max_new_tokens=20, min_new_tokens=20,
+                           no_repeat_ngram_size=2)[0].tolist()  # fmt: skip
+    pairs = list(zip(bound, bound[1:], strict=False))
+    assert len(set(pairs)) == len(pairs)
+    assert len(set(zip(plain, plain[1:], strict=False))) < len(plain) - 1  # untrained: loops
 
 
 @pytest.mark.parametrize("path", sorted(Path("recipes").glob("*.yaml")), ids=lambda p: p.stem)

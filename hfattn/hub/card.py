@@ -283,6 +283,7 @@ def _training_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         "global_step": "Optimizer steps",
         "epochs_completed": "Epochs completed",
         "best_step": "Best checkpoint (step)",
+        "best_averaged_steps": "Kept model: the average of the checkpoints of steps",
         "stop_reason": "Stopped because",
         "train_runtime_s": "Training time",
         "train_tokens": "Tokens trained on",

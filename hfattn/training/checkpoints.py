@@ -18,17 +18,19 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+from accelerate.utils import SAFE_MODEL_NAME
 from safetensors.torch import load_file, save_file
 
 from ..fileio import atomic_path, atomic_write_json, reads_back
 from ..run_folder import (
     CHECKPOINT_PREFIX,
-    checkpoint_step,
     checkpoints_dir,
+    complete_checkpoints,
     latest_checkpoint,
     resume_command,
 )
@@ -61,6 +63,9 @@ class Progress:
     best_score: float | None = None
     """The best validation value of ``training.metric_for_best_model`` so far."""
     best_step: int | None = None
+    best_averaged_steps: list[int] | None = None
+    """The checkpoint steps whose average is the best model
+    (``training.average_checkpoints``); ``None`` when the best is one checkpoint."""
     evaluated_step: int | None = None
     """The step of the last validation (the final one is skipped when it is this step)."""
     unlogged_losses: list[float] = field(default_factory=list)
@@ -113,11 +118,7 @@ def write_checkpoint(
             if final.exists():
                 shutil.rmtree(final)
             os.replace(tmp, final)
-            kept = sorted(
-                (p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX)),
-                key=checkpoint_step,
-            )
-            for old in kept[:-keep]:
+            for old in complete_checkpoints(output_dir)[:-keep]:
                 shutil.rmtree(old)
         accelerator.wait_for_everyone()
     except BaseException as exc:
@@ -222,6 +223,60 @@ def load_best_weights(model, output_dir: Path) -> bool:
     return True
 
 
+def average_checkpoint_weights(folders: Sequence[Path]) -> dict[str, torch.Tensor]:
+    """The mean of the model weights saved in the checkpoint ``folders`` (Accelerate's
+    ``model.safetensors`` of each), tensor by tensor: ``θ̄ = (1/N) Σ_i θ_i``. This is the
+    checkpoint averaging of Vaswani et al. (2017, §6.1: the last 5 checkpoints, written
+    10 minutes apart), which smooths the noise of the last optimizer steps. Floating-point
+    tensors are summed in float64 and cast back; any other tensor (a counter, a mask) is
+    taken from the newest folder.
+
+    Raises:
+        ValueError: ``folders`` is empty, or their tensors differ in names or shapes.
+    """
+    if not folders:
+        raise ValueError("average_checkpoint_weights needs at least one checkpoint folder")
+    weights = [
+        load_file(str(Path(folder) / f"{SAFE_MODEL_NAME}.safetensors")) for folder in folders
+    ]
+    newest = weights[-1]
+    for folder, other in zip(folders, weights, strict=True):
+        if other.keys() != newest.keys() or any(
+            other[k].shape != v.shape for k, v in newest.items()
+        ):
+            raise ValueError(
+                f"the checkpoint {folder} holds other tensors than {folders[-1]}: "
+                "only checkpoints of one run can be averaged"
+            )
+    averaged = {}
+    for name, last in newest.items():
+        if last.is_floating_point():
+            total = sum(w[name].to(torch.float64) for w in weights)
+            averaged[name] = (total / len(weights)).to(last.dtype)
+        else:
+            averaged[name] = last
+    return averaged
+
+
+def load_saved_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """Copy ``weights``, a state dict as safetensors stores it (one name for tensors that
+    share memory, such as tied embeddings), into ``model``. The names it lacks must be the
+    other names of tied tensors (the rule of ``safetensors.torch.load_model``).
+
+    Raises:
+        ValueError: ``weights`` has names the model lacks, or lacks a tensor that is not tied.
+    """
+    own = model.state_dict()
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    loaded = {own[name].data_ptr() for name in weights if name in own}
+    untied = [name for name in missing if own[name].data_ptr() not in loaded]
+    if unexpected or untied:
+        raise ValueError(
+            f"the weights do not fit the model: missing {untied or 'nothing'}, "
+            f"unexpected {unexpected or 'nothing'}"
+        )
+
+
 def _damaged_file(folder: Path) -> Path | None:
     """The first file of the checkpoint ``folder`` that does not read back whole, or ``None``."""
     files = sorted(p for p in folder.iterdir() if p.is_file())
@@ -277,7 +332,9 @@ __all__ = [
     "CheckpointLoadError",
     "CheckpointWriteError",
     "Progress",
+    "average_checkpoint_weights",
     "load_best_weights",
+    "load_saved_weights",
     "load_checkpoint",
     "save_best_weights",
     "write_checkpoint",

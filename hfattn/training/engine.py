@@ -41,7 +41,9 @@ from ..field_checks import require_reported_metric
 from ..run_folder import (
     METRICS_FILE,
     RESUME_AND_OVERWRITE,
+    checkpoint_step,
     claim_output_dir,
+    complete_checkpoints,
     latest_checkpoint,
     require_checkpoint,
     resume_command,
@@ -49,8 +51,10 @@ from ..run_folder import (
 )
 from .checkpoints import (
     Progress,
+    average_checkpoint_weights,
     load_best_weights,
     load_checkpoint,
+    load_saved_weights,
     save_best_weights,
     write_checkpoint,
 )
@@ -167,14 +171,47 @@ class _Run:
         return result[0]
 
     def periodic_eval(self) -> None:
+        """Score the validation split now and keep the weights when they are the best."""
         scores = self.evaluate("validation")
         p = self.progress
         self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores})
         p.evaluated_step = p.step
+        if self.keep_if_best(scores):
+            p.best_averaged_steps = None
+
+    def keep_if_best(self, scores: dict) -> bool:
+        """Save the model's current weights as the best when ``scores`` (a validation) beat
+        the best so far by ``training.metric_for_best_model``; returns whether they did."""
+        p = self.progress
         score, greater = scores[self.cfg.metric_for_best_model], self.cfg.larger_metric_is_better
         if p.best_score is None or (score > p.best_score if greater else score < p.best_score):
             p.best_score, p.best_step = score, p.step
             save_best_weights(self.accelerator, self.model, self.output_dir)
+            return True
+        return False
+
+    def score_checkpoint_average(self) -> None:
+        """``training.average_checkpoints: N``: load the mean weights of the newest N
+        checkpoints (:func:`~hfattn.training.checkpoints.average_checkpoint_weights`), score
+        them on the validation split (logged as split ``validation-averaged``, with the
+        checkpoint steps) and keep them as the best model when they beat it; the model's own
+        weights are restored afterwards."""
+        p = self.progress
+        folders = complete_checkpoints(self.output_dir)[-self.cfg.average_checkpoints :]
+        if len(folders) < 2:
+            logger.info("training.average_checkpoints: only %d checkpoint, nothing to average",
+                        len(folders))  # fmt: skip
+            return
+        model = self.accelerator.unwrap_model(self.model)
+        own = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        load_saved_weights(model, average_checkpoint_weights(folders))
+        steps = [checkpoint_step(folder) for folder in folders]
+        scores = self.evaluate("validation")
+        self.log({"step": p.step, "epoch": p.epoch, "split": "validation-averaged",
+                  "averaged_steps": steps, **scores})  # fmt: skip
+        if self.keep_if_best(scores):
+            p.best_averaged_steps = steps
+        model.load_state_dict(own)
 
     def train_step(self, batch) -> float | None:
         """One micro-batch: forward, backward and, when it ends an accumulation, the optimizer
@@ -339,6 +376,8 @@ class _Run:
             self.periodic_eval()  # best-model tracking also sees the last steps
         if p.step != last_saved:  # the last state is always resumable
             self.save_checkpoint()
+        if finished and cfg.average_checkpoints:
+            self.score_checkpoint_average()
         return p.stop_reason == "interrupted"
 
 

@@ -37,6 +37,7 @@ def training_summary(progress, schedule_steps: int, accelerator, recipe_name) ->
         "planned_steps": progress.planned_steps,
         "epochs_completed": progress.epoch,
         "best_step": progress.best_step,
+        "best_averaged_steps": progress.best_averaged_steps,
         "skipped_steps": progress.skipped_steps,
         "train_runtime_s": round(progress.elapsed_s, 1),
         "train_tokens": progress.train_tokens,

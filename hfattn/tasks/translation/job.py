@@ -120,8 +120,8 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
 
 def decoding_kwargs(generation: TranslationGenerationSection) -> dict:
     """``generate()`` keyword arguments of the ``generation:`` section: no ``seed``, no
-    ``temperature`` / ``top_k`` / ``top_p`` unless it samples, and ``early_stopping`` /
-    ``length_penalty`` only for beam search."""
+    ``temperature`` / ``top_k`` / ``top_p`` unless it samples, ``early_stopping`` /
+    ``length_penalty`` only for beam search and ``no_repeat_ngram_size`` only when set."""
     kwargs = generation.generate_kwargs()
     kwargs.pop("seed")
     if not kwargs["do_sample"]:
@@ -130,6 +130,8 @@ def decoding_kwargs(generation: TranslationGenerationSection) -> dict:
     if generation.num_beams > 1:
         kwargs["early_stopping"] = generation.early_stopping
         kwargs["length_penalty"] = generation.length_penalty
+    if generation.no_repeat_ngram_size:
+        kwargs["no_repeat_ngram_size"] = generation.no_repeat_ngram_size
     return kwargs
 
 

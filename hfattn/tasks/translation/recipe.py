@@ -107,10 +107,21 @@ class TranslationGenerationSection(GenerationSection):
     length_penalty: float = 1.0
     """Beam search ranks ended hypotheses by ``log P(y) / |y|^length_penalty`` (``|y|``
     counts the end token): above 0 favours longer translations, below 0 shorter ones."""
+    no_repeat_ngram_size: int = 0
+    """Forbid any n-gram of this many target tokens to occur twice in a translation (greedy
+    and beam search; ``generate``'s ``no_repeat_ngram_size``); 0: no constraint. It stops the
+    loops an undertrained decoder falls into ("y el fin, y el fin, …")."""
     examples: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         super().__post_init__()
+        require(
+            isinstance(self.no_repeat_ngram_size, int)
+            and not isinstance(self.no_repeat_ngram_size, bool)
+            and self.no_repeat_ngram_size >= 0,
+            "generation.no_repeat_ngram_size",
+            f"must be an integer >= 0 (0: off), got {self.no_repeat_ngram_size!r}",
+        )
         require(
             isinstance(self.early_stopping, bool) or self.early_stopping == "never",
             "generation.early_stopping",

@@ -52,9 +52,12 @@ RESUMABLE_FIELDS = (
     "training.log_every",
     "training.eval_every",
     "training.save_every",
+    "training.keep_checkpoints",
+    "training.average_checkpoints",
     "hub",
 )
-"""The recipe fields a resumed run may change (its budget, its logging and eval intervals, and
+"""The recipe fields a resumed run may change (its budget, its logging, eval and checkpoint
+intervals, how many checkpoints it keeps and averages at the end, and
 every ``hub.*`` field, which says how to publish the run, not how it trains); any other
 difference means another run."""
 RESUME_AND_OVERWRITE = (

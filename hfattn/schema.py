@@ -91,7 +91,8 @@ class TrainingSection:
     average_checkpoints: int | None = None
     """At the end of training, average the weights of the newest N checkpoints (Vaswani et
     al. 2017, §6.1), score the average on the validation split and keep it as the model when
-    it beats the best checkpoint by ``metric_for_best_model``; ``null``: no averaging. Needs
+    it beats the best checkpoint by ``metric_for_best_model`` (with ``load_best_at_end``, the
+    default); ``null``: no averaging. Needs
     ``keep_checkpoints >= N`` and ``eval_every``; ``save_every`` sets how far apart the
     averaged checkpoints are."""
     load_best_at_end: bool = True

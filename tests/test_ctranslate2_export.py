@@ -488,3 +488,16 @@ def test_push_uploads_the_export_and_the_card_says_how_to_use_it(
     card = (hub_server.revision_dir("tester/plain") / "README.md").read_text()
     assert "CTranslate2" not in card
     assert not any(f.startswith("ct2/") for f in hub_server.files("tester/plain"))
+
+
+def test_int8_products_avoid_the_saturating_avx2_kernel():
+    """``CT2_USE_MKL=1`` on a non-Intel x86 CPU without AVX-512 VNNI, nowhere else."""
+    from hfattn.export.ctranslate2 import needs_mkl_int8_gemm
+
+    def cpu(vendor, *flags):
+        return f"vendor_id\t: {vendor}\nflags\t\t: fpu sse2 avx {' '.join(flags)}\n"
+
+    assert needs_mkl_int8_gemm(cpu("AuthenticAMD", "avx2"))
+    assert not needs_mkl_int8_gemm(cpu("AuthenticAMD", "avx2", "avx512f", "avx512_vnni"))
+    assert not needs_mkl_int8_gemm(cpu("GenuineIntel", "avx2"))
+    assert not needs_mkl_int8_gemm(cpu("AuthenticAMD"))

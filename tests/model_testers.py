@@ -140,6 +140,17 @@ class ModelTester:
         return self.kind != "classification"
 
 
+def label_smoothed_loss(logits, labels, epsilon: float):
+    """The reference loss of a decoder's ``logits`` against ``labels`` (``-100`` ignored): the
+    mean over kept tokens of ``(1 - ε)·(-log p_y) + ε·mean_v(-log p_v)`` (Szegedy et al. 2016).
+    Returns ``(loss, kept-token mask, the plain NLL per token)``."""
+    logp = logits.log_softmax(-1)
+    keep = labels != -100
+    nll = -logp.gather(-1, labels.clamp_min(0)[..., None])[..., 0]
+    loss = ((1 - epsilon) * nll - epsilon * logp.mean(-1))[keep].sum() / keep.sum()
+    return loss, keep, nll
+
+
 def _vaswani(name: str, **kw) -> ModelTester:
     layers = dict(encoder_layers=2, decoder_layers=2)
     d_model, heads = 16, 4

@@ -9,6 +9,7 @@ from functools import partial
 
 import pytest
 import torch
+from model_testers import label_smoothed_loss
 from seq2seq_tasks import copy_reverse_batch as reverse_task_batch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
@@ -151,11 +152,7 @@ def test_loss_is_label_smoothed_cross_entropy_of_shifted_labels():
     start = torch.full((3, 1), model.config.decoder_start_token_id)
     shifted = torch.cat([start, labels[:, :-1].masked_fill(labels[:, :-1] == -100, PAD)], 1)
     logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=shifted).logits
-    logp = logits.log_softmax(-1)
-    keep = labels != -100
-    nll = -logp.gather(-1, labels.clamp_min(0)[..., None])[..., 0]
-    smooth = -logp.mean(-1)
-    expected = ((0.9 * nll + 0.1 * smooth)[keep]).sum() / keep.sum()
+    expected, keep, _ = label_smoothed_loss(logits, labels, 0.1)
     torch.testing.assert_close(out.loss, expected, rtol=1e-5, atol=1e-6)
     summed = model(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=40).loss
     torch.testing.assert_close(summed, expected * keep.sum() / 40, rtol=1e-5, atol=1e-6)

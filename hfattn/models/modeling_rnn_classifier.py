@@ -27,6 +27,7 @@ from .attention import attend, build_score, get_distribution
 from .configuration_rnn_classifier import RNNClassifierConfig
 from .masking import padding_mask
 from .rnn_layers import (
+    init_rnn_embeddings,
     init_rnn_weights,
     is_tracing,
     recurrent_layers,
@@ -131,7 +132,7 @@ class RNNClassifierPreTrainedModel(PreTrainedModel):
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            init.normal_(module.weight, 0.0, 1.0)
+            init_rnn_embeddings(module)
         elif isinstance(module, AttentionPooling):
             init.normal_(module.query, 0.0, module.query.numel() ** -0.5)
         else:

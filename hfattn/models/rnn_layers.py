@@ -265,6 +265,18 @@ def init_rnn_weights(module: nn.RNNBase, *, unit_forget_bias: bool = False) -> N
                 init.ones_(param[size : 2 * size])
 
 
+def init_rnn_embeddings(module: nn.Embedding, *, tied: bool = False) -> None:
+    r"""Embeddings ``E ~ N(0, 1)`` (PyTorch's ``nn.Embedding`` default), or
+    ``N(0, 1/embedding_dim)`` when ``E`` is also the output layer (``tie_word_embeddings``),
+    so that the initial logits ``E h`` stay of order 1.
+
+    The transformers default ``N(0, 0.02)`` suits models that normalise their inputs (layer
+    norm); an RNN reads the embeddings through its input matrices unnormalised, so inputs
+    near zero leave its states near zero and training crawls out of the unigram loss.
+    """
+    init.normal_(module.weight, 0.0, module.embedding_dim**-0.5 if tied else 1.0)
+
+
 def stack_states(finals: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
     """Per-layer final states (each ``(h,)`` or ``(h, c)``, ``[directions, batch, hidden]``)
     → the stacked ``nn.GRU`` / ``nn.LSTM`` layout ``[layers × directions, batch, hidden]``."""
@@ -273,6 +285,7 @@ def stack_states(finals: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, 
 
 __all__ = [
     "RecurrentLayer",
+    "init_rnn_embeddings",
     "init_rnn_weights",
     "is_tracing",
     "stack_states",

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState
+from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 
@@ -61,6 +61,7 @@ from .checkpoints import (
 from .compiling import compile_for_training
 from .job import NonFiniteLossError, TrainingCallback, TrainingJob, TrainResult, as_callbacks
 from .optim import build_optimizer
+from .precision import resolve_mixed_precision
 from .results import eval_results, save_run_results, training_summary
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
 from .stop_signals import stop_on_signals
@@ -84,11 +85,9 @@ class _Run:
         # precision: forget the previous run's settings, keep the distributed set-up.
         AcceleratorState._reset_state(reset_partial_state=False)
         self.accelerator = acc = Accelerator(
-            mixed_precision=cfg.mixed_precision,
+            mixed_precision=resolve_mixed_precision(cfg.mixed_precision, PartialState().device),
             gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         )
-        if cfg.mixed_precision == "fp16" and acc.device.type == "cpu":
-            logger.warning("training.mixed_precision=fp16 has no effect on CPU; use bf16 there")
         if job.batches.batch_size % acc.num_processes:
             raise ValueError(
                 f"training.batch_size={job.batches.batch_size} must be divisible by the "

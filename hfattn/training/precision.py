@@ -1,0 +1,61 @@
+"""The precision a run trains in: ``training.mixed_precision`` resolved for the device.
+
+``auto`` asks for bf16 autocast only where the device has bf16 kernels: a CUDA GPU that
+supports bf16, or a CPU for which oneDNN has them (AVX-512 or AMX on x86; the check is
+oneDNN's own, ``torch.ops.mkldnn._is_mkldnn_bf16_supported``). Elsewhere bf16 is emulated
+and slower than fp32: a training step of all-MiniLM-L6-v2 (batch 16 × 128 tokens) took
+35.5 s in bf16 autocast against 1.8 s in fp32 on an AVX2-only AMD EPYC (Zen 3), while on an
+AVX-512 BF16 CPU the same autocast makes the Vaswani Bible recipe's step 0.81 → 0.66 s.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+AUTO = "auto"
+"""``training.mixed_precision: auto``: bf16 where the device has bf16 kernels, else ``no``."""
+
+
+def has_bf16_kernels(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 natively: ``torch.cuda.is_bf16_supported()`` on CUDA,
+    oneDNN's bf16 check on the CPU; other devices (MPS, XPU) are trusted to."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return True
+
+
+def resolve_mixed_precision(requested: str, device: torch.device) -> str:
+    """The Accelerate ``mixed_precision`` to train with for ``requested`` on ``device``.
+
+    ``auto`` becomes ``bf16`` where :func:`has_bf16_kernels`, else ``no``; any other value is
+    kept as written, with a warning when it is ``bf16`` on a device without bf16 kernels
+    (emulated: many times slower than fp32) or ``fp16`` on the CPU (no effect there).
+    """
+    native = has_bf16_kernels(device)
+    if requested == AUTO:
+        resolved = "bf16" if native else "no"
+        logger.info(
+            "training.mixed_precision=auto: %s on this %s (%s bf16 kernels)",
+            resolved,
+            device.type,
+            "with" if native else "without",
+        )
+        return resolved
+    if requested == "bf16" and not native:
+        logger.warning(
+            "training.mixed_precision=bf16: this %s has no bf16 kernels, so bf16 is emulated "
+            "and many times slower than fp32; use auto (bf16 only where it is native) or no",
+            device.type,
+        )
+    if requested == "fp16" and device.type == "cpu":
+        logger.warning("training.mixed_precision=fp16 has no effect on CPU; use bf16 there")
+    return requested
+
+
+__all__ = ["AUTO", "has_bf16_kernels", "resolve_mixed_precision"]

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState, PartialState
+from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 
@@ -84,10 +84,14 @@ class _Run:
         # A second run in the same process (a notebook, the tests) may ask for another
         # precision: forget the previous run's settings, keep the distributed set-up.
         AcceleratorState._reset_state(reset_partial_state=False)
-        self.accelerator = acc = Accelerator(
-            mixed_precision=resolve_mixed_precision(cfg.mixed_precision, PartialState().device),
-            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        )
+        steps = cfg.gradient_accumulation_steps
+        # the device comes from Accelerate's distributed set-up: the precision follows it
+        acc = Accelerator(mixed_precision="no", gradient_accumulation_steps=steps)
+        precision = resolve_mixed_precision(cfg.mixed_precision, acc.device)
+        if precision != "no":
+            AcceleratorState._reset_state(reset_partial_state=False)
+            acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=steps)
+        self.accelerator = acc
         if job.batches.batch_size % acc.num_processes:
             raise ValueError(
                 f"training.batch_size={job.batches.batch_size} must be divisible by the "

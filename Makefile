@@ -32,10 +32,12 @@ sword:
 	    sword-text-web sword-text-sparv apertium-eng-spa >/dev/null) \
 	  || echo "sword-text-web/sword-text-sparv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
 
-# The whole suite; tests/test_docs.py builds the documentation with --strict, so a broken page
-# (a dead link, a missing image or anchor) fails `make test`.
+# The whole suite, one pytest-xdist worker per core (each test runs torch on one thread), each
+# test file on one worker (its module fixtures built once). tests/test_docs.py builds the
+# documentation with --strict, so a broken page (a dead link, a missing image or anchor)
+# fails `make test`.
 test: $(STAMP) browser sword
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 # The documentation site (docs/, mkdocs.yml) into site/; the recipe and CLI references are
 # generated from the code at each build (docs/hooks/reference.py). Warnings are errors.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,12 @@ def fresh_python(tmp_path_factory) -> Path:
     from fresh_env import make_fresh_venv
 
     return make_fresh_venv(tmp_path_factory.mktemp("fresh") / "venv")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the files with the most tests marked ``slow`` first, each file's tests together and
+    in their order: ``make test`` hands whole files to its ``pytest -n`` workers (``--dist
+    loadfile``, so a module's fixtures are built once), and a long file started last would
+    keep one worker busy after the others have finished."""
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])

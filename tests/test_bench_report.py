@@ -142,6 +142,7 @@ def test_an_unknown_benchmark_name_is_an_error_listing_the_known_ones(tmp_path):
         run_all.main(["--bench-dir", str(tmp_path), "--only", "nope"])
 
 
+@pytest.mark.slow
 def test_a_real_benchmark_writes_the_json_fields(tmp_path):
     path = tmp_path / "char_rnn.json"
     tiny = ["--steps", "1", "--new-chars", "10", "--batch-sizes", "2", "4", "--series-steps", "1"]

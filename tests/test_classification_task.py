@@ -198,6 +198,7 @@ def test_lora_keeps_the_base_weights_and_the_adapter_reloads(files):
         torch.testing.assert_close(reloaded(**inputs).logits, reference)
 
 
+@pytest.mark.slow
 def test_minilm_lora_on_genre_trains_a_small_share(tmp_path):
     """The real 22M-parameter checkpoint (packaged, offline): a few LoRA steps on genre."""
     recipe = load_recipe(

@@ -18,6 +18,7 @@ def hfattn_cmd(*args):
     return [sys.executable, "-m", "hfattn", *args]
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_match_one_process(tmp_path):
     # SGD: Adam's first steps are ±lr·sign(g), which turns float-rounding differences of
     # near-zero gradients (another reduction order) into lr-sized ones.
@@ -38,6 +39,7 @@ def test_two_cpu_processes_match_one_process(tmp_path):
     assert_same_weights(tmp_path / "one" / "run", tmp_path / "two" / "run", exact=False)
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_a_resumable_checkpoint(tmp_path):
     recipe = write_recipe(
         tmp_path,

@@ -331,6 +331,7 @@ def test_the_bar_of_a_time_bounded_run_follows_the_clock_to_100_percent(clocked_
     assert f"step={training['global_step']}" in last  # the real step, next to the percentage
 
 
+@pytest.mark.slow
 def test_other_libraries_are_quiet_by_default_and_back_with_verbose(clocked_run, tmp_path):
     run, err = clocked_run
     assert list((run / "checkpoints").glob("step-*"))  # checkpoints with a shared tensor

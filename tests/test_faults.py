@@ -76,15 +76,15 @@ def records(run: Path, drop=("elapsed_s",)) -> list[dict]:
 
 
 def kill_points(total_steps: int, epochs: int) -> list[str]:
-    """Six SIGKILL points over three epochs: in each epoch one between checkpoints (after
-    the step's log line and validation) and one in the middle of a checkpoint write (the last
-    one is the final checkpoint)."""
+    """One SIGKILL point per epoch, alternating between a kill between checkpoints (after the
+    step's log line and validation) and one in the middle of a checkpoint write; the last is
+    in the middle of the final checkpoint."""
     per_epoch = total_steps // epochs
     points = []
     for epoch in range(epochs):
         step = (epoch * per_epoch + per_epoch // 2) | 1  # odd: never a checkpoint step
         save = min(-(-(step + 1) // SAVE_EVERY) * SAVE_EVERY, total_steps)
-        points += [f"step:{step}", f"checkpoint:{save}"]
+        points.append(f"checkpoint:{save}" if epoch % 2 else f"step:{step}")
     points[-1] = f"checkpoint:{total_steps}"
     return points
 

@@ -63,6 +63,7 @@ def default_queue(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("app", list(SCENARIOS))
 def test_fifty_concurrent_clients_all_answered(app, runs, default_queue, tmp_path):
     scenario = SCENARIOS[app]
@@ -101,6 +102,7 @@ def test_a_queue_smaller_than_the_load_refuses_the_excess(runs, tmp_path):
     assert all("Queue is full" in error for error in result.errors), result.errors[:3]
 
 
+@pytest.mark.slow
 def test_a_space_in_its_own_process_answers_concurrent_rest_requests(runs, tmp_path):
     """The translation Space run as a Space runs it (``python app.py``), under 50 requests
     on Gradio's REST API from one asyncio loop: all answered as the unloaded request is, the

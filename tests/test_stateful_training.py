@@ -68,6 +68,7 @@ def key_accuracy(run_dir, stateful):
     return (right_logit > wrong_logit).float().mean().item()
 
 
+@pytest.mark.slow
 def test_stateful_model_learns_a_dependency_longer_than_its_window(tmp_path):
     stateful = key_accuracy(train(tmp_path / "stateful", "stateful"), stateful=True)
     stateless = key_accuracy(train(tmp_path / "stateless", "stateless"), stateful=False)

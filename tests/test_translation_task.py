@@ -4,6 +4,7 @@ knows no model family; the Bahdanau model has its own tests)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -62,6 +63,77 @@ def test_pair_batches_cover_each_pair_once_grouped_by_length():
         1 - sum(lengths[i] for i in b) / (32 * max(lengths[i] for i in b)) for b in flat_batches
     ]
     assert sum(padded_share) / len(padded_share) < 0.5 * sum(random_share) / len(random_share)
+
+
+def test_pair_batches_cut_by_size_stay_within_max_tokens_and_rows():
+    """``max_tokens``: every batch's padded size rows × (widest source + widest target) is
+    within the budget and its rows within ``batch_size``; a batch closes only when the next
+    pair of its pool would not fit; short pairs come many to a batch; every pair but those of
+    the epoch's dropped last batch is trained on once."""
+    gen = torch.Generator().manual_seed(1)
+    lengths = torch.randint(2, 60, (3000,), generator=gen).tolist()
+    sources = [[5] * n for n in lengths]
+    targets = [[6] * (n // 2 + 1) for n in lengths]
+    budget, cap = 600, 64
+    batches = PairBatches(
+        sources, targets, cap, pad_token_id=0, seed=3, pool_batches=4, max_tokens=budget
+    )
+    widest = max(lengths) + max(lengths) // 2 + 1
+    assert batches.min_rows == budget // widest
+    for epoch in (0, 1):
+        order = batches.order(epoch)
+        flat = [i for rows in order for i in rows]
+        assert len(flat) == len(set(flat))
+        assert len(sources) - len(flat) <= cap  # only the epoch's last batch is dropped
+        for rows in order:
+            size = len(rows) * (
+                max(lengths[i] for i in rows) + max(lengths[i] // 2 + 1 for i in rows)
+            )
+            assert size <= budget and batches.min_rows <= len(rows) <= cap
+    order = batches.order(0)
+    assert len(batches) == len(order) and batches.order(0) == order != batches.order(1)
+    for rows, batch in zip(order, batches.epoch(0), strict=True):
+        assert batch["attention_mask"].sum(1).tolist() == [lengths[i] for i in rows]
+        assert (
+            batch["input_ids"].shape[0] * (batch["input_ids"].shape[1] + batch["labels"].shape[1])
+            <= budget
+        )
+    rows_by_width = sorted((max(lengths[i] for i in rows), len(rows)) for rows in order)
+    assert rows_by_width[0][1] > 4 * rows_by_width[-1][1]  # short pairs: many rows a batch
+    # by count, every batch holds the same rows whatever the length of its pairs
+    fixed = PairBatches(sources, targets, 16, pad_token_id=0, seed=3, pool_batches=4)
+    assert {len(rows) for rows in fixed.order(0)} == {16}
+
+
+def test_pair_batches_refuse_a_budget_below_the_longest_pair():
+    with pytest.raises(
+        ValueError,
+        match=r"training.max_tokens=20 is smaller than the longest source plus the longest target \(21 tokens\)",
+    ):
+        PairBatches([[1] * 12, [1] * 3], [[2] * 9, [2] * 2], 1, pad_token_id=0, max_tokens=20)
+
+
+def test_process_shares_of_a_batch_cover_its_rows_once():
+    """Each process takes rows ⌊i·B/P⌋ to ⌊(i+1)·B/P⌋ of a global batch: equal shares when P
+    divides B (a batch by count), nearly equal otherwise (a batch cut by size)."""
+    from hfattn.training.engine import _rows_of, check_rows_per_process
+
+    batch = {"input_ids": torch.arange(7)[:, None].repeat(1, 3), "labels": torch.arange(7)}
+    shares = [_rows_of(batch, i, 3, "cpu") for i in range(3)]
+    assert [s["labels"].tolist() for s in shares] == [[0, 1], [2, 3], [4, 5, 6]]
+    assert all(torch.equal(s["input_ids"][:, 0], s["labels"]) for s in shares)
+    by_size = PairBatches(
+        [[1] * 40, [1] * 3], [[2] * 40, [2] * 2], 8, pad_token_id=0, max_tokens=100
+    )
+    assert by_size.min_rows == 1
+    check_rows_per_process(by_size, 1)
+    with pytest.raises(ValueError, match="fits only 1 pair.* fewer than the 2 processes"):
+        check_rows_per_process(by_size, 2)
+    window = torch.arange(8)[:, None].repeat(1, 5)
+    assert [_rows_of(window, i, 2, "cpu")[:, 0].tolist() for i in range(2)] == [
+        [0, 1, 2, 3],
+        [4, 5, 6, 7],
+    ]
 
 
 def test_bundled_metrics_equal_sacrebleu():
@@ -126,6 +198,34 @@ def test_teacher_forced_scores_match_the_formula(marian_run):
     assert scores["token_accuracy"] == pytest.approx(hits / n)
 
 
+def test_training_by_max_tokens_trains_the_size_cut_batches_in_order(tmp_path):
+    """``hfattn train`` with ``training.max_tokens`` trains the batches of
+    :meth:`PairBatches.order` one after the other: the cumulative target tokens of
+    ``metrics.jsonl`` are their sums, step by step; the recipe saved with the model keeps the
+    setting."""
+    from tiny_runs import build_translation_run
+
+    from hfattn.orchestration import build_job
+    from hfattn.run_folder import metrics_path
+
+    out = build_translation_run(
+        tmp_path / "by_size",
+        steps=20,
+        training={"max_tokens": 700, "batch_size": 64, "eval_every": None, "log_every": 5},
+    )
+    recipe = load_recipe(out / "recipe.yaml")
+    assert recipe.training.max_tokens == 700
+    batches = build_job(recipe).batches
+    order = batches.order(0)
+    rows = [len(r) for r in order[:20]]
+    assert len(set(rows)) > 1 and max(rows) <= 64  # batches by size, not by count
+    first = itertools.islice(batches.epoch(0), 20)
+    trained = [batch["labels"].ne(IGNORE_INDEX).sum().item() for batch in first]
+    records = [json.loads(line) for line in metrics_path(out).read_text().splitlines()]
+    logged = {r["step"]: r["tokens"] for r in records if r["split"] == "train"}
+    assert logged == {step: sum(trained[:step]) for step in (5, 10, 15, 20)}
+
+
 def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys):
     results = json.loads((marian_run / "eval_results.json").read_text())
     assert results["task_type"] == "translation"
@@ -183,6 +283,12 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
         (
             "generation.no_repeat_ngram_size=-1",
             "generation.no_repeat_ngram_size: must be an integer >= 0 (0: off), got -1",
+        ),
+        ("training.max_tokens=0", "training.max_tokens: must be > 0, got 0"),
+        (
+            "training.max_tokens=100",
+            "training.max_tokens: must be at least data.max_source_length + "
+            "data.max_target_length (256) so that the longest pair fits in a batch, got 100",
         ),
     ],
 )

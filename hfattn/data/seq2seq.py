@@ -54,10 +54,11 @@ class PairBatches:
         pad_token_id: int,
         seed: int = 0,
         pool_batches: int = 50,
+        max_tokens: int | None = None,
     ):
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
-        if len(sources) < batch_size:
+        if max_tokens is None and len(sources) < batch_size:
             raise ValueError(
                 f"{len(sources)} training pairs are fewer than training.batch_size={batch_size}"
             )
@@ -66,21 +67,71 @@ class PairBatches:
         self.pad_token_id = pad_token_id
         self.seed = seed
         self.pool = batch_size * pool_batches
+        self.max_tokens = max_tokens
+        self.min_rows = batch_size
+        """The fewest rows a batch of :meth:`order` has (``batch_size``; with ``max_tokens``,
+        as many pairs of the longest lengths as fit: a batch closes only when the next pair
+        would not fit)."""
+        self._num_batches = None
+        if max_tokens is not None:
+            widest = max(map(len, self.sources)) + max(map(len, self.targets))
+            if max_tokens < widest:
+                raise ValueError(
+                    f"training.max_tokens={max_tokens} is smaller than the longest source plus "
+                    f"the longest target ({widest} tokens): raise it to at least {widest}"
+                )
+            self.min_rows = min(batch_size, max_tokens // widest)
+            if len(self) == 0:
+                raise ValueError(
+                    f"{len(self.sources)} training pairs do not fill one batch of "
+                    f"training.max_tokens={max_tokens}"
+                )
 
     def __len__(self) -> int:
-        return len(self.sources) // self.batch_size
+        """Batches an epoch: ``⌊pairs / batch_size⌋``, or with ``max_tokens`` those of epoch 0
+        (later epochs cut by size may differ by a few)."""
+        if self.max_tokens is None:
+            return len(self.sources) // self.batch_size
+        if self._num_batches is None:
+            self._num_batches = len(self.order(0))
+        return self._num_batches
 
     def order(self, epoch: int) -> list[list[int]]:
         """The batches of ``epoch`` as lists of pair indices."""
         generator = torch.Generator().manual_seed(self.seed + epoch)
         shuffled = torch.randperm(len(self.sources), generator=generator).tolist()
-        shuffled = shuffled[: len(self) * self.batch_size]
-        batches = []
+        if self.max_tokens is None:
+            shuffled = shuffled[: len(self) * self.batch_size]
+        batches, carried = [], []
         for begin in range(0, len(shuffled), self.pool):
-            pool = sorted(shuffled[begin : begin + self.pool], key=lambda i: len(self.sources[i]))
-            batches += [pool[k : k + self.batch_size] for k in range(0, len(pool), self.batch_size)]
+            pool = sorted(
+                carried + shuffled[begin : begin + self.pool], key=lambda i: len(self.sources[i])
+            )
+            if self.max_tokens is None:
+                batches += [
+                    pool[k : k + self.batch_size] for k in range(0, len(pool), self.batch_size)
+                ]
+            else:
+                cut = self._cut_by_size(pool)
+                batches += cut[:-1]
+                carried = cut[-1]
         permutation = torch.randperm(len(batches), generator=generator).tolist()
         return [batches[k] for k in permutation]
+
+    def _cut_by_size(self, pool: list[int]) -> list[list[int]]:
+        """``pool`` (sorted by source length) cut into consecutive batches of at most
+        ``max_tokens`` padded tokens and ``batch_size`` rows; the last one may be partial."""
+        batches, rows, width = [], [], (0, 0)
+        for i in pool:
+            grown = (max(width[0], len(self.sources[i])), max(width[1], len(self.targets[i])))
+            if rows and (
+                len(rows) == self.batch_size or (len(rows) + 1) * sum(grown) > self.max_tokens
+            ):
+                batches.append(rows)
+                rows, grown = [], (len(self.sources[i]), len(self.targets[i]))
+            rows.append(i)
+            width = grown
+        return batches + [rows]
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """Padded batches ``start, start+1, …`` of ``epoch``."""

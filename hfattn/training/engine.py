@@ -101,8 +101,7 @@ class _Run:
         require_reported_metric(
             cfg.metric_for_best_model, job.card_metadata.get("reported_metrics", ())
         )
-        per_process = job.batches.batch_size // acc.num_processes
-        self.rows = slice(acc.process_index * per_process, (acc.process_index + 1) * per_process)
+        check_rows_per_process(job.batches, acc.num_processes)
         steps_per_epoch = max(1, len(job.batches) // cfg.gradient_accumulation_steps)
         check_warmup_fits_epochs(cfg, steps_per_epoch)
         self.total_steps = schedule_steps(cfg, steps_per_epoch)
@@ -329,7 +328,9 @@ class _Run:
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
                     p.train_tokens += trained_tokens(batch)
-                    loss = self.train_step(_rows_of(batch, self.rows, acc.device))
+                    loss = self.train_step(
+                        _rows_of(batch, acc.process_index, acc.num_processes, acc.device)
+                    )
                     if loss is not None:
                         losses.append(loss)
                     p.batch_in_epoch += 1
@@ -400,8 +401,26 @@ def trained_tokens(batch) -> int:
     return batch[:, 1:].numel()
 
 
-def _rows_of(batch, rows: slice, device):
-    """This process' share of a global batch (a tensor or a dict of tensors), on ``device``."""
+def check_rows_per_process(batches, num_processes: int) -> None:
+    """Refuse batches that some of ``num_processes`` would get no row of: a batcher cut by
+    size (``training.max_tokens``) whose fewest rows (``min_rows``) are fewer than the
+    processes that split each batch by rows."""
+    min_rows = getattr(batches, "min_rows", batches.batch_size)
+    if min_rows < num_processes:
+        raise ValueError(
+            f"training.max_tokens fits only {min_rows} pair(s) of the longest lengths in a "
+            f"batch, fewer than the {num_processes} processes that share it: raise "
+            "training.max_tokens or lower data.max_source_length / max_target_length"
+        )
+
+
+def _rows_of(batch, index: int, count: int, device):
+    """Process ``index``'s share of a global batch (a tensor or a dict of tensors) split by
+    rows over ``count`` processes, on ``device``: rows ``⌊index·B/count⌋`` to
+    ``⌊(index+1)·B/count⌋`` of its ``B`` (equal shares when ``count`` divides ``B``; a batch cut
+    by size may not)."""
+    num_rows = len(batch["input_ids"] if isinstance(batch, dict) else batch)
+    rows = slice(index * num_rows // count, (index + 1) * num_rows // count)
     if isinstance(batch, dict):
         return {key: value[rows].to(device) for key, value in batch.items()}
     return batch[rows].to(device)
@@ -495,4 +514,4 @@ def train(
     return result
 
 
-__all__ = ["train"]
+__all__ = ["check_rows_per_process", "train", "trained_tokens"]

@@ -92,6 +92,7 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
         recipe.training.batch_size,
         pad_token_id=tokenizer.pad_token_id,
         seed=recipe.training.seed,
+        max_tokens=recipe.training.max_tokens,
     )
     e, g = recipe.evaluation, recipe.generation
 

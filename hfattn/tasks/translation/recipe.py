@@ -76,6 +76,24 @@ class PairDataSection:
 
 
 @dataclass
+class TranslationTrainingSection(TrainingSection):
+    """``training:`` — :class:`~hfattn.schema.TrainingSection`, and batches cut by size:
+    ``max_tokens`` (``null``: ``batch_size`` pairs a batch)."""
+
+    max_tokens: int | None = None
+    """Cut the length-grouped batches by size instead of by count (fairseq's
+    ``--max-tokens``): a batch takes pairs while its rows times its widest source plus widest
+    target stay within ``max_tokens`` padded tokens, so short sentences come many to a batch
+    and long ones few; ``batch_size`` then caps the rows. Must be at least
+    ``data.max_source_length + data.max_target_length``; ``null``: ``batch_size`` pairs a
+    batch."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "training", "max_tokens")
+
+
+@dataclass
 class TranslationEvaluationSection(EvaluationSection):
     """``evaluation:`` — teacher-forced loss and token accuracy on every pair of a split; BLEU,
     chrF and exact match of decoded translations (``num_beams``) on at most ``max_examples``
@@ -143,9 +161,19 @@ class TranslationRecipe(RecipeBase):
     model: dict[str, Any] = field(default_factory=lambda: {"type": "bahdanau"})
     tokenizer: Seq2SeqTokenizerSection = field(default_factory=Seq2SeqTokenizerSection)
     data: PairDataSection = field(default_factory=PairDataSection)
-    training: TrainingSection = field(default_factory=TrainingSection)
+    training: TranslationTrainingSection = field(default_factory=TranslationTrainingSection)
     evaluation: TranslationEvaluationSection = field(default_factory=TranslationEvaluationSection)
     generation: TranslationGenerationSection = field(default_factory=TranslationGenerationSection)
+
+    def __post_init__(self):
+        super().__post_init__()
+        widest = self.data.max_source_length + self.data.max_target_length
+        require(
+            self.training.max_tokens is None or self.training.max_tokens >= widest,
+            "training.max_tokens",
+            f"must be at least data.max_source_length + data.max_target_length ({widest}) so "
+            f"that the longest pair fits in a batch, got {self.training.max_tokens}",
+        )
 
 
 RECIPE_CLASS = TranslationRecipe
@@ -161,4 +189,5 @@ __all__ = [
     "TranslationEvaluationSection",
     "TranslationGenerationSection",
     "TranslationRecipe",
+    "TranslationTrainingSection",
 ]

@@ -1,4 +1,4 @@
-"""Batches of (source, target) id sequences for encoder-decoder training, and of (token ids,
+r"""Batches of (source, target) id sequences for encoder-decoder training, and of (token ids,
 label) for classification (:class:`LabelBatches`).
 
 :class:`PairBatches` shuffles the pairs every epoch (deterministically in ``seed + epoch``),
@@ -7,6 +7,16 @@ little (the usual "bucketing" of NMT toolkits), and yields dicts of padded tenso
 ``input_ids`` / ``attention_mask`` (right padding with ``pad_token_id``) and ``labels``
 (padding ``-100``, ignored by the loss). The last incomplete batch of an epoch is dropped, so
 every batch has ``batch_size`` rows and splits evenly across processes.
+
+With ``max_tokens`` the batches are cut by size instead (the ``--max-tokens`` of NMT toolkits
+such as fairseq): each takes the next pairs of its length-sorted pool while its padded size
+
+.. math:: n \cdot \bigl(\max_{i \le n} |x_i| + \max_{i \le n} |y_i|\bigr) \le
+   \mathrm{max\_tokens}, \qquad n \le \mathrm{batch\_size},
+
+so a batch of short sentences holds more rows than one of long sentences and every step
+costs about the same. The pairs a pool leaves over start the next pool; the epoch's last
+batch, which may be partial, is dropped.
 """
 
 from __future__ import annotations

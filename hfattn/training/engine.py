@@ -419,7 +419,7 @@ def _rows_of(batch, index: int, count: int, device):
     rows over ``count`` processes, on ``device``: rows ``⌊index·B/count⌋`` to
     ``⌊(index+1)·B/count⌋`` of its ``B`` (equal shares when ``count`` divides ``B``; a batch cut
     by size may not)."""
-    num_rows = len(batch["input_ids"] if isinstance(batch, dict) else batch)
+    num_rows = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
     rows = slice(index * num_rows // count, (index + 1) * num_rows // count)
     if isinstance(batch, dict):
         return {key: value[rows].to(device) for key, value in batch.items()}

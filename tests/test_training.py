@@ -142,7 +142,7 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
 
 def test_time_budget_stops_training_anneals_the_schedule_and_still_exports(tmp_path):
     training = {"max_steps": 100000, "epochs": 1000, "max_minutes": 0.02, "log_every": 1,
-                "schedule": "linear", "learning_rate": 0.01}  # fmt: skip
+                "schedule": "linear", "learning_rate": 0.01, "warmup_steps": 4}  # fmt: skip
     result = run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
     assert 0 < result.progress.step < 100000
     assert result.progress.stop_reason == "time budget"
@@ -152,7 +152,12 @@ def test_time_budget_stops_training_anneals_the_schedule_and_still_exports(tmp_p
     # the schedule followed the clock down to its last value. Each logged rate is the linear
     # schedule at the share of the 1.2 s budget elapsed (elapsed_s is rounded to 0.01 s),
     # whatever the machine's speed.
-    for r in train:
+    # The warmup counts steps, whatever the clock: after step s the rate is 0.01 (s + 1) / 4.
+    warmup, rest = train[:3], train[3:]
+    assert [r["step"] for r in warmup] == [1, 2, 3]
+    for r in warmup:
+        assert r["learning_rate"] == pytest.approx(0.01 * (r["step"] + 1) / 4, rel=1e-3), r
+    for r in rest:
         expected = 0.01 * max(0.0, 1 - r["elapsed_s"] / 1.2)
         assert r["learning_rate"] == pytest.approx(expected, abs=1e-4), r
     assert train[-1]["learning_rate"] == 0.0

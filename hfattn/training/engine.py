@@ -285,8 +285,11 @@ class _Run:
         ``max(step / total_steps, elapsed / budget)``: a run that the clock stops before its
         last step still ends with the schedule's last learning rate (annealed), whatever the
         machine's speed. The schedule counter jumps ahead when time leads; all processes take
-        the largest counter, so they keep one learning rate."""
-        if self.cfg.max_minutes is None:
+        the largest counter, so they keep one learning rate. The warmup counts optimizer steps
+        (the clock is followed from step ``warmup_steps`` on): a counter that jumped with the
+        clock would pass a warmup of 1,000 steps within the first few dozen steps of a run whose
+        ``max_steps`` lies far beyond what the clock allows."""
+        if self.cfg.max_minutes is None or self.scheduler.last_epoch < self.cfg.warmup_steps:
             return
         by_time = int(self.total_steps * elapsed_s / (60 * self.cfg.max_minutes))
         if self.accelerator.num_processes > 1:

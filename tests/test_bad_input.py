@@ -382,6 +382,7 @@ def test_cli_reports_a_mutated_recipe_in_one_line(recipe, data, tmp_path, monkey
         raise Validated
 
     monkeypatch.setattr("hfattn.orchestration.run_recipe", validated)
+    monkeypatch.chdir(tmp_path)  # the default output_dir runs/NAME: never a run of the checkout
     mutation = data.draw(mutations(recipe_tree(recipe)), label="mutation")
     path = write_mutated(recipe, mutation, tmp_path)
     try:

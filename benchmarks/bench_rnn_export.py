@@ -9,9 +9,10 @@ batch 1 and batch 32, for
   one layer), 84 characters;
 - ``luong``: the model of ``recipes/bahdanau_bible_en_es.yaml`` with a decoder of 512 (biGRU
   encoder 2 × 256, GRU decoder 512, Luong attention with the general score, no input
-  feeding, projection bridge, tied embeddings), a vocabulary of 8,000; the decoder step given the encoder outputs of
-  right-padded sources of up to ``--src-len`` tokens (batch 32: lengths from half to all of
-  it) and the cache, as ``generate`` calls the model after its encoder pass;
+  feeding, projection bridge, tied embeddings), a vocabulary of 8,000; the decoder step
+  given the encoder outputs of right-padded sources of up to ``--src-len`` tokens (batch
+  32: lengths from half to all of it) and the cache, as ``generate`` calls the model after
+  its encoder pass;
 - ``bahdanau``: the same size with ``attention: bahdanau`` (additive score; the decoder step
   attends with the previous state, then runs the GRU on ``[E y; c]``);
 

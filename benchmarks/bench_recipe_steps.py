@@ -11,7 +11,10 @@ a step and the rows (sentences, or windows) and trained tokens a second.
 A step is what the training loop does: forward, loss, backward, gradient clipping at
 ``training.max_grad_norm``, AdamW at the recipe's learning rate. Batches come from epoch 0 in
 the training order, so every variant trains on the same sentences (its own tokenization of
-them) when the variants share their data and batch size.
+them) when the variants share their data and batch size. The steps run with freed memory
+kept for reuse when the variants' ``training.reuse_freed_memory`` says so; since that sets the
+whole process's allocator, variants that differ in it are refused (time each in its own
+process, side by side, one core each).
 
 Usage::
 
@@ -38,6 +41,7 @@ from benchlib import BenchReport, add_json_argument
 from hfattn.orchestration import build_job
 from hfattn.recipes import load_recipe
 from hfattn.training.engine import trained_tokens
+from hfattn.training.host_memory import freed_memory_kept
 
 DEFAULT_RECIPE = str(Path(__file__).resolve().parents[1] / "recipes" / "bahdanau_bible_en_es.yaml")
 DEFAULT_VARIANTS = (
@@ -56,6 +60,7 @@ class Variant:
     optimizer: torch.optim.Optimizer
     max_grad_norm: float | None
     batches: object
+    reuse_freed_memory: bool = False
     seconds: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
@@ -90,7 +95,26 @@ def build_variant(recipe_path: str, spec: str) -> Variant:
     optimizer = torch.optim.AdamW(
         job.model.parameters(), lr=training.learning_rate, weight_decay=training.weight_decay
     )
-    return Variant(name, job, optimizer, training.max_grad_norm, iter(job.batches.epoch(0)))
+    return Variant(
+        name,
+        job,
+        optimizer,
+        training.max_grad_norm,
+        iter(job.batches.epoch(0)),
+        training.reuse_freed_memory,
+    )
+
+
+def time_steps(variants: list[Variant], rounds: int, warmup: int) -> None:
+    """``warmup`` untimed steps of each variant, then ``rounds`` rounds of one timed step of
+    each in turn."""
+    for variant in variants:
+        for _ in range(warmup):
+            variant.step()
+        variant.seconds.clear(), variant.tokens.clear(), variant.rows.clear()
+    for _ in range(rounds):
+        for variant in variants:
+            variant.step()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,13 +128,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rounds, warmup = (10, 2) if args.quick else (args.rounds, args.warmup)
     variants = [build_variant(args.recipe, spec) for spec in args.variant or DEFAULT_VARIANTS]
-    for variant in variants:
-        for _ in range(warmup):
-            variant.step()
-        variant.seconds.clear(), variant.tokens.clear(), variant.rows.clear()
-    for _ in range(rounds):
-        for variant in variants:
-            variant.step()
+    reuse = {v.reuse_freed_memory for v in variants}
+    if len(reuse) > 1:
+        parser.error(
+            "training.reuse_freed_memory differs between the variants, and it sets the whole "
+            "process's allocator: time each setting in its own process, side by side"
+        )
+    with freed_memory_kept(reuse.pop()):
+        time_steps(variants, rounds, warmup)
     report = BenchReport("recipe_steps")
     report.markdown += [
         f"{Path(args.recipe).name}, torch {torch.__version__}, {torch.get_num_threads()} threads, "

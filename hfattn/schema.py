@@ -111,6 +111,12 @@ class TrainingSection:
     """On a NaN / infinite training loss: ``stop`` or ``skip`` that optimizer step."""
     max_skipped_steps: int = 10
     """With ``on_nonfinite_loss: skip``, the most steps skipped before the run stops."""
+    reuse_freed_memory: bool = False
+    """On a CPU under glibc (Linux), keep the memory a training step frees in the process's
+    heap for the next step, instead of glibc's fresh ``mmap`` (and page faults) for every
+    block above 32 MiB, such as a batch's logits over the vocabulary
+    (:mod:`hfattn.training.host_memory`). The process keeps its peak heap while it trains;
+    ignored on a GPU, and with a warning where the C library is not glibc."""
     compile: bool = False
     """Compile the model with ``torch.compile`` (default mode, TorchInductor) before training:
     the loss step (forward and backward) runs fused kernels, while evaluation, generation,

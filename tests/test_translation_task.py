@@ -105,6 +105,38 @@ def test_pair_batches_cut_by_size_stay_within_max_tokens_and_rows():
     assert {len(rows) for rows in fixed.order(0)} == {16}
 
 
+def test_pair_batches_grouped_by_target_length_pad_the_labels_least():
+    """``group_by_length="target"`` sorts each pool by target length (ties by source length):
+    the same pairs, each once, in batches whose labels pad far less than when the pools are
+    sorted by source length, and whose sources pad more; an epoch is still seeded."""
+    gen = torch.Generator().manual_seed(2)
+    source_lengths = torch.randint(1, 40, (2000,), generator=gen).tolist()
+    target_lengths = torch.randint(1, 40, (2000,), generator=gen).tolist()
+    sources = [[5] * n for n in source_lengths]
+    targets = [[6] * n for n in target_lengths]
+
+    def padded_share(batches, key):
+        real = padded = 0
+        for batch in batches.epoch(0):
+            mask = batch[key] != (0 if key == "input_ids" else IGNORE_INDEX)
+            real, padded = real + int(mask.sum()), padded + mask.numel()
+        return 1 - real / padded
+
+    by = {
+        group: PairBatches(sources, targets, 32, pad_token_id=0, seed=3, group_by_length=group)
+        for group in ("source", "target")
+    }
+    flat = sorted(i for rows in by["target"].order(0) for i in rows)
+    assert len(flat) == len(set(flat)) == len(by["target"]) * 32
+    assert by["target"].order(0) == by["target"].order(0) != by["target"].order(1)
+    source_labels = padded_share(by["source"], "labels")
+    target_labels = padded_share(by["target"], "labels")
+    assert target_labels < 0.2 * source_labels
+    assert padded_share(by["target"], "input_ids") > padded_share(by["source"], "input_ids")
+    with pytest.raises(ValueError, match="group_by_length must be one of source, target"):
+        PairBatches(sources, targets, 32, pad_token_id=0, group_by_length="both")
+
+
 def test_pair_batches_refuse_a_budget_below_the_longest_pair():
     with pytest.raises(
         ValueError,
@@ -285,6 +317,10 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
             "generation.no_repeat_ngram_size: must be an integer >= 0 (0: off), got -1",
         ),
         ("training.max_tokens=0", "training.max_tokens: must be > 0, got 0"),
+        (
+            "training.group_by_length=both",
+            "training.group_by_length: 'both' is not one of source, target",
+        ),
         (
             "training.max_tokens=100",
             "training.max_tokens: must be at least data.max_source_length + "

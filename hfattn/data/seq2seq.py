@@ -2,8 +2,8 @@ r"""Batches of (source, target) id sequences for encoder-decoder training, and o
 label) for classification (:class:`LabelBatches`).
 
 :class:`PairBatches` shuffles the pairs every epoch (deterministically in ``seed + epoch``),
-groups them by source length within pools of ``pool_batches`` batches so that a batch pads
-little (the usual "bucketing" of NMT toolkits), and yields dicts of padded tensors:
+groups them by length within pools of ``pool_batches`` batches so that a batch pads little
+(the usual "bucketing" of NMT toolkits), and yields dicts of padded tensors:
 ``input_ids`` / ``attention_mask`` (right padding with ``pad_token_id``) and ``labels``
 (padding ``-100``, ignored by the loss). The last incomplete batch of an epoch is dropped, so
 every batch has ``batch_size`` rows and splits evenly across processes.
@@ -17,6 +17,12 @@ such as fairseq): each takes the next pairs of its length-sorted pool while its 
 so a batch of short sentences holds more rows than one of long sentences and every step
 costs about the same. The pairs a pool leaves over start the next pool; the epoch's last
 batch, which may be partial, is dropped.
+
+``group_by_length`` names the length a pool is sorted by: ``source`` (the encoder's padded
+width), or ``target`` (the target length, ties broken by the source's), which is the one to
+pick when the decoder's padded positions set the step's cost: an RNN encoder reads packed
+sequences, whose padding costs nothing, while the output layer scores every padded target
+position against the whole vocabulary.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from collections.abc import Iterator, Sequence
 import torch
 
 IGNORE_INDEX = -100
+GROUP_BY_LENGTH = ("source", "target")
+"""The lengths :class:`PairBatches` can sort its pools by."""
 
 
 def pad_sources(sources: Sequence[Sequence[int]], pad_token_id: int) -> dict[str, torch.Tensor]:
@@ -65,7 +73,13 @@ class PairBatches:
         seed: int = 0,
         pool_batches: int = 50,
         max_tokens: int | None = None,
+        group_by_length: str = "source",
     ):
+        if group_by_length not in GROUP_BY_LENGTH:
+            raise ValueError(
+                f"group_by_length must be one of {', '.join(GROUP_BY_LENGTH)}, "
+                f"got {group_by_length!r}"
+            )
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
         if max_tokens is None and len(sources) < batch_size:
@@ -78,6 +92,7 @@ class PairBatches:
         self.seed = seed
         self.pool = batch_size * pool_batches
         self.max_tokens = max_tokens
+        self.group_by_length = group_by_length
         self.min_rows = batch_size
         """The fewest rows a batch of :meth:`order` has (``batch_size``; with ``max_tokens``,
         as many pairs of the longest lengths as fit: a batch closes only when the next pair
@@ -114,9 +129,7 @@ class PairBatches:
             shuffled = shuffled[: len(self) * self.batch_size]
         batches, carried = [], []
         for begin in range(0, len(shuffled), self.pool):
-            pool = sorted(
-                carried + shuffled[begin : begin + self.pool], key=lambda i: len(self.sources[i])
-            )
+            pool = sorted(carried + shuffled[begin : begin + self.pool], key=self._length)
             if self.max_tokens is None:
                 batches += [
                     pool[k : k + self.batch_size] for k in range(0, len(pool), self.batch_size)
@@ -128,8 +141,14 @@ class PairBatches:
         permutation = torch.randperm(len(batches), generator=generator).tolist()
         return [batches[k] for k in permutation]
 
+    def _length(self, i: int) -> int | tuple[int, int]:
+        """The sort key of pair ``i`` in its pool (``group_by_length``)."""
+        if self.group_by_length == "target":
+            return len(self.targets[i]), len(self.sources[i])
+        return len(self.sources[i])
+
     def _cut_by_size(self, pool: list[int]) -> list[list[int]]:
-        """``pool`` (sorted by source length) cut into consecutive batches of at most
+        """``pool`` (sorted by length) cut into consecutive batches of at most
         ``max_tokens`` padded tokens and ``batch_size`` rows; the last one may be partial."""
         batches, rows, width = [], [], (0, 0)
         for i in pool:

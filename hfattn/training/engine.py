@@ -59,6 +59,7 @@ from .checkpoints import (
     write_checkpoint,
 )
 from .compiling import compile_for_training
+from .host_memory import freed_memory_kept
 from .job import NonFiniteLossError, TrainingCallback, TrainingJob, TrainResult, as_callbacks
 from .optim import build_optimizer
 from .precision import resolve_mixed_precision
@@ -327,7 +328,8 @@ class _Run:
         acc, cfg, p = self.accelerator, self.cfg, self.progress
         start, last_saved, losses = time.monotonic() - p.elapsed_s, p.step, p.unlogged_losses
         bar, postfix = self.progress_bar(), {}
-        with stop_on_signals(p):
+        reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
+        with stop_on_signals(p), freed_memory_kept(reuse):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
                     p.train_tokens += trained_tokens(batch)

@@ -93,6 +93,7 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
         pad_token_id=tokenizer.pad_token_id,
         seed=recipe.training.seed,
         max_tokens=recipe.training.max_tokens,
+        group_by_length=recipe.training.group_by_length,
     )
     e, g = recipe.evaluation, recipe.generation
 

@@ -21,6 +21,7 @@ from ...schema import (
 
 PREPROCESSINGS = ("chollet", "geron")
 ON_TOO_LONG = ("warn", "error")
+GROUP_BY_LENGTH = ("source", "target")
 
 METRIC_NAMES = {
     "bleu": "BLEU (sacrebleu)",
@@ -77,8 +78,16 @@ class PairDataSection:
 
 @dataclass
 class TranslationTrainingSection(TrainingSection):
-    """``training:`` — :class:`~hfattn.schema.TrainingSection`, and batches cut by size:
-    ``max_tokens`` (``null``: ``batch_size`` pairs a batch)."""
+    """``training:`` — :class:`~hfattn.schema.TrainingSection`, the length that groups pairs
+    into batches (``group_by_length``) and batches cut by size: ``max_tokens`` (``null``:
+    ``batch_size`` pairs a batch)."""
+
+    group_by_length: str = "source"
+    """The length each pool of 50 batches is sorted by before it is cut into batches:
+    ``source``, or ``target`` (ties broken by the source length). ``target`` pads the
+    decoder's positions least: with an RNN encoder, whose packed sequences skip padding, it
+    trains more target tokens a second, since the output layer scores every padded target
+    position against the whole vocabulary."""
 
     max_tokens: int | None = None
     """Cut the length-grouped batches by size instead of by count (fairseq's
@@ -91,6 +100,7 @@ class TranslationTrainingSection(TrainingSection):
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "training", "max_tokens")
+        require_choice(self.group_by_length, "training.group_by_length", GROUP_BY_LENGTH)
 
 
 @dataclass

@@ -59,8 +59,8 @@ RESUMABLE_FIELDS = (
 )
 """The recipe fields a resumed run may change (its budget, its logging, eval and checkpoint
 intervals, how many checkpoints it keeps and averages at the end, whether it keeps freed host
-memory for reuse, and every ``hub.*`` field, which says how to publish the run, not how it trains); any other
-difference means another run."""
+memory for reuse, and every ``hub.*`` field, which says how to publish the run, not how it
+trains); any other difference means another run."""
 RESUME_AND_OVERWRITE = (
     "--resume continues the run in output_dir and --overwrite replaces it: give one, not both"
 )

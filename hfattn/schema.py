@@ -33,7 +33,7 @@ from .training.schedules import SCHEDULES
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 ON_NONFINITE_LOSS = ("stop", "skip")
 SPLITS = ("train", "validation", "test")
-TOKENIZER_KINDS = ("word", "char", "bpe")
+TOKENIZER_KINDS = ("word", "char", "bpe", "unigram")
 """The tokenizers a ``tokenizer:`` section can build on the training texts."""
 UNROLLED_PER_LENGTH = ("bahdanau", "rnn-classifier")
 """Model types that ``training.compile`` refuses: their recurrent layers step position by
@@ -196,12 +196,13 @@ class TrainingSection:
 class BuiltTokenizerSection:
     """``tokenizer:`` — a tokenizer built on the training texts
     (:func:`hfattn.translation_tokenizers.build_translation_tokenizer`): ``word`` (Keras
-    ``TextVectorization``-like, the ``vocab_size`` most frequent words), ``char`` or ``bpe``.
-    ``lowercase`` / ``strip_punctuation`` default to the kind's own (word: both on; char and
-    bpe: both off). Tasks subclass it for their own defaults and fields."""
+    ``TextVectorization``-like, the ``vocab_size`` most frequent words), ``char``, ``bpe``
+    (byte-pair encoding) or ``unigram`` (a unigram language model over pieces, Kudo 2018).
+    ``lowercase`` / ``strip_punctuation`` default to the kind's own (word: both on; the others:
+    both off). Tasks subclass it for their own defaults and fields."""
 
     type: str = "word"
-    """``word``, ``char`` or ``bpe``."""
+    """``word``, ``char``, ``bpe`` or ``unigram``."""
     vocab_size: int = 8000
     """The most tokens kept (special tokens included), by frequency in the training texts."""
     lowercase: bool | None = None
@@ -209,11 +210,18 @@ class BuiltTokenizerSection:
     strip_punctuation: bool | None = None
     """Drop punctuation first; ``null``: the kind's default."""
     min_frequency: int = 1
-    """Tokens seen fewer times in the training texts are left out."""
+    """Tokens seen fewer times in the training texts are left out (1 for ``unigram``, which
+    keeps pieces by likelihood)."""
 
     def __post_init__(self):
         require_choice(self.type, "tokenizer.type", TOKENIZER_KINDS)
         require_positive(self, "tokenizer", "vocab_size", "min_frequency")
+        require(
+            self.type != "unigram" or self.min_frequency == 1,
+            "tokenizer.min_frequency",
+            f"{self.min_frequency} with type unigram: a unigram model keeps pieces by "
+            "likelihood, not count; leave it at 1",
+        )
 
     def normalization_options(self) -> dict[str, bool]:
         """The ``lowercase`` / ``strip_punctuation`` keyword arguments the recipe sets (those

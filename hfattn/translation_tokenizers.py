@@ -1,4 +1,4 @@
-"""Tokenizers for translation (seq2seq) models, built with the ``tokenizers`` library.
+r"""Tokenizers for translation (seq2seq) models, built with the ``tokenizers`` library.
 
 :func:`build_translation_tokenizer` returns a plain ``transformers`` fast tokenizer (only
 ``tokenizer.json`` + ``tokenizer_config.json`` once saved: ``AutoTokenizer.from_pretrained``
@@ -12,8 +12,12 @@ Kinds:
   included; ``[`` ``]`` kept for Chollet's ``[start]``/``[end]``), split on whitespace, the
   ``vocab_size`` most frequent words (ties alphabetical). Decoding joins words with spaces.
 - ``"char"``: one token per character (spaces included), decoded fused.
-- ``"bpe"``: byte-pair encoding over ``Metaspace`` pieces (``▁`` marks a word start, and the
-  decoder turns it back into a space).
+- ``"bpe"``: byte-pair encoding (Sennrich et al. 2016) over ``Metaspace`` pieces (``▁`` marks
+  a word start, and the decoder turns it back into a space).
+- ``"unigram"``: a unigram language model over the same ``Metaspace`` pieces (Kudo 2018, the
+  SentencePiece default): EM fits a probability :math:`p(x)` to every candidate piece and
+  prunes the vocabulary to ``vocab_size``; a text is cut into the pieces
+  :math:`\arg\max_{x_1 \dots x_M} \sum_i \log p(x_i)` (Viterbi).
 
 ``joint=True`` trains one vocabulary on both languages (``vocab_size`` in total).
 ``joint=False`` trains each language's own vocabulary (``vocab_size`` each, special tokens
@@ -21,16 +25,17 @@ included) and merges them into one id space: word/char = the union of the two vo
 (source-language tokens first, then the target's new ones), so the total is between
 ``vocab_size`` and ``2 * vocab_size - 4``; BPE = the union of the two vocabularies and the
 source merges followed by the target merges not already present (a word is merged by the
-source's rules first, then the target's).
+source's rules first, then the target's); unigram = the source's pieces with their
+log-probabilities, then the target's pieces not already present with theirs.
 
 What comes back from ``decode(ids, skip_special_tokens=True)``:
 
 - ``"word"``: the normalized words joined by single spaces; each out-of-vocabulary word is one
   ``<unk>`` (dropped when decoding).
 - ``"char"``: the NFC-normalized text; each out-of-vocabulary character is one ``<unk>``.
-- ``"bpe"``: the NFC-normalized text less one leading space (``▁`` opens every word, as in
-  SentencePiece, and a literal ``▁`` reads as a space); each run of characters never seen in
-  training, inside a word, is one ``<unk>``.
+- ``"bpe"`` and ``"unigram"``: the NFC-normalized text less one leading space (``▁`` opens
+  every word, as in SentencePiece, and a literal ``▁`` reads as a space); each run of
+  characters never seen in training, inside a word, is one ``<unk>``.
 
 Text that spells a special token (``"<eos>"``) is read as ordinary text, never as that token
 (``split_special_tokens``).
@@ -57,10 +62,13 @@ from .tokenization import SPECIAL_TOKENS
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("word", "char", "bpe")
+KINDS = ("word", "char", "bpe", "unigram")
 """Tokenizer kinds of :func:`build_translation_tokenizer`."""
 
-DEFAULT_VOCAB_SIZES = {"word": 15_000, "char": None, "bpe": 8_000}
+SUBWORD_KINDS = ("bpe", "unigram")
+"""The kinds that cut words into pieces learned from the texts (``Metaspace`` word starts)."""
+
+DEFAULT_VOCAB_SIZES = {"word": 15_000, "char": None, "bpe": 8_000, "unigram": 8_000}
 """Default ``vocab_size`` per kind (``None``: every character seen)."""
 
 _SPECIALS = list(SPECIAL_TOKENS.values())  # <pad> <unk> <bos> <eos>, ids 0..3
@@ -144,6 +152,50 @@ def _bpe_model(texts: list[str], vocab_size: int, min_frequency: int, normalizer
     return model["vocab"], merges
 
 
+def _unigram_pieces(texts: list[str], vocab_size: int, normalizer, pre_tok):
+    """``[(piece, log p(piece)), ...]`` of a unigram language model (Kudo 2018) trained on
+    ``texts``, the special tokens first (ids 0..3, log-probability 0)."""
+    backend = Tokenizer(models.Unigram())
+    backend.normalizer = normalizer
+    backend.pre_tokenizer = pre_tok
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size,
+        special_tokens=_SPECIALS,
+        unk_token=SPECIAL_TOKENS["unk_token"],
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer=trainer)
+    return [(piece, score) for piece, score in json.loads(backend.to_str())["model"]["vocab"]]
+
+
+def _subword_model(
+    kind: str, groups: list[list[str]], vocab_size: int, min_frequency: int, normalizer, pre_tok
+):
+    """The ``tokenizers`` model of a ``"bpe"`` or ``"unigram"`` tokenizer trained on each group
+    of texts and merged into one id space (see the module docstring)."""
+    unk = SPECIAL_TOKENS["unk_token"]
+    if kind == "unigram":
+        pieces = {tok: 0.0 for tok in _SPECIALS}
+        for texts in groups:
+            for piece, score in _unigram_pieces(texts, vocab_size, normalizer, pre_tok):
+                pieces.setdefault(piece, score)
+        return models.Unigram(list(pieces.items()), unk_id=_SPECIALS.index(unk))
+    vocab: dict[str, int] = {tok: i for i, tok in enumerate(_SPECIALS)}
+    merges: list[tuple[str, str]] = []
+    seen_merges: set[tuple[str, str]] = set()
+    for texts in groups:
+        group_vocab, group_merges = _bpe_model(
+            texts, vocab_size, min_frequency, normalizer, pre_tok
+        )
+        for tok, _ in sorted(group_vocab.items(), key=lambda kv: kv[1]):
+            vocab.setdefault(tok, len(vocab))
+        for merge in group_merges:
+            if merge not in seen_merges:
+                seen_merges.add(merge)
+                merges.append(merge)
+    return models.BPE(vocab=vocab, merges=merges, unk_token=unk, fuse_unk=True)
+
+
 def build_translation_tokenizer(
     pairs_or_dataset,
     *,
@@ -163,21 +215,27 @@ def build_translation_tokenizer(
         pairs_or_dataset: ``[{source_lang: ..., target_lang: ...}, ...]``, ``[(source,
             target), ...]``, a ``Dataset`` with a ``translation`` column, or a ``DatasetDict``
             (its ``train`` split is used: never build a vocabulary on held-out data).
-        kind: ``"word"``, ``"char"`` or ``"bpe"``.
+        kind: ``"word"``, ``"char"``, ``"bpe"`` or ``"unigram"``.
         vocab_size: tokens in the vocabulary, the four special tokens included (per
             language when ``joint=False``); default :data:`DEFAULT_VOCAB_SIZES`.
         joint: one vocabulary for both languages, or one per language merged into one id
             space.
         lowercase, strip_punctuation: text normalization; default ``True`` for ``"word"``
-            (Keras' ``lower_and_strip_punctuation``), ``False`` for ``"char"`` and ``"bpe"``.
+            (Keras' ``lower_and_strip_punctuation``), ``False`` for the other kinds.
         source_lang, target_lang: the keys of the pairs.
-        min_frequency: rarer tokens (words, characters, BPE pairs) are left out.
+        min_frequency: rarer tokens (words, characters, BPE pairs) are left out; must be 1
+            for ``"unigram"``, which keeps pieces by likelihood, not count.
         model_max_length: the tokenizer's ``model_max_length`` (truncation length).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     if min_frequency < 1:
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    if kind == "unigram" and min_frequency != 1:
+        raise ValueError(
+            f"min_frequency must be 1 for a unigram tokenizer (it keeps pieces by likelihood, "
+            f"not count), got {min_frequency}"
+        )
     vocab_size = DEFAULT_VOCAB_SIZES[kind] if vocab_size is None else vocab_size
     if vocab_size is not None and vocab_size <= len(_SPECIALS):
         raise ValueError(f"vocab_size must be > {len(_SPECIALS)} (the special tokens)")
@@ -189,22 +247,11 @@ def build_translation_tokenizer(
 
     normalizer = _normalizer(lowercase, strip_punctuation)
     unk = SPECIAL_TOKENS["unk_token"]
-    if kind == "bpe":
+    if kind in SUBWORD_KINDS:
         pre_tok = pre_tokenizers.Metaspace()
-        vocab: dict[str, int] = {tok: i for i, tok in enumerate(_SPECIALS)}
-        merges: list[tuple[str, str]] = []
-        seen_merges: set[tuple[str, str]] = set()
-        for texts in groups:
-            group_vocab, group_merges = _bpe_model(
-                texts, vocab_size, min_frequency, normalizer, pre_tok
-            )
-            for tok, _ in sorted(group_vocab.items(), key=lambda kv: kv[1]):
-                vocab.setdefault(tok, len(vocab))
-            for merge in group_merges:
-                if merge not in seen_merges:
-                    seen_merges.add(merge)
-                    merges.append(merge)
-        backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk, fuse_unk=True))
+        backend = Tokenizer(
+            _subword_model(kind, groups, vocab_size, min_frequency, normalizer, pre_tok)
+        )
         backend.pre_tokenizer = pre_tok
         backend.decoder = decoders.Metaspace()
     else:
@@ -229,7 +276,7 @@ def build_translation_tokenizer(
     backend.normalizer = normalizer
     eos = SPECIAL_TOKENS["eos_token"]
     backend.post_processor = TemplateProcessing(
-        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, vocab[eos])]
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, _SPECIALS.index(eos))]
     )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
@@ -255,4 +302,10 @@ def unknown_rate(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> fl
     return sum(i == tokenizer.unk_token_id for i in ids) / max(1, len(ids))
 
 
-__all__ = ["DEFAULT_VOCAB_SIZES", "KINDS", "build_translation_tokenizer", "unknown_rate"]
+__all__ = [
+    "DEFAULT_VOCAB_SIZES",
+    "KINDS",
+    "SUBWORD_KINDS",
+    "build_translation_tokenizer",
+    "unknown_rate",
+]

@@ -258,6 +258,28 @@ def test_training_by_max_tokens_trains_the_size_cut_batches_in_order(tmp_path):
     assert logged == {step: sum(trained[:step]) for step in (5, 10, 15, 20)}
 
 
+def test_a_unigram_run_saves_a_unigram_tokenizer_that_loads_without_hfattn(tmp_path, capsys):
+    """``tokenizer.type: unigram`` trains end to end: the folder's ``tokenizer.json`` holds the
+    unigram model, ``AutoTokenizer`` reads it back as the run built it, and ``hfattn
+    translate`` writes text from it."""
+    import transformers
+    from tiny_runs import build_translation_run
+
+    out = build_translation_run(
+        tmp_path / "unigram",
+        steps=20,
+        tokenizer={"type": "unigram", "vocab_size": 120},
+        training={"eval_every": None},
+    )
+    saved = json.loads((out / "tokenizer.json").read_text())
+    assert saved["model"]["type"] == "Unigram" and len(saved["model"]["vocab"]) <= 120
+    loaded = transformers.AutoTokenizer.from_pretrained(out)
+    source = "April 22, 2019"
+    assert loaded.decode(loaded(source)["input_ids"], skip_special_tokens=True) == source
+    assert main(["translate", str(out), source]) == 0
+    assert capsys.readouterr().out.strip()
+
+
 def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys):
     results = json.loads((marian_run / "eval_results.json").read_text())
     assert results["task_type"] == "translation"
@@ -298,7 +320,7 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
         ("task=summarize", f"task: 'summarize' is not one of {', '.join(TASK_NAMES)}"),
         (
             "tokenizer.type=sentencepiece",
-            "tokenizer.type: 'sentencepiece' is not one of word, char, bpe",
+            "tokenizer.type: 'sentencepiece' is not one of word, char, bpe, unigram",
         ),
         ("data.on_too_long=maybe", "data.on_too_long: 'maybe' is not one of warn, error"),
         ("data.preprocessing=keras", "data.preprocessing: 'keras' is not one of chollet, geron"),
@@ -334,6 +356,16 @@ def test_translation_recipe_fields_are_checked(tmp_path, override, message):
     with pytest.raises(RecipeError) as err:
         load_recipe(recipe, [override])
     assert message in str(err.value)
+
+
+def test_unigram_tokenizer_refuses_a_minimum_count(tmp_path):
+    recipe = write_recipe(tmp_path, base={"task": "translation", "model": {"type": "bahdanau"}})
+    with pytest.raises(RecipeError) as err:
+        load_recipe(recipe, ["tokenizer.type=unigram", "tokenizer.min_frequency=2"])
+    assert str(err.value) == (
+        "tokenizer.min_frequency: 2 with type unigram: a unigram model keeps pieces by "
+        "likelihood, not count; leave it at 1"
+    )
 
 
 def test_beam_stopping_rule_and_length_penalty_go_into_the_generation_config(tmp_path):

@@ -1,4 +1,8 @@
-"""Seq2seq tokenizers: word / char / BPE, joint or per language, text_target, AutoTokenizer."""
+"""Seq2seq tokenizers: word / char / BPE / unigram, joint or per language, text_target,
+AutoTokenizer."""
+
+import json
+from functools import cache
 
 import pytest
 from transformers import AutoTokenizer
@@ -88,9 +92,52 @@ def test_bpe_tokenizer_restores_spaces_and_honours_vocab_size():
     assert per.decode(per(text)["input_ids"], skip_special_tokens=True) == text
 
 
-@pytest.mark.parametrize("kind", ["word", "char", "bpe"])
+def best_segmentation_score(word: str, scores: dict[str, float]) -> float:
+    """The highest sum of piece log-probabilities over every way to cut ``word`` into pieces of
+    the vocabulary (exhaustive recursion, independent of the tokenizer's Viterbi search)."""
+
+    @cache
+    def best(start: int) -> float:
+        if start == len(word):
+            return 0.0
+        cuts = [
+            scores[word[start:end]] + best(end)
+            for end in range(start + 1, len(word) + 1)
+            if word[start:end] in scores
+        ]
+        return max(cuts, default=float("-inf"))
+
+    return best(0)
+
+
+def test_unigram_tokenizer_restores_text_and_cuts_words_at_the_most_likely_pieces():
+    dd = load_translation_splits("dates", size=600, seed=0)
+    tok = build_translation_tokenizer(dd, kind="unigram", vocab_size=200)
+    assert [tok.pad_token_id, tok.unk_token_id, tok.bos_token_id, tok.eos_token_id] == [0, 1, 2, 3]
+    assert 100 < len(tok) <= 200
+    for pair in dd["test"]["translation"][:20]:
+        for text in pair.values():
+            assert tok.decode(tok(text)["input_ids"], skip_special_tokens=True) == text
+    assert unknown_rate(tok, [p["es"] for p in dd["test"]["translation"]]) == 0.0
+    model = json.loads(tok.backend_tokenizer.to_str())["model"]
+    assert model["type"] == "Unigram"
+    scores = dict(map(tuple, model["vocab"][4:]))
+    for word in ("▁miércoles,", "▁septiembre", "▁2019", "▁Thursday"):
+        pieces = tok.tokenize(word[1:])
+        assert "".join(pieces) == word
+        assert sum(scores[p] for p in pieces) == pytest.approx(
+            best_segmentation_score(word, scores)
+        )
+    per = build_translation_tokenizer(dd, kind="unigram", vocab_size=120, joint=False)
+    assert 120 < len(per) <= 236
+    text = "lunes, 22 de abril de 2019"
+    assert per.decode(per(text)["input_ids"], skip_special_tokens=True) == text
+
+
+@pytest.mark.parametrize("kind", ["word", "char", "bpe", "unigram"])
 def test_saved_tokenizer_loads_with_autotokenizer(tmp_path, kind):
-    tok = build_translation_tokenizer(PAIRS, kind=kind, vocab_size=40 if kind == "bpe" else None)
+    subword = kind in ("bpe", "unigram")
+    tok = build_translation_tokenizer(PAIRS, kind=kind, vocab_size=40 if subword else None)
     tok.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
     loaded = AutoTokenizer.from_pretrained(tmp_path)
@@ -107,3 +154,5 @@ def test_bad_arguments():
         build_translation_tokenizer(PAIRS, vocab_size=4)
     with pytest.raises(ValueError, match="'fr'"):
         build_translation_tokenizer(PAIRS, target_lang="fr")
+    with pytest.raises(ValueError, match="min_frequency must be 1 for a unigram"):
+        build_translation_tokenizer(PAIRS, kind="unigram", min_frequency=2)

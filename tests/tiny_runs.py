@@ -97,9 +97,11 @@ def build_translation_run(
     steps: int = 60,
     source: str = "date-normalization",
     training: dict | None = None,
+    tokenizer: dict | None = None,
 ) -> Path:
     """Train a tiny translation model on a small generated task with ``run_recipe``
-    (``training`` overrides fields of the recipe's ``training:`` section)."""
+    (``training`` overrides fields of the recipe's ``training:`` section; ``tokenizer`` is the
+    ``tokenizer:`` section, characters by default)."""
     from hfattn.orchestration import run_recipe
     from hfattn.recipes import load_recipe
 
@@ -111,7 +113,7 @@ def build_translation_run(
         task="translation",
         output_dir=str(out),
         model=TINY_TRANSLATION_MODELS[model],
-        tokenizer={"type": "char"},
+        tokenizer=tokenizer or {"type": "char"},
         data={"source": source, "size": 1500, "validation_fraction": 0.1, "test_fraction": 0.1},
         training={
             "batch_size": 32,

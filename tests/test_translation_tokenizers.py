@@ -156,3 +156,11 @@ def test_bad_arguments():
         build_translation_tokenizer(PAIRS, target_lang="fr")
     with pytest.raises(ValueError, match="min_frequency must be 1 for a unigram"):
         build_translation_tokenizer(PAIRS, kind="unigram", min_frequency=2)
+
+
+def test_recipe_check_accepts_exactly_the_kinds_the_builder_builds():
+    """The light recipe schema keeps its own list (it must not import ``tokenizers``)."""
+    from hfattn.schema import TOKENIZER_KINDS
+    from hfattn.translation_tokenizers import KINDS
+
+    assert TOKENIZER_KINDS == KINDS

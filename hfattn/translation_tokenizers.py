@@ -17,7 +17,8 @@ Kinds:
 - ``"unigram"``: a unigram language model over the same ``Metaspace`` pieces (Kudo 2018, the
   SentencePiece default): EM fits a probability :math:`p(x)` to every candidate piece and
   prunes the vocabulary to ``vocab_size``; a text is cut into the pieces
-  :math:`\arg\max_{x_1 \dots x_M} \sum_i \log p(x_i)` (Viterbi).
+  :math:`\arg\max_{x_1 \dots x_M} \sum_i \log p(x_i)` (Viterbi). ``<`` and ``>`` are
+  pieces of their own, so that no text reads as a special token.
 
 ``joint=True`` trains one vocabulary on both languages (``vocab_size`` in total).
 ``joint=False`` trains each language's own vocabulary (``vocab_size`` each, special tokens
@@ -152,6 +153,21 @@ def _bpe_model(texts: list[str], vocab_size: int, min_frequency: int, normalizer
     return model["vocab"], merges
 
 
+SPECIAL_TOKEN_DELIMITERS = "<>"
+"""Characters that a unigram tokenizer keeps as pieces of their own: every special token is
+spelled between them, so no piece of text can match one (a unigram model scores its special
+tokens as pieces of probability 1 and would otherwise read the text ``<eos>`` as ``<eos>``)."""
+
+
+def _subword_pre_tokenizer(kind: str):
+    """``Metaspace`` words; for ``"unigram"`` also :data:`SPECIAL_TOKEN_DELIMITERS` split off."""
+    metaspace = pre_tokenizers.Metaspace()
+    if kind != "unigram":
+        return metaspace
+    delimiters = Regex(f"[{_regex_class(SPECIAL_TOKEN_DELIMITERS)}]")
+    return pre_tokenizers.Sequence([metaspace, pre_tokenizers.Split(delimiters, "isolated")])
+
+
 def _unigram_pieces(texts: list[str], vocab_size: int, normalizer, pre_tok):
     """``[(piece, log p(piece)), ...]`` of a unigram language model (Kudo 2018) trained on
     ``texts``, the special tokens first (ids 0..3, log-probability 0)."""
@@ -248,7 +264,7 @@ def build_translation_tokenizer(
     normalizer = _normalizer(lowercase, strip_punctuation)
     unk = SPECIAL_TOKENS["unk_token"]
     if kind in SUBWORD_KINDS:
-        pre_tok = pre_tokenizers.Metaspace()
+        pre_tok = _subword_pre_tokenizer(kind)
         backend = Tokenizer(
             _subword_model(kind, groups, vocab_size, min_frequency, normalizer, pre_tok)
         )
@@ -305,6 +321,7 @@ def unknown_rate(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> fl
 __all__ = [
     "DEFAULT_VOCAB_SIZES",
     "KINDS",
+    "SPECIAL_TOKEN_DELIMITERS",
     "SUBWORD_KINDS",
     "build_translation_tokenizer",
     "unknown_rate",

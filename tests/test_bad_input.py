@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from hfattn.cli import main
 from hfattn.recipes import RecipeBase, RecipeError, load_recipe
 from hfattn.tokenization import build_char_tokenizer
-from hfattn.translation_tokenizers import build_translation_tokenizer
+from hfattn.translation_tokenizers import SPECIAL_TOKEN_DELIMITERS, build_translation_tokenizer
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 
@@ -111,7 +111,7 @@ def test_char_tokenizer_maps_each_unknown_character_to_one_unk(text):
 def translation_tokenizer(kind: str):
     """A joint tokenizer of ``kind`` on :data:`TRANSLATION_PAIRS` (built once per kind)."""
     return build_translation_tokenizer(
-        TRANSLATION_PAIRS, kind=kind, vocab_size=120 if kind == "bpe" else None
+        TRANSLATION_PAIRS, kind=kind, vocab_size=120 if kind in ("bpe", "unigram") else None
     )
 
 
@@ -169,8 +169,10 @@ def test_translation_char_tokenizer_maps_each_unknown_character_to_one_unk(text)
 @example(text="ö a")  # an unknown first character: the space after it stays
 @example(text="  I love")  # only the first leading space goes
 @example(text="▁a")  # a literal ▁ reads as a space
-def test_bpe_tokenizer_gives_back_the_text_less_unknown_characters(text):
-    tokenizer = translation_tokenizer("bpe")
+@example(text="<pad> <eos>x")  # text, never the special tokens
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_subword_tokenizer_gives_back_the_text_less_unknown_characters(kind, text):
+    tokenizer = translation_tokenizer(kind)
     special = set(tokenizer.all_special_tokens)
     alphabet = {c for token in tokenizer.get_vocab() if token not in special for c in token}
     alphabet.add(" ")  # the ▁ of every word
@@ -178,15 +180,17 @@ def test_bpe_tokenizer_gives_back_the_text_less_unknown_characters(text):
     spaced = nfc(text).replace("▁", " ").removeprefix(" ")
     known = "".join(c for c in spaced if c in alphabet)
     assert tokenizer.decode(ids, skip_special_tokens=True) == known
-    assert ids.count(tokenizer.unk_token_id) == unknown_runs(spaced, alphabet)
+    isolated = SPECIAL_TOKEN_DELIMITERS if kind == "unigram" else ""
+    assert ids.count(tokenizer.unk_token_id) == unknown_runs(spaced, alphabet, isolated)
 
 
-def unknown_runs(text: str, alphabet: set[str]) -> int:
-    """The number of maximal runs of characters outside ``alphabet`` (a space ends a run)."""
+def unknown_runs(text: str, alphabet: set[str], isolated: str = "") -> int:
+    """The number of maximal runs of characters outside ``alphabet`` (a space ends a run; each
+    character of ``isolated`` is a piece, hence a run, of its own)."""
     runs, inside = 0, False
     for c in text:
-        runs += c not in alphabet and not inside
-        inside = c not in alphabet
+        runs += c not in alphabet and (not inside or c in isolated)
+        inside = c not in alphabet and c not in isolated
     return runs
 
 

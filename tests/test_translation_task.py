@@ -280,6 +280,22 @@ def test_a_unigram_run_saves_a_unigram_tokenizer_that_loads_without_hfattn(tmp_p
     assert capsys.readouterr().out.strip()
 
 
+def test_n_best_lists_start_with_the_translation_and_hold_each_beam(marian_run):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hfattn.tasks.translation.inference import translate_n_best
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(marian_run)
+    tokenizer = AutoTokenizer.from_pretrained(marian_run)
+    sources = ["April 22, 2019", "", "3/4/1999", "the 1st of May 2001"]
+    n_best = translate_n_best(
+        model, tokenizer, sources, num_beams=3, num_return_sequences=3, max_new_tokens=16
+    )
+    assert n_best[1] == [""] and [len(n_best[i]) for i in (0, 2, 3)] == [3, 3, 3]
+    best = translate_texts(model, tokenizer, sources, num_beams=3, max_new_tokens=16)
+    assert [hypotheses[0] for hypotheses in n_best] == best
+
+
 def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys):
     results = json.loads((marian_run / "eval_results.json").read_text())
     assert results["task_type"] == "translation"

@@ -4,7 +4,8 @@
 longer than the model allows (warning, or
 :class:`~hfattn.tasks.translation.encoding.SourceTooLongError` when asked to refuse), returns
 ``""`` for an empty source, and decodes with ``generate`` (greedy, sampling or beam search):
-what ``hfattn translate``, the scoring of a split and the sample after training use.
+what ``hfattn translate``, the scoring of a split and the sample after training use;
+:func:`translate_n_best` returns the ``n`` best of each.
 :func:`cross_attention_maps` (and :func:`alignment`, one layer and head of it) gives the
 cross-attention of a translation, what ``hfattn plot attention`` draws.
 """
@@ -38,7 +39,6 @@ def target_limit(model) -> int | None:
     return int(value) if value else None
 
 
-@torch.no_grad()
 def translate_texts(
     model,
     tokenizer,
@@ -58,11 +58,47 @@ def translate_texts(
         ValueError: ``batch_size`` < 1, or a source that is not valid text
             (:func:`~hfattn.tokenization.require_text`).
     """
+    return [
+        best[0]
+        for best in translate_n_best(
+            model,
+            tokenizer,
+            texts,
+            batch_size=batch_size,
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+            on_too_long=on_too_long,
+            **generate_kwargs,
+        )
+    ]
+
+
+@torch.no_grad()
+def translate_n_best(
+    model,
+    tokenizer,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 32,
+    num_beams: int = 1,
+    num_return_sequences: int = 1,
+    max_new_tokens: int = 128,
+    on_too_long: str = "warn",
+    **generate_kwargs,
+) -> list[list[str]]:
+    """The ``num_return_sequences`` best translations of each of ``texts``, best first (beam
+    search keeps at most ``num_beams``), as :func:`translate_texts` translates; an empty or
+    blank source gives ``[""]``.
+
+    Raises:
+        ValueError: ``batch_size`` < 1, or a source that is not valid text
+            (:func:`~hfattn.tokenization.require_text`).
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     for i, text in enumerate(texts):
         require_text(text, f"source {i}")
-    outputs = [""] * len(texts)
+    outputs: list[list[str]] = [[""] for _ in texts]
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:  # the tokenizer refuses an empty batch
         return outputs
@@ -90,12 +126,15 @@ def translate_texts(
             attention_mask=batch["attention_mask"].to(device),
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
+            **({"num_return_sequences": num_return_sequences} if num_return_sequences > 1 else {}),
             **generate_kwargs,
         )
-        for k, text in zip(
-            chunk, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True
-        ):
-            outputs[todo[k]] = text.strip()
+        decoded = [
+            text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)
+        ]
+        for position, k in enumerate(chunk):
+            start = position * num_return_sequences
+            outputs[todo[k]] = decoded[start : start + num_return_sequences]
     model.train(was_training)
     return outputs
 
@@ -202,5 +241,6 @@ __all__ = [
     "cross_attention_maps",
     "select_attention",
     "target_limit",
+    "translate_n_best",
     "translate_texts",
 ]

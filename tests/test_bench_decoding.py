@@ -28,7 +28,7 @@ def test_the_grid_scores_the_translations_of_each_setting(tmp_path, capsys):
     from hfattn.data.translation import load_translation_splits
     from hfattn.tasks.translation.inference import translate_n_best, translate_texts
 
-    run = build_translation_run(tmp_path / "run", steps=60)
+    run = build_translation_run(tmp_path / "run", steps=20, training={"eval_every": None})
     out = tmp_path / "grid.json"
     args = [str(run), "--data", "date-normalization", "--limit", "40", "--num-beams", "1", "3"]
     assert bench_decoding.main([*args, "--mbr", "--json", str(out)]) == 0

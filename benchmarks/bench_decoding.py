@@ -30,15 +30,18 @@ import time
 
 from benchlib import BenchReport, add_json_argument
 
+SOURCE_LANG = "en"
+"""The source side of every pair (the Bible's and the generated data sets' English)."""
+
 
 def mbr_select(candidates: list[str]) -> str:
     r"""The candidate with the highest summed chrF against the other candidates
     (:math:`\arg\max_i \sum_{j \ne i} \mathrm{chrF}(h_i, h_j)`; the first on ties)."""
     import sacrebleu
 
-    chrf = sacrebleu.CHRF()
     if len(candidates) == 1:
         return candidates[0]
+    chrf = sacrebleu.CHRF()
     agreement = [
         sum(chrf.sentence_score(h, [o]).score for j, o in enumerate(candidates) if j != i)
         for i, h in enumerate(candidates)
@@ -121,13 +124,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import hfattn.models  # noqa: F401  (registers the model types)
     from hfattn.data.translation import load_translation_splits
+    from hfattn.tasks.translation.encoding import target_language
 
     model = AutoModelForSeq2SeqLM.from_pretrained(args.folder)
     tokenizer = AutoTokenizer.from_pretrained(args.folder)
-    rows = load_translation_splits(args.data)[args.split]["translation"][: args.limit]
-    source_lang = "en" if "en" in rows[0] else next(iter(rows[0]))
-    target_lang = next(lang for lang in rows[0] if lang != source_lang)
-    sources = [row[source_lang] for row in rows]
+    split = load_translation_splits(args.data)[args.split]
+    target_lang = target_language(split, SOURCE_LANG)
+    rows = split["translation"][: args.limit]
+    sources = [row[SOURCE_LANG] for row in rows]
     references = [row[target_lang] for row in rows]
     scored = decode_grid(model, tokenizer, sources, references, args)
 

@@ -184,18 +184,21 @@ def _unigram_pieces(texts: list[str], vocab_size: int, normalizer, pre_tok):
     return [(piece, score) for piece, score in json.loads(backend.to_str())["model"]["vocab"]]
 
 
-def _subword_model(
-    kind: str, groups: list[list[str]], vocab_size: int, min_frequency: int, normalizer, pre_tok
+def _merged_unigram_model(groups: list[list[str]], vocab_size: int, normalizer, pre_tok):
+    """The unigram model trained on each group of texts, merged into one id space (the first
+    group's pieces, then the others' new ones, each with its own log-probability)."""
+    pieces = {tok: 0.0 for tok in _SPECIALS}
+    for texts in groups:
+        for piece, score in _unigram_pieces(texts, vocab_size, normalizer, pre_tok):
+            pieces.setdefault(piece, score)
+    return models.Unigram(list(pieces.items()), unk_id=_SPECIALS.index(SPECIAL_TOKENS["unk_token"]))
+
+
+def _merged_bpe_model(
+    groups: list[list[str]], vocab_size: int, min_frequency: int, normalizer, pre_tok
 ):
-    """The ``tokenizers`` model of a ``"bpe"`` or ``"unigram"`` tokenizer trained on each group
-    of texts and merged into one id space (see the module docstring)."""
-    unk = SPECIAL_TOKENS["unk_token"]
-    if kind == "unigram":
-        pieces = {tok: 0.0 for tok in _SPECIALS}
-        for texts in groups:
-            for piece, score in _unigram_pieces(texts, vocab_size, normalizer, pre_tok):
-                pieces.setdefault(piece, score)
-        return models.Unigram(list(pieces.items()), unk_id=_SPECIALS.index(unk))
+    """The BPE model trained on each group of texts, merged into one id space (the union of
+    the vocabularies; the first group's merges, then the others' new ones)."""
     vocab: dict[str, int] = {tok: i for i, tok in enumerate(_SPECIALS)}
     merges: list[tuple[str, str]] = []
     seen_merges: set[tuple[str, str]] = set()
@@ -209,6 +212,7 @@ def _subword_model(
             if merge not in seen_merges:
                 seen_merges.add(merge)
                 merges.append(merge)
+    unk = SPECIAL_TOKENS["unk_token"]
     return models.BPE(vocab=vocab, merges=merges, unk_token=unk, fuse_unk=True)
 
 
@@ -266,7 +270,9 @@ def build_translation_tokenizer(
     if kind in SUBWORD_KINDS:
         pre_tok = _subword_pre_tokenizer(kind)
         backend = Tokenizer(
-            _subword_model(kind, groups, vocab_size, min_frequency, normalizer, pre_tok)
+            _merged_unigram_model(groups, vocab_size, normalizer, pre_tok)
+            if kind == "unigram"
+            else _merged_bpe_model(groups, vocab_size, min_frequency, normalizer, pre_tok)
         )
         backend.pre_tokenizer = pre_tok
         backend.decoder = decoders.Metaspace()

@@ -48,9 +48,9 @@ class ClassificationTokenizerSection(BuiltTokenizerSection):
     """``tokenizer:`` — for ``model.type`` models only (a pretrained model brings its own):
     built on the training texts (:class:`~hfattn.schema.BuiltTokenizerSection`), ``word``
     (lower-cased, punctuation stripped, the ``vocab_size`` most frequent words), ``char``,
-    ``bpe`` or ``unigram``. ``whitespace: ignore`` (``char`` only) drops every space before tokenizing, so a
-    text of symbols reads the same however it is spaced (``"B P B T"`` = ``"BPBT"``); the
-    default ``keep`` makes spaces tokens like any character."""
+    ``bpe`` or ``unigram``. ``whitespace: ignore`` (``char`` only) drops every space before
+    tokenizing, so a text of symbols reads the same however it is spaced (``"B P B T"`` =
+    ``"BPBT"``); the default ``keep`` makes spaces tokens like any character."""
 
     vocab_size: int = 20000
     whitespace: str = "keep"

@@ -63,7 +63,8 @@ class TrainingSection:
     learning-rate schedule follows the clock so that it still ends annealed."""
     optimizer: str = "adamw"
     """The optimizer by name: ``adamw``, ``nadam`` (Géron ch. 16), ``rmsprop`` (Chollet ch. 11),
-    ``radam`` (Liu et al. 2020) or ``sgd``."""
+    ``radam`` (Liu et al. 2020), ``sgd`` or ``muon`` (Jordan et al. 2024: Muon on the hidden
+    weight matrices, AdamW with ``betas`` on embeddings, output layer and biases)."""
     learning_rate: float = 1e-3
     """The peak learning rate (the factor of ``schedule``; for ``noam``, a multiplier)."""
     weight_decay: float = 0.0

@@ -135,7 +135,9 @@ def test_recipe_reference_shows_docstrings_defaults_and_choices(hook):
     )
     assert "| `loss` |" in row and "best checkpoint" in row
     optimizer = next(line for line in markdown.splitlines() if "`training.optimizer`" in line)
-    assert all(f"`{name}`" in optimizer for name in ("adamw", "nadam", "rmsprop", "radam", "sgd"))
+    assert all(
+        f"`{name}`" in optimizer for name in ("adamw", "nadam", "rmsprop", "radam", "sgd", "muon")
+    )
     cell = next(
         line for line in _block(markdown, "model-char-rnn").splitlines() if "`model.cell`" in line
     )

@@ -15,7 +15,7 @@ from hfattn.recipes import RecipeError, load_recipe
         ("training.batch_size=-8", "training.batch_size: must be > 0, got -8"),
         (
             "training.optimizer=lbfgs",
-            "training.optimizer: 'lbfgs' is not one of adamw, nadam, rmsprop, radam, sgd",
+            "training.optimizer: 'lbfgs' is not one of adamw, nadam, rmsprop, radam, sgd, muon",
         ),
         ("training.schedule=step", "training.schedule: 'step' is not one of"),
         ("model.cell=transformer", "model.cell must be one of gru, lstm, rnn"),

@@ -94,10 +94,14 @@ def test_train_writes_a_complete_model_folder(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("Zoë:\n")
 
 
-@pytest.mark.parametrize("mode", ["stateful", "stateless"])
-def test_resume_continues_exactly(tmp_path, mode):
-    """Stop at step 7 (as a signal would), resume, and end with bit-identical weights."""
-    common = {"training": {"mode": mode, "max_steps": 14, "save_every": 100, "eval_every": 5},
+@pytest.mark.parametrize(
+    ("mode", "optimizer"), [("stateful", "adamw"), ("stateless", "adamw"), ("stateful", "muon")]
+)
+def test_resume_continues_exactly(tmp_path, mode, optimizer):
+    """Stop at step 7 (as a signal would), resume, and end with bit-identical weights (Muon's
+    momentum buffers and AdamW's moments both come back from the checkpoint)."""
+    common = {"training": {"mode": mode, "max_steps": 14, "save_every": 100, "eval_every": 5,
+                           "optimizer": optimizer},
               "model": {"dropout": 0.2, "num_layers": 2}}  # fmt: skip
     straight = load_recipe(write_recipe(tmp_path / "a", **common))
     reference = run_recipe(straight)

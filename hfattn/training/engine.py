@@ -108,7 +108,7 @@ class _Run:
         self.total_steps = schedule_steps(cfg, steps_per_epoch)
         optimizer = build_optimizer(
             cfg.optimizer,
-            job.model.parameters(),
+            job.model,
             lr=cfg.learning_rate,
             weight_decay=cfg.weight_decay,
             betas=tuple(cfg.betas),

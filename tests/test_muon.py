@@ -186,3 +186,27 @@ def test_bad_settings_are_named(kwargs, message):
 def test_a_muon_group_takes_matrices_only():
     with pytest.raises(ValueError, match=r"not 2-D: \[\(3,\)\]"):
         MuonAdamW([{"params": [nn.Parameter(torch.zeros(3))], "use_muon": True}])
+
+
+def test_a_transformer_sends_its_projections_to_muon_and_embeddings_norms_head_to_adamw():
+    from hfattn.models import VaswaniConfig, VaswaniForConditionalGeneration
+
+    config = VaswaniConfig(vocab_size=16, encoder_layers=1, decoder_layers=1, d_model=16,
+                           num_heads=2, ffn_dim=32, max_position_embeddings=32)  # fmt: skip
+    model = VaswaniForConditionalGeneration(config)
+    groups = muon_param_groups(model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    muon = [names[id(p)] for p in groups[0]["params"]]
+    adamw = [names[id(p)] for p in groups[1]["params"]]
+    assert muon and all(n.endswith("weight") for n in muon)
+    assert not any("embed" in n or "norm" in n for n in muon)
+    head = model.get_output_embeddings().weight
+    assert id(head) not in {id(p) for p in groups[0]["params"]}
+    assert any("norm" in n for n in adamw) and all(
+        p.ndim != 2 or "embed" in names[id(p)] or p is head for p in groups[1]["params"]
+    )
+    # every 2-D weight of an attention or feed-forward layer is in the Muon group
+    linears = [
+        m.weight for m in model.modules() if isinstance(m, nn.Linear) and m.weight is not head
+    ]
+    assert {id(w) for w in linears} == {id(p) for p in groups[0]["params"]}

@@ -30,6 +30,7 @@ import math
 
 import torch
 from torch import nn
+from torch.optim.adamw import adamw
 
 NEWTON_SCHULZ_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 """``(a, b, c)`` of the quintic iteration ``X <- a X + (b A + c A^2) X`` (Jordan et al. 2024)."""
@@ -82,7 +83,7 @@ def muon_param_groups(model: nn.Module) -> list[dict]:
 
 class MuonAdamW(torch.optim.Optimizer):
     r"""Muon on the parameter groups with ``use_muon=True`` (2-D tensors only), AdamW on the others
-    (the update of ``torch.optim.AdamW``, step for step); see the module docstring for the Muon
+    (``torch.optim.AdamW``'s own update, through its functional form); see the module docstring for the Muon
     update. One ``lr`` per group, so any ``LambdaLR`` schedule drives both.
 
     Args:
@@ -141,35 +142,49 @@ class MuonAdamW(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            update = self._muon_update if group["use_muon"] else self._adamw_update
-            for param in group["params"]:
-                if param.grad is not None:
-                    param.mul_(1.0 - group["lr"] * group["weight_decay"])
-                    update(param, self.state[param], group)
+            (self._muon_step if group["use_muon"] else self._adamw_step)(group)
         return loss
 
-    @staticmethod
-    def _muon_update(param: torch.Tensor, state: dict, group: dict) -> None:
-        if "momentum_buffer" not in state:
-            state["momentum_buffer"] = torch.zeros_like(param)
-        buffer = state["momentum_buffer"].mul_(group["momentum"]).add_(param.grad)
-        nesterov = param.grad.add(buffer, alpha=group["momentum"])
-        scale = MUON_RMS_MATCH * math.sqrt(max(param.shape))
-        param.add_(orthogonalize(nesterov, group["ns_steps"]), alpha=-group["lr"] * scale)
+    def _muon_step(self, group: dict) -> None:
+        lr, momentum = group["lr"], group["momentum"]
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            state = self.state[param]
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros_like(param)
+            buffer = state["momentum_buffer"].mul_(momentum).add_(param.grad)
+            nesterov = param.grad.add(buffer, alpha=momentum)
+            scale = MUON_RMS_MATCH * math.sqrt(max(param.shape))
+            param.mul_(1.0 - lr * group["weight_decay"])
+            param.add_(orthogonalize(nesterov, group["ns_steps"]), alpha=-lr * scale)
 
-    @staticmethod
-    def _adamw_update(param: torch.Tensor, state: dict, group: dict) -> None:
+    def _adamw_step(self, group: dict) -> None:
+        """``torch.optim.AdamW``'s own update (its functional form) on the group's parameters."""
+        params = [param for param in group["params"] if param.grad is not None]
+        for param in params:
+            state = self.state[param]
+            if "step" not in state:
+                state["step"] = torch.tensor(0.0)
+                state["exp_avg"] = torch.zeros_like(param)
+                state["exp_avg_sq"] = torch.zeros_like(param)
+        states = [self.state[param] for param in params]
         beta1, beta2 = group["betas"]
-        if "step" not in state:
-            state["step"] = torch.tensor(0.0)
-            state["exp_avg"] = torch.zeros_like(param)
-            state["exp_avg_sq"] = torch.zeros_like(param)
-        state["step"] += 1
-        step = state["step"].item()
-        state["exp_avg"].lerp_(param.grad, 1.0 - beta1)
-        state["exp_avg_sq"].mul_(beta2).addcmul_(param.grad, param.grad, value=1.0 - beta2)
-        denom = (state["exp_avg_sq"].sqrt() / math.sqrt(1.0 - beta2**step)).add_(group["eps"])
-        param.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1.0 - beta1**step))
+        adamw(
+            params,
+            [param.grad for param in params],
+            [state["exp_avg"] for state in states],
+            [state["exp_avg_sq"] for state in states],
+            [],
+            [state["step"] for state in states],
+            amsgrad=False,
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=False,
+        )
 
 
 __all__ = [

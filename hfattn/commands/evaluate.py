@@ -1,9 +1,17 @@
 """``hfattn evaluate DIR``: re-score a saved model with its task's metrics (causal LM: loss,
-perplexity, bits per char, next-char accuracy; translation: BLEU, chrF, exact match, ...)."""
+perplexity, bits per char, next-char accuracy; translation: BLEU, chrF, exact match, ...).
+A translation decodes with the model's saved generation settings, the ones the end of
+``hfattn train`` scores with (``--num-beams`` / ``--max-new-tokens`` change them), with
+``generate()`` or (``--engine ctranslate2``) the run's CTranslate2 export."""
 
 from __future__ import annotations
 
 import argparse
+
+ENGINES = ("torch", "ctranslate2")
+"""What ``--engine`` decodes a translation run with."""
+DECODING_OPTIONS = ("num_beams", "max_new_tokens")
+"""The options that change how a translation run decodes (translation runs only)."""
 
 
 def register(subparsers) -> None:
@@ -22,12 +30,46 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--seq-len", type=int, help="causal LM window (default: the recipe's evaluation.seq_len)"
     )
+    parser.add_argument(
+        "--num-beams",
+        type=int,
+        help="translation: beam width (default: the model's generation_config.json, the "
+        "recipe's generation.num_beams)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="translation: most tokens per translation (default: generation_config.json)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="torch",
+        help="translation: torch (the model's generate(), with loss and token accuracy) or "
+        "ctranslate2 (the run's CTranslate2 export, MODEL_DIR/ct2 or MODEL_DIR itself: BLEU, "
+        "chrF and exact match)",
+    )
     parser.set_defaults(func=run)
+
+
+def decoding_error(args: argparse.Namespace, task: str) -> str | None:
+    """The one-line error for a bad decoding option (``--num-beams``, ``--max-new-tokens``,
+    ``--engine``), or ``None``: each must be >= 1, and only a translation run decodes."""
+    given = [name for name in DECODING_OPTIONS if getattr(args, name) is not None]
+    if args.engine != "torch":
+        given.append("engine")
+    for name in given:
+        flag = "--" + name.replace("_", "-")
+        if task != "translation":
+            return f"{flag}: only a translation run decodes; {args.model_dir} is a {task} run"
+        value = getattr(args, name)
+        if name in DECODING_OPTIONS and (isinstance(value, bool) or value < 1):
+            return f"{flag} must be >= 1, got {value}"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     """Load the folder and its recipe's data, score with the recipe's task, print a table."""
-    import math
     import sys
     from pathlib import Path
 
@@ -63,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
     except RecipeError as err:
         print(f"error: {recipe_file}: {err}", file=sys.stderr)
         return 2
+    problem = decoding_error(args, recipe.task)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:  # a --data typo fails before the model loads
         check_data_source(recipe.task, args.data)
     except (FileNotFoundError, ValueError) as err:
@@ -72,22 +118,51 @@ def run(args: argparse.Namespace) -> int:
     from ..logging_setup import configure_logging
     from ..tasks import get_task
     from .loading import ModelLoadError, load_model_and_tokenizer
-    from .report import print_metrics
 
     configure_logging()
     task = get_task(recipe.task)
+    splits = args.split or ["test"]
+    decoding = {name: getattr(args, name) for name in DECODING_OPTIONS}
+    if args.engine == "ctranslate2":
+        from ..export.ctranslate2 import evaluate_export, export_of
+
+        export = export_of(model_dir)
+        if export is None:
+            print(
+                f"error: --engine ctranslate2: {model_dir} has no CTranslate2 export (neither "
+                f"it nor its ct2/ folder is one); write one with `hfattn export {model_dir} "
+                f"--format ctranslate2 {model_dir / 'ct2'}`",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            metrics = evaluate_export(export, recipe, splits, data=args.data, **decoding)
+        except (FileNotFoundError, ValueError, ImportError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return _report(args, model_dir, recipe, metrics)
     try:  # one clear message for unreadable weights, config or tokenizer files
         load_model_and_tokenizer(str(model_dir), task.card.auto_class)
     except ModelLoadError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    options = decoding if recipe.task == "translation" else {}
     try:
-        metrics = task.evaluate_folder(model_dir, recipe, args.split or ["test"], data=args.data)
+        metrics = task.evaluate_folder(model_dir, recipe, splits, data=args.data, **options)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    return _report(args, model_dir, recipe, metrics)
+
+
+def _report(args: argparse.Namespace, model_dir, recipe, metrics: dict) -> int:
+    """Print the table and the warnings; 1 when a metric is not finite."""
+    import math
+    import sys
+
     from ..evaluation.language_modeling import explain_zero_state
     from ..run_folder import training_shortfall
+    from .report import print_metrics
 
     title = f"{model_dir} on {args.data or recipe.data.source}"
     print_metrics(metrics, title=title, note=explain_zero_state(metrics))

@@ -834,6 +834,46 @@ class CTranslate2Translation:
         )
 
 
+def evaluate_export(
+    folder: str | Path,
+    recipe,
+    splits: Sequence[str],
+    *,
+    data: str | None = None,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
+    compute_type: str = "default",
+) -> dict[str, dict]:
+    """BLEU, chrF and exact match of the export in ``folder`` on ``splits`` of a translation
+    ``recipe``'s data (or of ``data``), as the model's own scoring
+    (:func:`~hfattn.tasks.translation.job.decoded_scores`) but translated by CTranslate2 with
+    the export's saved generation settings (or the ``num_beams`` / ``max_new_tokens`` given).
+    No teacher-forced loss: the export translates, it is not trained.
+
+    Raises:
+        ValueError: ``folder`` is no export, or a decoding setting out of range.
+        ImportError: ``ctranslate2`` is not installed.
+    """
+    from ..tasks.translation.encoding import load_pairs
+    from ..tasks.translation.job import decoded_scores
+
+    translator = CTranslate2Translation(folder, compute_type=compute_type)
+    settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens}
+    translator.settings(**settings)  # bad settings fail before the data loads
+    pairs = load_pairs(recipe.data, data)
+    batch_size = recipe.evaluation.batch_size
+
+    def translate(texts: list[str]) -> list[str]:
+        return translator.translate(texts, batch_size=batch_size, **settings)
+
+    return {
+        split: decoded_scores(
+            translate, translator.tokenizer, *pairs[split], recipe.evaluation.max_examples
+        )
+        for split in splits
+    }
+
+
 EXPORT_FILES = ("model.bin", EXPORT_INFO_FILE, "tokenizer.json")
 """The files every hfattn CTranslate2 export holds."""
 
@@ -893,6 +933,7 @@ __all__ = [
     "check_quantization",
     "decoding_tokens",
     "download_export",
+    "evaluate_export",
     "export_ctranslate2",
     "export_of",
     "is_export",

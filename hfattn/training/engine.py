@@ -164,12 +164,14 @@ class _Run:
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
 
     # ---- evaluation --------------------------------------------------------------------
-    def evaluate(self, split: str) -> dict:
-        """Score ``split`` on the main process and share the result with every process."""
+    def evaluate(self, split: str, final: bool = False) -> dict:
+        """Score ``split`` on the main process and share the result with every process
+        (``final``: with the job's ``final_evaluate`` when it has one)."""
         acc = self.accelerator
         result = [None]
         if acc.is_main_process:
-            result[0] = self.job.evaluate(acc.unwrap_model(self.model), split)
+            score = (final and self.job.final_evaluate) or self.job.evaluate
+            result[0] = score(acc.unwrap_model(self.model), split)
         broadcast_object_list(result)
         return result[0]
 
@@ -506,7 +508,7 @@ def train(
     if cfg.load_best_at_end and p.best_step is not None:
         load_best_weights(model, output_dir)
     for split in dict.fromkeys(job.eval_splits):
-        result.metrics[split] = run.evaluate(split)
+        result.metrics[split] = run.evaluate(split, final=True)
     if acc.is_main_process:
         for key, value in (generation_defaults or {}).items():
             setattr(model.generation_config, key, value)

@@ -25,6 +25,9 @@ class TrainingJob:
             task returns the state already detached (truncated BPTT); it is a tensor or a tuple
             of tensors (saved with checkpoints).
         evaluate: ``(model, split) -> {metric: value}`` with a ``loss`` entry.
+        final_evaluate: the same, for the scores at the end of training (those written to
+            ``eval_results.json``) when they differ from the periodic ones (a translation run
+            decodes them with its saved generation settings); ``None``: ``evaluate``.
         eval_splits: splits scored at the end (``validation`` is also scored periodically).
         sample: optional ``model -> str`` shown at the end of training.
         card_metadata: task / dataset names recorded in ``eval_results.json``.
@@ -35,6 +38,7 @@ class TrainingJob:
     batches: Any
     compute_loss: Callable
     evaluate: Callable[[Any, str], dict]
+    final_evaluate: Callable[[Any, str], dict] | None = None
     eval_splits: Sequence[str] = ("validation", "test")
     sample: Callable[[Any], str] | None = None
     card_metadata: dict = field(default_factory=dict)

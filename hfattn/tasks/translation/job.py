@@ -23,9 +23,18 @@ translation_loss = model_loss
 
 
 def score_split(
-    model, tokenizer, sources, targets, evaluation: TranslationEvaluationSection, data
+    model,
+    tokenizer,
+    sources,
+    targets,
+    evaluation: TranslationEvaluationSection,
+    data,
+    decoding: dict | None = None,
 ) -> dict:
-    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one split."""
+    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one split; the
+    translations decode with ``decoding`` (``generate()`` keyword arguments, see
+    :func:`scoring_decoding`), by default ``evaluation.num_beams`` and
+    ``evaluation.max_new_tokens`` (the periodic validations of a training run)."""
     src_ids = encode_sources(tokenizer, sources, data.max_source_length, on_too_long="warn")
     tgt_ids = encode_targets(tokenizer, targets, data.max_target_length, "warn")
     step = evaluation.batch_size
@@ -34,19 +43,27 @@ def score_split(
         for k in range(0, len(src_ids), step)
     )
     scores = teacher_forced_scores(model, batches)
-    n = len(sources) if evaluation.max_examples is None else evaluation.max_examples
-    predictions = translate_texts(
-        model,
-        tokenizer,
-        sources[:n],
-        batch_size=evaluation.batch_size,
-        num_beams=evaluation.num_beams,
-        max_new_tokens=evaluation.max_new_tokens,
-    )
-    references = [reference_text(tokenizer, t) for t in targets[:n]]
-    scores.update(text_scores(predictions, references))
-    scores["num_examples"] = n
+    if decoding is None:
+        decoding = {"num_beams": evaluation.num_beams, "max_new_tokens": evaluation.max_new_tokens}
+
+    def translate(texts):
+        return translate_texts(
+            model, tokenizer, texts, batch_size=evaluation.batch_size, **decoding
+        )
+
+    scores.update(decoded_scores(translate, tokenizer, sources, targets, evaluation.max_examples))
     return scores
+
+
+def decoded_scores(translate, tokenizer, sources, targets, max_examples: int | None) -> dict:
+    """BLEU, chrF and exact match of ``translate`` (a list of sources -> their translations:
+    the model's ``generate()``, or a CTranslate2 export) on the first ``max_examples`` pairs
+    (``None``: all), against the references as ``tokenizer`` writes them
+    (:func:`~hfattn.tasks.translation.encoding.reference_text`), and ``num_examples``."""
+    n = len(sources) if max_examples is None else max_examples
+    predictions = translate(list(sources[:n]))
+    references = [reference_text(tokenizer, t) for t in targets[:n]]
+    return {**text_scores(predictions, references), "num_examples": n}
 
 
 def build_tokenizer(recipe: TranslationRecipe, sources, targets):
@@ -101,6 +118,12 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
         sources, targets = pairs[split]
         return score_split(model, tokenizer, sources, targets, e, d)
 
+    final_decoding = scoring_decoding(decoding_kwargs(g), e.max_new_tokens)
+
+    def final_evaluate(model, split: str) -> dict:
+        sources, targets = pairs[split]
+        return score_split(model, tokenizer, sources, targets, e, d, final_decoding)
+
     examples = list(g.examples) or pairs["test"][0][:3]
 
     def sample(model) -> str:
@@ -114,6 +137,7 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
         batches=batches,
         compute_loss=translation_loss,
         evaluate=evaluate,
+        final_evaluate=final_evaluate,
         eval_splits=tuple(e.splits),
         sample=sample,
         card_metadata=card_metadata,
@@ -137,10 +161,37 @@ def decoding_kwargs(generation: TranslationGenerationSection) -> dict:
     return kwargs
 
 
+SCORING_SETTINGS = ("num_beams", "max_new_tokens", "no_repeat_ngram_size")
+"""The saved generation settings a scored translation decodes with (beam search adds
+:data:`BEAM_SETTINGS`); sampling settings are left out: scores are deterministic."""
+BEAM_SETTINGS = ("early_stopping", "length_penalty")
+
+
+def scoring_decoding(settings: dict, default_max_new_tokens: int, **overrides) -> dict:
+    """The ``generate()`` keyword arguments a split is scored with at the end of training and
+    by ``hfattn evaluate``: the model's generation settings ``settings`` (the ``generation:``
+    section, as :func:`decoding_kwargs` gives it, or a saved ``generation_config.json``) with
+    the ``overrides`` that are not ``None`` (``num_beams``, ``max_new_tokens``), greedy or beam
+    search (never sampling); ``max_new_tokens`` unset in both: ``default_max_new_tokens``."""
+    merged = {**settings, **{k: v for k, v in overrides.items() if v is not None}}
+    kwargs = {k: merged[k] for k in SCORING_SETTINGS if merged.get(k) is not None}
+    kwargs.setdefault("num_beams", 1)
+    kwargs.setdefault("max_new_tokens", default_max_new_tokens)
+    if kwargs["num_beams"] > 1:
+        kwargs.update({k: merged[k] for k in BEAM_SETTINGS if merged.get(k) is not None})
+    if not kwargs.get("no_repeat_ngram_size"):
+        kwargs.pop("no_repeat_ngram_size", None)
+    return {**kwargs, "do_sample": False}
+
+
 __all__ = [
+    "BEAM_SETTINGS",
+    "SCORING_SETTINGS",
     "build_job",
     "build_tokenizer",
+    "decoded_scores",
     "decoding_kwargs",
     "score_split",
+    "scoring_decoding",
     "translation_loss",
 ]

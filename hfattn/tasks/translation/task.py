@@ -65,14 +65,32 @@ class TranslationTask(Task):
         return {k: v for k, v in job.decoding_kwargs(recipe.generation).items() if v is not None}
 
     def evaluate_folder(
-        self, model_dir: Path, recipe: TranslationRecipe, splits: list[str], *, data=None
+        self,
+        model_dir: Path,
+        recipe: TranslationRecipe,
+        splits: list[str],
+        *,
+        data=None,
+        num_beams: int | None = None,
+        max_new_tokens: int | None = None,
     ) -> dict[str, dict]:
-        """Loss, token accuracy, BLEU, chrF and exact match of a saved model."""
+        """Loss, token accuracy, BLEU, chrF and exact match of a saved model, its translations
+        decoded with its saved generation settings (``generation_config.json``: what the end
+        of ``hfattn train`` scores with) or the ``num_beams`` / ``max_new_tokens`` given
+        (:func:`~hfattn.tasks.translation.job.scoring_decoding`)."""
         pairs = load_pairs(recipe.data, data)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+        decoding = job.scoring_decoding(
+            model.generation_config.to_dict(),
+            recipe.evaluation.max_new_tokens,
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+        )
         return {
-            split: job.score_split(model, tokenizer, *pairs[split], recipe.evaluation, recipe.data)
+            split: job.score_split(
+                model, tokenizer, *pairs[split], recipe.evaluation, recipe.data, decoding
+            )
             for split in splits
         }
 

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test docs bench lint format browser sword clean
+.PHONY: run test docs bench results lint format browser sword clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,3 +58,9 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# The README's headline table and the results page (docs/results/index.md), rewritten from the
+# files of benchmarks/results/ (benchmarks/results_tables.py); tests/test_results_tables.py
+# fails when they differ.
+results:
+	$(PYTHON) benchmarks/results_tables.py --write

@@ -1,0 +1,77 @@
+"""The published tables (README headline, docs/results/index.md) are the rendering of the
+files in benchmarks/results/: a table that disagrees with its files, or a cited file that is
+missing, fails here (``make results`` rewrites the tables)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import results_tables  # noqa: E402
+from results_tables import README, RESULTS, RESULTS_PAGE, ROWS, SPEED_FIGURES  # noqa: E402
+
+
+def cited_files() -> set[str]:
+    figures = [f for row in ROWS for f in row.figures.values()] + list(SPEED_FIGURES.values())
+    return {figure.file for figure in figures}
+
+
+def test_every_cited_file_exists_and_holds_its_figure():
+    for name in sorted(cited_files()):
+        assert (RESULTS / name).is_file(), name
+    for row in ROWS:
+        assert all(isinstance(v, (int, float)) for v in row.values().values()), row.recipe
+    for name, figure in SPEED_FIGURES.items():
+        assert isinstance(figure.read(), (int, float)), name
+
+
+def test_the_published_tables_are_those_their_files_give():
+    assert results_tables.stale_files() == [], "run `make results`"
+    for path in (README, RESULTS_PAGE):
+        for row in ROWS:
+            assert row.result.format(**row.values()) in path.read_text("utf-8"), (path, row)
+
+
+def copy_results(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    root.mkdir()
+    for name in cited_files():
+        shutil.copy(RESULTS / name, root / name)
+    return root
+
+
+def test_a_changed_figure_makes_the_tables_stale(tmp_path):
+    root = copy_results(tmp_path)
+    assert results_tables.stale_files(root) == []
+    path = root / "baseline_genre_tfidf_nb_eval_results.json"
+    data = json.loads(path.read_text())
+    for result in data["results"]:
+        if result["split"] == "test" and result["metric_type"] == "macro_f1":
+            result["value"] += 0.01
+    path.write_text(json.dumps(data))
+    assert results_tables.stale_files(root) == [README, RESULTS_PAGE]
+    assert results_tables.main([]) == 0  # the real files still agree
+
+
+def test_a_missing_file_fails_with_its_name(tmp_path):
+    root = copy_results(tmp_path)
+    (root / "bible_h100_beam4.json").unlink()
+    with pytest.raises(FileNotFoundError, match="bible_h100_beam4.json"):
+        results_tables.stale_files(root)
+
+
+def test_a_missing_figure_fails_with_its_name(tmp_path):
+    figure = results_tables.Figure("bench_export_cpu.json", record="no such measure")
+    with pytest.raises(KeyError, match="no such measure"):
+        figure.read()
+
+
+def test_the_blocks_need_their_markers():
+    with pytest.raises(ValueError, match="results:headline:start"):
+        results_tables.replace_block("no markers here", "headline", "table")

@@ -221,8 +221,8 @@ def needs_mkl_int8_gemm(cpuinfo: str) -> bool:
     ``cpuinfo`` (the text of ``/proc/cpuinfo``) describes: an x86 CPU that is not Intel's and
     has no AVX-512 VNNI. There CTranslate2 multiplies int8 matrices with oneDNN's AVX2 u8×s8
     kernel, whose 16-bit pair sums (``vpmaddubsw``) saturate: an int8 export then decodes
-    much text differently from the model (on a Zen 3 EPYC, 36 % of greedy rows the same, 75 %
-    and more with MKL or on a Zen 4). MKL's int8 product does not saturate."""
+    much text differently from the model (the measured shares are in ``benchmarks/NOTES.md``).
+    MKL's int8 product does not saturate."""
     flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "").split()
     return "GenuineIntel" not in cpuinfo and "avx2" in flags and "avx512_vnni" not in flags
 

@@ -21,7 +21,8 @@ output layer (``get_output_embeddings()``), biases, norms and tensors of other r
 as in Jordan et al. A classification head is a hidden-layer ``Linear`` to this rule and takes Muon.
 
 ``torch.optim.Muon`` runs the iteration in bfloat16, which a CPU without bfloat16 matrix units
-(an AVX2 Zen 3, for one) emulates slowly; :class:`MuonAdamW` runs it in the parameter's own dtype.
+(AVX2 only) emulates slowly; :class:`MuonAdamW` runs it in the parameter's own dtype (float32
+for a float32 model).
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@
 ``auto`` asks for bf16 autocast only where the device has bf16 kernels: a CUDA GPU that
 supports bf16, or a CPU for which oneDNN has them (AVX-512 or AMX on x86; the check is
 oneDNN's own, ``torch.ops.mkldnn._is_mkldnn_bf16_supported``). Elsewhere bf16 is emulated
-and slower than fp32: a training step of all-MiniLM-L6-v2 (batch 16 × 128 tokens) took
-35.5 s in bf16 autocast against 1.8 s in fp32 on an AVX2-only AMD EPYC (Zen 3), while on an
-AVX-512 BF16 CPU the same autocast makes the Vaswani Bible recipe's step 0.81 → 0.66 s.
+and slower than fp32, so ``auto`` trains in fp32 there (the measured steps are in
+``benchmarks/NOTES.md``).
 """
 
 from __future__ import annotations

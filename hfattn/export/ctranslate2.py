@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from ..run_folder import CTRANSLATE2_DIR
-from ..tasks.translation.encoding import encode_sources
+from ..tasks.translation.encoding import encode_sources, load_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -854,8 +854,7 @@ def evaluate_export(
         ValueError: ``folder`` is no export, or a decoding setting out of range.
         ImportError: ``ctranslate2`` is not installed.
     """
-    from ..tasks.translation.encoding import load_pairs
-    from ..tasks.translation.job import decoded_scores
+    from ..tasks.translation.job import decoded_scores  # torch on use, as above
 
     translator = CTranslate2Translation(folder, compute_type=compute_type)
     settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens}

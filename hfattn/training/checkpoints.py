@@ -74,6 +74,9 @@ class Progress:
     planned_steps: int | None = None
     """The optimizer steps the recipe plans, before any ``--set`` override of its budget
     (:func:`hfattn.training.schedules.schedule_steps` of the recipe file's ``training:``)."""
+    planned_minutes: float | None = None
+    """The recipe file's ``training.max_minutes``, before any ``--set`` override: a run stopped
+    by that clock is complete (:func:`hfattn.run_folder.training_shortfall`)."""
     skipped_steps: int = 0
     """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
     train_tokens: int = 0

@@ -127,8 +127,10 @@ class _Run:
         # the state-dict keys without torch.compile's `_orig_mod.` prefix)
         self.loss_model = compile_for_training(self.model) if cfg.compile else self.model
         acc.register_for_checkpointing(self.scheduler)
+        planned = planned_training or cfg
         self.progress = Progress(
-            planned_steps=schedule_steps(planned_training or cfg, steps_per_epoch)
+            planned_steps=schedule_steps(planned, steps_per_epoch),
+            planned_minutes=planned.max_minutes,
         )
         self.state = None
         self.metrics_path = output_dir / METRICS_FILE
@@ -510,7 +512,7 @@ def train(
     if acc.is_main_process:
         for key, value in (generation_defaults or {}).items():
             setattr(model.generation_config, key, value)
-        training = training_summary(p, run.total_steps, acc, recipe_name)
+        training = training_summary(p, run.total_steps, acc, recipe_name, cfg.max_minutes)
         results = eval_results(result.metrics, job.card_metadata, training)
         save_run_results(output_dir, model, job.tokenizer, results, run.metrics_path)
         if job.sample is not None:

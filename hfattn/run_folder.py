@@ -296,6 +296,42 @@ def interrupted_run_message(folder: str | Path) -> str | None:
     )
 
 
+def finished_run_message(folder: str | Path, training) -> str | None:
+    """For a finished run (:func:`run_state` ``"finished"``) that the ``training:`` section
+    ``training`` (the stored recipe with any ``--set`` overrides) would not train further:
+    one line saying it is already finished, where it stopped, and how to extend it. ``None``
+    when there is more to train (a larger ``max_steps``, ``max_minutes`` or ``epochs``) or the
+    run is not finished.
+
+    From the ``training`` record of :data:`EVAL_RESULTS_FILE`: the run trains further only
+    while ``global_step < max_steps``, ``train_runtime_s < 60 × max_minutes`` and
+    ``epochs_completed < epochs``, as the training loop decides."""
+    if run_state(folder) != "finished":
+        return None
+    done = json.loads(eval_results_path(folder).read_text(encoding="utf-8")).get("training") or {}
+    step, runtime_s = done.get("global_step"), done.get("train_runtime_s")
+    epochs = done.get("epochs_completed")
+    if not isinstance(step, int):
+        return None
+    if training.max_steps is not None and step >= training.max_steps:
+        how = f"training.max_steps={training.max_steps}", f"training.max_steps=N (> {step})"
+    elif training.max_minutes is not None and (runtime_s or 0) >= 60 * training.max_minutes:
+        how = f"training.max_minutes={training.max_minutes}", "training.max_minutes=M"
+    elif isinstance(epochs, int) and epochs >= training.epochs:
+        how = f"training.epochs={training.epochs}", None
+    else:
+        return None
+    extend = (
+        f"Extend it with `{resume_command(folder)} --set {how[1]}`"
+        if how[1]
+        else "More epochs are another run (--set output_dir=runs/NAME)"
+    )
+    return (
+        f"{folder} is already finished: it stopped at step {step:,} ({how[0]}) and saved its "
+        f"model; nothing changed. {extend}"
+    )
+
+
 SHORT_RUN_FRACTION = 0.5
 """A run that trained fewer than this share of the steps its recipe plans is *short*."""
 BUDGET_STOPS = ("completed", "time budget")
@@ -362,6 +398,7 @@ __all__ = [
     "checkpoint_step",
     "complete_checkpoints",
     "interrupted_run_message",
+    "finished_run_message",
     "training_shortfall",
     "FieldChange",
     "RunFolderError",

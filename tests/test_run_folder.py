@@ -278,3 +278,44 @@ def test_overwrite_clears_every_file_of_the_old_run_and_nothing_else(tmp_path):
     run_folder.claim_output_dir(folder, overwrite=True)
     assert run_folder.SAMPLES_FILE in run_folder.RUN_FILES
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def _snapshot(folder):
+    """Every file under ``folder`` with its modification time and content."""
+    return {
+        path: (path.stat().st_mtime_ns, path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_resume_of_a_run_ended_by_its_steps_changes_nothing_until_extended(run_copy, capsys):
+    _, folder = run_copy
+    assert main(["train", "--resume", str(folder)]) == 0  # the interrupted run finishes
+    before = _snapshot(folder)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(folder)]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"{folder} is already finished: it stopped at step 10 (training.max_steps=10) and saved "
+        f"its model; nothing changed. Extend it with `hfattn train --resume {folder} --set "
+        "training.max_steps=N (> 10)`"
+    )
+    assert _snapshot(folder) == before
+    # a larger budget extends it
+    assert main(["train", "--resume", str(folder), "--set", "training.max_steps=12"]) == 0
+    results = json.loads(run_folder.eval_results_path(folder).read_text())
+    assert results["training"]["global_step"] == 12
+
+
+def test_resume_of_a_run_ended_by_its_clock_changes_nothing(clocked, tmp_path, capsys):
+    _, folder = clocked
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    before = _snapshot(copy)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(copy)]) == 0
+    err = capsys.readouterr().err
+    assert "is already finished" in err and "(training.max_minutes=0.01)" in err
+    assert f"`hfattn train --resume {copy} --set training.max_minutes=M`" in err
+    assert _snapshot(copy) == before

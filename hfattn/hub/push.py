@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from ..fileio import atomic_write_text
 from ..run_folder import (
     RECIPE_FILE,
     interrupted_run_message,
@@ -32,7 +33,7 @@ from ..run_folder import (
 from ..schema import LICENSE_FORM, LICENSE_ID
 from .folder import ModelFolder, ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, app_dir_for, stage_space
-from .staging import publish_dir, render_tree, stage_model, write_text_atomic
+from .staging import publish_dir, render_tree, stage_model
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -202,7 +203,7 @@ def _scrub_staged(root: Path, token: str | None) -> None:
                 logger.warning(
                     "%s contained the Hub token; it was replaced by %s", path.name, REDACTED
                 )
-                write_text_atomic(path, scrub(text, token))
+                atomic_write_text(path, scrub(text, token))
 
 
 def _endpoint() -> str | None:

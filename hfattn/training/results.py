@@ -10,7 +10,7 @@ import os
 import platform
 from pathlib import Path
 
-from ..fileio import atomic_path, atomic_write_json
+from ..fileio import atomic_files, atomic_path, atomic_write_json
 from ..run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
 
 
@@ -85,8 +85,9 @@ def save_run_results(output_dir: Path, model, tokenizer, results: dict, metrics_
     """Save the model folder of a finished run: weights, config and generation config,
     tokenizer, ``eval_results.json`` (``results``, see :func:`eval_results`) and the loss
     curve drawn from ``metrics_path``."""
-    model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
+    with atomic_files(output_dir) as staged:  # each file renamed in whole, with a plain mode
+        model.save_pretrained(staged)
+        tokenizer.save_pretrained(staged)
     atomic_write_json(output_dir / EVAL_RESULTS_FILE, results)
     plot_loss_curve(metrics_path, output_dir / LOSS_CURVE_FILE)
 

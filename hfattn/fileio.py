@@ -11,6 +11,8 @@ written file reads back whole.
   folder (``save_pretrained``); each file is renamed into it once all are written.
 - :func:`atomic_dir` and :func:`move_dir_into_place`: a whole folder built aside, then renamed
   onto its target (a CTranslate2 export, a converted dataset, a checkpoint).
+
+:func:`read_utf8_text` reads a user's text file, naming the line that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -145,6 +147,26 @@ def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[P
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def read_utf8_text(path: str | Path) -> str:
+    """The text of the UTF-8 file ``path``.
+
+    Raises:
+        ValueError: the file is not UTF-8, naming it, the line and the column of the first
+            byte that is not, and how to convert it.
+    """
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        byte = data[err.start : err.start + 1].hex()
+        raise ValueError(
+            f"{path}, line {line:,}, column {column}: byte 0x{byte} is not UTF-8; text files "
+            f"must be UTF-8 (convert it, e.g. `iconv -f latin1 -t utf-8 {path} > new.txt`)"
+        ) from None
+
+
 def reads_back(file: Path) -> bool:
     """Whether a file reads back whole: every tensor of a safetensors file, a JSON file, or
     the zip container (with its CRC checksums) of ``torch.save``."""
@@ -177,5 +199,6 @@ __all__ = [
     "give_plain_modes",
     "move_dir_into_place",
     "plain_mode",
+    "read_utf8_text",
     "reads_back",
 ]

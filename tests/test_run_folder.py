@@ -319,3 +319,16 @@ def test_resume_of_a_run_ended_by_its_clock_changes_nothing(clocked, tmp_path, c
     assert "is already finished" in err and "(training.max_minutes=0.01)" in err
     assert f"`hfattn train --resume {copy} --set training.max_minutes=M`" in err
     assert _snapshot(copy) == before
+
+
+def test_a_process_of_a_launch_that_accelerate_sees_as_one_is_refused(
+    tmp_path, capsys, monkeypatch
+):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun without ACCELERATE_USE_CPU=1 on a CPU
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: WORLD_SIZE=2 but Accelerate set up a single process")
+    assert "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -440,6 +441,29 @@ def _any_process(accelerator: Accelerator, flag: bool) -> bool:
     return bool(accelerator.reduce(t, reduction="sum").item() > 0)
 
 
+def check_process_group() -> None:
+    """Refuse a process that a launcher started as one of ``WORLD_SIZE`` > 1 (torchrun,
+    accelerate launch) while Accelerate set up a single process: each would train alone into
+    the same ``output_dir``. Called before anything is written.
+
+    Raises:
+        ValueError: naming both counts and the command that starts N CPU processes.
+    """
+    world = int(os.environ.get("WORLD_SIZE") or 1)
+    if world <= 1:
+        return
+    from accelerate import PartialState
+
+    if PartialState().num_processes == 1:
+        raise ValueError(
+            f"WORLD_SIZE={world} but Accelerate set up a single process: each of the {world} "
+            "would train alone into the same output_dir. On CPUs start N processes with "
+            "`ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N -m hfattn train "
+            "RECIPE`; on GPUs with `accelerate launch --multi_gpu --num_processes N -m hfattn "
+            "train RECIPE`"
+        )
+
+
 def train(
     job: TrainingJob,
     cfg,
@@ -478,6 +502,7 @@ def train(
             (the recipe differs from the run's).
     """
     output_dir = Path(output_dir)
+    check_process_group()  # before anything is written
     if resume and overwrite:
         raise ValueError(RESUME_AND_OVERWRITE)
     # checked first: a failed resume leaves nothing behind
@@ -521,4 +546,4 @@ def train(
     return result
 
 
-__all__ = ["check_rows_per_process", "train", "trained_tokens"]
+__all__ = ["check_process_group", "check_rows_per_process", "train", "trained_tokens"]

@@ -453,8 +453,10 @@ def check_process_group() -> None:
     if world <= 1:
         return
     from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
 
-    if PartialState().num_processes == 1:
+    # as AcceleratorState sets it up (PartialState alone does not read ACCELERATE_USE_CPU)
+    if PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU")).num_processes == 1:
         raise ValueError(
             f"WORLD_SIZE={world} but Accelerate set up a single process: each of the {world} "
             "would train alone into the same output_dir. On CPUs start N processes with "

@@ -19,10 +19,10 @@ Importing this module is cheap: torch and matplotlib are imported by the plot fu
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .fileio import atomic_path
 from .training.schedules import (
     exponential_warmup,
     linear_warmup,
@@ -254,16 +254,8 @@ def plot(name: str, out_path: str | os.PathLike, **params) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     figure = builders[name](**params)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent
-    )
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            figure.savefig(stream, format="png", dpi=DPI)
-        os.replace(temporary, out_path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_path(out_path) as tmp:
+        figure.savefig(tmp, format="png", dpi=DPI)
     return out_path
 
 

@@ -296,18 +296,67 @@ def interrupted_run_message(folder: str | Path) -> str | None:
     )
 
 
+def finished_run_message(folder: str | Path, training) -> str | None:
+    """For a finished run (:func:`run_state` ``"finished"``) that the ``training:`` section
+    ``training`` (the stored recipe with any ``--set`` overrides) would not train further:
+    one line saying it is already finished, where it stopped, and how to extend it. ``None``
+    when there is more to train (a larger ``max_steps``, ``max_minutes`` or ``epochs``) or the
+    run is not finished.
+
+    From the ``training`` record of :data:`EVAL_RESULTS_FILE`: the run trains further only
+    while ``global_step < max_steps``, ``train_runtime_s < 60 × max_minutes`` and
+    ``epochs_completed < epochs``, as the training loop decides."""
+    if run_state(folder) != "finished":
+        return None
+    done = json.loads(eval_results_path(folder).read_text(encoding="utf-8")).get("training") or {}
+    step, runtime_s = done.get("global_step"), done.get("train_runtime_s")
+    epochs = done.get("epochs_completed")
+    if not isinstance(step, int):
+        return None
+    if training.max_steps is not None and step >= training.max_steps:
+        how = f"training.max_steps={training.max_steps}", f"training.max_steps=N (> {step})"
+    elif training.max_minutes is not None and (runtime_s or 0) >= 60 * training.max_minutes:
+        how = f"training.max_minutes={training.max_minutes}", "training.max_minutes=M"
+    elif isinstance(epochs, int) and epochs >= training.epochs:
+        how = f"training.epochs={training.epochs}", None
+    else:
+        return None
+    extend = (
+        f"Extend it with `{resume_command(folder)} --set {how[1]}`"
+        if how[1]
+        else "More epochs are another run (--set output_dir=runs/NAME)"
+    )
+    return (
+        f"{folder} is already finished: it stopped at step {step:,} ({how[0]}) and saved its "
+        f"model; nothing changed. {extend}"
+    )
+
+
 SHORT_RUN_FRACTION = 0.5
 """A run that trained fewer than this share of the steps its recipe plans is *short*."""
+BUDGET_STOPS = ("completed", "time budget")
+"""The ``stop_reason`` of a run that ended by its own budget: its step (or epoch) budget, or its
+clock (``training.max_minutes``). Any other reason (a callback's, a divergence) is an early
+stop."""
+
+
+def _ran_on_its_own_clock(training: dict) -> bool:
+    """Whether a run stopped by its clock had at least the ``training.max_minutes`` of its
+    recipe file (``planned_minutes``), not a shorter one set by ``--set``."""
+    run, planned = training.get("max_minutes"), training.get("planned_minutes")
+    return run is None or (planned is not None and run >= planned)
 
 
 def training_shortfall(folder: str | Path) -> str | None:
-    """A sentence saying that the finished run in ``folder`` stopped far short of its
-    recipe's schedule (``global_step < SHORT_RUN_FRACTION × planned_steps``, from the
-    ``training`` record of :data:`EVAL_RESULTS_FILE`), or ``None`` when it did not (or the
-    folder records no such numbers, as a plain ``save_pretrained`` folder).
+    """A sentence saying that the finished run in ``folder`` stopped early, or ``None`` when it
+    is complete (or the folder records no such numbers, as a plain ``save_pretrained`` folder).
 
-    The plan is the recipe file's own, before ``--set`` overrides: a recipe cut short with
-    ``--set training.max_steps=200`` is short even though it completed its 200 steps."""
+    From the ``training`` record of :data:`EVAL_RESULTS_FILE`: a run ended by its recipe's own
+    clock (``stop_reason`` ``"time budget"``) is complete however many of its planned steps it
+    made; a run ended by its step budget is short when ``global_step < SHORT_RUN_FRACTION ×
+    planned_steps``, the plan being the recipe file's own, before ``--set`` overrides (a recipe
+    cut short with ``--set training.max_steps=200`` or ``training.max_minutes=1`` is short
+    even though it used up its budget); a run stopped for any other reason is short."""
     path = eval_results_path(folder)
     if not path.is_file():
         return None
@@ -316,10 +365,13 @@ def training_shortfall(folder: str | Path) -> str | None:
     planned = training.get("planned_steps") or training.get("schedule_steps")
     if not isinstance(step, int) or not isinstance(planned, int) or planned <= 0:
         return None
-    if step >= SHORT_RUN_FRACTION * planned:
-        return None
-    reason = training.get("stop_reason")
-    why = "" if reason in (None, "completed") else f", ended by the {reason}"
+    reason = training.get("stop_reason") or "completed"
+    if reason in BUDGET_STOPS:
+        if reason == "time budget" and _ran_on_its_own_clock(training):
+            return None
+        if step >= SHORT_RUN_FRACTION * planned:
+            return None
+    why = "" if reason == "completed" else f", ended by the {reason}"
     return (
         f"training stopped at step {step:,} of the {planned:,} its recipe plans "
         f"({step / planned:.0%}{why}): its scores and samples are those of an undertrained model"
@@ -342,9 +394,11 @@ __all__ = [
     "require_checkpoint",
     "RUN_FILES",
     "SHORT_RUN_FRACTION",
+    "BUDGET_STOPS",
     "checkpoint_step",
     "complete_checkpoints",
     "interrupted_run_message",
+    "finished_run_message",
     "training_shortfall",
     "FieldChange",
     "RunFolderError",

@@ -83,3 +83,21 @@ def test_encode_corpus_marks_document_starts_with_bos():
         tok.bos_token_id,
         *tok("b\n")["input_ids"],
     ]
+
+
+def test_a_latin1_corpus_is_one_line_naming_the_file_and_the_line(tmp_path, capsys):
+    from recipe_helpers import write_recipe
+
+    from hfattn.cli import main
+
+    corpus = tmp_path / "latin1.txt"
+    corpus.write_bytes("ROMEO:\nBut soft!\nJULIET:\nAy me, caf\u00e9!\n".encode("latin-1"))
+    with pytest.raises(ValueError) as err:
+        load_text_splits(str(corpus))
+    message = str(err.value)
+    assert message.startswith(f"{corpus}, line 4, column 11: byte 0xe9 is not UTF-8")
+    assert "must be UTF-8" in message and "\n" not in message
+    recipe = write_recipe(tmp_path, data={"source": str(corpus)})
+    assert main(["train", str(recipe)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert not (tmp_path / "run" / "model.safetensors").exists()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -537,3 +538,24 @@ def test_a_trained_reber_classifier_reads_the_string_as_typed(tmp_path, capsys, 
     first, second = capsys.readouterr().out.splitlines()
     assert first == second
     assert unknown_warnings(caplog) == []
+
+
+def test_generate_samples_with_a_fresh_seed_that_it_prints(models, capsys):
+    lm = str(models["lm"])
+    args = ["generate", lm, "--prompt", "ROMEO:", "--max-new-tokens", "60", "--temperature", "2"]
+    samples, seeds = [], []
+    for _ in range(2):
+        assert main(args) == 0
+        captured = capsys.readouterr()
+        samples.append(captured.out)
+        match = re.fullmatch(r"seed (\d+) \(repeat this sample with --seed \1\)\n", captured.err)
+        assert match, captured.err
+        seeds.append(match.group(1))
+    assert seeds[0] != seeds[1] and samples[0] != samples[1]
+    # the printed seed repeats the sample, and a given seed is not printed
+    assert main([*args, "--seed", seeds[0]]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (samples[0], "")
+    # greedy decoding draws nothing: no seed to print
+    assert main([*args, "--greedy"]) == 0
+    assert capsys.readouterr().err == ""

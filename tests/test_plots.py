@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 from matplotlib.image import imread
@@ -31,8 +32,8 @@ def test_unknown_plot_name_lists_the_valid_ones(tmp_path):
 
 def test_failed_plot_leaves_nothing_on_disk(tmp_path, monkeypatch):
     class BrokenFigure:
-        def savefig(self, stream, **kwargs):
-            stream.write(b"half a png")
+        def savefig(self, target, **kwargs):
+            Path(target).write_bytes(b"half a png")
             raise RuntimeError("disk full")
 
     monkeypatch.setitem(PLOTS, "noam", BrokenFigure)

@@ -186,8 +186,8 @@ def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, cap
     assert run_folder.run_state(folder) == "finished"
 
 
-def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys):
-    recipe = write_recipe(tmp_path, training=TRAINING)
+def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys, monkeypatch):
+    recipe = write_recipe(tmp_path, training=TRAINING, hub={"license": "mit"})
     folder = tmp_path / "short"
     args = ["train", str(recipe), "--set", f"output_dir={folder}", "--set", "training.max_steps=4"]
     assert main(args) == 0
@@ -197,13 +197,64 @@ def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys):
     shortfall = run_folder.training_shortfall(folder)
     assert shortfall.startswith("training stopped at step 4 of the 10 its recipe plans (40%)")
     capsys.readouterr()
-    push = ["push", str(folder), "--repo-id", "me/x", "--dry-run"]
-    assert main([*push, str(tmp_path / "refused")]) == 1
+    monkeypatch.setenv("HF_TOKEN", "hf_test")  # refused before the Hub is asked anything
+    assert main(["push", str(folder), "--repo-id", "me/x"]) == 1
     err = capsys.readouterr().err
     assert shortfall in err and "--force" in err
-    assert not (tmp_path / "refused").exists()
+    # a dry run always previews, saying that a real push is refused
+    push = ["push", str(folder), "--repo-id", "me/x", "--dry-run"]
+    assert main([*push, str(tmp_path / "preview")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a real push is refused" in out and "--force" in out
+    assert (tmp_path / "preview" / "model" / "config.json").is_file()
     assert main([*push, str(tmp_path / "forced"), "--force"]) == 0
+    assert "a real push is refused" not in capsys.readouterr().out
     assert (tmp_path / "forced" / "model" / "config.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def clocked(tmp_path_factory):
+    """A tiny run that its recipe's own clock (``training.max_minutes: 0.01``) stops long
+    before its 100,000 planned steps: ``(recipe path, run folder)``."""
+    root = tmp_path_factory.mktemp("clocked")
+    training = {"max_steps": 100_000, "epochs": 10_000, "max_minutes": 0.01,
+                "log_every": 50, "eval_every": None, "save_every": None}  # fmt: skip
+    recipe = write_recipe(root, training=training, hub={"license": "mit"})
+    assert main(["train", str(recipe)]) == 0
+    return recipe, root / "run"
+
+
+def test_a_run_ended_by_its_own_clock_is_complete(clocked, tmp_path, capsys):
+    recipe, folder = clocked
+    training = json.loads(run_folder.eval_results_path(folder).read_text())["training"]
+    assert training["stop_reason"] == "time budget"
+    assert (training["max_minutes"], training["planned_minutes"]) == (0.01, 0.01)
+    assert 0 < training["global_step"] < training["planned_steps"] // 100
+    assert run_folder.training_shortfall(folder) is None
+    capsys.readouterr()
+    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "refused" not in out
+    card = (tmp_path / "p" / "model" / "README.md").read_text()
+    assert "short run" not in card and "Stopped because" in card
+    assert main(["evaluate", str(folder), "--split", "validation"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_clock_cut_by_set_or_an_early_stop_is_short(clocked, tmp_path):
+    _, folder = clocked
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    results = json.loads(run_folder.eval_results_path(copy).read_text())
+    step = results["training"]["global_step"]
+    results["training"]["max_minutes"] = 0.005  # --set training.max_minutes=0.005
+    run_folder.eval_results_path(copy).write_text(json.dumps(results))
+    assert f"training stopped at step {step:,} of the 100,000" in run_folder.training_shortfall(
+        copy
+    )
+    results["training"].update(max_minutes=0.01, stop_reason="loss plateau")
+    run_folder.eval_results_path(copy).write_text(json.dumps(results))
+    assert "ended by the loss plateau" in run_folder.training_shortfall(copy)
 
 
 def test_a_run_of_most_of_its_plan_is_not_short(tmp_path):
@@ -227,3 +278,57 @@ def test_overwrite_clears_every_file_of_the_old_run_and_nothing_else(tmp_path):
     run_folder.claim_output_dir(folder, overwrite=True)
     assert run_folder.SAMPLES_FILE in run_folder.RUN_FILES
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def _snapshot(folder):
+    """Every file under ``folder`` with its modification time and content."""
+    return {
+        path: (path.stat().st_mtime_ns, path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_resume_of_a_run_ended_by_its_steps_changes_nothing_until_extended(run_copy, capsys):
+    _, folder = run_copy
+    assert main(["train", "--resume", str(folder)]) == 0  # the interrupted run finishes
+    before = _snapshot(folder)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(folder)]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"{folder} is already finished: it stopped at step 10 (training.max_steps=10) and saved "
+        f"its model; nothing changed. Extend it with `hfattn train --resume {folder} --set "
+        "training.max_steps=N (> 10)`"
+    )
+    assert _snapshot(folder) == before
+    # a larger budget extends it
+    assert main(["train", "--resume", str(folder), "--set", "training.max_steps=12"]) == 0
+    results = json.loads(run_folder.eval_results_path(folder).read_text())
+    assert results["training"]["global_step"] == 12
+
+
+def test_resume_of_a_run_ended_by_its_clock_changes_nothing(clocked, tmp_path, capsys):
+    _, folder = clocked
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    before = _snapshot(copy)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(copy)]) == 0
+    err = capsys.readouterr().err
+    assert "is already finished" in err and "(training.max_minutes=0.01)" in err
+    assert f"`hfattn train --resume {copy} --set training.max_minutes=M`" in err
+    assert _snapshot(copy) == before
+
+
+def test_a_process_of_a_launch_that_accelerate_sees_as_one_is_refused(
+    tmp_path, capsys, monkeypatch
+):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun without ACCELERATE_USE_CPU=1 on a CPU
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: WORLD_SIZE=2 but Accelerate set up a single process")
+    assert "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()

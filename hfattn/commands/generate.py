@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(subparsers) -> None:
@@ -23,7 +24,12 @@ def register(subparsers) -> None:
     parser.add_argument("--top-p", type=float, help="nucleus sampling" + saved)
     parser.add_argument("--num-beams", type=int, help="beam width" + saved)
     parser.add_argument("--greedy", action="store_true", help="argmax decoding (no sampling)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="random seed of the sampling (default: a fresh one, printed to stderr so that a "
+        "sample can be repeated with --seed N)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -50,13 +56,22 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         model, tokenizer = load_model_and_tokenizer(args.model_dir, "AutoModelForCausalLM")
-        text = generate_text(
-            model, tokenizer, args.prompt, seed=args.seed, **_settings(args, model)
-        )
+        settings = _settings(args, model)
+        seed = args.seed if args.seed is not None else fresh_seed()
+        if settings["do_sample"] and args.seed is None:
+            print(f"seed {seed} (repeat this sample with --seed {seed})", file=sys.stderr)
+        text = generate_text(model, tokenizer, args.prompt, seed=seed, **settings)
     except ValueError as err:  # ModelLoadError, or saved settings / a prompt out of range
         return report_error(err)
     print(text)
     return 0
+
+
+def fresh_seed() -> int:
+    """A seed drawn from the operating system's randomness (``[0, 2**32)``)."""
+    import secrets
+
+    return secrets.randbelow(2**32)
 
 
 def _settings(args: argparse.Namespace, model) -> dict:

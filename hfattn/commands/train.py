@@ -110,7 +110,12 @@ def run(args: argparse.Namespace) -> int:
     """Validate the recipe, train, then print the evaluation table and a sample."""
     import sys
 
-    from ..run_folder import RESUME_AND_OVERWRITE, check_resume, resume_command
+    from ..run_folder import (
+        RESUME_AND_OVERWRITE,
+        check_resume,
+        finished_run_message,
+        resume_command,
+    )
 
     if args.resume and args.overwrite:
         return report_error(RESUME_AND_OVERWRITE)
@@ -127,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
             changes = check_resume(recipe.output_dir, recipe.to_yaml())
         except (FileNotFoundError, ValueError) as err:
             return report_error(err)
+        finished = finished_run_message(recipe.output_dir, recipe.training)
+        if finished is not None:  # nothing to train: no step, no evaluation, no file rewritten
+            print(finished, file=sys.stderr)
+            return 0
         for change in changes:
             print(f"--resume: {change} (the run's recipe is updated)", file=sys.stderr)
 

@@ -37,7 +37,8 @@ import re
 import time
 from pathlib import Path
 
-from .cache import build_dir_atomically, hfattn_cache_dir
+from ..fileio import atomic_dir
+from .cache import hfattn_cache_dir
 from .licenses import PUBLIC_DOMAIN
 
 logger = logging.getLogger(__name__)
@@ -236,7 +237,8 @@ def convert_bible(target: Path, sword_path: Path = SWORD_PATH) -> None:
         )
         dd.save_to_disk(str(tmp))
 
-    build_dir_atomically(Path(target), build)
+    with atomic_dir(target, keep_existing=True) as tmp:  # another process may finish first
+        build(tmp)
     logger.info(
         "Bible en-es: %s pairs converted in %.1f s into %s",
         {s: len(r) for s, r in by_split.items()},

@@ -30,7 +30,7 @@ import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..fileio import atomic_path
+from ..fileio import atomic_path, read_utf8_text
 from .cache import hfattn_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def read_spa_txt(
                 raise ValueError(f"data.source: no .txt file inside {path}")
             text = zf.read(members[0]).decode("utf-8")
     else:
-        text = path.read_text("utf-8")
+        text = read_utf8_text(path)
     pairs = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

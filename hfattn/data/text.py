@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..fileio import read_utf8_text
 from .shakespeare import load_shakespeare
 from .sources import check_source
 
@@ -80,7 +81,7 @@ def load_text_splits(
         )
         return _dataset_splits(dataset, str(path), text_column, validation_fraction, test_fraction)
     if path.is_file():
-        return split_by_fraction(path.read_text("utf-8"), validation_fraction, test_fraction)
+        return split_by_fraction(read_utf8_text(path), validation_fraction, test_fraction)
     return _load_hub_text(source, text_column, validation_fraction, test_fraction)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from gensim.models import FastText, KeyedVectors, Word2Vec
 
+from ..fileio import atomic_path
 from ..models.config_checks import check_choice
 
 METHODS = ("word2vec", "fasttext")
@@ -160,9 +161,8 @@ def save_word_vectors(
     """Write ``vectors`` as a text file: GloVe layout (``header=False``) or word2vec layout
     (``header=True``). Written to a temporary name, then renamed: no half-written file."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    vectors.save_word2vec_format(tmp, binary=False, write_header=header)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        vectors.save_word2vec_format(tmp, binary=False, write_header=header)
     return path
 
 

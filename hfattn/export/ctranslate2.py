@@ -48,12 +48,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from ..fileio import atomic_dir
 from ..run_folder import CTRANSLATE2_DIR
 from ..tasks.translation.encoding import encode_sources, load_pairs
 
@@ -427,37 +426,6 @@ def _set_ffn(spec, layer) -> None:
 
 
 # ---- writing the folder ----------------------------------------------------------------------------
-def write_folder_atomically(target: Path, build: Callable[[Path], None]) -> Path:
-    """Call ``build(tmp)`` on a fresh temporary folder next to ``target``, then put it in
-    ``target``'s place (a folder already there is moved aside first and deleted after): on
-    any error ``target`` is left as it was and the temporary folder is removed."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's folder is private (0o700); a folder is not
-    aside = None
-    try:
-        build(tmp)
-        if target.exists():
-            aside = Path(
-                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-            )
-            os.replace(target, aside / target.name)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if aside is not None:  # put the previous folder back
-                os.replace(aside / target.name, target)
-            raise
-    finally:
-        for folder in (tmp, aside):
-            if folder is not None and folder.exists():
-                shutil.rmtree(folder, ignore_errors=True)
-    return target
-
-
 README = """\
 # {name} (CTranslate2)
 
@@ -560,7 +528,9 @@ def export_ctranslate2(
         )
         (folder / "README.md").write_text(readme, "utf-8")
 
-    return write_folder_atomically(output_dir, build)
+    with atomic_dir(output_dir) as tmp:
+        build(tmp)
+    return Path(output_dir)
 
 
 # ---- serving ---------------------------------------------------------------------------------------
@@ -940,5 +910,4 @@ __all__ = [
     "require_ctranslate2",
     "unsupported_fields",
     "vocabulary",
-    "write_folder_atomically",
 ]

@@ -286,6 +286,8 @@ def _training_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         "best_averaged_steps": "Kept model: the average of the checkpoints of steps",
         "stop_reason": "Stopped because",
         "train_runtime_s": "Training time",
+        "max_minutes": "Time budget (minutes)",
+        "planned_minutes": "The recipe's time budget (minutes)",
         "train_tokens": "Tokens trained on",
         "train_tokens_per_s": "Tokens per second",
         "hardware": "Hardware",

@@ -18,11 +18,12 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from ..fileio import atomic_write_text
 from ..run_folder import (
     RECIPE_FILE,
     interrupted_run_message,
@@ -32,7 +33,7 @@ from ..run_folder import (
 from ..schema import LICENSE_FORM, LICENSE_ID
 from .folder import ModelFolder, ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, app_dir_for, stage_space
-from .staging import publish_dir, render_tree, stage_model, write_text_atomic
+from .staging import publish_dir, render_tree, stage_model
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -202,7 +203,7 @@ def _scrub_staged(root: Path, token: str | None) -> None:
                 logger.warning(
                     "%s contained the Hub token; it was replaced by %s", path.name, REDACTED
                 )
-                write_text_atomic(path, scrub(text, token))
+                atomic_write_text(path, scrub(text, token))
 
 
 def _endpoint() -> str | None:
@@ -246,13 +247,13 @@ def _print_dry_run(
     repo_id: str,
     excluded: list[tuple[str, str]],
     space: bool,
-    refusal: str | None = None,
+    refusals: Sequence[str] = (),
 ) -> None:
     from rich.console import Console
     from rich.markup import escape
 
     console = Console()
-    if refusal is not None:
+    for refusal in refusals:
         console.print(f"[bold yellow]warning:[/] a real push is refused: {escape(refusal)}")
     console.print(render_tree(root, f"{root}  (dry run: nothing uploaded)"))
     console.print(f"model/ would be uploaded to [bold]{repo_id}[/] in one commit")
@@ -262,9 +263,21 @@ def _print_dry_run(
         console.print(f"[dim]left out: {name} ({reason})")
 
 
+def short_run_refusal(folder: str | Path) -> str | None:
+    """Why a push of the run in ``folder`` needs ``--force`` (it stopped early:
+    :func:`hfattn.run_folder.training_shortfall`, and the ways on), or ``None``."""
+    shortfall = training_shortfall(folder)
+    if shortfall is None:
+        return None
+    return (
+        f"{folder}: {shortfall}. Continue it with `{resume_command(folder)} --set "
+        "training.max_steps=N`, or publish it as it is with --force (its card says it is short)"
+    )
+
+
 def check_run_is_publishable(folder: str | Path, force: bool = False) -> None:
     """Refuse a training run that has no model to publish yet (interrupted), or that
-    stopped far short of its recipe's schedule unless ``force``.
+    stopped early (:func:`short_run_refusal`) unless ``force``.
 
     Raises:
         HubPushError: saying at which step the run stands and what to do.
@@ -272,13 +285,9 @@ def check_run_is_publishable(folder: str | Path, force: bool = False) -> None:
     interrupted = interrupted_run_message(folder)
     if interrupted is not None:
         raise HubPushError(f"{interrupted}; then push it")
-    shortfall = training_shortfall(folder)
-    if shortfall is not None and not force:
-        raise HubPushError(
-            f"{folder}: {shortfall}. Continue it with `{resume_command(folder)} --set "
-            "training.max_steps=N`, or publish it as it is with --force (its card says it is "
-            "short)"
-        )
+    refusal = None if force else short_run_refusal(folder)
+    if refusal is not None:
+        raise HubPushError(refusal)
 
 
 def with_license(folder: ModelFolder, license: str | None) -> ModelFolder:
@@ -343,8 +352,9 @@ def push_model_folder(
         merge: for a LoRA adapter folder, publish the merged full model instead of the adapter.
         dry_run_dir: write what would be uploaded to ``dry_run_dir/model`` (and ``/space``),
             print its tree and upload nothing.
-        force: publish a run that stopped far short of its recipe's schedule
-            (:func:`hfattn.run_folder.training_shortfall`; its card says so either way).
+        force: publish a run that stopped early (:func:`hfattn.run_folder.training_shortfall`;
+            its card says so either way). A dry run previews such a run without it, with a
+            warning that a real push is refused.
         license: the card's Hub license id, in place of the recipe's ``hub.license`` or the
             declared licence of its data (:class:`~hfattn.hub.folder.HubSettings`). A folder
             whose licence is still unknown is refused (a dry run only warns: its preview shows
@@ -371,7 +381,7 @@ def push_model_folder(
         raise FileExistsError(
             f"dry-run output {dry_run_dir} exists and is not empty; pass a new folder"
         )
-    check_run_is_publishable(folder, force)
+    check_run_is_publishable(folder, force or dry_run_dir is not None)  # a dry run previews
     try:
         model_folder = with_license(inspect_folder(folder), license)
         unlicensed = missing_license(model_folder)
@@ -401,7 +411,8 @@ def push_model_folder(
         _scrub_staged(root, token)
         if dry_run_dir is not None:
             final = publish_dir(root, dry_run_dir)
-            _print_dry_run(final, repo_id, excluded, space, refusal=unlicensed)
+            refusals = [unlicensed, None if force else short_run_refusal(folder)]
+            _print_dry_run(final, repo_id, excluded, space, refusals=[r for r in refusals if r])
             return url
 
         api = HfApi(endpoint=endpoint, token=token, library_name="hfattn")

@@ -24,11 +24,11 @@ from types import ModuleType
 from huggingface_hub import SpaceCard, SpaceCardData
 
 from ..export.ctranslate2 import EXPORT_INFO_FILE, is_export
+from ..fileio import atomic_write_text
 from ..run_folder import CTRANSLATE2_DIR
 from .assets import asset_dir
 from .card import example_inputs
 from .folder import LABELS_FILE, ModelFolder, looks_like_hub_id
-from .staging import write_text_atomic
 from .tasks import TaskInfo, task_infos
 
 APP_FILE = "app.py"
@@ -159,14 +159,14 @@ def stage_space(
         requirements.append("peft")
     if ctranslate2_export(folder) and not any(r.startswith("ctranslate2") for r in requirements):
         requirements.append(CTRANSLATE2_REQUIREMENT)
-    write_text_atomic(out / "requirements.txt", "\n".join(r for r in requirements if r) + "\n")
+    atomic_write_text(out / "requirements.txt", "\n".join(r for r in requirements if r) + "\n")
     if (app_dir / EXAMPLES_FILE).is_file():
         examples = json.dumps(example_inputs(folder), indent=2, ensure_ascii=False)
-        write_text_atomic(out / EXAMPLES_FILE, examples + "\n")
+        atomic_write_text(out / EXAMPLES_FILE, examples + "\n")
     if folder.is_adapter and folder.labels:
         labels = json.dumps({"labels": list(folder.labels)}, indent=2, ensure_ascii=False)
-        write_text_atomic(out / LABELS_FILE, labels + "\n")
-    write_text_atomic(out / "README.md", str(space_card(folder, model_id, title)))
+        atomic_write_text(out / LABELS_FILE, labels + "\n")
+    atomic_write_text(out / "README.md", str(space_card(folder, model_id, title)))
     return out
 
 

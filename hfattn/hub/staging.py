@@ -15,10 +15,10 @@ import fnmatch
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from ..export.ctranslate2 import is_export
+from ..fileio import atomic_files, atomic_write_text
 from ..run_folder import CHECKPOINTS_DIR, CTRANSLATE2_DIR, LOSS_CURVE_FILE, RECIPE_FILE
 from .card import render_model_card
 from .folder import LABELS_FILE, ModelFolder, ModelFolderError, inspect_folder
@@ -93,24 +93,12 @@ def _copy(src: Path, dst: Path, *, link: bool) -> None:
     shutil.copy2(src, dst)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _stage_adapter_config(folder: ModelFolder, out: Path) -> None:
     """Copy ``adapter_config.json``, pointing ``base_model_name_or_path`` at the Hub base model."""
     config = dict(folder.adapter_config)
     if folder.base_model:
         config["base_model_name_or_path"] = folder.base_model
-    write_text_atomic(
+    atomic_write_text(
         out / "adapter_config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
     )
 
@@ -140,7 +128,8 @@ def merge_adapter(folder: ModelFolder, out: Path) -> None:
     # A classification head must be built for the adapter's labels before its weights load.
     base = auto_class.from_pretrained(base_id, **folder.label_kwargs())
     merged = peft.PeftModel.from_pretrained(base, str(folder.path)).merge_and_unload()
-    merged.save_pretrained(out)
+    with atomic_files(out) as staged:
+        merged.save_pretrained(staged)
 
 
 def stage_model(
@@ -176,7 +165,7 @@ def stage_model(
         _copy(src, out / src.name, link=link)
     if folder.is_adapter and not merge and folder.labels:
         labels = {"labels": list(folder.labels)}
-        write_text_atomic(out / LABELS_FILE, json.dumps(labels, indent=2) + "\n")
+        atomic_write_text(out / LABELS_FILE, json.dumps(labels, indent=2) + "\n")
     published = folder
     if merge:
         merge_adapter(folder, out)
@@ -185,7 +174,7 @@ def stage_model(
             inspect_folder(out), hub=dataclasses.replace(folder.hub, base_model=folder.base_model)
         )
     card = render_model_card(published, repo_id, merged=merge)
-    write_text_atomic(out / "README.md", str(card))
+    atomic_write_text(out / "README.md", str(card))
     return published, excluded
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,7 +25,7 @@ import torch
 from accelerate.utils import SAFE_MODEL_NAME
 from safetensors.torch import load_file, save_file
 
-from ..fileio import atomic_path, atomic_write_json, reads_back
+from ..fileio import atomic_path, atomic_write_json, move_dir_into_place, reads_back
 from ..run_folder import (
     CHECKPOINT_PREFIX,
     checkpoints_dir,
@@ -74,6 +73,9 @@ class Progress:
     planned_steps: int | None = None
     """The optimizer steps the recipe plans, before any ``--set`` override of its budget
     (:func:`hfattn.training.schedules.schedule_steps` of the recipe file's ``training:``)."""
+    planned_minutes: float | None = None
+    """The recipe file's ``training.max_minutes``, before any ``--set`` override: a run stopped
+    by that clock is complete (:func:`hfattn.run_folder.training_shortfall`)."""
     skipped_steps: int = 0
     """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
     train_tokens: int = 0
@@ -114,10 +116,7 @@ def write_checkpoint(
     try:
         _write(accelerator, tmp, progress, state, metrics_path, on_state_saved)
         if accelerator.is_main_process:
-            final = root / f"{CHECKPOINT_PREFIX}{progress.step}"
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
+            move_dir_into_place(tmp, root / f"{CHECKPOINT_PREFIX}{progress.step}")
             for old in complete_checkpoints(output_dir)[:-keep]:
                 shutil.rmtree(old)
         accelerator.wait_for_everyone()

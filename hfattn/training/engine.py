@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -127,8 +128,10 @@ class _Run:
         # the state-dict keys without torch.compile's `_orig_mod.` prefix)
         self.loss_model = compile_for_training(self.model) if cfg.compile else self.model
         acc.register_for_checkpointing(self.scheduler)
+        planned = planned_training or cfg
         self.progress = Progress(
-            planned_steps=schedule_steps(planned_training or cfg, steps_per_epoch)
+            planned_steps=schedule_steps(planned, steps_per_epoch),
+            planned_minutes=planned.max_minutes,
         )
         self.state = None
         self.metrics_path = output_dir / METRICS_FILE
@@ -440,6 +443,31 @@ def _any_process(accelerator: Accelerator, flag: bool) -> bool:
     return bool(accelerator.reduce(t, reduction="sum").item() > 0)
 
 
+def check_process_group() -> None:
+    """Refuse a process that a launcher started as one of ``WORLD_SIZE`` > 1 (torchrun,
+    accelerate launch) while Accelerate set up a single process: each would train alone into
+    the same ``output_dir``. Called before anything is written.
+
+    Raises:
+        ValueError: naming both counts and the command that starts N CPU processes.
+    """
+    world = int(os.environ.get("WORLD_SIZE") or 1)
+    if world <= 1:
+        return
+    from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
+
+    # as AcceleratorState sets it up (PartialState alone does not read ACCELERATE_USE_CPU)
+    if PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU")).num_processes == 1:
+        raise ValueError(
+            f"WORLD_SIZE={world} but Accelerate set up a single process: each of the {world} "
+            "would train alone into the same output_dir. On CPUs start N processes with "
+            "`ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N -m hfattn train "
+            "RECIPE`; on GPUs with `accelerate launch --multi_gpu --num_processes N -m hfattn "
+            "train RECIPE`"
+        )
+
+
 def train(
     job: TrainingJob,
     cfg,
@@ -478,6 +506,7 @@ def train(
             (the recipe differs from the run's).
     """
     output_dir = Path(output_dir)
+    check_process_group()  # before anything is written
     if resume and overwrite:
         raise ValueError(RESUME_AND_OVERWRITE)
     # checked first: a failed resume leaves nothing behind
@@ -512,7 +541,7 @@ def train(
     if acc.is_main_process:
         for key, value in (generation_defaults or {}).items():
             setattr(model.generation_config, key, value)
-        training = training_summary(p, run.total_steps, acc, recipe_name)
+        training = training_summary(p, run.total_steps, acc, recipe_name, cfg.max_minutes)
         results = eval_results(result.metrics, job.card_metadata, training)
         save_run_results(output_dir, model, job.tokenizer, results, run.metrics_path)
         if job.sample is not None:
@@ -521,4 +550,4 @@ def train(
     return result
 
 
-__all__ = ["check_rows_per_process", "train", "trained_tokens"]
+__all__ = ["check_process_group", "check_rows_per_process", "train", "trained_tokens"]

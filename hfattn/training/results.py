@@ -10,7 +10,7 @@ import os
 import platform
 from pathlib import Path
 
-from ..fileio import atomic_path, atomic_write_json
+from ..fileio import atomic_files, atomic_path, atomic_write_json
 from ..run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
 
 
@@ -26,10 +26,13 @@ def hardware(accelerator) -> str:
     return f"{accelerator.num_processes} process(es) on a {cores}-core {platform.machine()} CPU"
 
 
-def training_summary(progress, schedule_steps: int, accelerator, recipe_name) -> dict:
+def training_summary(
+    progress, schedule_steps: int, accelerator, recipe_name, max_minutes: float | None = None
+) -> dict:
     """How a run trained, for ``eval_results.json``'s ``training``: the steps done, scheduled
-    and planned by the recipe file, the best step, the runtime, the tokens trained on (and per
-    second), why it stopped, the hardware."""
+    and planned by the recipe file, the best step, the runtime and its clock (``max_minutes``,
+    and the recipe file's), the tokens trained on (and per second), why it stopped, the
+    hardware."""
     return {
         "recipe": recipe_name,
         "global_step": progress.step,
@@ -40,6 +43,8 @@ def training_summary(progress, schedule_steps: int, accelerator, recipe_name) ->
         "best_averaged_steps": progress.best_averaged_steps,
         "skipped_steps": progress.skipped_steps,
         "train_runtime_s": round(progress.elapsed_s, 1),
+        "max_minutes": max_minutes,
+        "planned_minutes": progress.planned_minutes,
         "train_tokens": progress.train_tokens,
         "train_tokens_per_s": round(progress.train_tokens / progress.elapsed_s, 1)
         if progress.elapsed_s
@@ -80,8 +85,9 @@ def save_run_results(output_dir: Path, model, tokenizer, results: dict, metrics_
     """Save the model folder of a finished run: weights, config and generation config,
     tokenizer, ``eval_results.json`` (``results``, see :func:`eval_results`) and the loss
     curve drawn from ``metrics_path``."""
-    model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
+    with atomic_files(output_dir) as staged:  # each file renamed in whole, with a plain mode
+        model.save_pretrained(staged)
+        tokenizer.save_pretrained(staged)
     atomic_write_json(output_dir / EVAL_RESULTS_FILE, results)
     plot_loss_curve(metrics_path, output_dir / LOSS_CURVE_FILE)
 

@@ -253,3 +253,20 @@ def test_a_non_finite_loss_gathered_on_the_device_stops_at_the_next_check(
     run = tmp_path / "run"
     assert not (run / "model.safetensors").exists()
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-20"]
+
+
+def test_the_model_card_gives_the_mfu_and_its_peak_only_where_there_is_one():
+    from types import SimpleNamespace
+
+    from hfattn.hub.card import _training_rows
+
+    gpu = {"train_tokens_per_s": 5e5, "mfu": 0.3512, "peak_flops_per_device": 989e12,
+           "peak_flops_source": "NVIDIA H100 80GB HBM3 bf16 dense, datasheet 989 TFLOP/s"}  # fmt: skip
+    rows = dict(_training_rows(SimpleNamespace(training=gpu, recipe=None)))
+    assert rows["Model FLOPs utilisation (MFU)"] == "35.1%"
+    assert rows["Peak FLOP/s of the MFU"] == gpu["peak_flops_source"]
+    assert "peak_flops_per_device" not in rows
+    cpu = {"train_tokens_per_s": 900.0, "mfu": None, "peak_flops_per_device": None,
+           "peak_flops_source": "no peak FLOP/s for a CPU"}  # fmt: skip
+    rows = dict(_training_rows(SimpleNamespace(training=cpu, recipe=None)))
+    assert not any("MFU" in label or "peak" in label for label in rows)

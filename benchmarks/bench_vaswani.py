@@ -23,13 +23,19 @@ machine (another training run) falls on both sides alike.
    parameters (``torch.autograd.graph.saved_tensors_hooks``): a deterministic per-step
    activation-memory measure. On CUDA also the peak of ``torch.cuda.max_memory_allocated``
    during a step above the memory held before it (weights, gradients, optimizer state). The
-   MFU: FLOPs / step time / peak, the peak being 989e12 for an H100 in bf16 (dense) and,
-   anywhere else, the best rate of a square matrix product of the benchmark's dtype measured
-   on the spot with the same threads (:func:`matmul_peak`), with FLOPs = 6 × (encoder
+   MFU: FLOPs / step time / peak, with the FLOPs and the peak of
+   :mod:`hfattn.training.throughput` (what ``hfattn train`` reports): FLOPs = 6 × (encoder
    layer parameters × source tokens + decoder layer and output-layer parameters × target
    tokens, cross-attention key/value projections × source tokens) + 12 × B × h·d_k × (per layer
    S² (encoder), T² + T·S (decoder)), padded positions included and causal attention counted
-   in full.
+   in full; the peak, the device's datasheet figure for the dtype (989 TFLOP/s for an H100 or
+   H200 in bf16, dense), an 8192³ product measured on an unlisted CUDA device, and on a CPU
+   the best rate of a square matrix product measured on the spot with the same threads
+   (:func:`matmul_peak`). ``--engine`` trains hfattn as ``hfattn train`` does on the device:
+   ``torch.compile`` (on CUDA, as ``training.compile: auto``) and AdamW fused on CUDA
+   (:func:`hfattn.training.optim.adamw_kernel`); Marian always trains as transformers ships
+   it: eager, ``torch.optim.AdamW`` with its defaults. On CUDA ``--base-batch`` defaults to 256
+   rows (16k target tokens of 64) at the paper-base size.
 2. Generation, small size, 32 sources, exactly 64 new tokens (``min_new_tokens =
    max_new_tokens = 64``), greedy and beam 4: (a) hfattn with its ``EncoderDecoderCache``
    against ``use_cache=False`` (the whole decoder re-run over the prefix at every step, the
@@ -72,9 +78,11 @@ from benchlib import (
 from transformers import CompileConfig, GenerationConfig, MarianConfig, MarianMTModel
 
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
+from hfattn.training.compiling import compile_for_training, resolve_compile
+from hfattn.training.optim import adamw_kernel
+from hfattn.training.throughput import device_peak_flops, vaswani_training_flops
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
-H100_BF16_DENSE_FLOPS = 989e12
 PARITY_TARGET, CACHE_TARGET = 1.0, 8.0
 STATIC_CACHE_TARGET = 2.0
 """Static cache + compiled step / dynamic cache at batch 1, on a GPU (issue 23)."""
@@ -285,11 +293,12 @@ def step_memory(model, optimizer, ids, mask, labels, autocast, device: str) -> d
 def matmul_peak(device: str, dtype: str) -> tuple[float, str]:
     """``(FLOP/s, description)``: the peak that the MFU divides by.
 
-    An H100 in bf16: its dense spec, 989 TFLOP/s. Anything else: the best of a few square
-    matrix products (n = 1024, 2048) in ``dtype`` with the current threads, ``2 n³ / time``;
-    this is what the matmul library reaches on this machine, not a datasheet figure."""
-    if device == "cuda" and dtype == "bf16" and "H100" in torch.cuda.get_device_name():
-        return H100_BF16_DENSE_FLOPS, "H100 bf16 dense 989 TFLOP/s"
+    On CUDA, :func:`hfattn.training.throughput.device_peak_flops` (the datasheet's dense
+    figure, or a measured 8192³ product). On a CPU: the best of a few square matrix products
+    (n = 1024, 2048) in ``dtype`` with the current threads, ``2 n³ / time``; this is what the
+    matmul library reaches on this machine, not a datasheet figure."""
+    if device == "cuda":
+        return device_peak_flops(device, dtype)
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     best = 0.0
     for n in (1024, 2048):
@@ -303,30 +312,15 @@ def matmul_peak(device: str, dtype: str) -> tuple[float, str]:
 
 
 def train_flops(model: VaswaniForConditionalGeneration, batch: int, src: int, tgt: int) -> float:
-    """Training FLOPs of one step (see the module docstring)."""
+    """Training FLOPs of one step (:func:`hfattn.training.throughput.vaswani_training_flops`)."""
+    return vaswani_training_flops(model, batch, src, tgt)
 
-    def count(module) -> int:
-        return sum(p.numel() for p in module.parameters())
 
-    config = model.config
-    encoder = count(model.model.encoder.layers)
-    decoder = count(model.model.decoder.layers)
-    cross_kv = sum(
-        count(layer.encoder_attn.k_proj) + count(layer.encoder_attn.v_proj)
-        for layer in model.model.decoder.layers
-    )
-    output = model.lm_head.weight.numel() + model.lm_head.bias.numel()
-    dense = 6 * (
-        encoder * batch * src + (decoder - cross_kv + output) * batch * tgt + cross_kv * batch * src
-    )
-    width = config.num_heads * config.head_dim
-    attention = (
-        12
-        * batch
-        * width
-        * (config.encoder_layers * src * src + config.decoder_layers * (tgt * tgt + tgt * src))
-    )
-    return float(dense + attention)
+def engine_optimizer(model, device: str, engine: bool) -> torch.optim.Optimizer:
+    """AdamW at lr 1e-4: as ``hfattn train`` builds it on ``device`` (fused on CUDA) with
+    ``engine``, else with torch's defaults (as transformers' ``Trainer`` and Marian users get)."""
+    kernel = adamw_kernel(device) if engine else {}
+    return torch.optim.AdamW(model.parameters(), lr=1e-4, **kernel)
 
 
 def measure_training(size: Size, args, autocast, peak_flops: float) -> dict:
@@ -339,15 +333,20 @@ def measure_training(size: Size, args, autocast, peak_flops: float) -> dict:
         ours, marian, ids, mask, labels, autocast, args.dtype == "bf16"
     )
     models = {"hfattn": ours, "marian": marian}
-    optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-4) for k, m in models.items()}
+    optimizers = {
+        "hfattn": engine_optimizer(ours, device, args.engine),
+        "marian": engine_optimizer(marian, device, False),
+    }
     for m in models.values():
         m.train()
+    compiled = args.engine and resolve_compile("auto", ours.config.model_type, device)
+    steppers = {"hfattn": compile_for_training(ours) if compiled else ours, "marian": marian}
     times = {k: [] for k in models}
     order = list(models)
     for step in range(args.warmup + args.steps):
         for k in order if step % 2 == 0 else order[::-1]:
             seconds, _ = timed(
-                device, train_step, models[k], optimizers[k], ids, mask, labels, autocast
+                device, train_step, steppers[k], optimizers[k], ids, mask, labels, autocast
             )
             if step >= args.warmup:
                 times[k].append(seconds)
@@ -367,6 +366,8 @@ def measure_training(size: Size, args, autocast, peak_flops: float) -> dict:
         "parameters": {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()},
         "step_seconds": times,
         "flops_per_step": flops,
+        "hfattn_compiled": compiled,
+        "hfattn_adamw": "fused" if optimizers["hfattn"].defaults.get("fused") else "default",
     }
     for k in models:
         median = statistics.median(times[k])
@@ -702,7 +703,10 @@ def main() -> None:
     parser.add_argument("--ffn", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=64, help="training batch, small size")
     parser.add_argument(
-        "--base-batch", type=int, default=8, help="training batch at the paper-base size (0: skip)"
+        "--base-batch",
+        type=int,
+        default=None,
+        help="training batch at the paper-base size (0: skip; default 8 on a CPU, 256 on CUDA)",
     )
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
@@ -722,10 +726,19 @@ def main() -> None:
         action="store_true",
         help="no static cache + torch.compile run (batch 1; compiling takes seconds to minutes)",
     )
+    parser.add_argument(
+        "--engine",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train hfattn as hfattn train does on the device (compiled and fused AdamW on "
+        "CUDA); --no-engine: eager with AdamW's defaults, as Marian",
+    )
     parser.add_argument("--out", help="write every number to this JSON file")
     add_json_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny counts")
     args = parser.parse_args()
+    if args.base_batch is None:
+        args.base_batch = 256 if args.device == "cuda" else 8
     if args.quick:
         args.steps, args.warmup, args.gen_repeats, args.new_tokens = 2, 1, 1, 8
         args.base_batch = 0

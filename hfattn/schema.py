@@ -118,14 +118,18 @@ class TrainingSection:
     block above 32 MiB, such as a batch's logits over the vocabulary
     (:mod:`hfattn.training.host_memory`). The process keeps its peak heap while it trains;
     ignored on a GPU, and with a warning where the C library is not glibc."""
-    compile: bool = False
-    """Compile the model with ``torch.compile`` (default mode, TorchInductor) before training:
-    the loss step (forward and backward) runs fused kernels, while evaluation, generation,
+    compile: bool | str = "auto"
+    """Compile the training step with ``torch.compile`` (default mode, TorchInductor): the loss
+    step (forward and backward) runs fused kernels, while evaluation, generation,
     checkpoints and the saved weights use the model itself (the same state-dict keys). The
     first steps are slower while it compiles (and once more at the first batch of another
-    length). Refused for ``bahdanau`` and ``rnn-classifier`` models, whose recurrence over
-    padded batches would compile anew at every batch length. On a CPU it helps
-    COMPILE-FIGURES (``benchmarks/bench_compile.py``)."""
+    length); a compiled run pads its translation and classification batches to a multiple of
+    8 positions (masked: the loss is the same), so that it compiles a few shapes. ``auto``:
+    on for the Vaswani Transformer and the char-RNN on a CUDA device, off on a CPU and for the
+    other models; ``true`` / ``false`` force it. ``true`` is refused for ``bahdanau`` and
+    ``rnn-classifier`` models, whose recurrence over padded batches would compile anew at
+    every batch length. ``benchmarks/bench_compile.py`` measures each model's step both
+    ways."""
 
     @property
     def larger_metric_is_better(self) -> bool:
@@ -144,6 +148,11 @@ class TrainingSection:
             f"must be >= 0, got {self.max_skipped_steps}",
         )
         require_choice(self.optimizer, "training.optimizer", tuple(OPTIMIZERS))
+        require(
+            self.compile in (True, False, "auto"),
+            "training.compile",
+            f"must be auto, true or false, got {self.compile!r}",
+        )
         require_choice(self.schedule, "training.schedule", tuple(SCHEDULES))
         # YAML 1.1 reads a bare `no` (in the file or in --set) as false, which OmegaConf then
         # stores in this str field as "False": the user wrote "no".
@@ -437,7 +446,11 @@ class RecipeBase:
         training = getattr(self, "training", None)
         model_type = self.model.get("type") if isinstance(self.model, dict) else None
         require(
-            not (training is not None and training.compile and model_type in UNROLLED_PER_LENGTH),
+            not (
+                training is not None
+                and training.compile is True
+                and model_type in UNROLLED_PER_LENGTH
+            ),
             "training.compile",
             f"model.type {model_type} runs its recurrence over padded batches of varying "
             "length, which torch.compile unrolls position by position: every new batch length "

@@ -18,6 +18,11 @@ so a batch of short sentences holds more rows than one of long sentences and eve
 costs about the same. The pairs a pool leaves over start the next pool; the epoch's last
 batch, which may be partial, is dropped.
 
+``pad_to_multiple_of`` (as in transformers' ``DataCollatorWithPadding``) rounds every padded
+width up to a multiple of it; the engine sets it when the step is compiled
+(:data:`hfattn.training.compiling.COMPILE_PAD_MULTIPLE`), so that a run meets a few shapes.
+The extra positions are padding like the rest: masked in the attention, ignored by the loss.
+
 ``group_by_length`` names the length a pool is sorted by: ``source`` (the encoder's padded
 width), or ``target`` (the target length, ties broken by the source's), which is the one to
 pick when the decoder's padded positions set the step's cost: an RNN encoder reads packed
@@ -36,9 +41,20 @@ GROUP_BY_LENGTH = ("source", "target")
 """The lengths :class:`PairBatches` can sort its pools by."""
 
 
-def pad_sources(sources: Sequence[Sequence[int]], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad ``sources`` with ``pad_token_id``: ``input_ids`` and ``attention_mask``."""
-    width = max(len(s) for s in sources)
+def padded_width(lengths, pad_to_multiple_of: int | None = None) -> int:
+    """The longest of ``lengths``, rounded up to a multiple of ``pad_to_multiple_of``."""
+    width = max(lengths)
+    if pad_to_multiple_of:
+        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    return width
+
+
+def pad_sources(
+    sources: Sequence[Sequence[int]], pad_token_id: int, pad_to_multiple_of: int | None = None
+) -> dict[str, torch.Tensor]:
+    """Right-pad ``sources`` with ``pad_token_id`` (to :func:`padded_width`): ``input_ids``
+    and ``attention_mask``."""
+    width = padded_width(map(len, sources), pad_to_multiple_of)
     input_ids = torch.full((len(sources), width), pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros((len(sources), width), dtype=torch.long)
     for row, ids in enumerate(sources):
@@ -48,14 +64,18 @@ def pad_sources(sources: Sequence[Sequence[int]], pad_token_id: int) -> dict[str
 
 
 def pad_pairs(
-    sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], pad_token_id: int
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    pad_token_id: int,
+    pad_to_multiple_of: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Right-pad ``sources`` (pad id, with an attention mask) and ``targets`` (``-100``)."""
-    label_width = max(len(t) for t in targets)
+    """Right-pad ``sources`` (pad id, with an attention mask) and ``targets`` (``-100``), each
+    to :func:`padded_width`."""
+    label_width = padded_width(map(len, targets), pad_to_multiple_of)
     labels = torch.full((len(targets), label_width), IGNORE_INDEX, dtype=torch.long)
     for row, ids in enumerate(targets):
         labels[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
-    return {**pad_sources(sources, pad_token_id), "labels": labels}
+    return {**pad_sources(sources, pad_token_id, pad_to_multiple_of), "labels": labels}
 
 
 class PairBatches:
@@ -93,6 +113,8 @@ class PairBatches:
         self.pool = batch_size * pool_batches
         self.max_tokens = max_tokens
         self.group_by_length = group_by_length
+        self.pad_to_multiple_of = None
+        """Round the padded widths up to a multiple of this (``None``: the longest row's)."""
         self.min_rows = batch_size
         """The fewest rows a batch of :meth:`order` has (``batch_size``; with ``max_tokens``,
         as many pairs of the longest lengths as fit: a batch closes only when the next pair
@@ -166,7 +188,10 @@ class PairBatches:
         """Padded batches ``start, start+1, …`` of ``epoch``."""
         for rows in self.order(epoch)[start:]:
             yield pad_pairs(
-                [self.sources[i] for i in rows], [self.targets[i] for i in rows], self.pad_token_id
+                [self.sources[i] for i in rows],
+                [self.targets[i] for i in rows],
+                self.pad_token_id,
+                self.pad_to_multiple_of,
             )
 
 
@@ -179,9 +204,17 @@ class LabelBatches(PairBatches):
     def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """Padded batches ``start, start+1, …`` of ``epoch``."""
         for rows in self.order(epoch)[start:]:
-            batch = pad_sources([self.sources[i] for i in rows], self.pad_token_id)
+            sources = [self.sources[i] for i in rows]
+            batch = pad_sources(sources, self.pad_token_id, self.pad_to_multiple_of)
             batch["labels"] = torch.tensor([self.targets[i] for i in rows], dtype=torch.long)
             yield batch
 
 
-__all__ = ["IGNORE_INDEX", "LabelBatches", "PairBatches", "pad_pairs", "pad_sources"]
+__all__ = [
+    "IGNORE_INDEX",
+    "LabelBatches",
+    "PairBatches",
+    "pad_pairs",
+    "pad_sources",
+    "padded_width",
+]

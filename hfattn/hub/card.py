@@ -276,6 +276,15 @@ def _architecture_rows(folder: ModelFolder) -> list[tuple[str, str]]:
     return rows
 
 
+def _format_training_value(key: str, value) -> str:
+    """A value of ``eval_results.json``'s ``training`` as the card's training table shows it."""
+    if key == "train_runtime_s":
+        return _format_seconds(value)
+    if key == "mfu":
+        return f"{value:.1%}"
+    return _format_value(value)
+
+
 def _training_rows(folder: ModelFolder) -> list[tuple[str, str]]:
     training = folder.training or {}
     labels = {
@@ -290,24 +299,25 @@ def _training_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         "planned_minutes": "The recipe's time budget (minutes)",
         "train_tokens": "Tokens trained on",
         "train_tokens_per_s": "Tokens per second",
+        "train_flops_per_token": "Training FLOPs per token",
+        "mfu": "Model FLOPs utilisation (MFU)",
+        "peak_flops_source": "Peak FLOP/s of the MFU",
         "hardware": "Hardware",
         "num_processes": "Processes",
         "mixed_precision": "Mixed precision",
     }
+    # the peak is said only where there is an MFU (a CPU run has neither)
+    hidden = {"peak_flops_per_device"} | (
+        {"peak_flops_source"} if training.get("mfu") is None else set()
+    )
     rows = []
     for key, label in labels.items():
-        if training.get(key) is not None:
-            value = training[key]
-            rows.append(
-                (
-                    label,
-                    _format_seconds(value) if key == "train_runtime_s" else _format_value(value),
-                )
-            )
+        if training.get(key) is not None and key not in hidden:
+            rows.append((label, _format_training_value(key, training[key])))
     rows += [
         (key, _format_value(value))
         for key, value in training.items()
-        if key not in labels and isinstance(value, (str, int, float))
+        if key not in labels and key not in hidden and isinstance(value, (str, int, float))
     ]
     if folder.recipe and not training.get("recipe") and folder.recipe.get("name"):
         rows.insert(0, ("Recipe", str(folder.recipe["name"])))

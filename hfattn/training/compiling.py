@@ -18,17 +18,39 @@ from __future__ import annotations
 
 import torch
 
+COMPILED_BY_AUTO = ("vaswani", "char-rnn")
+"""The model types that ``training.compile: auto`` compiles on CUDA: their step is one graph
+for a handful of batch shapes (the char-RNN's windows have one length; translation batches
+are padded to a multiple of :data:`COMPILE_PAD_MULTIPLE`)."""
+COMPILE_PAD_MULTIPLE = 8
+"""Batches of a compiled run are padded to a multiple of this length (the padded positions
+are masked: the loss is the same), so that a run compiles a few shapes, not one per length."""
+
+
+def resolve_compile(setting: bool | str, model_type: str | None, device) -> bool:
+    """Whether the loss step is compiled: ``setting`` itself when ``True`` / ``False``;
+    ``auto``: on CUDA for :data:`COMPILED_BY_AUTO`, else off (on a CPU the first steps'
+    compile time is rarely won back within a run)."""
+    if setting == "auto":
+        return torch.device(device).type == "cuda" and model_type in COMPILED_BY_AUTO
+    return bool(setting)
+
 
 def compile_for_training(model: torch.nn.Module) -> torch.nn.Module:
     """``torch.compile(model)`` with the default mode and backend (``inductor``).
 
     Shapes start static; a batch of a new shape (translation and classification batches are
-    padded to their longest example) recompiles once with dynamic sizes, which later shapes
-    reuse. The char-RNN's first batch of every epoch (no carried state) and the others (a
+    padded to their longest example, rounded up to :data:`COMPILE_PAD_MULTIPLE`) recompiles
+    once with dynamic sizes, which later shapes reuse. The char-RNN's first batch of every epoch (no carried state) and the others (a
     carried state) are two graphs, each compiled once. The first steps are slower while this
     happens.
     """
     return torch.compile(model)
 
 
-__all__ = ["compile_for_training"]
+__all__ = [
+    "COMPILED_BY_AUTO",
+    "COMPILE_PAD_MULTIPLE",
+    "compile_for_training",
+    "resolve_compile",
+]

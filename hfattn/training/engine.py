@@ -8,8 +8,16 @@ the wall-clock budget (``max_minutes``, the schedule then follows the clock) or 
 Ctrl-C / SIGTERM (a resumable checkpoint is written). A finished run is evaluated on its
 splits and saved as a model folder (:mod:`hfattn.training.results`). Stateful jobs carry the
 recurrent state (detached: truncated BPTT) from batch to batch and reset it at every epoch.
-With ``training.compile`` the loss step runs through ``torch.compile``
-(:mod:`hfattn.training.compiling`); nothing else does.
+With ``training.compile`` (``auto``: the Vaswani Transformer and the char-RNN on CUDA) the loss
+step runs through ``torch.compile`` (:mod:`hfattn.training.compiling`); nothing else does.
+
+On CUDA the step does not wait for the device: the losses stay device tensors until a
+``metrics.jsonl`` record reads them, token counts and FLOPs come from the host batch before
+its (pinned, non-blocking) copy, AdamW runs fused (:func:`~hfattn.training.optim.adamw_kernel`)
+and, with ``on_nonfinite_loss: stop``, a non-finite loss is looked for at the log,
+evaluation and checkpoint steps rather than after every batch. Every train record carries the
+interval's target tokens/s, MFU (:mod:`hfattn.training.throughput`; CUDA only) and the seconds
+spent waiting for batches (``data_wait_s``).
 
 Checkpoints (:mod:`hfattn.training.checkpoints`) make a run killed at any point (even SIGKILL,
 even in the middle of a checkpoint write) continue with ``resume=True`` to the same weights
@@ -59,7 +67,7 @@ from .checkpoints import (
     save_best_weights,
     write_checkpoint,
 )
-from .compiling import compile_for_training
+from .compiling import COMPILE_PAD_MULTIPLE, compile_for_training, resolve_compile
 from .host_memory import freed_memory_kept
 from .job import NonFiniteLossError, TrainingCallback, TrainingJob, TrainResult, as_callbacks
 from .optim import build_optimizer
@@ -67,6 +75,7 @@ from .precision import resolve_mixed_precision
 from .results import eval_results, save_run_results, training_summary
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
 from .stop_signals import stop_on_signals
+from .throughput import FlopCounter, device_peak_flops, mfu
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +122,7 @@ class _Run:
             lr=cfg.learning_rate,
             weight_decay=cfg.weight_decay,
             betas=tuple(cfg.betas),
+            device=acc.device,
         )
         config = job.model.config
         self.scheduler = build_lr_scheduler(
@@ -126,7 +136,14 @@ class _Run:
         # training.compile: the loss step calls a compiled view of the prepared module; its
         # checkpoints, evaluations and saved folder use the module itself (the same parameters,
         # the state-dict keys without torch.compile's `_orig_mod.` prefix)
-        self.loss_model = compile_for_training(self.model) if cfg.compile else self.model
+        self.compiled = resolve_compile(cfg.compile, config.model_type, acc.device)
+        self.loss_model = compile_for_training(self.model) if self.compiled else self.model
+        if self.compiled and hasattr(job.batches, "pad_to_multiple_of"):
+            job.batches.pad_to_multiple_of = COMPILE_PAD_MULTIPLE  # a handful of shapes
+        self.count_flops = FlopCounter(job.model)
+        self.peak_flops, self.peak_source = device_peak_flops(acc.device, acc.mixed_precision)
+        self.speed = _Speedometer()
+        self.run_tokens_from, self.run_flops = 0, 0.0
         acc.register_for_checkpointing(self.scheduler)
         planned = planned_training or cfg
         self.progress = Progress(
@@ -136,6 +153,24 @@ class _Run:
         self.state = None
         self.metrics_path = output_dir / METRICS_FILE
         self.skip_step = False  # a micro-batch of the current step had a non-finite loss
+        # each micro-batch's finiteness read at once (skip must know before the optimizer
+        # step; free on a CPU), or gathered on the device and read at log/eval/save steps
+        self.check_every_loss = checks_every_loss(cfg.on_nonfinite_loss, acc.device)
+        self.nonfinite = torch.zeros((), dtype=torch.bool, device=acc.device)
+        self.checked_step = 0  # the step up to which every loss is known finite
+        self.grad_norm = None  # the last optimizer step's gradient norm (a device tensor)
+
+    def flops_per_token(self) -> float | None:
+        """Training FLOPs per target token of this session's steps (``None`` before any)."""
+        tokens = self.progress.train_tokens - self.run_tokens_from
+        return self.run_flops / tokens if tokens else None
+
+    @property
+    def total_peak(self) -> float | None:
+        """The peak FLOP/s of all processes together (``None`` on CPUs)."""
+        if self.peak_flops is None:
+            return None
+        return self.peak_flops * self.accelerator.num_processes
 
     # ---- files -------------------------------------------------------------------------
     def log(self, record: dict) -> None:
@@ -146,7 +181,9 @@ class _Run:
 
     def save_checkpoint(self) -> None:
         """:func:`~hfattn.training.checkpoints.write_checkpoint` of the current step."""
+        self.check_gathered_losses()
         p = self.progress
+        p.unlogged_losses[:] = _floats(p.unlogged_losses)  # progress.json holds numbers
 
         def state_saved(folder: Path) -> None:
             for callback in self.callbacks:
@@ -180,6 +217,7 @@ class _Run:
 
     def periodic_eval(self) -> None:
         """Score the validation split now and keep the weights when they are the best."""
+        self.check_gathered_losses()
         scores = self.evaluate("validation")
         p = self.progress
         self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores})
@@ -221,17 +259,23 @@ class _Run:
             p.best_averaged_steps = steps
         model.load_state_dict(own)
 
-    def train_step(self, batch) -> float | None:
+    def train_step(self, batch) -> torch.Tensor | None:
         """One micro-batch: forward, backward and, when it ends an accumulation, the optimizer
-        step. Returns the loss, or ``None`` when it was not finite and the step is skipped
-        (``training.on_nonfinite_loss: skip``; its gradients are dropped)."""
+        step. Returns the loss (a float32 tensor on the device, not read here), or ``None`` when
+        it was not finite and the step is skipped (``training.on_nonfinite_loss: skip``; its
+        gradients are dropped)."""
         acc, cfg = self.accelerator, self.cfg
         with acc.accumulate(self.model):
             stateful = self.job.batches.stateful
             loss, state = self.job.compute_loss(self.loss_model, batch, self.state, stateful)
-            # decided together: a process that skipped backward would leave the others
-            # waiting in DDP's gradient all-reduce
-            finite = not _any_process(acc, not bool(torch.isfinite(loss.detach()).all()))
+            nonfinite = ~torch.isfinite(loss.detach()).all()
+            if self.check_every_loss:
+                # decided together: a process that skipped backward would leave the others
+                # waiting in DDP's gradient all-reduce
+                finite = not _any_process(acc, bool(nonfinite))
+            else:
+                self.nonfinite |= nonfinite
+                finite = True
             if finite:
                 acc.backward(loss)
             else:
@@ -239,16 +283,38 @@ class _Run:
             if acc.sync_gradients and self.skip_step:
                 self.optimizer.zero_grad()
                 self.skip_step = False
+                self.grad_norm = None
             else:
                 if acc.sync_gradients and cfg.max_grad_norm:
-                    acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                    norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                    self.grad_norm = norm if isinstance(norm, torch.Tensor) else None
                 self.optimizer.step()
                 self.optimizer.zero_grad()
         if not finite:
             self.state = None  # a carried state after a non-finite loss is not trusted
             return None
         self.state = state if stateful else None
-        return loss.detach().float().item()
+        return loss.detach().float()
+
+    def check_gathered_losses(self) -> None:
+        """Raise when a loss gathered on the device since the last check was not finite
+        (``on_nonfinite_loss: stop`` on an accelerator, where each loss is not read at once).
+
+        Raises:
+            NonFiniteLossError: naming the steps it lies between and the last good checkpoint.
+        """
+        if self.check_every_loss:
+            return
+        p = self.progress
+        if _any_process(self.accelerator, bool(self.nonfinite)):
+            kept = latest_checkpoint(self.output_dir)
+            raise NonFiniteLossError(
+                f"a training loss after step {self.checked_step} (up to step {p.step}, epoch "
+                f"{p.epoch}) is not finite; stopped without saving it"
+                + (f"; the last good checkpoint is {kept}" if kept else "")
+                + ". Lower training.learning_rate or set training.max_grad_norm"
+            )
+        self.checked_step = p.step
 
     def on_nonfinite_loss(self, loss) -> None:
         """Skip the current optimizer step (``training.on_nonfinite_loss: skip``, up to
@@ -334,10 +400,17 @@ class _Run:
         start, last_saved, losses = time.monotonic() - p.elapsed_s, p.step, p.unlogged_losses
         bar, postfix = self.progress_bar(), {}
         reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
+        self.checked_step = p.step
+        self.speed.start(p.train_tokens)
+        self.run_tokens_from, self.run_flops = p.train_tokens, 0.0
         with stop_on_signals(p), freed_memory_kept(reuse):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
-                for batch in self.job.batches.epoch(p.epoch, start=p.batch_in_epoch):
+                epoch = self.job.batches.epoch(p.epoch, start=p.batch_in_epoch)
+                for batch in self.speed.timed(epoch):
                     p.train_tokens += trained_tokens(batch)
+                    flops = self.count_flops(batch)  # the global batch's, from its shapes
+                    self.speed.flops += flops
+                    self.run_flops += flops
                     loss = self.train_step(
                         _rows_of(batch, acc.process_index, acc.num_processes, acc.device)
                     )
@@ -355,15 +428,23 @@ class _Run:
                         bar.set_postfix(postfix, refresh=False)
                     bar.update(self.bar_position() - bar.n)
                     if p.step % cfg.log_every == 0 or p.step == self.total_steps:
+                        self.check_gathered_losses()
+                        losses[:] = _floats(losses)  # the one read of the interval's losses
                         record = {"step": p.step, "epoch": p.epoch, "split": "train",
                                   "loss": sum(losses) / len(losses) if losses else math.nan,
                                   "learning_rate": self.scheduler.get_last_lr()[0],
                                   "tokens": p.train_tokens,
                                   "elapsed_s": round(p.elapsed_s, 2)}  # fmt: skip
+                        if self.grad_norm is not None:
+                            record["grad_norm"] = float(self.grad_norm)
                         if p.skipped_steps:
                             record["skipped_steps"] = p.skipped_steps
+                        record.update(self.speed.interval(p.train_tokens, self.total_peak))
                         self.log(record)
                         postfix["loss"] = f"{record['loss']:.4f}"
+                        postfix["tok/s"] = f"{record['tokens_per_s']:,.0f}"
+                        if record.get("mfu") is not None:
+                            postfix["MFU"] = f"{record['mfu']:.1%}"
                         bar.set_postfix(postfix)
                         losses.clear()
                     if cfg.eval_every and p.step % cfg.eval_every == 0:
@@ -393,6 +474,61 @@ class _Run:
         if finished and cfg.average_checkpoints:
             self.score_checkpoint_average()
         return p.stop_reason == "interrupted"
+
+
+class _Speedometer:
+    """The speed of the steps since the last ``metrics.jsonl`` train record: the seconds, the
+    target tokens, the FLOPs (:class:`~hfattn.training.throughput.FlopCounter` of each global
+    batch, added by the loop) and the seconds spent waiting for the next batch."""
+
+    def __init__(self):
+        self.since, self.tokens, self.flops, self.data_wait_s = time.monotonic(), 0, 0.0, 0.0
+
+    def start(self, tokens: int) -> None:
+        """Open an interval at the current time, ``tokens`` trained so far."""
+        self.since, self.tokens, self.flops, self.data_wait_s = time.monotonic(), tokens, 0.0, 0.0
+
+    def timed(self, batches):
+        """Yield ``batches``, adding the time each ``next`` takes to ``data_wait_s``."""
+        iterator = iter(batches)
+        while True:
+            asked = time.monotonic()
+            batch = next(iterator, None)
+            self.data_wait_s += time.monotonic() - asked
+            if batch is None:
+                return
+            yield batch
+
+    def interval(self, tokens: int, peak_flops: float | None) -> dict:
+        """The fields of the interval's train record (``tokens_per_s``, ``mfu``: ``None``
+        without a peak, ``data_wait_s``); opens the next interval."""
+        seconds = time.monotonic() - self.since
+        fields = {
+            "tokens_per_s": round((tokens - self.tokens) / seconds, 1) if seconds > 0 else None,
+            "mfu": mfu(self.flops, seconds, peak_flops),
+            "data_wait_s": round(self.data_wait_s, 3),
+        }
+        if fields["mfu"] is not None:
+            fields["mfu"] = round(fields["mfu"], 4)
+        self.start(tokens)
+        return fields
+
+
+def checks_every_loss(on_nonfinite_loss: str, device: torch.device) -> bool:
+    """Whether each micro-batch's loss is checked for finiteness as soon as it is computed:
+    with ``on_nonfinite_loss: skip`` (the optimizer step must know), and on a CPU (reading a
+    host tensor costs nothing). Else (``stop`` on an accelerator) the check waits for the next
+    log, evaluation or checkpoint step, so that the device is never waited for between them."""
+    return on_nonfinite_loss == "skip" or torch.device(device).type == "cpu"
+
+
+def _floats(values: list) -> list[float]:
+    """``values`` (numbers, and scalar tensors on the device) as numbers, in one read."""
+    tensors = [value for value in values if isinstance(value, torch.Tensor)]
+    if not tensors:
+        return list(values)
+    read = iter(torch.stack(tensors).tolist())
+    return [next(read) if isinstance(value, torch.Tensor) else value for value in values]
 
 
 def trained_tokens(batch) -> int:
@@ -428,12 +564,20 @@ def _rows_of(batch, index: int, count: int, device):
     """Process ``index``'s share of a global batch (a tensor or a dict of tensors) split by
     rows over ``count`` processes, on ``device``: rows ``⌊index·B/count⌋`` to
     ``⌊(index+1)·B/count⌋`` of its ``B`` (equal shares when ``count`` divides ``B``; a batch cut
-    by size may not)."""
+    by size may not). To CUDA the rows go through pinned host memory, copied without waiting
+    (the copy overlaps the device's queue; the host batch is not reused)."""
     num_rows = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
     rows = slice(index * num_rows // count, (index + 1) * num_rows // count)
     if isinstance(batch, dict):
-        return {key: value[rows].to(device) for key, value in batch.items()}
-    return batch[rows].to(device)
+        return {key: _to_device(value[rows], device) for key, value in batch.items()}
+    return _to_device(batch[rows], device)
+
+
+def _to_device(tensor: torch.Tensor, device) -> torch.Tensor:
+    """``tensor`` on ``device``: pinned and non-blocking to CUDA, a plain ``.to`` elsewhere."""
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def _any_process(accelerator: Accelerator, flag: bool) -> bool:
@@ -541,7 +685,15 @@ def train(
     if acc.is_main_process:
         for key, value in (generation_defaults or {}).items():
             setattr(model.generation_config, key, value)
-        training = training_summary(p, run.total_steps, acc, recipe_name, cfg.max_minutes)
+        training = training_summary(
+            p,
+            run.total_steps,
+            acc,
+            recipe_name,
+            cfg.max_minutes,
+            flops_per_token=run.flops_per_token(),
+            peak_flops=(run.peak_flops, run.peak_source),
+        )
         results = eval_results(result.metrics, job.card_metadata, training)
         save_run_results(output_dir, model, job.tokenizer, results, run.metrics_path)
         if job.sample is not None:
@@ -550,4 +702,10 @@ def train(
     return result
 
 
-__all__ = ["check_process_group", "check_rows_per_process", "train", "trained_tokens"]
+__all__ = [
+    "check_process_group",
+    "check_rows_per_process",
+    "checks_every_loss",
+    "train",
+    "trained_tokens",
+]

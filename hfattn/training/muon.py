@@ -95,6 +95,9 @@ class MuonAdamW(torch.optim.Optimizer):
         weight_decay: decoupled decay :math:`\lambda`, both rules.
         momentum: Muon's Nesterov momentum :math:`\mu`.
         ns_steps: Newton-Schulz steps ``k`` of :func:`orthogonalize`.
+        fused: run the AdamW groups' update as torch's fused kernel (``torch.optim.AdamW``'s
+            ``fused``; its step counts live on the parameters' device); ``None``: torch's
+            default (``foreach``).
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class MuonAdamW(torch.optim.Optimizer):
         weight_decay: float = 0.0,
         momentum: float = MUON_MOMENTUM,
         ns_steps: int = 5,
+        fused: bool | None = None,
     ):
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(
@@ -126,6 +130,7 @@ class MuonAdamW(torch.optim.Optimizer):
             momentum=momentum,
             ns_steps=ns_steps,
             use_muon=False,
+            fused=fused,
         )
         super().__init__(params, defaults)
         for group in self.param_groups:
@@ -163,10 +168,13 @@ class MuonAdamW(torch.optim.Optimizer):
     def _adamw_step(self, group: dict) -> None:
         """``torch.optim.AdamW``'s own update (its functional form) on the group's parameters."""
         params = [param for param in group["params"] if param.grad is not None]
+        fused = group.get("fused")
         for param in params:
             state = self.state[param]
             if "step" not in state:
-                state["step"] = torch.tensor(0.0)
+                # as torch.optim.AdamW: a fused update keeps its float32 count on the device
+                where = param.device if fused else None
+                state["step"] = torch.tensor(0.0, dtype=torch.float32, device=where)
                 state["exp_avg"] = torch.zeros_like(param)
                 state["exp_avg_sq"] = torch.zeros_like(param)
         states = [self.state[param] for param in params]
@@ -178,6 +186,7 @@ class MuonAdamW(torch.optim.Optimizer):
             [state["exp_avg_sq"] for state in states],
             [],
             [state["step"] for state in states],
+            fused=fused,
             amsgrad=False,
             beta1=beta1,
             beta2=beta2,

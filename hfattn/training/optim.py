@@ -17,6 +17,18 @@ OPTIMIZERS = {
 }
 
 
+FUSED_ADAMW = ("adamw", "muon")
+"""The optimizers whose AdamW update runs fused on CUDA (``muon``: its AdamW groups)."""
+
+
+def adamw_kernel(device: torch.device | str) -> dict:
+    """The keyword arguments that pick the AdamW implementation for parameters on ``device``:
+    ``{"fused": True}`` on CUDA (one kernel for every parameter's update, with its step count
+    on the device: no host round trip), ``{}`` elsewhere (torch's default, ``foreach`` over the
+    parameters, on a CPU the same numbers as ever)."""
+    return {"fused": True} if torch.device(device).type == "cuda" else {}
+
+
 def build_optimizer(
     name: str,
     model: nn.Module,
@@ -24,18 +36,24 @@ def build_optimizer(
     lr: float,
     weight_decay: float = 0.0,
     betas: tuple[float, float] = (0.9, 0.999),
+    device: torch.device | str | None = None,
 ) -> torch.optim.Optimizer:
     """Instantiate the optimizer ``name`` (one of :data:`OPTIMIZERS`) over ``model``'s parameters
-    (``muon``: in the two groups of :func:`~.muon.muon_param_groups`)."""
+    (``muon``: in the two groups of :func:`~.muon.muon_param_groups`). ``device`` is where the
+    parameters will train (default: where they are now); on CUDA the AdamW updates run fused
+    (:func:`adamw_kernel`)."""
     if name not in OPTIMIZERS:
         raise ValueError(f"training.optimizer: {name!r} is not one of {', '.join(OPTIMIZERS)}")
+    if device is None:
+        device = next(model.parameters()).device
+    kernel = adamw_kernel(device) if name in FUSED_ADAMW else {}
     if name == "muon":
         groups = muon_param_groups(model)
-        return MuonAdamW(groups, lr=lr, weight_decay=weight_decay, betas=tuple(betas))
+        return MuonAdamW(groups, lr=lr, weight_decay=weight_decay, betas=tuple(betas), **kernel)
     params = model.parameters()
     if name in ("rmsprop", "sgd"):
         return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay)
-    return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay, betas=tuple(betas))
+    return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay, betas=tuple(betas), **kernel)
 
 
-__all__ = ["OPTIMIZERS", "build_optimizer"]
+__all__ = ["FUSED_ADAMW", "OPTIMIZERS", "adamw_kernel", "build_optimizer"]

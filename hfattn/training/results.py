@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..fileio import atomic_files, atomic_path, atomic_write_json
 from ..run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
+from .throughput import mfu
 
 
 def hardware(accelerator) -> str:
@@ -27,12 +28,28 @@ def hardware(accelerator) -> str:
 
 
 def training_summary(
-    progress, schedule_steps: int, accelerator, recipe_name, max_minutes: float | None = None
+    progress,
+    schedule_steps: int,
+    accelerator,
+    recipe_name,
+    max_minutes: float | None = None,
+    *,
+    flops_per_token: float | None = None,
+    peak_flops: tuple[float | None, str] = (None, "not given"),
 ) -> dict:
     """How a run trained, for ``eval_results.json``'s ``training``: the steps done, scheduled
     and planned by the recipe file, the best step, the runtime and its clock (``max_minutes``,
-    and the recipe file's), the tokens trained on (and per second), why it stopped, the
-    hardware."""
+    and the recipe file's), the tokens trained on (and per second), its MFU (tokens/s ×
+    ``flops_per_token`` over the processes' peak; ``peak_flops`` is one device's
+    ``(FLOP/s, source)`` of :func:`~hfattn.training.throughput.device_peak_flops`, ``None`` on
+    CPUs), why it stopped, the hardware."""
+    tokens_per_s = progress.train_tokens / progress.elapsed_s if progress.elapsed_s else None
+    peak, peak_source = peak_flops
+    utilisation = (
+        mfu(tokens_per_s * flops_per_token, 1.0, peak * accelerator.num_processes)
+        if None not in (tokens_per_s, flops_per_token, peak)
+        else None
+    )
     return {
         "recipe": recipe_name,
         "global_step": progress.step,
@@ -46,9 +63,11 @@ def training_summary(
         "max_minutes": max_minutes,
         "planned_minutes": progress.planned_minutes,
         "train_tokens": progress.train_tokens,
-        "train_tokens_per_s": round(progress.train_tokens / progress.elapsed_s, 1)
-        if progress.elapsed_s
-        else None,
+        "train_tokens_per_s": round(tokens_per_s, 1) if tokens_per_s is not None else None,
+        "train_flops_per_token": round(flops_per_token) if flops_per_token else None,
+        "mfu": round(utilisation, 4) if utilisation is not None else None,
+        "peak_flops_per_device": peak,
+        "peak_flops_source": peak_source,
         "stop_reason": progress.stop_reason or "completed",
         "hardware": hardware(accelerator),
         "num_processes": accelerator.num_processes,

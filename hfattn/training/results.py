@@ -6,30 +6,36 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 from pathlib import Path
 
 from ..fileio import atomic_path, atomic_write_json
+from ..machine import machine_words, provenance
 from ..run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
 
 
-def hardware(accelerator) -> str:
-    """What the run trained on, in words: ``"2× NVIDIA H100"`` or ``"1 process(es) on a
-    2-core x86_64 CPU"``."""
-    if accelerator.device.type == "cuda":
-        import torch
+def gpu_name(accelerator) -> str | None:
+    """The name of the GPU the run trains on (``"NVIDIA H100 80GB HBM3"``), ``None`` on CPU."""
+    if accelerator.device.type != "cuda":
+        return None
+    import torch
 
-        name = torch.cuda.get_device_name(accelerator.device)
-        return f"{accelerator.num_processes}× {name}"
-    cores = os.cpu_count()
-    return f"{accelerator.num_processes} process(es) on a {cores}-core {platform.machine()} CPU"
+    return torch.cuda.get_device_name(accelerator.device)
+
+
+def hardware(accelerator, machine: dict) -> str:
+    """What the run trained on, in words: ``"2× NVIDIA H100 80GB HBM3"`` or ``"1 process(es)
+    on a 2-core AMD EPYC 7B13, AVX2"`` (``machine``: :func:`hfattn.machine.describe_machine`)."""
+    if machine.get("gpu"):
+        return f"{accelerator.num_processes}× {machine['gpu']}"
+    return f"{accelerator.num_processes} process(es) on a {machine_words(machine)}"
 
 
 def training_summary(progress, schedule_steps: int, accelerator, recipe_name) -> dict:
     """How a run trained, for ``eval_results.json``'s ``training``: the steps done, scheduled
     and planned by the recipe file, the best step, the runtime, the tokens trained on (and per
-    second), why it stopped, the hardware."""
+    second), why it stopped, the hardware, and the run's :func:`hfattn.machine.provenance`
+    (commit, command, date, machine)."""
+    origin = provenance(gpu_name(accelerator))
     return {
         "recipe": recipe_name,
         "global_step": progress.step,
@@ -45,9 +51,10 @@ def training_summary(progress, schedule_steps: int, accelerator, recipe_name) ->
         if progress.elapsed_s
         else None,
         "stop_reason": progress.stop_reason or "completed",
-        "hardware": hardware(accelerator),
+        "hardware": hardware(accelerator, origin["machine"]),
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
+        "provenance": origin,
     }
 
 

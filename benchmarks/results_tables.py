@@ -434,12 +434,18 @@ def replace_block(text: str, name: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
-def rendered(path: Path, root: Path = RESULTS) -> str:
-    """``path``'s text with its generated blocks rendered from the files under ``root``."""
-    text = path.read_text("utf-8")
+def render_blocks(text: str, path: Path, root: Path = RESULTS) -> str:
+    """``text`` (the content of ``path``, one of :data:`BLOCKS`) with its generated blocks
+    rendered from the files under ``root``; the docs build renders each page so
+    (``docs/hooks/results.py``)."""
     for name, render in BLOCKS[path].items():
         text = replace_block(text, name, render(root))
     return text
+
+
+def rendered(path: Path, root: Path = RESULTS) -> str:
+    """``path``'s text with its generated blocks rendered from the files under ``root``."""
+    return render_blocks(path.read_text("utf-8"), path, root)
 
 
 def stale_files(root: Path = RESULTS) -> list[Path]:

@@ -8,6 +8,7 @@ One JSON object per run of a script::
      "series": [{"name", "title", "kind": "seq_len" | "batch", "x_label", "y_label",
                  "x": [...], "lines": {label: [y per x], ...}, "log", "device"}, ...],
      "markdown": ["extra section", ...],
+     "provenance": {"hfattn_commit", "command", "date", "machine": {"cpu", "cores", "isa", "gpu"}},
      "not_run": null | "why nothing was measured"}
 
 A record is one measure against its target: ``met`` is ``value >= target`` or ``value <=
@@ -15,7 +16,8 @@ target`` (``comparison``), ``None`` where the measure has no target. ``series`` 
 points of the charts (time against sequence length or batch size). A script that cannot run
 here (data or a Debian package missing) writes ``not_run`` with the reason and exits 0.
 
-No torch or hfattn import here: ``run_all.py`` uses this module in a light process.
+No torch import here (only :mod:`hfattn.machine`, which needs nothing beyond the standard
+library): ``run_all.py`` uses this module in a light process.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from hfattn.machine import provenance
 
 COMPARISONS = (">=", "<=")
 SERIES_KINDS = ("seq_len", "batch")
@@ -92,6 +96,15 @@ def device_type(value: str) -> str:
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--device cpu|cuda`` option of the scripts that also run on a GPU."""
     parser.add_argument("--device", type=device_type, default="cpu", help="cpu (default) or cuda")
+
+
+def gpu_name(device: str) -> str | None:
+    """The name of the GPU a ``device`` measure runs on (``None`` on the CPU)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.get_device_name()
 
 
 def synchronize(device: str) -> None:
@@ -174,9 +187,13 @@ class BenchReport:
         )
 
     def to_dict(self) -> dict:
+        """The JSON object of the module docstring, with the run's ``provenance``: the hfattn
+        commit, the command line, the date and the machine (:func:`hfattn.machine.provenance`;
+        the GPU's name on ``cuda``)."""
         return {
             "benchmark": self.benchmark,
             "device": self.device,
+            "provenance": provenance(gpu_name(self.device)),
             "records": self.records,
             "series": self.series,
             "markdown": self.markdown,

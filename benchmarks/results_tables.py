@@ -17,7 +17,13 @@ A figure is read from one file by one of:
   (:mod:`benchlib`), anywhere in the file (``bench_results.json`` nests them per run);
 - ``key="a.b.c"``: a plain JSON path.
 
-No torch or hfattn import: the docs build and the tests read this module in a light process.
+The machine of a row is the one its first file records (the ``provenance`` block that
+:mod:`hfattn.machine` writes into every new results file, in words by
+:func:`hfattn.machine.machine_words`); a file written before files recorded it falls back to
+the row's ``machine``.
+
+No torch import (only :mod:`hfattn.machine`, standard library only): the docs build and the
+tests read this module in a light process.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `make results` runs with any python3, hfattn not installed
+    sys.path.insert(0, str(ROOT))
+
+from hfattn.machine import machine_words  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 RESULTS_PAGE = ROOT / "docs" / "results" / "index.md"
@@ -78,6 +89,14 @@ class Figure:
         return data
 
 
+def recorded_machine(file: str, root: Path = RESULTS) -> str | None:
+    """The machine that ``file`` records in its ``provenance`` (a benchmark report's, or the
+    ``training`` block's of an ``eval_results.json``), in words; ``None`` when it records none."""
+    data = json.loads((root / file).read_text("utf-8"))
+    origin = data.get("provenance") or (data.get("training") or {}).get("provenance")
+    return machine_words(origin["machine"]) if origin else None
+
+
 def _records(data):
     """Every benchmark record (a dict with ``name`` and ``value``) anywhere in ``data``."""
     if isinstance(data, dict):
@@ -99,6 +118,7 @@ class Row:
     recipe: str
     held_out: str
     machine: str
+    """The machine of files that do not record theirs (see :meth:`machine_of`)."""
     command: str
     training: str
     result: str
@@ -109,6 +129,11 @@ class Row:
 
     def files(self) -> list[str]:
         return sorted({figure.file for figure in self.figures.values()})
+
+    def machine_of(self, root: Path = RESULTS) -> str:
+        """The machine the row's first file records, else :attr:`machine`."""
+        first = next(iter(self.figures.values())).file
+        return recorded_machine(first, root) or self.machine
 
 
 def _bible(model: str, split: str, name: str) -> Figure:
@@ -345,7 +370,8 @@ def _cells(row: Row, root: Path) -> tuple[str, str]:
 def speed_paragraph(docs: str, root: Path = RESULTS) -> str:
     """:data:`SPEED` with its figures; ``docs``: the path from the page to ``docs/``."""
     figures = {k: f.read(root) for k, f in SPEED_FIGURES.items()}
-    return SPEED.format(machine=AVX512_CPU, docs=docs, **figures)
+    machine = recorded_machine(SPEED_FIGURES["char_train"].file, root) or AVX512_CPU
+    return SPEED.format(machine=machine, docs=docs, **figures)
 
 
 def readme_table(root: Path = RESULTS) -> str:
@@ -357,7 +383,8 @@ def readme_table(root: Path = RESULTS) -> str:
     for row in ROWS:
         training, result = _cells(row, root)
         name = row.model if row.recipe == "baseline" else f"{row.model} (`{row.recipe}`)"
-        lines.append(f"| {name} | {row.held_out} | {row.machine}, {training} | {result} |")
+        machine = row.machine_of(root)
+        lines.append(f"| {name} | {row.held_out} | {machine}, {training} | {result} |")
     return "\n".join(lines) + "\n\n" + speed_paragraph("docs/", root)
 
 
@@ -373,7 +400,7 @@ def results_page_table(root: Path = RESULTS) -> str:
         files = ", ".join(f"`{name}`" for name in row.files())
         recipe = "—" if row.recipe == "baseline" else f"`{row.recipe}`"
         lines.append(
-            f"| {row.model} | {recipe} | {row.held_out} | {row.machine} | {training} | "
+            f"| {row.model} | {recipe} | {row.held_out} | {row.machine_of(root)} | {training} | "
             f"{result} | `{row.command}` | {files} |"
         )
     return "\n".join(lines)
@@ -407,12 +434,18 @@ def replace_block(text: str, name: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
-def rendered(path: Path, root: Path = RESULTS) -> str:
-    """``path``'s text with its generated blocks rendered from the files under ``root``."""
-    text = path.read_text("utf-8")
+def render_blocks(text: str, path: Path, root: Path = RESULTS) -> str:
+    """``text`` (the content of ``path``, one of :data:`BLOCKS`) with its generated blocks
+    rendered from the files under ``root``; the docs build renders each page so
+    (``docs/hooks/results.py``)."""
     for name, render in BLOCKS[path].items():
         text = replace_block(text, name, render(root))
     return text
+
+
+def rendered(path: Path, root: Path = RESULTS) -> str:
+    """``path``'s text with its generated blocks rendered from the files under ``root``."""
+    return render_blocks(path.read_text("utf-8"), path, root)
 
 
 def stale_files(root: Path = RESULTS) -> list[Path]:

@@ -40,7 +40,6 @@ import io
 import json
 import math
 import os
-import platform
 import re
 import shlex
 import signal
@@ -53,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchlib import is_met, write_atomically
+
+from hfattn.machine import describe_machine, machine_words
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -274,18 +275,16 @@ print(json.dumps(info))
 
 
 def machine() -> dict:
-    """CPU model, cores, RAM and load of this machine (Linux ``/proc``, else ``platform``)."""
-    cpu, ram = platform.processor() or platform.machine(), None
+    """This machine (:func:`hfattn.machine.describe_machine`: CPU model, cores, instruction
+    set) with its RAM (Linux ``/proc/meminfo``) and load."""
+    ram = None
     try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-        found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
-        cpu = found.group(1).strip() if found else cpu
         meminfo = Path("/proc/meminfo").read_text()
         found = re.search(r"^MemTotal:\s*(\d+) kB", meminfo, re.MULTILINE)
         ram = int(found.group(1)) / 2**20 if found else None
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": ram, "load": load_average()}
+    return {**describe_machine(), "ram_gib": ram, "load": load_average()}
 
 
 def load_average() -> str:
@@ -435,7 +434,7 @@ def render(
         "",
         "## Machine",
         "",
-        f"- CPU: {host['cpu']}, {host['cores']} cores, {ram}",
+        f"- CPU: {machine_words(host)}, {ram}",
         f"- GPU: {info['gpu'] or gpu_absent}",
         f"- Python {info['python']}; {versions}",
         f"- Load average (1, 5, 15 min) before: {host['load']}; after: {context['load_after']}",

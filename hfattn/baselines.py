@@ -47,6 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 from .data.reviews_es import STOP_WORDS_ES
 from .evaluation import load_metric
 from .fileio import atomic_write_json
+from .machine import machine_words, provenance
 from .run_folder import EVAL_RESULTS_FILE
 from .schema import RecipeError, require, require_choice
 
@@ -252,13 +253,14 @@ def write_baseline(
 ) -> list[Path]:
     """Write ``eval_results.json`` (the schema the training engine writes: task / dataset
     names, ``results`` rows of the reported metrics, ``all_metrics``, and a ``training`` block
-    describing the baseline) and ``confusion_matrix.json`` (``{"split", "data", "labels",
+    describing the baseline, with its :func:`~hfattn.machine.provenance`) and ``confusion_matrix.json`` (``{"split", "data", "labels",
     "matrix"}`` of the last evaluated split, as the classification task writes it, plus
     ``"splits"``: every evaluated split's matrix), atomically. ``card_metadata`` is the
     classification task's :meth:`~hfattn.tasks.base.Task.card_metadata`. Returns the paths."""
     output_dir = Path(output_dir)
     reported = card_metadata["reported_metrics"]
     names = card_metadata["metric_names"]
+    origin = provenance()
     eval_results = {
         "task_type": card_metadata.get("task_type"),
         "task_name": card_metadata.get("task_name"),
@@ -288,8 +290,9 @@ def write_baseline(
             "train_examples": result.train_examples,
             "train_runtime_s": round(result.fit_seconds, 3),
             "stop_reason": "completed",
-            "hardware": "cpu (scikit-learn)",
+            "hardware": f"{machine_words(origin['machine'])} (scikit-learn)",
             "num_processes": 1,
+            "provenance": origin,
         },
     }
     last = list(result.confusion)[-1]

@@ -20,12 +20,12 @@ DOCS = REPO / "docs"
 README_MAX_LINES = 200
 
 
-def _load_hook():
-    """``docs/hooks/reference.py`` as a module (MkDocs loads it by path, not as a package)."""
-    name = "docs_reference_hook"
+def _load_hook(file: str = "reference.py"):
+    """``docs/hooks/<file>`` as a module (MkDocs loads it by path, not as a package)."""
+    name = f"docs_hook_{file.removesuffix('.py')}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / "reference.py")
+    spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -61,6 +61,20 @@ def test_strict_build_passes_and_publishes_the_generated_pages(tmp_path):
     assert charts, "benchmarks/results/ holds no chart"
     published = site / "assets" / "benchmarks"
     assert [p for p in charts if not (published / p).is_file()] == []
+
+
+# ---- the results tables --------------------------------------------------------------------------
+def test_the_build_renders_the_results_tables_from_their_files():
+    results = _load_hook("results.py")
+    page = DOCS / "results" / "index.md"
+    text = page.read_text(encoding="utf-8")
+    start, end = "<!-- results:headline:start -->", "<!-- results:headline:end -->"
+    head, rest = text.split(start, 1)
+    stale = f"{head}{start}\n| a stale table |\n{end}{rest.split(end, 1)[1]}"
+    built = results.render_page(stale, str(page))
+    assert "| a stale table |" not in built
+    assert built == results.results_tables.rendered(page)
+    assert results.render_page(stale, str(DOCS / "index.md")) == stale  # not a results page
 
 
 # ---- the recipe reference -----------------------------------------------------------------------

@@ -75,3 +75,16 @@ def test_a_missing_figure_fails_with_its_name(tmp_path):
 def test_the_blocks_need_their_markers():
     with pytest.raises(ValueError, match="results:headline:start"):
         results_tables.replace_block("no markers here", "headline", "table")
+
+
+def test_a_row_names_the_machine_its_file_records(tmp_path):
+    root = copy_results(tmp_path)
+    row = next(r for r in ROWS if r.recipe == "char_rnn_shakespeare")
+    assert row.machine_of(root) == row.machine  # written before files recorded it
+    path = root / next(iter(row.figures.values())).file
+    data = json.loads(path.read_text())
+    machine = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
+    data["training"]["provenance"] = {"machine": machine}
+    path.write_text(json.dumps(data))
+    assert row.machine_of(root) == "4-core Test CPU 9000, AVX2"
+    assert "| 4-core Test CPU 9000, AVX2, 10 min" in results_tables.readme_table(root)

@@ -6,25 +6,29 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 from pathlib import Path
 
 from ..fileio import atomic_files, atomic_path, atomic_write_json
+from ..machine import machine_words, provenance
 from ..run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
 from .throughput import mfu
 
 
-def hardware(accelerator) -> str:
-    """What the run trained on, in words: ``"2× NVIDIA H100"`` or ``"1 process(es) on a
-    2-core x86_64 CPU"``."""
-    if accelerator.device.type == "cuda":
-        import torch
+def gpu_name(accelerator) -> str | None:
+    """The name of the GPU the run trains on (``"NVIDIA H100 80GB HBM3"``), ``None`` on CPU."""
+    if accelerator.device.type != "cuda":
+        return None
+    import torch
 
-        name = torch.cuda.get_device_name(accelerator.device)
-        return f"{accelerator.num_processes}× {name}"
-    cores = os.cpu_count()
-    return f"{accelerator.num_processes} process(es) on a {cores}-core {platform.machine()} CPU"
+    return torch.cuda.get_device_name(accelerator.device)
+
+
+def hardware(accelerator, machine: dict) -> str:
+    """What the run trained on, in words: ``"2× NVIDIA H100 80GB HBM3"`` or ``"1 process(es)
+    on a 2-core AMD EPYC 7B13, AVX2"`` (``machine``: :func:`hfattn.machine.describe_machine`)."""
+    if machine.get("gpu"):
+        return f"{accelerator.num_processes}× {machine['gpu']}"
+    return f"{accelerator.num_processes} process(es) on a {machine_words(machine)}"
 
 
 def training_summary(
@@ -42,7 +46,8 @@ def training_summary(
     and the recipe file's), the tokens trained on (and per second), its MFU (tokens/s ×
     ``flops_per_token`` over the processes' peak; ``peak_flops`` is one device's
     ``(FLOP/s, source)`` of :func:`~hfattn.training.throughput.device_peak_flops`, ``None`` on
-    CPUs), why it stopped, the hardware."""
+    CPUs), why it stopped, the hardware, and the run's :func:`hfattn.machine.provenance`
+    (commit, command, date, machine)."""
     tokens_per_s = progress.train_tokens / progress.elapsed_s if progress.elapsed_s else None
     peak, peak_source = peak_flops
     utilisation = (
@@ -50,6 +55,7 @@ def training_summary(
         if None not in (tokens_per_s, flops_per_token, peak)
         else None
     )
+    origin = provenance(gpu_name(accelerator))
     return {
         "recipe": recipe_name,
         "global_step": progress.step,
@@ -69,9 +75,10 @@ def training_summary(
         "peak_flops_per_device": peak,
         "peak_flops_source": peak_source,
         "stop_reason": progress.stop_reason or "completed",
-        "hardware": hardware(accelerator),
+        "hardware": hardware(accelerator, origin["machine"]),
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
+        "provenance": origin,
     }
 
 

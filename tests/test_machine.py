@@ -18,6 +18,7 @@ from hfattn.machine import (
     machine_words,
     provenance,
 )
+from hfattn.training.checkpoints import Progress
 from hfattn.training.results import training_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,10 +64,7 @@ def test_provenance_names_the_commit_the_command_and_the_date():
 
 
 def test_the_training_summary_records_its_provenance():
-    progress = SimpleNamespace(
-        step=3, planned_steps=3, epoch=1, best_step=None, best_averaged_steps=None,
-        skipped_steps=0, elapsed_s=2.0, train_tokens=10, stop_reason=None,
-    )  # fmt: skip
+    progress = Progress(step=3, planned_steps=3, epoch=1, elapsed_s=2.0, train_tokens=10)
     accelerator = SimpleNamespace(
         device=SimpleNamespace(type="cpu"), num_processes=1, mixed_precision="no"
     )

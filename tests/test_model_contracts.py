@@ -16,7 +16,15 @@ import pytest
 import torch
 import transformers
 from huggingface_hub.errors import StrictDataclassFieldValidationError
-from model_testers import EOS, LENGTHS, PAD, TESTERS, VOCAB, ModelTester
+from model_testers import (
+    BAHDANAU_LUONG_ONE_PASS,
+    EOS,
+    LENGTHS,
+    PAD,
+    TESTERS,
+    VOCAB,
+    ModelTester,
+)
 from transformers import AutoConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -258,6 +266,30 @@ def test_output_flags_from_the_argument_or_else_the_config(tester):
     overridden = forward(configured, batch, output_hidden_states=False, output_attentions=False)
     for name in [*tester.hidden_states, *tester.attentions]:
         assert getattr(overridden, name) is None, name
+
+
+@pytest.mark.parametrize("tester", [*TESTERS, BAHDANAU_LUONG_ONE_PASS], ids=str)
+def test_returned_states_and_attention_maps_carry_the_loss_gradient(tester):
+    """transformers' ``test_retain_grad_hidden_states_attentions``, with the loss as Marian
+    passes it: the first hidden state of every stack and every attention map returned are the
+    tensors of the autograd graph (the weights that multiplied the values, after dropout), so
+    ``retain_grad()`` on them gets a gradient. In training mode, with a padded batch."""
+    flags = dict(output_hidden_states=True, output_attentions=bool(tester.attentions))
+    model = tester.model(**flags).train()
+    out = model(**tester.inputs(labels=True))
+    returned = {name: getattr(out, name)[:1] for name in tester.hidden_states}
+    if "attention_gradients" not in tester.lacks:
+        returned.update({name: getattr(out, name) for name in tester.attentions})
+    for tensors in returned.values():
+        for tensor in tensors:
+            tensor.retain_grad()
+    out.loss.backward()
+    for name, tensors in returned.items():
+        for i, tensor in enumerate(tensors):
+            assert tensor.grad is not None, f"{name}[{i}]"
+            assert tensor.grad.abs().sum() > 0, f"{name}[{i}]"
+    if "attention_gradients" in tester.lacks:
+        pytest.skip(f"attention maps: {tester.lacks['attention_gradients']}")
 
 
 @by_tester

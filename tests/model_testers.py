@@ -32,6 +32,10 @@ LENGTHS = (7, 4, 6)
 
 RNN_NO_SELF_ATTENTION = "an RNN has no attention layer whose kernel could be swapped"
 NO_GENERATE = "a classifier does not generate"
+RECURRENT_STATE_IS_THE_CACHE = (
+    "the fixed-size recurrent state is the generation cache (RecurrentCache): no "
+    "cache_implementation applies, and generate compiles no decoding step"
+)
 RNN_LENGTHS_ON_CPU = (
     "packed sequences take their lengths on the CPU (pack_padded_sequence), which a meta "
     "tensor cannot give"
@@ -225,6 +229,7 @@ def _bahdanau(name: str, **kw) -> ModelTester:
             "sdpa": RNN_NO_SELF_ATTENTION,
             "left_padding": "sources are packed by length and must be right-padded",
             "meta_device": RNN_LENGTHS_ON_CPU,
+            "static_cache": RECURRENT_STATE_IS_THE_CACHE,
             **({"attention_gradients": STEPWISE_ATTENTION} if stepwise else {}),
         },
     )
@@ -253,6 +258,7 @@ def _char_rnn(name: str, cell: str) -> ModelTester:
             "sdpa": RNN_NO_SELF_ATTENTION,
             "attentions": "an RNN language model has none",
             "meta_device": RNN_LENGTHS_ON_CPU,
+            "static_cache": RECURRENT_STATE_IS_THE_CACHE,
         },
     )
 

@@ -408,6 +408,33 @@ def test_generate_continues_from_a_returned_cache(tester):
 
 
 @by_tester
+def test_a_static_cache_is_honoured_or_refused_in_one_line(tester):
+    """transformers reads ``_can_compile_fullgraph`` as "generates with
+    ``cache_implementation="static"`` and a compiled decoding step" (its static-cache tests
+    run only on such models). A family that claims it generates the default cache's tokens
+    with a static cache (the compiled step: ``test_vaswani.py``); a family that lacks a static
+    cache does not claim it and refuses the request in one line, before any forward runs."""
+    skip_if_lacking(tester, "generate")
+    model = tester.model()
+    inputs = generation_inputs(tester)
+    if "static_cache" not in tester.lacks:
+        assert tester.model_class._can_compile_fullgraph
+        static = generate(model, inputs, cache_implementation="static")
+        assert torch.equal(static, generate(model, inputs))
+        return
+    assert not tester.model_class._can_compile_fullgraph
+    calls = []
+    model.register_forward_pre_hook(lambda *args: calls.append(args))
+    with pytest.raises(ValueError) as refused:
+        generate(model, inputs, cache_implementation="static")
+    message = str(refused.value)
+    assert "\n" not in message and not calls
+    name = tester.model_class.__name__
+    assert message.startswith(f"cache_implementation='static' is not supported by {name}")
+    assert message.endswith("leave cache_implementation unset")
+
+
+@by_tester
 @torch.no_grad()
 def test_forward_takes_the_cache_under_its_old_name_too(tester):
     """transformers 5.24 renamed ``past_key_values`` to ``cache``; the old keyword still
@@ -439,11 +466,13 @@ def export_inputs(tester: ModelTester) -> dict:
 
 @by_tester
 def test_torch_compile_matches_eager(tester):
+    """Every family's forward compiles in one graph (``fullgraph=True``: a graph break
+    raises). ``_can_compile_fullgraph`` says more (generation with a static cache and a
+    compiled decoding step): see ``test_a_static_cache_is_honoured_or_refused_in_one_line``."""
     model = tester.model()
     batch = export_inputs(tester)
-    fullgraph = tester.model_class._can_compile_fullgraph
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=fullgraph)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     assert_same_outputs(tester, forward(compiled, batch), forward(model, batch))
 
 

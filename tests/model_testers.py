@@ -32,6 +32,10 @@ LENGTHS = (7, 4, 6)
 
 RNN_NO_SELF_ATTENTION = "an RNN has no attention layer whose kernel could be swapped"
 NO_GENERATE = "a classifier does not generate"
+RECURRENT_STATE_IS_THE_CACHE = (
+    "the fixed-size recurrent state is the generation cache (RecurrentCache): no "
+    "cache_implementation applies, and generate compiles no decoding step"
+)
 RNN_LENGTHS_ON_CPU = (
     "packed sequences take their lengths on the CPU (pack_padded_sequence), which a meta "
     "tensor cannot give"
@@ -186,9 +190,18 @@ def _vaswani(name: str, **kw) -> ModelTester:
     )
 
 
+STEPWISE_ATTENTION = (
+    "the attention runs inside the decoder's step loop (each step's context feeds the next "
+    "step's recurrence), so the [tgt, src] map is assembled from the steps' weights after the "
+    "loop: a copy that the loss does not read (Luong attention without input feeding returns "
+    "the map itself)"
+)
+
+
 def _bahdanau(name: str, **kw) -> ModelTester:
     layers, hidden, embedding = 2, 8, 8
     attention = kw.get("attention", "bahdanau")
+    stepwise = attention == "bahdanau" or kw.get("input_feeding", False)
     return ModelTester(
         name=name,
         config_class=BahdanauConfig,
@@ -216,6 +229,8 @@ def _bahdanau(name: str, **kw) -> ModelTester:
             "sdpa": RNN_NO_SELF_ATTENTION,
             "left_padding": "sources are packed by length and must be right-padded",
             "meta_device": RNN_LENGTHS_ON_CPU,
+            "static_cache": RECURRENT_STATE_IS_THE_CACHE,
+            **({"attention_gradients": STEPWISE_ATTENTION} if stepwise else {}),
         },
     )
 
@@ -243,6 +258,7 @@ def _char_rnn(name: str, cell: str) -> ModelTester:
             "sdpa": RNN_NO_SELF_ATTENTION,
             "attentions": "an RNN language model has none",
             "meta_device": RNN_LENGTHS_ON_CPU,
+            "static_cache": RECURRENT_STATE_IS_THE_CACHE,
         },
     )
 
@@ -274,6 +290,10 @@ def _rnn_classifier(name: str) -> ModelTester:
             "generate": NO_GENERATE,
             "tied_weights": "the head maps pooled features to labels: nothing to tie",
             "meta_device": RNN_LENGTHS_ON_CPU,
+            "attention_gradients": (
+                "the RNN reads each row's tokens packed at the front (compaction_order) and the "
+                "pooling attends there; the returned map is gathered back to input order: a copy"
+            ),
         },
     )
 
@@ -288,3 +308,8 @@ TESTERS = [
     _rnn_classifier("rnn-classifier"),
 ]
 """The families (and variants) every contract runs on."""
+
+BAHDANAU_LUONG_ONE_PASS = _bahdanau(
+    "bahdanau-luong-one-pass", cell="gru", attention="luong", input_feeding=False
+)
+"""The one-pass decoder (no step loop in teacher forcing), for the contracts that differ there."""

@@ -16,7 +16,15 @@ import pytest
 import torch
 import transformers
 from huggingface_hub.errors import StrictDataclassFieldValidationError
-from model_testers import EOS, LENGTHS, PAD, TESTERS, VOCAB, ModelTester
+from model_testers import (
+    BAHDANAU_LUONG_ONE_PASS,
+    EOS,
+    LENGTHS,
+    PAD,
+    TESTERS,
+    VOCAB,
+    ModelTester,
+)
 from transformers import AutoConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -260,6 +268,30 @@ def test_output_flags_from_the_argument_or_else_the_config(tester):
         assert getattr(overridden, name) is None, name
 
 
+@pytest.mark.parametrize("tester", [*TESTERS, BAHDANAU_LUONG_ONE_PASS], ids=str)
+def test_returned_states_and_attention_maps_carry_the_loss_gradient(tester):
+    """transformers' ``test_retain_grad_hidden_states_attentions``, with the loss as Marian
+    passes it: the first hidden state of every stack and every attention map returned are the
+    tensors of the autograd graph (the weights that multiplied the values, after dropout), so
+    ``retain_grad()`` on them gets a gradient. In training mode, with a padded batch."""
+    flags = dict(output_hidden_states=True, output_attentions=bool(tester.attentions))
+    model = tester.model(**flags).train()
+    out = model(**tester.inputs(labels=True))
+    returned = {name: getattr(out, name)[:1] for name in tester.hidden_states}
+    if "attention_gradients" not in tester.lacks:
+        returned.update({name: getattr(out, name) for name in tester.attentions})
+    for tensors in returned.values():
+        for tensor in tensors:
+            tensor.retain_grad()
+    out.loss.backward()
+    for name, tensors in returned.items():
+        for i, tensor in enumerate(tensors):
+            assert tensor.grad is not None, f"{name}[{i}]"
+            assert tensor.grad.abs().sum() > 0, f"{name}[{i}]"
+    if "attention_gradients" in tester.lacks:
+        pytest.skip(f"attention maps: {tester.lacks['attention_gradients']}")
+
+
 @by_tester
 def test_inputs_embeds_give_the_outputs_of_the_ids(tester):
     model = tester.model()
@@ -376,6 +408,33 @@ def test_generate_continues_from_a_returned_cache(tester):
 
 
 @by_tester
+def test_a_static_cache_is_honoured_or_refused_in_one_line(tester):
+    """transformers reads ``_can_compile_fullgraph`` as "generates with
+    ``cache_implementation="static"`` and a compiled decoding step" (its static-cache tests
+    run only on such models). A family that claims it generates the default cache's tokens
+    with a static cache (the compiled step: ``test_vaswani.py``); a family that lacks a static
+    cache does not claim it and refuses the request in one line, before any forward runs."""
+    skip_if_lacking(tester, "generate")
+    model = tester.model()
+    inputs = generation_inputs(tester)
+    if "static_cache" not in tester.lacks:
+        assert tester.model_class._can_compile_fullgraph
+        static = generate(model, inputs, cache_implementation="static")
+        assert torch.equal(static, generate(model, inputs))
+        return
+    assert not tester.model_class._can_compile_fullgraph
+    calls = []
+    model.register_forward_pre_hook(lambda *args: calls.append(args))
+    with pytest.raises(ValueError) as refused:
+        generate(model, inputs, cache_implementation="static")
+    message = str(refused.value)
+    assert "\n" not in message and not calls
+    name = tester.model_class.__name__
+    assert message.startswith(f"cache_implementation='static' is not supported by {name}")
+    assert message.endswith("leave cache_implementation unset")
+
+
+@by_tester
 @torch.no_grad()
 def test_forward_takes_the_cache_under_its_old_name_too(tester):
     """transformers 5.24 renamed ``past_key_values`` to ``cache``; the old keyword still
@@ -407,11 +466,13 @@ def export_inputs(tester: ModelTester) -> dict:
 
 @by_tester
 def test_torch_compile_matches_eager(tester):
+    """Every family's forward compiles in one graph (``fullgraph=True``: a graph break
+    raises). ``_can_compile_fullgraph`` says more (generation with a static cache and a
+    compiled decoding step): see ``test_a_static_cache_is_honoured_or_refused_in_one_line``."""
     model = tester.model()
     batch = export_inputs(tester)
-    fullgraph = tester.model_class._can_compile_fullgraph
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=fullgraph)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     assert_same_outputs(tester, forward(compiled, batch), forward(model, batch))
 
 

@@ -523,3 +523,31 @@ def test_plot_attention_draws_the_alignment_of_a_translation(tmp_path, capsys):
     assert 'usage: hfattn plot attention DIR "source sentence"' in capsys.readouterr().err
     assert main(["plot", "attention", str(run), " ", "--out", str(out)]) == 2
     assert "the source sentence is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", ["bahdanau", "vaswani"])
+def test_the_translation_pipeline_translates_as_the_translate_command(tmp_path, family):
+    """transformers 5 refuses ``pipeline("translation")``; ``import hfattn.models`` registers
+    ``pipeline("hfattn-translation")`` (``TranslationPipeline``), which loads a saved run with
+    ``AutoModelForSeq2SeqLM`` and translates as ``hfattn translate`` does, with generation
+    settings at construction or per call on top of the run's ``generation_config.json``."""
+    from tiny_runs import build_translation_run
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+    from hfattn.models import TranslationPipeline
+
+    run = build_translation_run(tmp_path / family, model=family, steps=20)
+    translator = pipeline("hfattn-translation", model=str(run), num_beams=2, max_new_tokens=16)
+    assert isinstance(translator, TranslationPipeline)
+    sources = ["April 22, 2019", "3/4/1999", "the 1st of May 2001"]
+    model = AutoModelForSeq2SeqLM.from_pretrained(run)
+    tokenizer = AutoTokenizer.from_pretrained(run)
+    expected = translate_texts(model, tokenizer, sources, num_beams=2, max_new_tokens=16)
+    assert all(expected) and len(set(expected)) == len(sources)
+    assert [out[0]["translation_text"] for out in translator(sources)] == expected
+    assert translator(sources[0]) == [{"translation_text": expected[0]}]
+    greedy = translate_texts(model, tokenizer, sources[:1], num_beams=1, max_new_tokens=3)
+    assert translator(sources[0], num_beams=1, max_new_tokens=3)[0]["translation_text"] == greedy[0]
+    assert len(translator(sources[0], num_return_sequences=2)) == 2
+    direct = TranslationPipeline(model=model, tokenizer=tokenizer, num_beams=2, max_new_tokens=16)
+    assert direct(sources[1]) == [{"translation_text": expected[1]}]

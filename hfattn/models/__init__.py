@@ -6,7 +6,9 @@ classes (:func:`register_auto_classes`, the one place that does it): afterwards
 ``AutoConfig.from_pretrained(folder)``, ``AutoModelForSeq2SeqLM.from_pretrained(folder)`` and
 the other Auto classes of :data:`AUTO_CLASSES` load hfattn folders, and ``save_pretrained``
 copies the modeling code and writes ``auto_map`` (for ``trust_remote_code`` loading where
-hfattn is not installed).
+hfattn is not installed). It also registers ``pipeline("hfattn-translation")`` for the
+sequence-to-sequence models (:mod:`.translation_pipeline`: transformers 5 refuses the
+``translation`` task).
 """
 
 import transformers
@@ -20,6 +22,7 @@ from .modeling_char_rnn import CharRNNForCausalLM
 from .modeling_rnn_classifier import RNNForSequenceClassification
 from .modeling_vaswani import VaswaniForConditionalGeneration, VaswaniModel
 from .recurrent_cache import RecurrentCache
+from .translation_pipeline import TranslationPipeline, register_translation_pipeline
 
 AUTO_CLASSES = (
     (CharRNNConfig, CharRNNForCausalLM, "AutoModelForCausalLM"),
@@ -43,6 +46,7 @@ def register_auto_classes() -> None:
 
 
 register_auto_classes()
+register_translation_pipeline()
 
 __all__ = [
     "AUTO_CLASSES",
@@ -54,8 +58,10 @@ __all__ = [
     "RNNClassifierConfig",
     "RNNForSequenceClassification",
     "RecurrentCache",
+    "TranslationPipeline",
     "VaswaniConfig",
     "VaswaniForConditionalGeneration",
     "VaswaniModel",
     "register_auto_classes",
+    "register_translation_pipeline",
 ]

@@ -178,7 +178,9 @@ def eager_attention_forward(
 
     ``query [B, H, Tq, dk]``, ``key [B, H, Tk, dk]``, ``value [B, H, Tk, dv]``, additive
     mask ``M`` broadcastable to ``[B, H, Tq, Tk]``; returns ``([B, Tq, H, dv], weights)``
-    as every ``transformers`` attention function does.
+    as every ``transformers`` attention function does. The weights are the ones that
+    multiply ``V`` (after dropout, as in Bart and Marian), so they carry gradients; a query
+    whose keys are all masked gets zero weights (hence a zero context).
     """
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
@@ -186,6 +188,9 @@ def eager_attention_forward(
     if attention_mask is not None:
         energies = energies + attention_mask
     weights = torch.softmax(energies, dim=-1)
+    if attention_mask is not None:
+        row_has_key = to_keep_mask(attention_mask).any(dim=-1, keepdim=True)
+        weights = weights.masked_fill(~row_has_key, 0.0)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
     return output, weights
@@ -477,10 +482,11 @@ class MultiHeadAttention(nn.Module):
         )
         empty_rows = None
         # Only a given mask can hide every key of a query (the causal one always shows key 0).
+        # The weights are returned as the kernel made them (the eager kernel, the only one
+        # that returns any, gives such a query zero weights): they are the tensors that
+        # multiplied V, so they carry gradients (transformers' retain_grad contract).
         if given_mask is not None and keep is not None and mask is not None:
             row_has_key = keep.any(dim=-1, keepdim=True)  # [B|1, h|1, Tq, 1]
-            if weights is not None:
-                weights = weights.masked_fill(~row_has_key, 0.0)
             if row_has_key.shape[1] == 1:
                 empty_rows = ~row_has_key[:, 0]  # zeroed after o_proj by forward
             else:  # a per-head mask: zero each head's context before o_proj mixes the heads

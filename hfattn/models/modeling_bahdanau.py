@@ -86,7 +86,7 @@ class BahdanauEncoderOutput(BaseModelOutput):
 class BahdanauDecoderOutput(BaseModelOutput):
     """Decoder readout ``o_t`` ``[batch, tgt_len, readout]`` (``last_hidden_state``), the state
     after the last step (``state``: names → batch-first tensors) and, when asked, the
-    alignment ``α`` ``[batch, tgt_len, src_len]`` (``attentions``) and ``decoder_layers + 1``
+    alignment ``α`` ``[batch, 1, tgt_len, src_len]`` (``attentions``, one head) and ``decoder_layers + 1``
     ``hidden_states``: the target embeddings ``[batch, tgt_len, embedding_dim]``, then every
     layer's outputs ``[batch, tgt_len, decoder_hidden]`` (``s_t`` of that layer at each step)."""
 
@@ -106,7 +106,6 @@ class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, RecurrentCacheModelMixin, 
     main_input_name = "input_ids"
     _no_split_modules = []
     supports_gradient_checkpointing = True
-    _can_compile_fullgraph = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -374,7 +373,20 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         return outputs, final if len(final) == 2 else final[0]
 
     def _attend(self, query, annotations, keys, keep):
-        return self.attention(query, annotations, annotations, keep, precomputed_keys=keys)
+        """Attend from ``query [batch, T, q]`` to the annotations ``[batch, src_len, a]``;
+        returns ``(context [batch, T, a], α [batch, 1, T, src_len])``.
+
+        The attention runs with a head axis of one, so that ``α`` is returned as the tensor
+        that multiplied the annotations (it carries gradients, as transformers' attention
+        maps do) rather than as a reshaped copy."""
+        context, weights = self.attention(
+            query[:, None],
+            annotations[:, None],
+            annotations[:, None],
+            None if keep is None else keep[:, None],
+            precomputed_keys=None if keys is None else keys[:, None],
+        )
+        return context[:, 0], weights
 
     @can_return_tuple
     def forward(
@@ -457,7 +469,12 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
                 if steps is not None:
                     steps.append([s[0] if isinstance(s, tuple) else s for s in layers])
             readout = torch.stack(readouts, 1)
-            weights = torch.cat(all_weights, 1) if all_weights else None
+            # One step (a decoding step of generate) returns its own map; several steps are
+            # assembled here, after the loop: a copy, since each step's weights fed the next
+            # step's recurrence before the later steps existed.
+            weights = (
+                torch.cat(all_weights, 2) if len(all_weights) > 1 else next(iter(all_weights), None)
+            )
             rnn_state = self._restack(layers)
             layer_outputs = None
             if steps is not None:
@@ -562,7 +579,7 @@ class BahdanauModel(EncoderDecoderEmbeddingsMixin, BahdanauPreTrainedModel):
             last_hidden_state=decoded.last_hidden_state,
             cache=cache if use_cache else None,
             decoder_hidden_states=decoded.hidden_states,
-            cross_attentions=(weights[:, None],) if weights is not None else None,
+            cross_attentions=(weights,) if weights is not None else None,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
         )

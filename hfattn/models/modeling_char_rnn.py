@@ -112,7 +112,6 @@ class CharRNNPreTrainedModel(RecurrentCacheModelMixin, PreTrainedModel):
     main_input_name = "input_ids"
     _no_split_modules = []
     supports_gradient_checkpointing = True
-    _can_compile_fullgraph = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -167,13 +167,30 @@ class RecurrentCacheModelMixin:
     :class:`RecurrentCache` that its ``forward`` creates and returns): ``generate()`` must not
     build a ``DynamicCache``, beam search reorders the state with
     :meth:`RecurrentCache.reorder_cache`, and assisted decoding (which rolls the cache back) is
-    refused. List it before ``PreTrainedModel`` among the bases."""
+    refused, as is any ``cache_implementation`` (``"static"`` included: ``generate`` would
+    otherwise warn, keep the recurrent cache and compile nothing). Such a model does not
+    claim ``_can_compile_fullgraph``, which transformers reads as "generates with a static
+    cache and a compiled decoding step". List it before ``PreTrainedModel`` among the bases."""
 
     _is_stateful = True
+    _can_compile_fullgraph = False
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
         return False
+
+    def _validate_generation_mode(self, generation_mode, generation_config, generation_mode_kwargs):
+        """``generate``'s own checks, and one line refusing a ``cache_implementation``."""
+        implementation = generation_config.cache_implementation
+        if implementation is not None:
+            raise ValueError(
+                f"cache_implementation={implementation!r} is not supported by "
+                f"{type(self).__name__}: its generation cache is its fixed-size recurrent state "
+                "(RecurrentCache), already static in size; leave cache_implementation unset"
+            )
+        super()._validate_generation_mode(
+            generation_mode, generation_config, generation_mode_kwargs
+        )
 
 
 __all__ = ["RecurrentCache", "RecurrentCacheModelMixin"]

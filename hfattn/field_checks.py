@@ -7,7 +7,8 @@ data sources and the training loop included, can check its fields the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 
 
 class RecipeError(ValueError):
@@ -23,6 +24,29 @@ def require(condition: bool, field_name: str, message: str) -> None:
 def require_choice(value: str | None, field_name: str, allowed: tuple[str, ...]) -> None:
     """``value`` must be one of ``allowed`` (the message lists them)."""
     require(value in allowed, field_name, f"{value!r} is not one of {', '.join(allowed)}")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'learning_rate'?"`` when one of ``choices`` is close to ``name``
+    (:func:`difflib.get_close_matches`), else ``""``."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def require_known_key(key: str, field_name: str, known: Iterable[str], section: str) -> None:
+    """``key`` must be one of ``known``, the fields of ``section`` (the message lists them
+    and suggests the closest).
+
+    Raises:
+        RecipeError: ``training.lerning_rate: not a field of training (...); did you mean
+            'learning_rate'?``.
+    """
+    known = list(known)
+    require(
+        key in known,
+        field_name,
+        f"not a field of {section} ({', '.join(known)}){did_you_mean(key, known)}",
+    )
 
 
 def require_positive(section: object, prefix: str, *names: str) -> None:
@@ -52,9 +76,11 @@ def require_reported_metric(metric: str, reported: Sequence[str]) -> None:
 
 __all__ = [
     "RecipeError",
+    "did_you_mean",
     "require",
     "require_choice",
     "require_fraction",
+    "require_known_key",
     "require_positive",
     "require_reported_metric",
 ]

@@ -9,16 +9,55 @@ config, so that a bad model section fails when the recipe is loaded, naming the 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import logging
 import sys
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
-from .field_checks import RecipeError, require
+from .field_checks import RecipeError, did_you_mean, require
 from .pretrained import check_pretrained_section, is_pretrained
 
 logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def _score_names():
+    """:mod:`hfattn.models.score_names`, read from its file: importing it through its package
+    would import ``hfattn.models`` (torch and every architecture, seconds)."""
+    path = Path(__file__).parent / "models" / "score_names.py"
+    spec = importlib.util.spec_from_file_location("hfattn_score_names", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_model_choices(model: dict[str, Any]) -> None:
+    """The attention score that ``model:`` names (``score`` / ``attention_score``, as
+    :data:`~hfattn.models.score_names.SCORE_FIELDS` has it for ``model.type``) must be one of
+    :data:`~hfattn.models.score_names.SCORE_NAMES`, checked in a few milliseconds, before
+    torch is imported (:func:`validate_model_section` checks everything else once it is).
+
+    Raises:
+        RecipeError: ``model.score: 'dott' is not one of dot, scaled_dot, ...; did you mean
+            'dot'?``.
+    """
+    if not isinstance(model, dict) or is_pretrained(model):
+        return
+    names = _score_names()
+    field_name = names.SCORE_FIELDS.get(model.get("type"))
+    value = model.get(field_name)
+    if field_name is None or value is None:
+        return
+    require(
+        value in names.SCORE_NAMES,
+        f"model.{field_name}",
+        f"{value!r} is not one of {', '.join(names.SCORE_NAMES)}"
+        f"{did_you_mean(value, names.SCORE_NAMES)}",
+    )
 
 
 def validate_model_section(model: dict[str, Any]):
@@ -59,7 +98,11 @@ def validate_model_section(model: dict[str, Any]):
     known = set(fields)
     hints = {key: _field_type(config_cls, fields[key]) for key in model if key in fields}
     for key, value in model.items():
-        require(key in known, f"model.{key}", f"is not a field of {config_cls.__name__}")
+        require(
+            key in known,
+            f"model.{key}",
+            f"is not a field of {config_cls.__name__}{did_you_mean(key, known)}",
+        )
         require(
             _matches(value, hints.get(key)),
             f"model.{key}",
@@ -115,4 +158,4 @@ def _type_name(hint) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
-__all__ = ["validate_model_section"]
+__all__ = ["check_model_choices", "validate_model_section"]

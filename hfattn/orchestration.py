@@ -2,8 +2,8 @@
 tasks, the engine and the Hub that ties them together.
 
 :func:`check_before_training` makes every check of a run that needs no data, tokenizer or
-model (the flags, ``output_dir``, the schedule against its steps,
-``training.metric_for_best_model``, ``data.source``, the ``hub`` settings): ``hfattn train``
+model (the flags, the schedule against its steps, ``training.metric_for_best_model``,
+``data.source``, the ``hub`` settings, then ``output_dir``): ``hfattn train``
 runs it first on the :func:`hfattn.recipes.recipe_outline` of the file, which imports neither
 the task nor torch, so that these errors come in a fraction of a second. :func:`run_recipe`
 checks again, asks the recipe's task (:mod:`hfattn.tasks`) for its training job
@@ -38,8 +38,9 @@ def build_job(recipe: RecipeBase):
 
 def check_before_training(recipe, *, resume: bool = False, overwrite: bool = False) -> None:
     """Every check of a training run that needs no data, tokenizer or model, made before any
-    of them is loaded: the flags, ``output_dir``, the schedule against its steps,
-    ``training.metric_for_best_model``, ``data.source`` and the ``hub`` settings.
+    of them is loaded: the flags, the schedule against its steps,
+    ``training.metric_for_best_model``, ``data.source``, the ``hub`` settings and, last,
+    ``output_dir`` (a field error comes before "this folder holds a run").
 
     ``recipe`` is a loaded recipe (:func:`run_recipe` checks it), or the :func:`recipe_outline`
     of a recipe file (``hfattn train`` checks that first, before it imports the task). Where a
@@ -57,10 +58,6 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
     """
     if resume and overwrite:
         raise RecipeError(RESUME_AND_OVERWRITE)
-    if resume:
-        require_checkpoint(recipe.output_dir)
-    else:
-        check_output_dir(recipe.output_dir, overwrite)
     try:
         check_schedule_steps(recipe.training, resume=resume)
     except ValueError as err:
@@ -70,6 +67,11 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
     )
     check_data_source(recipe.task, recipe.data.source)
     check_hub_settings(recipe.hub, recipe.data.source)
+    # last: a recipe with a bad field is reported as such, not as a run to --overwrite
+    if resume:
+        require_checkpoint(recipe.output_dir)
+    else:
+        check_output_dir(recipe.output_dir, overwrite)
 
 
 def check_data_source(task: str, source: str | None) -> None:

@@ -26,13 +26,13 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .model_section import validate_model_section
+from .field_checks import require_known_key
+from .model_section import check_model_choices, validate_model_section
 from .pretrained import normalize_model_section
 from .schema import (
     HubSection,
     RecipeBase,
     RecipeError,
-    TrainingSection,
     require,
 )
 
@@ -162,31 +162,32 @@ def _shape(hint) -> str | None:
 
 
 def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
-    """Every section of ``given`` (a recipe as plain data) must be a mapping and every list
-    field a list, checked against the recipe class ``cls`` (its nested sections included).
+    """Every key of ``given`` (a recipe as plain data) must be a field of the recipe class
+    ``cls`` (its nested sections included, ``model:`` aside: :mod:`hfattn.model_section`),
+    every section a mapping and every list field a list.
 
-    OmegaConf would report a scalar in a section's place as a merge error naming no field, and
-    raise a bare ``TypeError`` for a list where a mapping belongs (or the reverse). Unknown keys
-    and ``null`` are left to OmegaConf, which names them.
+    OmegaConf would name an unknown key without saying what the section has, report a scalar
+    in a section's place as a merge error naming no field, and raise a bare ``TypeError`` for
+    a list where a mapping belongs (or the reverse). ``null`` is left to OmegaConf.
 
     Raises:
-        RecipeError: ``training: expected a mapping of fields, got int 5``.
+        RecipeError: ``training.lerning_rate: not a field of training (...); did you mean
+            'learning_rate'?`` or ``training: expected a mapping of fields, got int 5``.
     """
     hints = typing.get_type_hints(cls)
     for key, value in given.items():
-        hint = hints.get(key)
-        if hint is None or value is None:
+        name = f"{prefix}{key}"
+        require_known_key(key, name, hints, prefix.rstrip(".") or "a recipe")
+        shape = _shape(hints[key])
+        if value is None:
             continue
-        name, shape = f"{prefix}{key}", _shape(hint)
         if shape == "mapping":
             require(
                 isinstance(value, dict),
                 name,
                 f"expected a mapping of fields, got {type(value).__name__} {value!r}",
             )
-            section = next(
-                (h for h in [hint, *typing.get_args(hint)] if dataclasses.is_dataclass(h)), None
-            )
+            section = _section_class(hints[key])
             if section is not None:
                 check_shapes(value, section, f"{name}.")
         elif shape == "list":
@@ -195,6 +196,12 @@ def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
                 name,
                 f"expected a list, got {type(value).__name__} {value!r}",
             )
+
+
+def _section_class(hint) -> type | None:
+    """The dataclass of a section's type hint (``LoraSection | None`` → ``LoraSection``), or
+    ``None`` for a plain mapping (``model: dict``)."""
+    return next((h for h in [hint, *typing.get_args(hint)] if dataclasses.is_dataclass(h)), None)
 
 
 def check_finite(given, name: str = "") -> None:
@@ -234,27 +241,35 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     """The :class:`RecipeOutline` of a recipe file with its ``--set`` overrides, in a fraction
     of a second (:func:`load_recipe` imports the task, torch and the model's config: seconds).
 
-    Only the outlined fields are checked here (their types, the ``hub`` section); the rest of
-    the recipe is :func:`load_recipe`'s.
+    Every key of every section is checked against the task's recipe class (its light
+    ``recipe`` module), every section's values against their types, and the attention score
+    that ``model:`` names (:func:`~hfattn.model_section.check_model_choices`); the value checks
+    of the sections and the rest of ``model:`` are :func:`load_recipe`'s.
 
     Raises:
-        RecipeError: naming the field (YAML syntax, a bad ``--set``, an unknown ``task``, a
-            value of the wrong type in an outlined field).
+        RecipeError: naming the field (YAML syntax, a bad ``--set``, an unknown ``task``, an
+            unknown key, a value of the wrong type, an unknown attention score).
         FileNotFoundError: when ``path`` does not exist.
     """
     path = Path(path)
     task, given = _given_recipe(path, overrides)
-    fields = {f.name for f in dataclasses.fields(TrainingSection)}
-    training = {k: v for k, v in (given.get("training") or {}).items() if k in fields}
+    hints = typing.get_type_hints(recipe_class(task))
     base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
     try:
         recipe = OmegaConf.to_object(
             OmegaConf.merge(OmegaConf.structured(RecipeBase), {**base, "task": task})
         )
-        typed = OmegaConf.create({"training": OmegaConf.structured(TrainingSection)})
-        training = OmegaConf.merge(typed, {"training": training}).training
+        sections = {
+            name: _typed_section(name, _section_class(hints[name]), value)
+            for name, value in given.items()
+            if isinstance(value, dict) and _section_class(hints[name]) is not None
+        }
+        training = sections.get("training") or _typed_section(
+            "training", _section_class(hints["training"]), {}
+        )
     except OmegaConfBaseException as err:
         raise _field_error(err, path) from None
+    check_model_choices(_given_model(recipe_class(task), given.get("model")))
     source = (given.get("data") or {}).get("source")
     return RecipeOutline(
         task=task,
@@ -265,9 +280,29 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     )
 
 
+def _given_model(cls: type[RecipeBase], model) -> dict:
+    """``model:`` as :func:`load_recipe` merges it: the given fields over the task's default
+    (its ``type``), or the given section alone for a pretrained checkpoint."""
+    if not isinstance(model, dict):
+        return {}
+    if "pretrained" in model:
+        return model
+    default = next(f for f in dataclasses.fields(cls) if f.name == "model").default_factory()
+    return {**default, **model}
+
+
+def _typed_section(name: str, section: type, value: dict):
+    """The section ``name`` of a recipe, ``value`` merged onto its dataclass ``section`` (an
+    OmegaConf mapping: types checked, defaults filled, the section's ``__post_init__`` not
+    run), so that OmegaConf's errors name ``name.field``."""
+    typed = OmegaConf.create({name: OmegaConf.structured(section)})
+    return OmegaConf.merge(typed, {name: value})[name]
+
+
 def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
     """The task and the recipe file ``path`` with its ``--set`` overrides merged in, as plain
-    data (interpolations resolved), its sections checked to be mappings.
+    data (interpolations resolved), its keys and section shapes checked against the task's
+    recipe class (:func:`check_shapes`).
 
     Raises:
         RecipeError, FileNotFoundError: as :func:`recipe_outline`.
@@ -279,10 +314,11 @@ def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
     try:
         dotlist = OmegaConf.from_dotlist(list(overrides))
         task = _task_of(raw, dotlist)
+        cls = recipe_class(task)
         for given in (raw, dotlist):
             if isinstance(given.get("model"), str):  # model: <hub id | folder>
                 given.model = normalize_model_section(given.model)
-            _check_outline_shapes(OmegaConf.to_container(given))
+            check_shapes(OmegaConf.to_container(given), cls)
         return task, OmegaConf.to_container(OmegaConf.merge(raw, dotlist), resolve=True)
     except OmegaConfBaseException as err:
         raise _field_error(err, path) from None
@@ -292,20 +328,6 @@ def _field_error(err: OmegaConfBaseException, path: Path) -> RecipeError:
     """OmegaConf's error as one line naming the field (else the recipe file)."""
     reason = str(err).splitlines()[0]
     return RecipeError(f"{getattr(err, 'full_key', None) or path}: {reason}")
-
-
-def _check_outline_shapes(given: dict) -> None:
-    """The outlined sections of ``given`` (a recipe as plain data) must be mappings
-    (:func:`check_shapes` for the common sections; ``training`` and ``data`` belong to the task's
-    recipe class, unknown here)."""
-    check_shapes(given, RecipeBase)
-    for name in ("training", "data"):
-        value = given.get(name)
-        require(
-            value is None or isinstance(value, dict),
-            name,
-            f"expected a mapping of fields, got {type(value).__name__} {value!r}",
-        )
 
 
 __all__ = [

@@ -8,6 +8,7 @@ The timed checks run in fresh interpreters: this test process has imported torch
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -115,6 +116,108 @@ def test_checks_that_need_no_data_answer_within_two_seconds(case, tiny, tmp_path
     output = tiny.parent / "run" if case == "output_dir holds a run" else tmp_path / "run"
     argv = ["train", str(tiny), "--set", f"output_dir={output}", *extra]
     assert_fast_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"))
+
+
+FIELD_TYPOS = {
+    "a misspelt training field": (
+        "char_rnn_shakespeare.yaml", ["--set", "training.lerning_rate=0.01"],
+        "training.lerning_rate: not a field of training (batch_size, "),
+    "a misspelt section": (
+        "char_rnn_shakespeare.yaml", ["--set", "generaton.max_new_tokens=5"],
+        "generaton: not a field of a recipe (name, task, "),
+    "a misspelt task-specific field": (
+        "vaswani_dates_en_es.yaml", ["--set", "data.on_to_long=error"],
+        "data.on_to_long: not a field of data ("),
+    "a misspelt score of bahdanau": (
+        "bahdanau_dates_en_es.yaml", ["--set", "model.score=dott"],
+        "model.score: 'dott' is not one of dot, scaled_dot, "),
+    "a misspelt score of vaswani": (
+        "vaswani_dates_en_es.yaml", ["--set", "model.attention_score=addative"],
+        "model.attention_score: 'addative' is not one of dot, scaled_dot, "),
+    "a misspelt score of the rnn classifier": (
+        "rnn_classifier_genre.yaml", ["--set", "model.attention_score=dott"],
+        "model.attention_score: 'dott' is not one of dot, scaled_dot, "),
+}  # fmt: skip
+"""A recipe field that is not one the recipe class (or the model's attention) allows."""
+SUGGESTIONS = {
+    "a misspelt training field": "did you mean 'learning_rate'?",
+    "a misspelt section": "did you mean 'generation'?",
+    "a misspelt task-specific field": "did you mean 'on_too_long'?",
+    "a misspelt score of bahdanau": "did you mean 'dot'?",
+    "a misspelt score of vaswani": "did you mean 'additive'?",
+    "a misspelt score of the rnn classifier": "did you mean 'dot'?",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FIELD_TYPOS))
+def test_a_misspelt_field_is_reported_before_the_output_folder_that_holds_a_run(case, tmp_path):
+    """The output folder already holds a run: the typo is what the user is told, at once."""
+    recipe, extra, expected = FIELD_TYPOS[case]
+    (tmp_path / "run" / "checkpoints" / "step-5").mkdir(parents=True)
+    argv = ["train", str(RECIPES / recipe), "--set", f"output_dir={tmp_path / 'run'}", *extra]
+    assert_fast_error(argv, tmp_path, expected)
+    assert_fast_error(argv, tmp_path, SUGGESTIONS[case])
+
+
+def test_the_default_output_folder_of_a_finished_run_does_not_hide_a_typo(tmp_path):
+    """``hfattn train RECIPE`` with the recipe's own ``output_dir`` (``runs/NAME``, relative
+    to the working folder) where an earlier run lies."""
+    recipe = tmp_path / "char_rnn_shakespeare.yaml"
+    recipe.write_text((RECIPES / recipe.name).read_text())
+    argv = ["train", str(recipe), "--set", "training.lerning_rate=0.01"]
+    (tmp_path / "runs" / "char_rnn_shakespeare" / "checkpoints" / "step-5").mkdir(parents=True)
+    (tmp_path / "runs" / "char_rnn_shakespeare" / "model.safetensors").write_bytes(b"")
+    assert_fast_error(argv, tmp_path, "training.lerning_rate: not a field of training")
+    elapsed, err, _ = early_error(argv[:2], tmp_path)  # the typo fixed: now the folder
+    assert "already holds a run" in err and "--overwrite" in err, err
+
+
+def test_every_shipped_recipe_passes_the_outline_without_torch():
+    """The outline's key, type and score checks accept every shipped recipe (no false alarm),
+    and import no heavy library."""
+    probe = (
+        "import glob, json, sys; from hfattn.recipes import recipe_outline\n"
+        f"names = sorted(glob.glob({str(RECIPES / '*.yaml')!r}))\n"
+        "tasks = [recipe_outline(name).task for name in names]\n"
+        f"print(json.dumps([len(names), [m for m in {list(HEAVY)!r} if m in sys.modules]]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    count, heavy = json.loads(out.stdout)
+    assert count == len(list(RECIPES.glob("*.yaml"))) > 20 and heavy == []
+
+
+def test_the_torch_free_score_names_are_the_registered_scores():
+    """:data:`SCORE_NAMES` (read before torch) lists :data:`SCORES` in order, and the field
+    :data:`SCORE_FIELDS` names for each model type is the one its config checks."""
+    from hfattn.model_section import _score_names
+    from hfattn.models import AUTO_CLASSES
+    from hfattn.models.score_names import SCORE_FIELDS, SCORE_NAMES
+    from hfattn.models.scores import SCORES
+
+    assert SCORE_NAMES == tuple(SCORES) == _score_names().SCORE_NAMES
+    assert [cls.name for cls in SCORES.values()] == list(SCORE_NAMES)
+    configs = {config.model_type: config for config, _, _ in AUTO_CLASSES}
+    named = {t: {f.name for f in dataclasses.fields(c)} & {"score", "attention_score"}
+             for t, c in configs.items()}  # fmt: skip
+    assert {t: {f} for t, f in SCORE_FIELDS.items()} == {t: f for t, f in named.items() if f}
+    for model_type, field_name in SCORE_FIELDS.items():
+        with pytest.raises(ValueError, match=f"{field_name} must be one of dot, scaled_dot"):
+            configs[model_type](**{field_name: "dott"})
+        configs[model_type](**{field_name: "general"})
+
+
+def test_a_misspelt_model_field_is_named_with_the_closest_field(tmp_path):
+    """The model's config fields are :func:`load_recipe`'s (they need the config class)."""
+    from hfattn.recipes import RecipeError, load_recipe
+
+    recipe = RECIPES / "char_rnn_shakespeare.yaml"
+    with pytest.raises(RecipeError, match=r"^model\.hiden_size: is not a field of CharRNNConfig; "
+                       r"did you mean 'hidden_size'\?$"):  # fmt: skip
+        load_recipe(recipe, ["model.hiden_size=8"])
+    with pytest.raises(RecipeError, match=r"^training\.lerning_rate: not a field of training .*"
+                       r"did you mean 'learning_rate'\?$"):  # fmt: skip
+        load_recipe(recipe, ["training.lerning_rate=0.1"])
 
 
 def test_a_run_to_publish_without_a_license_is_refused_before_loading(tiny, tmp_path):

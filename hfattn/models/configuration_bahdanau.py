@@ -7,6 +7,7 @@ from transformers import PreTrainedConfig
 
 from .config_checks import PresetsMixin, check_choice, check_positive_int
 from .distributions import DISTRIBUTIONS
+from .score_names import SCORE_NAMES
 from .scores import SCORES
 
 CELL_TYPES = ("gru", "lstm")
@@ -51,7 +52,7 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
             ``"projection"`` (``s_0 = tanh(W [h→_T; h←_1])`` of the top layer, and the same for
             the LSTM cell) or ``"zeros"``.
         attention: ``None``, ``"bahdanau"`` or ``"luong"``.
-        score: any name of ``SCORES`` (default ``"additive"`` for bahdanau, ``"general"`` for
+        score: any name of ``SCORE_NAMES`` (default ``"additive"`` for bahdanau, ``"general"`` for
             luong).
         score_kwargs: options of the score (e.g. ``{"num_layers": 3}`` for ``"deep"``).
         distribution: any name of ``DISTRIBUTIONS`` (default: the score's own).
@@ -174,7 +175,7 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
         check_choice("bridge", self.bridge, BRIDGES)
         check_choice("attention", self.attention, ATTENTIONS)
         if self.score is not None:
-            check_choice("score", self.score, tuple(SCORES))
+            check_choice("score", self.score, SCORE_NAMES)
         if self.distribution is not None:
             check_choice("distribution", self.distribution, tuple(DISTRIBUTIONS))
         for name in ("dropout", "label_smoothing"):

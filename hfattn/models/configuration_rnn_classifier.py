@@ -7,7 +7,7 @@ from transformers import PreTrainedConfig
 
 from .config_checks import PresetsMixin, check_choice, check_positive_int
 from .distributions import DISTRIBUTIONS
-from .scores import SCORES
+from .score_names import SCORE_NAMES
 
 CELL_TYPES = ("gru", "lstm")
 POOLINGS = ("last", "attention")
@@ -48,7 +48,7 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
         pooling: ``"last"`` (the final state of the top layer in each direction: ``h→_T`` after
             the last real token and ``h←_1`` after the first) or ``"attention"`` (a learned
             query ``u`` attends over the top layer's outputs, padding masked).
-        attention_score: the pooling's score ``a(u, h_t)``, any name of ``SCORES``
+        attention_score: the pooling's score ``a(u, h_t)``, any name of ``SCORE_NAMES``
             (default ``"additive"``: ``vᵀtanh(W_q u + W_k h_t)``).
         attention_distribution: any name of ``DISTRIBUTIONS`` (default: the score's own).
         attention_score_params: options of the score (e.g. ``{"hidden_size": 64}`` for
@@ -109,7 +109,7 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
             check_positive_int(name, getattr(self, name))
         check_choice("cell", self.cell, CELL_TYPES)
         check_choice("pooling", self.pooling, POOLINGS)
-        check_choice("attention_score", self.attention_score, tuple(SCORES))
+        check_choice("attention_score", self.attention_score, SCORE_NAMES)
         if self.attention_distribution is not None:
             check_choice(
                 "attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS)

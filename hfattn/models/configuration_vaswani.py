@@ -9,7 +9,7 @@ from transformers.activations import ACT2FN
 from .config_checks import PresetsMixin, check_choice, check_positive_int
 from .distributions import DISTRIBUTIONS
 from .positional import POSITIONAL_ENCODINGS
-from .scores import SCORES
+from .score_names import SCORE_NAMES
 
 NORM_POSITIONS = ("post", "pre")
 INIT_METHODS = ("xavier", "normal", "t-fixup")
@@ -195,7 +195,7 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
         check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         check_choice("position_embedding", self.position_embedding, tuple(POSITIONAL_ENCODINGS))
         check_choice("init_method", self.init_method, INIT_METHODS)
-        check_choice("attention_score", self.attention_score, tuple(SCORES))
+        check_choice("attention_score", self.attention_score, SCORE_NAMES)
         if self.attention_distribution is not None:
             check_choice(
                 "attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS)

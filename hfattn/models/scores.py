@@ -31,6 +31,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from .score_names import SCORE_NAMES
+
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh,
     "relu": torch.relu,
@@ -594,6 +596,8 @@ SCORES: dict[str, type[AttentionScore]] = {
         MahalanobisScore,
     )
 }
+"""Every score class by its ``name`` (the names, torch-free:
+:data:`~hfattn.models.score_names.SCORE_NAMES`)."""
 
 
 def get_score_class(name: str) -> type[AttentionScore]:
@@ -602,7 +606,7 @@ def get_score_class(name: str) -> type[AttentionScore]:
         return SCORES[name]
     except KeyError:
         raise ValueError(
-            f"unknown attention score {name!r}; valid names: {', '.join(SCORES)}"
+            f"unknown attention score {name!r}; valid names: {', '.join(SCORE_NAMES)}"
         ) from None
 
 

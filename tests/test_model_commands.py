@@ -459,6 +459,22 @@ def test_classify_refuses_bad_input_in_one_line(models, capsys, options, message
     assert one_error_line(capsys).startswith(message)
 
 
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        ([""], "source 0 is blank: there is nothing to translate"),
+        (["lunes", " \t"], "source 1 is blank: there is nothing to translate"),
+    ],
+)
+def test_translate_refuses_blank_text_in_one_line(models, capsys, engine, texts, message):
+    """Once ``hfattn translate RUN ""`` printed an empty line and exited 0."""
+    argv = ["translate", str(models["translator"]), *texts, "--engine", engine]
+    assert main(argv) == 2
+    assert one_error_line(capsys) == message
+    assert capsys.readouterr().out == ""
+
+
 # ---- 5. what the tokenizer cannot represent ----------------------------------------------------
 def unknown_warnings(caplog) -> list[str]:
     """The warnings of :func:`hfattn.tokenization.warn_unknown`, the one function that names

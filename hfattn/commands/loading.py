@@ -130,16 +130,24 @@ def require_counts(args: argparse.Namespace, *names: str) -> None:
 
 
 def text_command_inputs(
-    args: argparse.Namespace, what: str, counts: tuple[str, ...], *, locate: bool = True
+    args: argparse.Namespace,
+    what: str,
+    counts: tuple[str, ...],
+    *,
+    item: str = "text",
+    verb: str = "classify",
+    locate: bool = True,
 ) -> list[str]:
     """The texts of a ``MODEL TEXT... [--file FILE]`` command (``translate``, ``classify``):
     ``args.texts`` then the lines of ``args.file`` (UTF-8, ``-`` for stdin), after the checks
     that need no torch: the ``counts`` options are unset or >= 1 (:func:`require_counts`) and,
-    with ``locate``, ``args.model_dir`` is found (:func:`locate_model`).
+    with ``locate``, ``args.model_dir`` is found (:func:`locate_model`); each text is then
+    checked to hold more than whitespace.
 
     Raises:
         ValueError: a count below 1, a missing model folder (:class:`ModelLoadError`), a file
-            that cannot be read (``--file: ...``), or no text at all (``give <what> or --file``).
+            that cannot be read (``--file: ...``), no text at all (``give <what> or --file``), or
+            a blank one (``<item> 1 is blank: there is nothing to <verb>``, counted from 0).
     """
     require_counts(args, *counts)
     if locate:
@@ -154,6 +162,9 @@ def text_command_inputs(
         raise ValueError(f"--file: {err}") from None
     if not texts:
         raise ValueError(f"give {what} or --file")
+    blank = next((i for i, text in enumerate(texts) if not text.strip()), None)
+    if blank is not None:
+        raise ValueError(f"{item} {blank} is blank: there is nothing to {verb}")
     return texts
 
 

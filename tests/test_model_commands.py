@@ -26,6 +26,7 @@ import math
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -186,6 +187,7 @@ print(json.dumps({"code": code, "heavy": heavy, "seconds": time.perf_counter() -
         (["translate", "runs/nope", "hi"], False, "model folder not found: runs/nope"),
         (["generate", "runs/nope"], False, "model folder not found: runs/nope"),
         (["classify", "someone/nope", "hi"], True, "model folder not found: someone/nope (and"),
+        (["plot", "attention", "runs/nope", "hi"], False, "model folder not found: runs/nope"),
     ],
 )
 def test_a_missing_folder_fails_in_well_under_a_second_without_torch(
@@ -285,6 +287,21 @@ def test_a_folder_without_a_model_says_what_it_lacks(models, tmp_path, capsys):
     assert refusals(file, capsys) == {f"{file} is a file, not a model folder"}
 
 
+def test_a_ctranslate2_export_says_which_engine_reads_it(tmp_path, capsys):
+    """Once ``--engine torch`` on an export said only "model.safetensors is missing"."""
+    from hfattn.export.ctranslate2 import EXPORT_FILES
+
+    export = tmp_path / "ct2"
+    export.mkdir()
+    for name in ("config.json", *EXPORT_FILES):
+        (export / name).write_text("{}")
+    assert refusals(export, capsys) == {
+        f"{export} is a CTranslate2 export, not a PyTorch model folder: translate with it by "
+        f"`hfattn translate {export} TEXT... --engine ctranslate2`; the other commands (and "
+        "--engine torch) read the model folder it was exported from"
+    }
+
+
 def test_an_interrupted_run_gives_its_step_and_how_to_continue(tmp_path, capsys):
     from hfattn.run_folder import interrupted_run_message
 
@@ -295,6 +312,28 @@ def test_an_interrupted_run_gives_its_step_and_how_to_continue(tmp_path, capsys)
     message = interrupted_run_message(run)
     assert "interrupted at step 40" in message and f"hfattn train --resume {run}" in message
     assert refusals(run, capsys) == {message}
+
+
+@pytest.mark.parametrize(
+    "command", [["plot", "attention", "{}", "lunes"], ["demo", "{}", "--port", "0"]]
+)
+def test_a_damaged_weights_file_is_one_line_for_plot_and_demo(
+    models, tmp_path, monkeypatch, capsys, command
+):
+    """Once a 24-26 line traceback ending in ``SafetensorError``; the demo's staged Space is
+    removed too."""
+    folder = copy_of(models["translator"], tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    argv = [part.format(folder) for part in command] + ["--out", str(tmp_path / "a.png")]
+    assert main(argv if command[0] == "plot" else argv[:-2]) == 2
+    assert one_error_line(capsys).startswith(
+        f"cannot load the model in '{folder}': {weights} is truncated or corrupt ("
+    )
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert not (tmp_path / "a.png").exists()
 
 
 # ---- 3. the wrong command for the model --------------------------------------------------------

@@ -173,7 +173,7 @@ def test_budget_logging_and_hub_fields_may_change_on_resume():
 def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, capsys, tmp_path):
     _, folder = run_copy
     dry = tmp_path / "dry"
-    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(dry)]) == 1
+    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(dry)]) == 2
     err = capsys.readouterr().err
     assert f"interrupted at step {STOP_AT}" in err
     assert f"`hfattn train --resume {folder}`" in err
@@ -198,7 +198,7 @@ def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys):
     assert shortfall.startswith("training stopped at step 4 of the 10 its recipe plans (40%)")
     capsys.readouterr()
     push = ["push", str(folder), "--repo-id", "me/x", "--dry-run"]
-    assert main([*push, str(tmp_path / "refused")]) == 1
+    assert main([*push, str(tmp_path / "refused")]) == 2
     err = capsys.readouterr().err
     assert shortfall in err and "--force" in err
     assert not (tmp_path / "refused").exists()

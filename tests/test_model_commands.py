@@ -336,6 +336,36 @@ def test_a_damaged_weights_file_is_one_line_for_plot_and_demo(
     assert not (tmp_path / "a.png").exists()
 
 
+@pytest.fixture
+def progress_bars_on():
+    """``transformers``' progress bars on, as in a fresh process, for the block; restored after."""
+    from transformers.utils import logging as transformers_logging
+
+    was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.enable_progress_bar()
+    yield
+    if not was_on:
+        transformers_logging.disable_progress_bar()
+
+
+@pytest.mark.parametrize("command", ["plot", "demo"])
+def test_plot_and_demo_show_no_loading_bar(
+    models, tmp_path, monkeypatch, capfd, progress_bars_on, command
+):
+    """Once "Loading weights" bars of transformers showed through (``-v`` still shows them)."""
+    import gradio
+
+    monkeypatch.setattr(gradio.Blocks, "launch", lambda self, **kwargs: None)  # serve nothing
+    folder = str(models["translator"])
+    argv = {
+        "plot": ["plot", "attention", folder, "lunes", "--out", str(tmp_path / "a.png")],
+        "demo": ["demo", folder],
+    }[command]
+    capfd.readouterr()
+    assert main(argv) == 0
+    assert "Loading weights" not in capfd.readouterr().err
+
+
 # ---- 3. the wrong command for the model --------------------------------------------------------
 WRONG = [
     ("generate", "translator", "a translation model (BahdanauForConditionalGeneration)",

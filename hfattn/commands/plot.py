@@ -14,8 +14,10 @@ def run(args: argparse.Namespace) -> int:
 
     from hfattn.plotting import plot
 
+    from ..logging_setup import configure_logging
     from .loading import load_model_and_tokenizer, locate_model, report_error
 
+    configure_logging()  # transformers' "Loading weights" bar and chatter stay quiet
     params = {}
     if args.name == "attention":
         if len(args.args) != 2:

@@ -7,6 +7,7 @@ and a failed ``--resume`` leaves nothing behind."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 
 import pytest
@@ -72,6 +73,21 @@ def test_the_interrupt_hint_names_the_run_folder(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert f"Continue with:\n  hfattn train --resume {folder}\n" in err
     assert run_folder.run_state(folder) == "interrupted"
+
+
+def test_an_interrupt_says_how_to_continue_once(tmp_path, capsys, caplog, monkeypatch):
+    """Once the engine's warning and the command's message both gave the resume command."""
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    real = orchestration.run_recipe
+
+    def interrupted_run(recipe, **kwargs):
+        return real(recipe, **kwargs, callbacks=[_interrupt_at(STOP_AT)])
+
+    monkeypatch.setattr(orchestration, "run_recipe", interrupted_run)
+    caplog.set_level(logging.INFO, logger="hfattn")
+    assert main(["train", str(recipe)]) == 130
+    said = caplog.text + capsys.readouterr().err
+    assert said.count("hfattn train --resume") == 1, said
 
 
 def test_resume_a_run_folder_alone(run_copy, capsys):

@@ -622,3 +622,16 @@ def test_a_trained_reber_classifier_reads_the_string_as_typed(tmp_path, capsys, 
     first, second = capsys.readouterr().out.splitlines()
     assert first == second
     assert unknown_warnings(caplog) == []
+
+
+def test_the_training_log_says_what_a_classification_tokenizer_is(caplog):
+    """Once the log called it a ``joint char tokenizer (text→none)``, as if it translated."""
+    from hfattn.tasks.classification.encoding import build_text_tokenizer
+    from hfattn.tasks.classification.recipe import ClassificationTokenizerSection
+
+    caplog.set_level(logging.INFO, logger="hfattn")
+    section = ClassificationTokenizerSection(type="char", whitespace="ignore")
+    tokenizer = build_text_tokenizer(section, ["B P T", "S X V E"], 32)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"char tokenizer of the texts to classify: {len(tokenizer)} tokens"
+    ]

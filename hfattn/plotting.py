@@ -193,6 +193,7 @@ def attention_figure(
     ``loader(model_dir)`` returns ``(model, tokenizer)``; ``hfattn plot`` passes the commands'
     own loader (:func:`hfattn.commands.loading.load_model_and_tokenizer`), which refuses a
     missing folder or a damaged file in one line. Default: the ``transformers`` Auto classes."""
+    # torch and transformers (5-7 s): the schedule plots need neither
     from hfattn.tasks.translation.inference import cross_attention_maps, select_attention
 
     model, tokenizer = (loader or _load_seq2seq)(model_dir)

@@ -181,23 +181,37 @@ def attention_figure(
     num_beams: int = 1,
     layer: int | None = None,
     head: int | None = None,
+    *,
+    loader: Callable[[str], tuple] | None = None,
 ):
     """Alignment heatmap of a seq2seq model folder translating ``text``: source tokens on x,
     output tokens on y, cell = the cross-attention weight of decoder ``layer`` (1-based,
     default the last) and ``head`` (1-based, default the mean over heads); see
     :func:`hfattn.tasks.translation.inference.cross_attention_maps`. A model with a single
-    attention over the source (Bahdanau) has one layer and one head."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    attention over the source (Bahdanau) has one layer and one head.
 
-    import hfattn.models  # noqa: F401  (registers the model types; torch: imported on use)
+    ``loader(model_dir)`` returns ``(model, tokenizer)``; ``hfattn plot`` passes the commands'
+    own loader (:func:`hfattn.commands.loading.load_model_and_tokenizer`), which refuses a
+    missing folder or a damaged file in one line. Default: the ``transformers`` Auto classes."""
+    # torch and transformers (5-7 s): the schedule plots need neither
     from hfattn.tasks.translation.inference import cross_attention_maps, select_attention
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    model, tokenizer = (loader or _load_seq2seq)(model_dir)
     source, output, maps = cross_attention_maps(model, tokenizer, text, num_beams=num_beams)
     weights = select_attention(maps, layer, head)
     return alignment_figure(
         source, output, weights, title=attention_title(*maps.shape[:2], layer, head)
+    )
+
+
+def _load_seq2seq(model_dir: str) -> tuple:
+    """``(model, tokenizer)`` of a seq2seq model folder or Hub id, through the Auto classes."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import hfattn.models  # noqa: F401  (registers the model types; torch: imported on use)
+
+    return AutoModelForSeq2SeqLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(
+        model_dir
     )
 
 

@@ -228,6 +228,7 @@ def build_translation_tokenizer(
     target_lang: str = "es",
     min_frequency: int = 1,
     model_max_length: int = 512,
+    description: str | None = None,
 ) -> PreTrainedTokenizerFast:
     """Build a seq2seq tokenizer from training pairs (see the module docstring).
 
@@ -246,6 +247,8 @@ def build_translation_tokenizer(
         min_frequency: rarer tokens (words, characters, BPE pairs) are left out; must be 1
             for ``"unigram"``, which keeps pieces by likelihood, not count.
         model_max_length: the tokenizer's ``model_max_length`` (truncation length).
+        description: what the log line calls the tokenizer; default ``joint word tokenizer
+            (en→es)`` (a caller that builds it on one kind of text names that instead).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
@@ -307,14 +310,10 @@ def build_translation_tokenizer(
         split_special_tokens=True,
         **SPECIAL_TOKENS,
     )
-    logger.info(
-        "%s %s tokenizer (%s→%s): %d tokens",
-        "joint" if joint else "per-language",
-        kind,
-        source_lang,
-        target_lang,
-        len(tokenizer),
-    )
+    if description is None:
+        sharing = "joint" if joint else "per-language"
+        description = f"{sharing} {kind} tokenizer ({source_lang}→{target_lang})"
+    logger.info("%s: %d tokens", description, len(tokenizer))
     return tokenizer
 
 

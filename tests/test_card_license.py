@@ -120,7 +120,7 @@ def test_push_refuses_an_unknown_license_until_one_is_given(
 ):
     run = _copy_with(char_rnn_run, tmp_path / "run")  # trained on a local text file
     assert inspect_folder(run).hub.license is None
-    assert main(["push", str(run), "--repo-id", "tester/unlicensed"]) == 1
+    assert main(["push", str(run), "--repo-id", "tester/unlicensed"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no license for the model card" in err and "\n" not in err
     for hint in ("is unknown", "--license ID", "--set hub.license=apache-2.0", "lowercase"):
@@ -133,7 +133,7 @@ def test_push_refuses_an_unknown_license_until_one_is_given(
     preview = ModelCard.load(tmp_path / "d" / "model" / "README.md")
     assert preview.data.license is None and "| License | not set" in preview.text
 
-    assert main(["push", str(run), "--repo-id", "tester/x", "--license", "Apache-2.0"]) == 1
+    assert main(["push", str(run), "--repo-id", "tester/x", "--license", "Apache-2.0"]) == 2
     assert "--license: 'Apache-2.0' is not a Hub license id" in capsys.readouterr().err
     assert main(["push", str(run), "--repo-id", "tester/licensed", "--license", "cc-by-4.0"]) == 0
     card = ModelCard.load(hub_server.revision_dir("tester/licensed") / "README.md")

@@ -294,8 +294,33 @@ def test_cli_push_with_space(hub_server, char_rnn_run, capsys):
         hub_server.revision_dir("tester/cli", repo_type="space") / "requirements.txt"
     ).read_text()
     assert "transformers" in requirements and "hfattn" not in requirements
-    assert cli_main(["push", str(char_rnn_run), "--repo-id", "bad id"]) == 1
-    assert "repo_id must be 'owner/name'" in capsys.readouterr().err
+    assert cli_main(["push", str(char_rnn_run), "--repo-id", "bad id"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: repo_id must be 'owner/name'") and err.count("\n") == 1
+
+
+def test_an_unreachable_hub_fails_at_once(char_rnn_run, monkeypatch, capsys, caplog):
+    """No network (nothing listens at HF_ENDPOINT): one line, no retries (once 4 tries and 14 s
+    of backoff). The backoff is the real one here."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"  # closed once the block ends
+    monkeypatch.setattr(push_module, "RETRY_BASE_DELAY_S", 2.0)
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setenv("HF_TOKEN", TEST_TOKEN)
+    start = time.perf_counter()
+    with caplog.at_level(logging.WARNING):
+        assert cli_main(["push", str(char_rnn_run), "--repo-id", "tester/offline"]) == 2
+    assert time.perf_counter() - start < 5.0  # the retries alone would wait 2 + 4 + 8 s
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: creating model repo tester/offline failed: cannot reach the Hub at {endpoint} "
+        "(ConnectError: "
+    )
+    assert err.rstrip().endswith("check the network connection and HF_ENDPOINT")
+    assert err.count("\n") == 1 and "retrying" not in caplog.text
 
 
 # ------------------------------------------------------------------------- LoRA adapters
@@ -436,7 +461,7 @@ def test_a_short_run_pushed_with_force_says_so_atop_its_results(
     args = ["--set", f"output_dir={run}", "--set", "training.max_steps=3"]
     assert cli_main(["train", str(recipe), *args]) == 0
     push = ["push", str(run), "--repo-id", "tester/short"]
-    assert cli_main(push) == 1
+    assert cli_main(push) == 2
     assert "--force" in capsys.readouterr().err and hub_server.requests == []
     assert cli_main([*push, "--force"]) == 0
     card = ModelCard.load(hub_server.revision_dir("tester/short") / "README.md")
@@ -474,6 +499,6 @@ def test_broken_folders_are_never_uploaded(hub_server, char_rnn_run, tmp_path, c
         results["results"][0]["value"] = float("nan")
         (folder / "eval_results.json").write_text(json.dumps(results))
         expected = "results[0].value is nan"
-    assert cli_main(["push", str(folder), "--repo-id", "tester/broken"]) == 1
+    assert cli_main(["push", str(folder), "--repo-id", "tester/broken"]) == 2
     assert expected in capsys.readouterr().err
     assert hub_server.requests == []  # refused before any upload

@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -187,6 +188,7 @@ print(json.dumps({"code": code, "heavy": heavy, "seconds": time.perf_counter() -
         (["translate", "runs/nope", "hi"], False, "model folder not found: runs/nope"),
         (["generate", "runs/nope"], False, "model folder not found: runs/nope"),
         (["classify", "someone/nope", "hi"], True, "model folder not found: someone/nope (and"),
+        (["plot", "attention", "runs/nope", "hi"], False, "model folder not found: runs/nope"),
     ],
 )
 def test_a_missing_folder_fails_in_well_under_a_second_without_torch(
@@ -286,6 +288,21 @@ def test_a_folder_without_a_model_says_what_it_lacks(models, tmp_path, capsys):
     assert refusals(file, capsys) == {f"{file} is a file, not a model folder"}
 
 
+def test_a_ctranslate2_export_says_which_engine_reads_it(tmp_path, capsys):
+    """Once ``--engine torch`` on an export said only "model.safetensors is missing"."""
+    from hfattn.export.ctranslate2 import EXPORT_FILES
+
+    export = tmp_path / "ct2"
+    export.mkdir()
+    for name in ("config.json", *EXPORT_FILES):
+        (export / name).write_text("{}")
+    assert refusals(export, capsys) == {
+        f"{export} is a CTranslate2 export, not a PyTorch model folder: translate with it by "
+        f"`hfattn translate {export} TEXT... --engine ctranslate2`; the other commands (and "
+        "--engine torch) read the model folder it was exported from"
+    }
+
+
 def test_an_interrupted_run_gives_its_step_and_how_to_continue(tmp_path, capsys):
     from hfattn.run_folder import interrupted_run_message
 
@@ -296,6 +313,58 @@ def test_an_interrupted_run_gives_its_step_and_how_to_continue(tmp_path, capsys)
     message = interrupted_run_message(run)
     assert "interrupted at step 40" in message and f"hfattn train --resume {run}" in message
     assert refusals(run, capsys) == {message}
+
+
+@pytest.mark.parametrize(
+    "command", [["plot", "attention", "{}", "lunes"], ["demo", "{}", "--port", "0"]]
+)
+def test_a_damaged_weights_file_is_one_line_for_plot_and_demo(
+    models, tmp_path, monkeypatch, capsys, command
+):
+    """Once a 24-26 line traceback ending in ``SafetensorError``; the demo's staged Space is
+    removed too."""
+    folder = copy_of(models["translator"], tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    argv = [part.format(folder) for part in command] + ["--out", str(tmp_path / "a.png")]
+    assert main(argv if command[0] == "plot" else argv[:-2]) == 2
+    assert one_error_line(capsys).startswith(
+        f"cannot load the model in '{folder}': {weights} is truncated or corrupt ("
+    )
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert not (tmp_path / "a.png").exists()
+
+
+@pytest.fixture
+def progress_bars_on():
+    """``transformers``' progress bars on, as in a fresh process, for the block; restored after."""
+    from transformers.utils import logging as transformers_logging
+
+    was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.enable_progress_bar()
+    yield
+    if not was_on:
+        transformers_logging.disable_progress_bar()
+
+
+@pytest.mark.parametrize("command", ["plot", "demo"])
+def test_plot_and_demo_show_no_loading_bar(
+    models, tmp_path, monkeypatch, capfd, progress_bars_on, command
+):
+    """Once "Loading weights" bars of transformers showed through (``-v`` still shows them)."""
+    import gradio
+
+    monkeypatch.setattr(gradio.Blocks, "launch", lambda self, **kwargs: None)  # serve nothing
+    folder = str(models["translator"])
+    argv = {
+        "plot": ["plot", "attention", folder, "lunes", "--out", str(tmp_path / "a.png")],
+        "demo": ["demo", folder],
+    }[command]
+    capfd.readouterr()
+    assert main(argv) == 0
+    assert "Loading weights" not in capfd.readouterr().err
 
 
 # ---- 3. the wrong command for the model --------------------------------------------------------
@@ -460,6 +529,22 @@ def test_classify_refuses_bad_input_in_one_line(models, capsys, options, message
     assert one_error_line(capsys).startswith(message)
 
 
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        ([""], "source 0 is blank: there is nothing to translate"),
+        (["lunes", " \t"], "source 1 is blank: there is nothing to translate"),
+    ],
+)
+def test_translate_refuses_blank_text_in_one_line(models, capsys, engine, texts, message):
+    """Once ``hfattn translate RUN ""`` printed an empty line and exited 0."""
+    argv = ["translate", str(models["translator"]), *texts, "--engine", engine]
+    assert main(argv) == 2
+    assert one_error_line(capsys) == message
+    assert capsys.readouterr().out == ""
+
+
 # ---- 5. what the tokenizer cannot represent ----------------------------------------------------
 def unknown_warnings(caplog) -> list[str]:
     """The warnings of :func:`hfattn.tokenization.warn_unknown`, the one function that names
@@ -559,3 +644,16 @@ def test_generate_samples_with_a_fresh_seed_that_it_prints(models, capsys):
     # greedy decoding draws nothing: no seed to print
     assert main([*args, "--greedy"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_the_training_log_says_what_a_classification_tokenizer_is(caplog):
+    """Once the log called it a ``joint char tokenizer (text→none)``, as if it translated."""
+    from hfattn.tasks.classification.encoding import build_text_tokenizer
+    from hfattn.tasks.classification.recipe import ClassificationTokenizerSection
+
+    caplog.set_level(logging.INFO, logger="hfattn")
+    section = ClassificationTokenizerSection(type="char", whitespace="ignore")
+    tokenizer = build_text_tokenizer(section, ["B P T", "S X V E"], 32)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"char tokenizer of the texts to classify: {len(tokenizer)} tokens"
+    ]

@@ -7,6 +7,7 @@ and a failed ``--resume`` leaves nothing behind."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 
 import pytest
@@ -72,6 +73,21 @@ def test_the_interrupt_hint_names_the_run_folder(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert f"Continue with:\n  hfattn train --resume {folder}\n" in err
     assert run_folder.run_state(folder) == "interrupted"
+
+
+def test_an_interrupt_says_how_to_continue_once(tmp_path, capsys, caplog, monkeypatch):
+    """Once the engine's warning and the command's message both gave the resume command."""
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    real = orchestration.run_recipe
+
+    def interrupted_run(recipe, **kwargs):
+        return real(recipe, **kwargs, callbacks=[_interrupt_at(STOP_AT)])
+
+    monkeypatch.setattr(orchestration, "run_recipe", interrupted_run)
+    caplog.set_level(logging.INFO, logger="hfattn")
+    assert main(["train", str(recipe)]) == 130
+    said = caplog.text + capsys.readouterr().err
+    assert said.count("hfattn train --resume") == 1, said
 
 
 def test_resume_a_run_folder_alone(run_copy, capsys):
@@ -173,7 +189,7 @@ def test_budget_logging_and_hub_fields_may_change_on_resume():
 def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, capsys, tmp_path):
     _, folder = run_copy
     dry = tmp_path / "dry"
-    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(dry)]) == 1
+    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(dry)]) == 2
     err = capsys.readouterr().err
     assert f"interrupted at step {STOP_AT}" in err
     assert f"`hfattn train --resume {folder}`" in err
@@ -198,7 +214,7 @@ def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys, monkeypat
     assert shortfall.startswith("training stopped at step 4 of the 10 its recipe plans (40%)")
     capsys.readouterr()
     monkeypatch.setenv("HF_TOKEN", "hf_test")  # refused before the Hub is asked anything
-    assert main(["push", str(folder), "--repo-id", "me/x"]) == 1
+    assert main(["push", str(folder), "--repo-id", "me/x"]) == 2
     err = capsys.readouterr().err
     assert shortfall in err and "--force" in err
     # a dry run always previews, saying that a real push is refused

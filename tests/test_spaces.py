@@ -84,6 +84,56 @@ def test_space_refuses_over_long_and_out_of_range_input(space_app):
         client.predict("ROMEO:", 0.0, 50, 0.95, 100_000, api_name="/generate")
 
 
+def test_a_refused_input_logs_no_traceback(space_app, capfd):
+    """The client gets one line for a 10k-character prompt; the server log stays clean (once it
+    printed the full traceback of the refusal)."""
+    capfd.readouterr()
+    with pytest.raises(AppError, match="Prompt is 10000 characters long"):
+        Client(space_app, verbose=False).predict(
+            "x" * 10_000, 0.0, 50, 0.95, 10, api_name="/generate"
+        )
+    logged = capfd.readouterr()
+    assert "Traceback" not in logged.err + logged.out
+
+
+def test_demo_stopped_by_sigterm_removes_its_staged_space(char_rnn_run, tmp_path):
+    """As Ctrl-C does: once SIGTERM left ``/tmp/hfattn-demo-*`` behind."""
+    import signal
+    import socket
+    import subprocess
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "hfattn", "demo", str(char_rnn_run), "--port", str(port)],
+        env={**os.environ, "TMPDIR": str(tmp_path), "GRADIO_ANALYTICS_ENABLED": "False"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert demo.poll() is None and time.monotonic() < deadline, demo.stderr
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert len(list(tmp_path.glob("hfattn-demo-*"))) == 1  # the Space being served
+        demo.send_signal(signal.SIGTERM)
+        # stopped as Ctrl-C stops it: Gradio closes the server and returns (0), or the
+        # interrupt reaches the command line (130); not killed by the signal (-15)
+        assert demo.wait(timeout=30) in (0, 130)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert list(tmp_path.glob("hfattn-demo-*")) == []
+
+
 @pytest.mark.slow
 def test_text_generation_in_headless_chromium(space_app, char_rnn_run, tmp_path):
     if not CHROMIUM.exists():
@@ -185,8 +235,9 @@ def test_space_for_task_without_app_is_refused(char_rnn_run, tmp_path):
 
 
 def test_demo_command_rejects_bad_input(tmp_path, capsys):
-    assert cli_main(["demo", str(tmp_path / "missing")]) == 1
-    assert "does not exist" in capsys.readouterr().err
+    assert cli_main(["demo", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and err.startswith("error: ") and err.count("\n") == 1
     with pytest.raises(SystemExit):
         cli_main(["demo", str(tmp_path), "--share", "maybe"])
     assert "expected true or false" in capsys.readouterr().err

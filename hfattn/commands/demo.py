@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import signal
+import threading
+from contextlib import contextmanager
 
 
 def _bool(value: str) -> bool:
@@ -35,21 +37,51 @@ def register(subparsers) -> None:
     parser.set_defaults(func=handler)
 
 
+@contextmanager
+def _stop_on_sigterm():
+    """Within the block, SIGTERM stops the server as Ctrl-C does (a ``KeyboardInterrupt``), so
+    that the staged Space's temporary folder is removed either way. Outside the main thread
+    (where signals cannot be caught) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def handler(args: argparse.Namespace) -> int:
-    """Stage the Space for DIR in a temporary folder, load its app and serve it until Ctrl-C."""
+    """Stage the Space for DIR in a temporary folder, load its app and serve it until Ctrl-C or
+    SIGTERM (the folder is removed either way). A bad folder, or a damaged file in it, is one
+    ``error: ...`` line and exit status 2, as for the other commands."""
     import tempfile
     from pathlib import Path
 
     from hfattn.hub import ModelFolderError, SpaceError, inspect_folder, load_space_app, stage_space
 
+    from ..logging_setup import configure_logging
+    from .loading import ModelLoadError, damaged_file_error, first_line, report_error
+
+    configure_logging()
     folder = Path(args.dir).resolve()
     try:
         model_folder = inspect_folder(folder)
-        with tempfile.TemporaryDirectory(prefix="hfattn-demo-") as tmp:
+        with _stop_on_sigterm(), tempfile.TemporaryDirectory(prefix="hfattn-demo-") as tmp:
             app = load_space_app(stage_space(model_folder, str(folder), tmp))
-            demo = app.build_demo(str(folder))
+            try:
+                demo = app.build_demo(str(folder))
+            except Exception as exc:  # noqa: BLE001 (safetensors, json, tokenizers each raise their own)
+                damaged = damaged_file_error(folder, args.dir, first_line(exc))
+                if damaged is None:
+                    raise
+                raise damaged from None
             demo.launch(server_name=args.host, server_port=args.port, share=args.share)
-    except (ModelFolderError, SpaceError, FileNotFoundError) as exc:
-        print(f"hfattn demo: error: {exc}", file=sys.stderr)
-        return 1
+    except (ModelFolderError, SpaceError, FileNotFoundError, ModelLoadError) as exc:
+        return report_error(exc)
     return 0

@@ -130,16 +130,24 @@ def require_counts(args: argparse.Namespace, *names: str) -> None:
 
 
 def text_command_inputs(
-    args: argparse.Namespace, what: str, counts: tuple[str, ...], *, locate: bool = True
+    args: argparse.Namespace,
+    what: str,
+    counts: tuple[str, ...],
+    *,
+    item: str = "text",
+    verb: str = "classify",
+    locate: bool = True,
 ) -> list[str]:
     """The texts of a ``MODEL TEXT... [--file FILE]`` command (``translate``, ``classify``):
     ``args.texts`` then the lines of ``args.file`` (UTF-8, ``-`` for stdin), after the checks
     that need no torch: the ``counts`` options are unset or >= 1 (:func:`require_counts`) and,
-    with ``locate``, ``args.model_dir`` is found (:func:`locate_model`).
+    with ``locate``, ``args.model_dir`` is found (:func:`locate_model`); each text is then
+    checked to hold more than whitespace.
 
     Raises:
         ValueError: a count below 1, a missing model folder (:class:`ModelLoadError`), a file
-            that cannot be read (``--file: ...``), or no text at all (``give <what> or --file``).
+            that cannot be read (``--file: ...``), no text at all (``give <what> or --file``), or
+            a blank one (``<item> 1 is blank: there is nothing to <verb>``, counted from 0).
     """
     require_counts(args, *counts)
     if locate:
@@ -154,6 +162,9 @@ def text_command_inputs(
         raise ValueError(f"--file: {err}") from None
     if not texts:
         raise ValueError(f"give {what} or --file")
+    blank = next((i for i, text in enumerate(texts) if not text.strip()), None)
+    if blank is not None:
+        raise ValueError(f"{item} {blank} is blank: there is nothing to {verb}")
     return texts
 
 
@@ -255,7 +266,8 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
     Raises:
         ModelLoadError: the path is a file; a training run interrupted before it saved its
             model (its step and how to continue it); no ``config.json`` (nor
-            ``adapter_config.json``); no weights; no tokenizer files.
+            ``adapter_config.json``); no weights (a CTranslate2 export: which engine reads it);
+            no tokenizer files.
     """
     from ..run_folder import interrupted_run_message
 
@@ -269,6 +281,14 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
         )
     weights = "adapter_model.safetensors" if adapter else "model.safetensors"
     if not any(folder.glob("*.safetensors")) and not pickle_weights(folder):
+        from ..export.ctranslate2 import is_export
+
+        if is_export(folder):
+            raise ModelLoadError(
+                f"{name} is a CTranslate2 export, not a PyTorch model folder: translate with it "
+                f"by `hfattn translate {name} TEXT... --engine ctranslate2`; the other commands "
+                "(and --engine torch) read the model folder it was exported from"
+            )
         raise ModelLoadError(f"{name} holds no model weights: {weights} is missing")
     if not any(any(folder.glob(pattern)) for pattern in TOKENIZER_FILES):
         raise ModelLoadError(
@@ -365,6 +385,25 @@ def damaged_file(folder: Path) -> Path | None:
     return next((file for file in files if not reads_back(file)), None)
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its type's name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def damaged_file_error(folder: Path, name: str, reason: str = "") -> ModelLoadError | None:
+    """The error that names the first damaged file of the model ``folder`` (shown as ``name``,
+    with the loader's ``reason``): ``cannot load the model in 'runs/x': runs/x/model.safetensors
+    is truncated or corrupt (...)``; ``None`` when every file reads back (:func:`damaged_file`)."""
+    damaged = damaged_file(folder)
+    if damaged is None:
+        return None
+    detail = f" ({reason})" if reason else ""
+    return ModelLoadError(
+        f"cannot load the model in {name!r}: {damaged} is truncated or corrupt{detail}"
+    )
+
+
 def read_configs(name: str, folder: Path | None) -> tuple[dict, dict | None]:
     """``(config.json, adapter_config.json or None)`` of a local folder or a Hub repo (an
     adapter has no ``config.json``: ``{}``). A local file that is not JSON reads as ``{}``:
@@ -457,17 +496,15 @@ def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool |
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 (safetensors, json, tokenizers each raise their own)
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
         if folder is None:
             raise ModelLoadError(
                 f"model folder not found: {name}, and it cannot be loaded as a Hub model id "
                 f"({type(exc).__name__}: {reason})"
             ) from None
-        damaged = damaged_file(folder)
+        damaged = damaged_file_error(folder, name, reason)
         if damaged is not None:
-            raise ModelLoadError(
-                f"cannot load the model in {name!r}: {damaged} is truncated or corrupt ({reason})"
-            ) from None
+            raise damaged from None
         if not allowed and "safetensors" in reason:
             reason += " (hfattn reads only safetensors weights; --allow-pickle accepts pickles)"
         raise ModelLoadError(f"cannot load the model in {name!r}: {reason}") from None
@@ -484,6 +521,8 @@ __all__ = [
     "check_model_folder",
     "check_weights_are_safe",
     "damaged_file",
+    "damaged_file_error",
+    "first_line",
     "load_model_and_tokenizer",
     "load_recipe_or_report",
     "locate_model",

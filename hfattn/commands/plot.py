@@ -10,20 +10,30 @@ from hfattn.plotting import MODEL_PLOTS, PLOTS
 def run(args: argparse.Namespace) -> int:
     """Write the figure ``args.name`` to ``args.out`` (default ``<name>.png``)."""
     import sys
+    from functools import partial
 
     from hfattn.plotting import plot
 
+    from ..logging_setup import configure_logging
+    from .loading import load_model_and_tokenizer, locate_model, report_error
+
+    configure_logging()  # transformers' "Loading weights" bar and chatter stay quiet
     params = {}
     if args.name == "attention":
         if len(args.args) != 2:
             print('error: usage: hfattn plot attention DIR "source sentence"', file=sys.stderr)
             return 2
+        try:  # a missing folder is one line at once, as for every command (no Hub retries)
+            locate_model(args.args[0])
+        except ValueError as err:
+            return report_error(err)
         params = {
             "model_dir": args.args[0],
             "text": args.args[1],
             "num_beams": args.num_beams,
             "layer": args.layer,
             "head": args.head,
+            "loader": partial(load_model_and_tokenizer, auto_class="AutoModelForSeq2SeqLM"),
         }
     else:
         if args.args:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def register(subparsers) -> None:
@@ -50,8 +49,14 @@ def register(subparsers) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    """Run ``hfattn push``; errors are printed as one line and give exit status 1."""
+    """Run ``hfattn push``; errors are printed as one ``error: ...`` line and give exit
+    status 2, as for the other commands."""
     from hfattn.hub import HubPushError, push_model_folder
+
+    from ..logging_setup import configure_logging
+    from .loading import report_error
+
+    configure_logging()
 
     try:
         url = push_model_folder(
@@ -66,8 +71,7 @@ def handler(args: argparse.Namespace) -> int:
             license=args.license,
         )
     except (HubPushError, FileExistsError) as exc:
-        print(f"hfattn push: error: {exc}", file=sys.stderr)
-        return 1
+        return report_error(exc)
     if args.dry_run is None:
         print(url)
         if args.space:

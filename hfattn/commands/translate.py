@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
             args,
             "sentences to translate",
             ("num_beams", "max_new_tokens", "batch_size"),
+            item="source",
+            verb="translate",
             locate=args.engine == "torch",  # an export holds no PyTorch model
         )
     except ValueError as err:

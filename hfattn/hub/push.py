@@ -5,7 +5,9 @@ stages the exact folder to upload (see :mod:`hfattn.hub.staging`), then creates 
 repository and uploads the folder as a single commit (``HfApi.create_commit`` with every
 file): a failed push leaves nothing half-committed. Server errors, timeouts and dropped
 connections are retried with exponential backoff, at most :data:`RETRY_ATTEMPTS` tries per
-call (``huggingface_hub`` does not retry a commit itself). A commit whose answer was lost
+call (``huggingface_hub`` does not retry a commit itself); a Hub that cannot be reached at all
+(no network, a host name that does not resolve, nothing listening at ``HF_ENDPOINT``) fails at
+once. A commit whose answer was lost
 after the Hub applied it is committed again with the same files: every revision is
 complete. The token never appears in logs, exceptions or cards.
 """
@@ -16,6 +18,7 @@ import dataclasses
 import logging
 import os
 import re
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -139,6 +142,19 @@ def _transient_exceptions() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _unreachable_exceptions() -> tuple[type[BaseException], ...]:
+    """Errors that mean no connection could be opened to the Hub at all (the host name does not
+    resolve, nothing listens at the address, no route): retrying in seconds does not help."""
+    found: list[type[BaseException]] = [ConnectionRefusedError, socket.gaierror]
+    for name in ("httpx2", "httpx"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        found.append(module.ConnectError)
+    return tuple(found)
+
+
 def _describe(exc: BaseException) -> tuple[str, bool]:
     """A one-line description of a failed Hub call and whether it is worth retrying."""
     from huggingface_hub.errors import HfHubHTTPError
@@ -151,6 +167,14 @@ def _describe(exc: BaseException) -> tuple[str, bool]:
         if status in (401, 403):
             detail = f"the Hub refused the token (HTTP {status}): check it has write access to the namespace; {detail}"
         return f"HTTP {status}: {detail}", status in RETRY_STATUS_CODES
+    if isinstance(exc, _unreachable_exceptions()):
+        from huggingface_hub import constants
+
+        return (
+            f"cannot reach the Hub at {_endpoint() or constants.ENDPOINT} ({type(exc).__name__}: {exc}); check the network "
+            "connection and HF_ENDPOINT",
+            False,
+        )
     if isinstance(exc, _transient_exceptions()):
         return f"{type(exc).__name__}: {exc or 'timed out / connection lost'}", True
     return f"{type(exc).__name__}: {exc}", False

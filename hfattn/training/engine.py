@@ -674,7 +674,8 @@ def train(
     p = run.progress
     result = TrainResult(output_dir=output_dir, progress=p, interrupted=interrupted)
     if interrupted:
-        logger.warning("stopped at step %d; continue with %s", p.step, resume_command(output_dir))
+        # the caller says so (`hfattn train` prints how to continue): logged once, not twice
+        logger.debug("stopped at step %d; continue with %s", p.step, resume_command(output_dir))
         return result
 
     model = acc.unwrap_model(run.model)

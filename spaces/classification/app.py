@@ -107,7 +107,7 @@ def classify(context: frame.Context, text):
     ``None``). Texts longer than the model's input are cut."""
     text = frame.check_text(text, context.limits, "Text")
     if not text.strip():
-        raise gr.Error("Text is empty: type a text to classify.")
+        raise frame.refuse("Text is empty: type a text to classify.")
     model, tokenizer = context.model, context.tokenizer
     limit = _max_length(context)
     inputs = tokenizer(text, return_tensors="pt", truncation=limit is not None, max_length=limit)

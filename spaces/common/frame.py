@@ -156,6 +156,16 @@ def load_model(model_id: str, auto_class: str, **model_kwargs):
     return model.to("cpu").eval(), tokenizer
 
 
+def refuse(message: str) -> gr.Error:
+    """The error that refuses a request's input: the client sees ``message``; the server logs
+    no traceback for it (the input was wrong, not the Space)."""
+    if (
+        "print_exception" in inspect.signature(gr.Error).parameters
+    ):  # (older gradio has no such option)
+        return gr.Error(message, print_exception=False)
+    return gr.Error(message)
+
+
 def check_text(text: str | None, limits: Limits, field_name: str = "Input") -> str:
     """Return ``text`` (``""`` for ``None``), or refuse it with a visible message when it is
     longer than ``limits.max_input_chars`` or is not valid text (a lone surrogate, which an API
@@ -164,12 +174,12 @@ def check_text(text: str | None, limits: Limits, field_name: str = "Input") -> s
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
-        raise gr.Error(
+        raise refuse(
             f"{field_name} is not valid text: U+{ord(text[err.start]):04X} at character "
             f"{err.start} is a lone surrogate, not a character."
         ) from None
     if len(text) > limits.max_input_chars:
-        raise gr.Error(
+        raise refuse(
             f"{field_name} is {len(text)} characters long; this Space accepts at most "
             f"{limits.max_input_chars}. Please shorten it."
         )
@@ -179,7 +189,7 @@ def check_text(text: str | None, limits: Limits, field_name: str = "Input") -> s
 def check_range(value, field_name: str, low, high):
     """Return ``value``, or refuse it with a message naming the field and its allowed range."""
     if value is None or not low <= value <= high:
-        raise gr.Error(f"{field_name} must be between {low} and {high}, got {value}.")
+        raise refuse(f"{field_name} must be between {low} and {high}, got {value}.")
     return value
 
 

@@ -58,7 +58,7 @@ def _fit_context(context: frame.Context, ids, max_new_tokens: int):
     if not limit:
         return ids
     if max_new_tokens >= limit:
-        raise gr.Error(
+        raise frame.refuse(
             f"New tokens must be below {limit} for this model (it reads at most {limit} "
             f"positions), got {max_new_tokens}."
         )

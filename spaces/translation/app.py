@@ -393,7 +393,7 @@ def _layer_number(layer) -> int | None:
     if isinstance(layer, str) and layer.strip().isdigit():
         layer = int(layer)
     if isinstance(layer, bool) or not isinstance(layer, int) or layer < 1:
-        raise gr.Error(f"Attention layer must be a layer number (1, 2, ...), got {layer!r}.")
+        raise frame.refuse(f"Attention layer must be a layer number (1, 2, ...), got {layer!r}.")
     return layer
 
 
@@ -404,7 +404,7 @@ def _head_number(head) -> int | None:
     if isinstance(head, str) and head.strip().isdigit():
         head = int(head)
     if isinstance(head, bool) or not isinstance(head, int) or head < 1:
-        raise gr.Error(
+        raise frame.refuse(
             f"Attention head must be {MEAN!r} or a head number (1, 2, ...), got {head!r}."
         )
     return head

@@ -42,7 +42,7 @@ import torch
 from bench_vaswani import PAD, Size, generation_config, make_batch, make_models
 from benchlib import BenchReport, add_json_argument, load_average
 
-from hfattn.export.ctranslate2 import DecodingSettings, export_ctranslate2
+from hfattn.export import DecodingSettings, export_ctranslate2, require_ctranslate2
 
 BIBLE = Size("bible", layers=2, d_model=256, heads=4, ffn=1024, batch=32)
 """``recipes/vaswani_bible_en_es.yaml``'s network (``batch``: the generation batch)."""
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = BenchReport("export")
     try:
-        import ctranslate2
+        ctranslate2 = require_ctranslate2()  # int8 products as hfattn serves them
     except ImportError:
         report.not_run = "ctranslate2 is not installed: pip install 'hfattn[serve]'"
         report.write(args.json)

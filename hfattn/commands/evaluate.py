@@ -124,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
     splits = args.split or ["test"]
     decoding = {name: getattr(args, name) for name in DECODING_OPTIONS}
     if args.engine == "ctranslate2":
-        from ..export.ctranslate2 import evaluate_export, export_of
+        from ..export.folder import export_of
+        from ..export.serving import evaluate_export
 
         export = export_of(model_dir)
         if export is None:

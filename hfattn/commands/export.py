@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..export.ctranslate2 import FORMATS, QUANTIZATIONS
+from ..export.checks import FORMATS, QUANTIZATIONS
 
 
 def register(subparsers) -> None:
@@ -59,7 +59,8 @@ def _example(folder) -> str:
 def run(args: argparse.Namespace) -> int:
     """Export the model; one ``error: ...`` line (exit status 2) for a missing or unsupported
     model, a taken OUT or a missing ``ctranslate2``, all found before the weights are read."""
-    from ..export.ctranslate2 import check_exportable, check_output_folder, require_ctranslate2
+    from ..export.checks import check_exportable, check_output_folder
+    from ..export.engine import require_ctranslate2
     from .loading import locate_model, read_configs, report_error
 
     try:  # cheap checks first: folders, the package, the config.json alone
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
     import hfattn.models  # noqa: F401  (registers the model types)
 
-    from ..export.ctranslate2 import export_ctranslate2
+    from ..export.folder import export_ctranslate2
     from ..logging_setup import configure_logging
     from .loading import load_model_and_tokenizer
 

@@ -101,7 +101,7 @@ def _ctranslate2_export(model: str):
     """
     from pathlib import Path
 
-    from ..export.ctranslate2 import download_export, export_of
+    from ..export.folder import download_export, export_of
     from ..hub.folder import looks_like_hub_id
 
     local = Path(model).expanduser().exists()
@@ -119,7 +119,7 @@ def _ctranslate2_export(model: str):
 
 def _run_ctranslate2(args: argparse.Namespace, texts: list[str]) -> int:
     """``--engine ctranslate2``: translate with the model's CTranslate2 export."""
-    from ..export.ctranslate2 import CTranslate2Translation
+    from ..export.serving import CTranslate2Translation
     from ..logging_setup import configure_logging
     from ..tokenization import require_text, warn_unknown
     from .loading import report_error

@@ -19,7 +19,7 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
-from ..export.ctranslate2 import EXPORT_INFO_FILE, export_of
+from ..export.folder import EXPORT_INFO_FILE, export_of
 from ..run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
 from .assets import asset_dir
 from .citations import citations_for

@@ -23,7 +23,7 @@ from types import ModuleType
 
 from huggingface_hub import SpaceCard, SpaceCardData
 
-from ..export.ctranslate2 import EXPORT_INFO_FILE, is_export
+from ..export.folder import EXPORT_INFO_FILE, is_export
 from ..fileio import atomic_write_text
 from ..run_folder import CTRANSLATE2_DIR
 from .assets import asset_dir

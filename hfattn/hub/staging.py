@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..export.ctranslate2 import is_export
+from ..export.folder import is_export
 from ..fileio import atomic_files, atomic_write_text
 from ..run_folder import CHECKPOINTS_DIR, CTRANSLATE2_DIR, LOSS_CURVE_FILE, RECIPE_FILE
 from .card import render_model_card

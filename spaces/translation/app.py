@@ -51,7 +51,7 @@ EXPORT_DIR = "ct2"
 """The CTranslate2 export's sub-folder of the model folder / repo (hfattn's
 ``run_folder.CTRANSLATE2_DIR``)."""
 EXPORT_FILES = ("model.bin", "hfattn_export.json", "tokenizer.json")
-"""The files of an hfattn CTranslate2 export (hfattn's ``export.ctranslate2.EXPORT_FILES``)."""
+"""The files of an hfattn CTranslate2 export (hfattn's ``export.folder.EXPORT_FILES``)."""
 GENERATE_LABEL = "transformers generate"
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 
 def beam_patience(early_stopping) -> float:
     """CTranslate2's beam patience for ``generate``'s ``early_stopping`` (hfattn's
-    ``export.ctranslate2.DecodingSettings.beam_patience``): ``True`` stops once ``beams``
+    ``export.decoding.DecodingSettings.beam_patience``): ``True`` stops once ``beams``
     hypotheses have ended, CTranslate2's rule at patience 1 (the same output as ``generate``);
     otherwise ``generate`` searches on while a running beam could still win, which patience 2
     comes nearest to."""

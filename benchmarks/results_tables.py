@@ -136,12 +136,91 @@ class Row:
         return recorded_machine(first, root) or self.machine
 
 
-def _bible(model: str, split: str, name: str) -> Figure:
-    """A beam-4 score of the GPU Bible runs (``bench_translation.py --num-beams 4``)."""
-    return Figure("bible_h100_beam4.json", key=f"beam4.{model}.{split}.{name}")
+BIBLE_TEST = "Bible test books, 1,022 verses"
+SCORE_SPLITS = {"test": "", "validation": "v"}
+"""The prefix of a split's BLEU and chrF figures (``bleu`` on test, ``vbleu`` on validation)."""
 
 
+def _steps(run: str) -> Figure:
+    """The optimizer steps of the training run ``run`` (its ``{run}_eval_results.json``)."""
+    return Figure(f"{run}_eval_results.json", training="global_step")
+
+
+def _metrics(run: str, **metrics: str) -> dict[str, Figure]:
+    """Figures of ``{run}_eval_results.json`` by name, each given as ``"split/metric"``."""
+    file = f"{run}_eval_results.json"
+    return {name: Figure(file, metric=metric) for name, metric in metrics.items()}
+
+
+def _scores(file: str, system: str, split: str = "test") -> dict[str, Figure]:
+    """The BLEU and chrF records of ``system`` in the benchmark report ``file``, named as
+    ``split``'s (:data:`SCORE_SPLITS`)."""
+    prefix = SCORE_SPLITS[split]
+    return {
+        f"{prefix}{name.lower()}": Figure(file, record=f"{system}: {name}")
+        for name in ("BLEU", "chrF")
+    }
+
+
+def _bible(model: str, *splits: str) -> dict[str, Figure]:
+    """The beam-4 BLEU and chrF of ``model`` on each of ``splits`` in the GPU Bible runs
+    (``bench_translation.py --num-beams 4``), named as in :func:`_scores`."""
+    return {
+        f"{SCORE_SPLITS[split]}{name}": Figure(
+            "bible_h100_beam4.json", key=f"beam4.{model}.{split}.{name}"
+        )
+        for split in splits
+        for name in ("bleu", "chrf")
+    }
+
+
+def _bleu_chrf(bold: bool) -> str:
+    """The test BLEU and chrF of a result cell; ``bold``: the BLEU leads the comparison."""
+    return "BLEU **{bleu:.1f}**, chrF {chrf:.1f}" if bold else "BLEU {bleu:.1f}, chrF {chrf:.1f}"
+
+
+def _translation_row(
+    model: str,
+    recipe: str,
+    machine: str,
+    minutes: int,
+    run: str,
+    scores: dict[str, Figure],
+    bold: bool = True,
+) -> Row:
+    """A shipped translation recipe, trained ``minutes`` by ``hfattn train`` (the training run
+    ``run``) and scored in beam 4 on the Bible test books (and validation ones where ``scores``
+    hold them)."""
+    validation = "; validation {vbleu:.1f} / {vchrf:.1f}" if "vbleu" in scores else ""
+    return Row(
+        model=model,
+        recipe=recipe,
+        held_out=BIBLE_TEST,
+        machine=machine,
+        command=f"hfattn train recipes/{recipe}.yaml",
+        training=f"{minutes} min: {{steps:,}} steps",
+        result=f"{_bleu_chrf(bold)} (beam 4{validation})",
+        figures={"steps": _steps(run), **scores},
+    )
+
+
+def _baseline_row(
+    model: str,
+    held_out: str,
+    machine: str,
+    command: str,
+    result: str,
+    figures: dict[str, Figure],
+    training: str = "seconds",
+) -> Row:
+    """A baseline that no shipped recipe trains (``hfattn baseline``, a rule-based system),
+    measured by ``command``."""
+    return Row(model, "baseline", held_out, machine, command, training, result, figures)
+
+
+CHAR_RNN = "char_rnn_make_run_muon_fresh_clone"
 UNIGRAM = "bahdanau_bible_zen3_30min_unigram"
+UNIGRAM_VALIDATION = "beam 4, length penalty 1.0, most probable"
 ROWS: tuple[Row, ...] = (
     Row(
         model="char-RNN, GRU 512, Muon",
@@ -152,155 +231,79 @@ ROWS: tuple[Row, ...] = (
         training="10 min: {steps:,} steps",
         result="validation **{validation:.3f} nats/char**, test {test:.3f}",
         figures={
-            "steps": Figure(
-                "char_rnn_make_run_muon_fresh_clone_eval_results.json", training="global_step"
-            ),
-            "validation": Figure(
-                "char_rnn_make_run_muon_fresh_clone_eval_results.json", metric="validation/loss"
-            ),
-            "test": Figure(
-                "char_rnn_make_run_muon_fresh_clone_eval_results.json", metric="test/loss"
-            ),
+            "steps": _steps(CHAR_RNN),
+            **_metrics(CHAR_RNN, validation="validation/loss", test="test/loss"),
         },
     ),
-    Row(
-        model="Luong RNN, unigram tokenizer",
-        recipe="bahdanau_bible_en_es",
-        held_out="Bible test books, 1,022 verses",
-        machine=AVX2_CPU,
-        command="hfattn train recipes/bahdanau_bible_en_es.yaml",
-        training="30 min: {steps:,} steps",
-        result="BLEU **{bleu:.1f}**, chrF {chrf:.1f} (beam 4; validation {vbleu:.1f} / {vchrf:.1f})",
-        figures={
-            "steps": Figure(f"{UNIGRAM}_eval_results.json", training="global_step"),
-            "bleu": Figure(
-                f"{UNIGRAM}_beam4_perturb.json", record="`lu_unigram_zen3` (beam 4): BLEU"
-            ),
-            "chrf": Figure(
-                f"{UNIGRAM}_beam4_perturb.json", record="`lu_unigram_zen3` (beam 4): chrF"
-            ),
-            "vbleu": Figure(
-                f"{UNIGRAM}_decoding_validation.json",
-                record="beam 4, length penalty 1.0, most probable: BLEU",
-            ),
-            "vchrf": Figure(
-                f"{UNIGRAM}_decoding_validation.json",
-                record="beam 4, length penalty 1.0, most probable: chrF",
-            ),
+    _translation_row(
+        "Luong RNN, unigram tokenizer",
+        "bahdanau_bible_en_es",
+        AVX2_CPU,
+        30,
+        UNIGRAM,
+        {
+            **_scores(f"{UNIGRAM}_beam4_perturb.json", "`lu_unigram_zen3` (beam 4)"),
+            **_scores(f"{UNIGRAM}_decoding_validation.json", UNIGRAM_VALIDATION, "validation"),
         },
     ),
-    Row(
-        model="Bahdanau RNNsearch, BiGRU 1000",
-        recipe="bahdanau_bible_en_es_rnnsearch",
-        held_out="Bible test books, 1,022 verses",
-        machine=H100,
-        command="hfattn train recipes/bahdanau_bible_en_es_rnnsearch.yaml",
-        training="6 min: {steps:,} steps",
-        result="BLEU **{bleu:.1f}**, chrF {chrf:.1f} (beam 4; validation {vbleu:.1f} / {vchrf:.1f})",
-        figures={
-            "steps": Figure(
-                "bahdanau_bible_rnnsearch_h100_eval_results.json", training="global_step"
-            ),
-            "bleu": _bible("bahdanau_bible_rnnsearch", "test", "bleu"),
-            "chrf": _bible("bahdanau_bible_rnnsearch", "test", "chrf"),
-            "vbleu": _bible("bahdanau_bible_rnnsearch", "validation", "bleu"),
-            "vchrf": _bible("bahdanau_bible_rnnsearch", "validation", "chrf"),
-        },
+    _translation_row(
+        "Bahdanau RNNsearch, BiGRU 1000",
+        "bahdanau_bible_en_es_rnnsearch",
+        H100,
+        6,
+        "bahdanau_bible_rnnsearch_h100",
+        _bible("bahdanau_bible_rnnsearch", "test", "validation"),
     ),
-    Row(
-        model="Luong et al., 4-layer LSTM 1000",
-        recipe="bahdanau_bible_en_es_luong_base",
-        held_out="Bible test books, 1,022 verses",
-        machine=H100,
-        command="hfattn train recipes/bahdanau_bible_en_es_luong_base.yaml",
-        training="6 min: {steps:,} steps",
-        result="BLEU {bleu:.1f}, chrF {chrf:.1f} (beam 4; validation {vbleu:.1f} / {vchrf:.1f})",
-        figures={
-            "steps": Figure(
-                "bahdanau_bible_luong_base_h100_eval_results.json", training="global_step"
-            ),
-            "bleu": _bible("bahdanau_bible_luong_base", "test", "bleu"),
-            "chrf": _bible("bahdanau_bible_luong_base", "test", "chrf"),
-            "vbleu": _bible("bahdanau_bible_luong_base", "validation", "bleu"),
-            "vchrf": _bible("bahdanau_bible_luong_base", "validation", "chrf"),
-        },
+    _translation_row(
+        "Luong et al., 4-layer LSTM 1000",
+        "bahdanau_bible_en_es_luong_base",
+        H100,
+        6,
+        "bahdanau_bible_luong_base_h100",
+        _bible("bahdanau_bible_luong_base", "test", "validation"),
+        bold=False,
     ),
-    Row(
-        model="Vaswani base 6+6, pre-LN",
-        recipe="vaswani_bible_en_es_base",
-        held_out="Bible test books, 1,022 verses",
-        machine=H100,
-        command="hfattn train recipes/vaswani_bible_en_es_base.yaml",
-        training="5 min: {steps:,} steps",
-        result="BLEU **{bleu:.1f}**, chrF {chrf:.1f} (beam 4)",
-        figures={
-            "steps": Figure("vaswani_bible_base_h100_eval_results.json", training="global_step"),
-            "bleu": _bible("vaswani_bible_base_preln", "test", "bleu"),
-            "chrf": _bible("vaswani_bible_base_preln", "test", "chrf"),
-        },
+    _translation_row(
+        "Vaswani base 6+6, pre-LN",
+        "vaswani_bible_en_es_base",
+        H100,
+        5,
+        "vaswani_bible_base_h100",
+        _bible("vaswani_bible_base_preln", "test"),
     ),
-    Row(
-        model="Vaswani 2+2",
-        recipe="vaswani_bible_en_es",
-        held_out="Bible test books, 1,022 verses",
-        machine=AVX512_CPU,
-        command="hfattn train recipes/vaswani_bible_en_es.yaml",
-        training="30 min: {steps:,} steps",
-        result="BLEU **{bleu:.1f}**, chrF {chrf:.1f} (beam 4)",
-        figures={
-            "steps": Figure("vaswani_bible_cpu_30min_eval_results.json", training="global_step"),
-            "bleu": Figure(
-                "vaswani_bible_30min_beam4.json", record="`vaswani_bible_30min` (beam 4): BLEU"
-            ),
-            "chrf": Figure(
-                "vaswani_bible_30min_beam4.json", record="`vaswani_bible_30min` (beam 4): chrF"
-            ),
-        },
+    _translation_row(
+        "Vaswani 2+2",
+        "vaswani_bible_en_es",
+        AVX512_CPU,
+        30,
+        "vaswani_bible_cpu_30min",
+        _scores("vaswani_bible_30min_beam4.json", "`vaswani_bible_30min` (beam 4)"),
     ),
-    Row(
-        model="Apertium `eng-spa`, rule-based",
-        recipe="baseline",
-        held_out="Bible test books, 1,022 verses",
-        machine=AVX512_CPU,
-        command="python benchmarks/bench_translation.py RUN --num-beams 4",
+    _baseline_row(
+        "Apertium `eng-spa`, rule-based",
+        BIBLE_TEST,
+        AVX512_CPU,
+        "python benchmarks/bench_translation.py RUN --num-beams 4",
+        _bleu_chrf(bold=False),
+        _scores("bahdanau_bible_30min_beam4.json", "Apertium eng-spa (rule-based)"),
         training="no training",
-        result="BLEU {bleu:.1f}, chrF {chrf:.1f}",
-        figures={
-            "bleu": Figure(
-                "bahdanau_bible_30min_beam4.json", record="Apertium eng-spa (rule-based): BLEU"
-            ),
-            "chrf": Figure(
-                "bahdanau_bible_30min_beam4.json", record="Apertium eng-spa (rule-based): chrF"
-            ),
-        },
     ),
-    Row(
-        model="n-gram counts + SVM",
-        recipe="baseline",
-        held_out="2,000 Reber strings",
-        machine=XEON_CPU,
-        command="hfattn baseline recipes/rnn_classifier_reber.yaml --vectorizer count "
+    _baseline_row(
+        "n-gram counts + SVM",
+        "2,000 Reber strings",
+        XEON_CPU,
+        "hfattn baseline recipes/rnn_classifier_reber.yaml --vectorizer count "
         "--classifier svm --ngram-max 3",
-        training="seconds",
-        result="accuracy {accuracy:.2%}",
-        figures={
-            "accuracy": Figure(
-                "baseline_reber_count_svm_eval_results.json", metric="test/accuracy"
-            ),
-        },
+        "accuracy {accuracy:.2%}",
+        _metrics("baseline_reber_count_svm", accuracy="test/accuracy"),
     ),
-    Row(
-        model="TF-IDF + Naive Bayes",
-        recipe="baseline",
-        held_out="7 test plays, 2,376 passages",
-        machine=XEON_CPU,
-        command="hfattn baseline recipes/minilm_genre.yaml --classifier nb",
-        training="seconds",
-        result="accuracy {accuracy:.3f}, macro-F1 {macro_f1:.3f}",
-        figures={
-            "accuracy": Figure("baseline_genre_tfidf_nb_eval_results.json", metric="test/accuracy"),
-            "macro_f1": Figure("baseline_genre_tfidf_nb_eval_results.json", metric="test/macro_f1"),
-        },
+    _baseline_row(
+        "TF-IDF + Naive Bayes",
+        "7 test plays, 2,376 passages",
+        XEON_CPU,
+        "hfattn baseline recipes/minilm_genre.yaml --classifier nb",
+        "accuracy {accuracy:.3f}, macro-F1 {macro_f1:.3f}",
+        _metrics("baseline_genre_tfidf_nb", accuracy="test/accuracy", macro_f1="test/macro_f1"),
     ),
 )
 """The published rows: one per shipped recipe that has a results file, then the baselines."""
@@ -362,9 +365,48 @@ SPEED_FIGURES = {
 """The figures of :data:`SPEED`, all measured on the 2-core AMD EPYC CPU with AVX-512 BF16."""
 
 
-def _cells(row: Row, root: Path) -> tuple[str, str]:
+def row_cells(row: Row, root: Path = RESULTS) -> dict[str, str]:
+    """Every cell a table can show of ``row``, by its column's header."""
     values = row.values(root)
-    return row.training.format(**values), row.result.format(**values)
+    baseline = row.recipe == "baseline"
+    machine, training = row.machine_of(root), row.training.format(**values)
+    return {
+        "model": row.model,
+        "model (recipe)": row.model if baseline else f"{row.model} (`{row.recipe}`)",
+        "recipe": "—" if baseline else f"`{row.recipe}`",
+        "held-out data": row.held_out,
+        "machine": machine,
+        "training": training,
+        "machine, training": f"{machine}, {training}",
+        "result": row.result.format(**values),
+        "command": f"`{row.command}`",
+        "files": ", ".join(f"`{name}`" for name in row.files()),
+    }
+
+
+README_COLUMNS = ("model (recipe)", "held-out data", "machine, training", "result")
+"""The columns of the README's headline table (headers of :func:`row_cells`)."""
+RESULTS_PAGE_COLUMNS = (
+    "model",
+    "recipe",
+    "held-out data",
+    "machine",
+    "training",
+    "result",
+    "command",
+    "files",
+)
+"""The columns of the results page's table: also each row's command and the files its
+figures are read from."""
+
+
+def markdown_table(columns: tuple[str, ...], root: Path = RESULTS) -> str:
+    """The Markdown table of :data:`ROWS` with ``columns`` (headers of :func:`row_cells`)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in ROWS:
+        cells = row_cells(row, root)
+        lines.append("| " + " | ".join(cells[column] for column in columns) + " |")
+    return "\n".join(lines)
 
 
 def speed_paragraph(docs: str, root: Path = RESULTS) -> str:
@@ -376,34 +418,12 @@ def speed_paragraph(docs: str, root: Path = RESULTS) -> str:
 
 def readme_table(root: Path = RESULTS) -> str:
     """The README's headline table and speed paragraph."""
-    lines = [
-        "| model (recipe) | held-out data | machine, training | result |",
-        "|---|---|---|---|",
-    ]
-    for row in ROWS:
-        training, result = _cells(row, root)
-        name = row.model if row.recipe == "baseline" else f"{row.model} (`{row.recipe}`)"
-        machine = row.machine_of(root)
-        lines.append(f"| {name} | {row.held_out} | {machine}, {training} | {result} |")
-    return "\n".join(lines) + "\n\n" + speed_paragraph("docs/", root)
+    return markdown_table(README_COLUMNS, root) + "\n\n" + speed_paragraph("docs/", root)
 
 
 def results_page_table(root: Path = RESULTS) -> str:
-    """The results page's table: one row per shipped recipe and baseline, with its command
-    and the files its figures are read from."""
-    lines = [
-        "| model | recipe | held-out data | machine | training | result | command | files |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in ROWS:
-        training, result = _cells(row, root)
-        files = ", ".join(f"`{name}`" for name in row.files())
-        recipe = "—" if row.recipe == "baseline" else f"`{row.recipe}`"
-        lines.append(
-            f"| {row.model} | {recipe} | {row.held_out} | {row.machine_of(root)} | {training} | "
-            f"{result} | `{row.command}` | {files} |"
-        )
-    return "\n".join(lines)
+    """The results page's table: one row per shipped recipe and baseline."""
+    return markdown_table(RESULTS_PAGE_COLUMNS, root)
 
 
 BLOCKS = {

@@ -16,7 +16,7 @@ from fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
 from huggingface_hub import ModelCard, SpaceCard
 
 from hfattn.cli import main as cli_main
-from hfattn.hub import HubPushError, inspect_folder, push_model_folder, render_model_card
+from hfattn.hub import HubPushError, citations, inspect_folder, push_model_folder, render_model_card
 from hfattn.hub import push as push_module
 
 TESTS_DIR = Path(__file__).parent
@@ -128,6 +128,21 @@ def test_push_then_load_without_hfattn(hub_server, char_rnn_run, fresh_python, t
     assert "hochreiter1997lstm" not in card.text  # a GRU model does not cite the LSTM paper
     assert "![Training and validation loss](loss_curve.png)" in card.text
     assert TEST_TOKEN not in readme.read_text()
+
+
+def test_each_citation_prints_its_entry_of_citations_bib(tmp_path):
+    cited = [c for c in vars(citations).values() if isinstance(c, citations.Citation)]
+    assert sorted(c.key for c in cited) == sorted(citations.BIBTEX)  # no entry left uncited
+    for citation in cited:
+        head, _ = citation.bibtex.split("\n", 1)
+        assert head.startswith("@") and head.endswith(f"{{{citation.key},"), head
+        assert citation.bibtex.endswith("\n}")
+    path = tmp_path / "two.bib"
+    path.write_text("@misc{a,\n  year = {2015}\n}\n\n\n@article{b,\n  title = {x}\n}\n")
+    assert citations.read_bibtex(path) == {
+        "a": "@misc{a,\n  year = {2015}\n}",
+        "b": "@article{b,\n  title = {x}\n}",
+    }
 
 
 def test_card_without_recorded_results(char_rnn_run, tmp_path):

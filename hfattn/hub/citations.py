@@ -1,121 +1,83 @@
 """Papers each ``model_type`` implements, cited in its model card.
 
 Later model types add their entries to :data:`CITATIONS`; a model type with no entry gets a
-card without a references section.
+card without a references section. The BibTeX entries live in ``citations.bib`` beside this
+module, verbatim as a card prints them; each :class:`Citation` names its entry by key.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
+
+BIBTEX_FILE = Path(__file__).with_name("citations.bib")
+"""The BibTeX entries of every paper cited, as a card prints them."""
+
+
+def read_bibtex(path: Path = BIBTEX_FILE) -> dict[str, str]:
+    """The entries of the BibTeX file ``path`` by key (``@type{key,`` … ``}``), each verbatim."""
+    entries = re.split(r"\n\s*\n(?=@)", path.read_text("utf-8").strip())
+    return {re.match(r"@\w+\{([^,]+),", entry).group(1): entry for entry in entries}
+
+
+BIBTEX = read_bibtex()
 
 
 @dataclass(frozen=True)
 class Citation:
     """One paper (or post): a one-line reference for the card body and its BibTeX entry."""
 
+    key: str
+    """The BibTeX key of its entry in :data:`BIBTEX_FILE`."""
     reference: str
     url: str
-    bibtex: str
+
+    @property
+    def bibtex(self) -> str:
+        """Its BibTeX entry."""
+        return BIBTEX[self.key]
 
 
 HOCHREITER_1997 = Citation(
-    reference="Hochreiter & Schmidhuber (1997). Long Short-Term Memory. Neural Computation 9(8).",
-    url="https://doi.org/10.1162/neco.1997.9.8.1735",
-    bibtex="""@article{hochreiter1997lstm,
-  title   = {Long Short-Term Memory},
-  author  = {Hochreiter, Sepp and Schmidhuber, J{\\"u}rgen},
-  journal = {Neural Computation},
-  volume  = {9},
-  number  = {8},
-  pages   = {1735--1780},
-  year    = {1997}
-}""",
+    "hochreiter1997lstm",
+    "Hochreiter & Schmidhuber (1997). Long Short-Term Memory. Neural Computation 9(8).",
+    "https://doi.org/10.1162/neco.1997.9.8.1735",
 )
-
 CHO_2014 = Citation(
-    reference=(
-        "Cho et al. (2014). Learning Phrase Representations using RNN Encoder-Decoder for "
-        "Statistical Machine Translation. EMNLP."
-    ),
-    url="https://arxiv.org/abs/1406.1078",
-    bibtex="""@inproceedings{cho2014gru,
-  title     = {Learning Phrase Representations using {RNN} Encoder-Decoder for Statistical Machine Translation},
-  author    = {Cho, Kyunghyun and van Merri{\\"e}nboer, Bart and Gulcehre, Caglar and Bahdanau, Dzmitry and Bougares, Fethi and Schwenk, Holger and Bengio, Yoshua},
-  booktitle = {EMNLP},
-  year      = {2014}
-}""",
+    "cho2014gru",
+    "Cho et al. (2014). Learning Phrase Representations using RNN Encoder-Decoder for Statistical Machine Translation. EMNLP.",
+    "https://arxiv.org/abs/1406.1078",
 )
-
 GRAVES_2013 = Citation(
-    reference="Graves (2013). Generating Sequences With Recurrent Neural Networks. arXiv:1308.0850.",
-    url="https://arxiv.org/abs/1308.0850",
-    bibtex="""@article{graves2013generating,
-  title   = {Generating Sequences With Recurrent Neural Networks},
-  author  = {Graves, Alex},
-  journal = {arXiv preprint arXiv:1308.0850},
-  year    = {2013}
-}""",
+    "graves2013generating",
+    "Graves (2013). Generating Sequences With Recurrent Neural Networks. arXiv:1308.0850.",
+    "https://arxiv.org/abs/1308.0850",
 )
-
 KARPATHY_2015 = Citation(
-    reference="Karpathy (2015). The Unreasonable Effectiveness of Recurrent Neural Networks (blog post).",
-    url="https://karpathy.github.io/2015/05/21/rnn-effectiveness/",
-    bibtex="""@misc{karpathy2015unreasonable,
-  title        = {The Unreasonable Effectiveness of Recurrent Neural Networks},
-  author       = {Karpathy, Andrej},
-  year         = {2015},
-  howpublished = {\\url{https://karpathy.github.io/2015/05/21/rnn-effectiveness/}}
-}""",
+    "karpathy2015unreasonable",
+    "Karpathy (2015). The Unreasonable Effectiveness of Recurrent Neural Networks (blog post).",
+    "https://karpathy.github.io/2015/05/21/rnn-effectiveness/",
 )
-
 BAHDANAU_2015 = Citation(
-    reference=(
-        "Bahdanau, Cho & Bengio (2015). Neural Machine Translation by Jointly Learning to Align "
-        "and Translate. ICLR."
-    ),
-    url="https://arxiv.org/abs/1409.0473",
-    bibtex="""@inproceedings{bahdanau2015neural,
-  title     = {Neural Machine Translation by Jointly Learning to Align and Translate},
-  author    = {Bahdanau, Dzmitry and Cho, Kyunghyun and Bengio, Yoshua},
-  booktitle = {ICLR},
-  year      = {2015}
-}""",
+    "bahdanau2015neural",
+    "Bahdanau, Cho & Bengio (2015). Neural Machine Translation by Jointly Learning to Align and Translate. ICLR.",
+    "https://arxiv.org/abs/1409.0473",
 )
-
 LUONG_2015 = Citation(
-    reference=(
-        "Luong, Pham & Manning (2015). Effective Approaches to Attention-based Neural Machine "
-        "Translation. EMNLP."
-    ),
-    url="https://arxiv.org/abs/1508.04025",
-    bibtex="""@inproceedings{luong2015effective,
-  title     = {Effective Approaches to Attention-based Neural Machine Translation},
-  author    = {Luong, Thang and Pham, Hieu and Manning, Christopher D.},
-  booktitle = {EMNLP},
-  year      = {2015}
-}""",
+    "luong2015effective",
+    "Luong, Pham & Manning (2015). Effective Approaches to Attention-based Neural Machine Translation. EMNLP.",
+    "https://arxiv.org/abs/1508.04025",
 )
-
 VASWANI_2017 = Citation(
-    reference="Vaswani et al. (2017). Attention Is All You Need. NeurIPS.",
-    url="https://arxiv.org/abs/1706.03762",
-    bibtex="""@inproceedings{vaswani2017attention,
-  title     = {Attention Is All You Need},
-  author    = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and Gomez, Aidan N. and Kaiser, {\\L}ukasz and Polosukhin, Illia},
-  booktitle = {NeurIPS},
-  year      = {2017}
-}""",
+    "vaswani2017attention",
+    "Vaswani et al. (2017). Attention Is All You Need. NeurIPS.",
+    "https://arxiv.org/abs/1706.03762",
 )
-
 HU_2022 = Citation(
-    reference="Hu et al. (2022). LoRA: Low-Rank Adaptation of Large Language Models. ICLR.",
-    url="https://arxiv.org/abs/2106.09685",
-    bibtex="""@inproceedings{hu2022lora,
-  title     = {{LoRA}: Low-Rank Adaptation of Large Language Models},
-  author    = {Hu, Edward J. and Shen, Yelong and Wallis, Phillip and Allen-Zhu, Zeyuan and Li, Yuanzhi and Wang, Shean and Wang, Lu and Chen, Weizhu},
-  booktitle = {ICLR},
-  year      = {2022}
-}""",
+    "hu2022lora",
+    "Hu et al. (2022). LoRA: Low-Rank Adaptation of Large Language Models. ICLR.",
+    "https://arxiv.org/abs/2106.09685",
 )
 
 CITATIONS: dict[str, tuple[Citation, ...]] = {

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from .arguments import add_text_arguments
+
 
 def register(subparsers) -> None:
     """Add the ``classify`` sub-command."""
@@ -21,9 +23,7 @@ def register(subparsers) -> None:
             "tab-separated, the --top-k most probable labels first."
         ),
     )
-    parser.add_argument("model_dir", help="a model folder (or a Hub repo id)")
-    parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
-    parser.add_argument("--file", help="a UTF-8 file with one text per line ('-': stdin)")
+    add_text_arguments(parser, what="texts to classify", item="text")
     parser.add_argument(
         "--top-k", type=int, default=1, help="labels shown per text, most probable first "
         "(default: 1; more than the model has shows them all)",

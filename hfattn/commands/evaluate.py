@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-ENGINES = ("torch", "ctranslate2")
-"""What ``--engine`` decodes a translation run with."""
+from .arguments import ENGINES
+
 DECODING_OPTIONS = ("num_beams", "max_new_tokens")
 """The options that change how a translation run decodes (translation runs only)."""
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .arguments import MODEL_HELP
+
 
 def register(subparsers) -> None:
     """Add the ``generate`` sub-command."""
@@ -13,7 +15,7 @@ def register(subparsers) -> None:
         help="sample text from a trained model folder",
         description="Continue a prompt with a saved causal LM (greedy, sampling or beam search).",
     )
-    parser.add_argument("model_dir", help="a model folder (or a Hub repo id)")
+    parser.add_argument("model_dir", help=MODEL_HELP)
     parser.add_argument("--prompt", default="", help="text to continue (empty: start from <bos>)")
     saved = " (default: the model's generation_config.json)"
     parser.add_argument("--max-new-tokens", type=int, help="new tokens" + saved)

@@ -1,9 +1,9 @@
 """Loading a recipe or a model folder for a command, with one clear error instead of a deep
 traceback: ``error: <message>`` on stderr and exit status 2 (:func:`report_error`).
 
-A command that runs a recipe (``train``, ``baseline``) takes it as :func:`add_recipe_arguments`
-defines (the YAML path and repeatable ``--set key=value`` overrides) and reads it with
-:func:`load_recipe_or_report`.
+A command that runs a recipe (``train``, ``baseline``) takes it as
+:func:`hfattn.commands.arguments.add_recipe_arguments` defines (the YAML path and repeatable
+``--set key=value`` overrides) and reads it with :func:`load_recipe_or_report`.
 
 A model is named by a local folder or a Hub repo id, and :func:`locate_model` tells which at
 once, before torch is imported: a name that is meant as a path (:func:`looks_like_path`:
@@ -81,27 +81,6 @@ def report_error(err: BaseException | str, status: int = 2) -> int:
     """Print ``error: <err>`` to stderr and return ``status``, the command's exit status."""
     print(f"error: {err}", file=sys.stderr)
     return status
-
-
-def add_recipe_arguments(
-    parser: argparse.ArgumentParser,
-    *,
-    recipe_help: str,
-    set_example: str,
-    recipe_optional: bool = False,
-) -> None:
-    """Add the ``recipe`` path (described by ``recipe_help``; may be left out when
-    ``recipe_optional``) and the repeatable ``--set KEY=VALUE`` overrides (``set_example`` is
-    shown in their help) to ``parser``."""
-    parser.add_argument("recipe", help=recipe_help, nargs="?" if recipe_optional else None)
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"override a recipe field, e.g. --set {set_example} (repeatable)",
-    )
 
 
 def load_recipe_or_report(args: argparse.Namespace):
@@ -515,7 +494,6 @@ __all__ = [
     "PICKLE_WEIGHTS",
     "TASK_COMMANDS",
     "ModelLoadError",
-    "add_recipe_arguments",
     "allow_pickle",
     "check_model_fits",
     "check_model_folder",

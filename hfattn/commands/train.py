@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .loading import add_recipe_arguments, load_recipe_or_report, report_error
+from .arguments import add_recipe_arguments
+from .loading import load_recipe_or_report, report_error
 
 
 def register(subparsers) -> None:

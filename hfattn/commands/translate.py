@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-ENGINES = ("torch", "ctranslate2")
-"""What ``--engine`` runs the translation with."""
+from .arguments import ENGINES, add_text_arguments
 
 
 def register(subparsers) -> None:
@@ -19,9 +18,7 @@ def register(subparsers) -> None:
             "encoder-decoder; prints one translation per line, in input order."
         ),
     )
-    parser.add_argument("model_dir", help="a model folder (or a Hub repo id)")
-    parser.add_argument("texts", nargs="*", metavar="TEXT", help="sentences to translate")
-    parser.add_argument("--file", help="a UTF-8 file with one sentence per line ('-': stdin)")
+    add_text_arguments(parser, what="sentences to translate", item="sentence")
     parser.add_argument("--num-beams", type=int, help="beam width (default: generation_config)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)

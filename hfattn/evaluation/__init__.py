@@ -1,4 +1,14 @@
-"""Metrics (``evaluate`` modules shipped in the package) and evaluation loops."""
+"""Metrics (``evaluate`` modules shipped in the package) and evaluation loops.
+
+Each metric under ``metrics/`` (``metrics/<name>/<name>.py``) is a self-contained ``evaluate``
+module, as on the Hub, and is loaded by path (:func:`load_metric`): ``evaluate.load`` copies
+the script (and the files beside it that it imports relatively) into its modules cache and
+imports it from there. A module shared by several metrics would have to stand beside each
+script: ``from ..common import x`` cannot be resolved in that cache, and an import of
+``hfattn`` would tie a metric module to the package it is shipped in. What the metric modules
+have in common is the ``evaluate.Metric`` interface itself (``_info`` declaring the inputs,
+``_compute``), so each keeps its own declaration.
+"""
 
 from pathlib import Path
 

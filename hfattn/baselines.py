@@ -45,7 +45,6 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .data.reviews_es import STOP_WORDS_ES
-from .evaluation import load_metric
 from .fileio import atomic_write_json
 from .machine import machine_words, provenance
 from .run_folder import EVAL_RESULTS_FILE
@@ -185,7 +184,7 @@ def run_baseline(
         RecipeError: an unknown option or split, or a split without examples.
     """
     # torch and transformers (3 s): only the classification baselines need them
-    from .evaluation.classification import confusion_matrix
+    from .evaluation.classification import confusion_matrix, label_scores
 
     for split in splits:
         require(
@@ -218,19 +217,12 @@ def run_baseline(
         train_examples=len(data.splits["train"]),
         fit_seconds=time.perf_counter() - start,
     )
-    accuracy, f1 = load_metric("accuracy"), load_metric("f1")
     for split in dict.fromkeys(splits):
         references = data.labels(split)
         predictions = [int(p) for p in pipeline.predict(data.texts(split))]
         result.predictions[split] = predictions
         result.confusion[split] = confusion_matrix(predictions, references, len(data.label_names))
-        result.metrics[split] = {
-            "accuracy": float(
-                accuracy.compute(predictions=predictions, references=references)["accuracy"]
-            ),
-            "macro_f1": float(f1.compute(predictions=predictions, references=references)["f1"]),
-            "num_examples": len(references),
-        }
+        result.metrics[split] = label_scores(predictions, references)
     return result
 
 

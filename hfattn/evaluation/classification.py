@@ -73,12 +73,19 @@ def classification_scores(logits: torch.Tensor, labels: Sequence[int]) -> dict:
     labels = torch.as_tensor(list(labels), dtype=torch.long)
     if len(labels) == 0:
         raise ValueError("cannot score a classifier on an empty split")
-    predictions = logits.argmax(-1).tolist()
-    references = labels.tolist()
+    return {
+        "loss": float(F.cross_entropy(logits, labels)),
+        **label_scores(logits.argmax(-1).tolist(), labels.tolist()),
+    }
+
+
+def label_scores(predictions: Sequence[int], references: Sequence[int]) -> dict:
+    """Accuracy, macro-F1 (see the module docstring) and the number of examples of predicted
+    labels against their references; a classifier's (:func:`classification_scores`) and a
+    baseline's (:func:`hfattn.baselines.run_baseline`)."""
     accuracy = load_metric("accuracy").compute(predictions=predictions, references=references)
     f1 = load_metric("f1").compute(predictions=predictions, references=references)
     return {
-        "loss": float(F.cross_entropy(logits, labels)),
         "accuracy": float(accuracy["accuracy"]),
         "macro_f1": float(f1["f1"]),
         "num_examples": len(references),
@@ -110,6 +117,7 @@ __all__ = [
     "CONFUSION_MATRIX_FILE",
     "classification_scores",
     "confusion_matrix",
+    "label_scores",
     "predict_logits",
     "write_confusion_matrix",
 ]

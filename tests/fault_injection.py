@@ -5,12 +5,14 @@ A point is ``step:N`` (once step ``N`` is done and logged, before its checkpoint
 or ``checkpoint:N`` (in the middle of writing the checkpoint of step ``N``: after the weights
 and optimizer state, before ``progress.json`` and the rename). :func:`cli_with_fault` runs
 ``hfattn.cli.main`` with every recipe run given that callback (``python -m fault_injection
-POINT ARGS...`` does it in a fresh interpreter).
+POINT ARGS...`` does it in a fresh interpreter). :func:`nan_loss_at` makes chosen training
+losses NaN instead, as a diverging run would.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -66,6 +68,24 @@ def cli_with_fault(argv: list[str], point: str | None) -> int:
 
         orchestration.run_recipe = run_recipe
     return main(argv)
+
+
+def nan_loss_at(monkeypatch, calls: set[int], snapshots: dict | None = None) -> None:
+    """Make the char-RNN training loss NaN at the given forward calls (1-based); record the
+    weights each call sees in ``snapshots``."""
+    import hfattn.tasks.causal_lm.job as causal_lm
+
+    real_loss = causal_lm.causal_lm_loss
+    count = [0]
+
+    def loss_fn(model, window, state, stateful):
+        count[0] += 1
+        if snapshots is not None:
+            snapshots[count[0]] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        loss, state = real_loss(model, window, state, stateful)
+        return (loss * math.nan if count[0] in calls else loss), state
+
+    monkeypatch.setattr(causal_lm, "causal_lm_loss", loss_fn)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from fault_injection import cli_with_fault, kill_at
+from fault_injection import cli_with_fault, kill_at, nan_loss_at
 from recipe_helpers import corpus_file, write_recipe
 from test_hub_push import PUBLISHED
 from test_training import assert_same_weights, weights
@@ -309,24 +309,6 @@ def test_a_damaged_checkpoint_is_one_error_naming_the_file(
     assert f"--resume: cannot read {damaged}" in err
     assert f"delete {damaged.parent} to resume from the previous checkpoint" in err
     assert "Traceback" not in err
-
-
-def nan_loss_at(monkeypatch, calls: set[int], snapshots: dict | None = None) -> None:
-    """Make the char-RNN training loss NaN at the given forward calls (1-based); record the
-    weights each call sees in ``snapshots``."""
-    import hfattn.tasks.causal_lm.job as causal_lm
-
-    real_loss = causal_lm.causal_lm_loss
-    count = [0]
-
-    def loss_fn(model, window, state, stateful):
-        count[0] += 1
-        if snapshots is not None:
-            snapshots[count[0]] = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        loss, state = real_loss(model, window, state, stateful)
-        return (loss * math.nan if count[0] in calls else loss), state
-
-    monkeypatch.setattr(causal_lm, "causal_lm_loss", loss_fn)
 
 
 def same(a: dict, b: dict) -> bool:

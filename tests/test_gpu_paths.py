@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fault_injection import nan_loss_at
 from recipe_helpers import write_recipe
 
 import hfattn.training.engine as engine
@@ -234,16 +235,7 @@ def test_a_non_finite_loss_gathered_on_the_device_stops_at_the_next_check(
 ):
     """``on_nonfinite_loss: stop`` on an accelerator (forced here on the CPU): the NaN of
     batch 25 is found at the step-25 log (log_every 5), before any checkpoint holds it."""
-    import hfattn.tasks.causal_lm.job as causal_lm
-
-    real_loss, calls = causal_lm.causal_lm_loss, []
-
-    def loss_that_explodes(model, window, state, stateful):
-        loss, state = real_loss(model, window, state, stateful)
-        calls.append(1)
-        return (loss * float("nan") if len(calls) == 23 else loss), state
-
-    monkeypatch.setattr(causal_lm, "causal_lm_loss", loss_that_explodes)
+    nan_loss_at(monkeypatch, {23})
     monkeypatch.setattr(engine, "checks_every_loss", lambda *args: False)
     recipe = write_recipe(tmp_path)
     assert main(["train", str(recipe)]) == 2

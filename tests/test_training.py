@@ -7,6 +7,7 @@ from unittest import mock
 
 import pytest
 import torch
+from fault_injection import nan_loss_at
 from recipe_helpers import write_recipe
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
@@ -234,17 +235,7 @@ def test_bf16_kernels_are_found_on_avx512_bf16_cpus_and_not_on_avx2_only_ones():
 
 
 def test_non_finite_loss_stops_training_with_the_step(tmp_path, monkeypatch, capsys):
-    import hfattn.tasks.causal_lm.job as causal_lm
-
-    real_loss = causal_lm.causal_lm_loss
-    calls = []
-
-    def loss_that_explodes(model, window, state, stateful):
-        loss, state = real_loss(model, window, state, stateful)
-        calls.append(1)
-        return (loss * float("nan") if len(calls) == 25 else loss), state
-
-    monkeypatch.setattr(causal_lm, "causal_lm_loss", loss_that_explodes)
+    nan_loss_at(monkeypatch, {25})
     recipe = write_recipe(tmp_path)
     assert main(["train", str(recipe)]) == 2
     err = capsys.readouterr().err

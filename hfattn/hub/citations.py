@@ -1,12 +1,15 @@
 """Papers each ``model_type`` implements, cited in its model card.
 
-Later model types add their entries to :data:`CITATIONS`; a model type with no entry gets a
-card without a references section.
+Each model family names its papers by BibTeX key (:attr:`hfattn.models.families.Family.papers`);
+this module holds the entries. A model type that names none gets a card without a references
+section.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..family_facts import load_models_module
 
 
 @dataclass(frozen=True)
@@ -16,6 +19,11 @@ class Citation:
     reference: str
     url: str
     bibtex: str
+
+    @property
+    def key(self) -> str:
+        """The BibTeX key (``vaswani2017attention`` of ``@inproceedings{vaswani2017attention,``)."""
+        return self.bibtex.split("{", 1)[1].split(",", 1)[0]
 
 
 HOCHREITER_1997 = Citation(
@@ -118,11 +126,14 @@ HU_2022 = Citation(
 }""",
 )
 
+PAPERS: dict[str, Citation] = {
+    c.key: c for c in (GRAVES_2013, KARPATHY_2015, BAHDANAU_2015, LUONG_2015, VASWANI_2017)
+}
+"""BibTeX key → the entry, for the papers that model families name."""
+
 CITATIONS: dict[str, tuple[Citation, ...]] = {
-    "char-rnn": (KARPATHY_2015, GRAVES_2013),
-    "bahdanau": (BAHDANAU_2015, LUONG_2015),
-    "vaswani": (VASWANI_2017,),
-    "rnn-classifier": (),
+    model_type: tuple(PAPERS[key] for key in family.papers)
+    for model_type, family in load_models_module("families").FAMILIES.items()
 }
 """``model_type`` → the papers its architecture implements, most specific first."""
 

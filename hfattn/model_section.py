@@ -9,35 +9,22 @@ config, so that a bad model section fails when the recipe is loaded, naming the 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.util
 import logging
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
+from .family_facts import load_models_module
 from .field_checks import RecipeError, did_you_mean, require
 from .pretrained import check_pretrained_section, is_pretrained
 
 logger = logging.getLogger(__name__)
 
 
-@functools.cache
-def _score_names():
-    """:mod:`hfattn.models.score_names`, read from its file: importing it through its package
-    would import ``hfattn.models`` (torch and every architecture, seconds)."""
-    path = Path(__file__).parent / "models" / "score_names.py"
-    spec = importlib.util.spec_from_file_location("hfattn_score_names", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def check_model_choices(model: dict[str, Any]) -> None:
     """The attention score that ``model:`` names (``score`` / ``attention_score``, as
-    :data:`~hfattn.models.score_names.SCORE_FIELDS` has it for ``model.type``) must be one of
+    :data:`~hfattn.models.families.SCORE_FIELDS` has it for ``model.type``) must be one of
     :data:`~hfattn.models.score_names.SCORE_NAMES`, checked in a few milliseconds, before
     torch is imported (:func:`validate_model_section` checks everything else once it is).
 
@@ -47,8 +34,8 @@ def check_model_choices(model: dict[str, Any]) -> None:
     """
     if not isinstance(model, dict) or is_pretrained(model):
         return
-    names = _score_names()
-    field_name = names.SCORE_FIELDS.get(model.get("type"))
+    names = load_models_module("score_names")
+    field_name = load_models_module("families").SCORE_FIELDS.get(model.get("type"))
     value = model.get(field_name)
     if field_name is None or value is None:
         return

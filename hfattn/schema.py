@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from .family_facts import load_models_module
 from .field_checks import (
     RecipeError,
     require,
@@ -35,10 +36,6 @@ ON_NONFINITE_LOSS = ("stop", "skip")
 SPLITS = ("train", "validation", "test")
 TOKENIZER_KINDS = ("word", "char", "bpe", "unigram")
 """The tokenizers a ``tokenizer:`` section can build on the training texts."""
-UNROLLED_PER_LENGTH = ("bahdanau", "rnn-classifier")
-"""Model types that ``training.compile`` refuses: their recurrent layers step position by
-position under ``torch.compile`` (:class:`hfattn.models.rnn_layers.RecurrentLayer`), so each
-padded batch length of their length-grouped batches is a graph of its own."""
 
 
 @dataclass
@@ -449,7 +446,7 @@ class RecipeBase:
             not (
                 training is not None
                 and training.compile is True
-                and model_type in UNROLLED_PER_LENGTH
+                and model_type in load_models_module("families").UNROLLED_PER_LENGTH
             ),
             "training.compile",
             f"model.type {model_type} runs its recurrence over padded batches of varying "

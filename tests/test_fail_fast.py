@@ -190,12 +190,13 @@ def test_every_shipped_recipe_passes_the_outline_without_torch():
 def test_the_torch_free_score_names_are_the_registered_scores():
     """:data:`SCORE_NAMES` (read before torch) lists :data:`SCORES` in order, and the field
     :data:`SCORE_FIELDS` names for each model type is the one its config checks."""
-    from hfattn.model_section import _score_names
+    from hfattn.family_facts import load_models_module
     from hfattn.models import AUTO_CLASSES
-    from hfattn.models.score_names import SCORE_FIELDS, SCORE_NAMES
+    from hfattn.models.families import SCORE_FIELDS
+    from hfattn.models.score_names import SCORE_NAMES
     from hfattn.models.scores import SCORES
 
-    assert SCORE_NAMES == tuple(SCORES) == _score_names().SCORE_NAMES
+    assert SCORE_NAMES == tuple(SCORES) == load_models_module("score_names").SCORE_NAMES
     assert [cls.name for cls in SCORES.values()] == list(SCORE_NAMES)
     configs = {config.model_type: config for config, _, _ in AUTO_CLASSES}
     named = {t: {f.name for f in dataclasses.fields(c)} & {"score", "attention_score"}

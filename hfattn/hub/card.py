@@ -12,7 +12,6 @@ import json
 import math
 import re
 import struct
-from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -20,12 +19,15 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
 from ..export.folder import EXPORT_INFO_FILE, export_of
+from ..family_facts import load_models_module
 from ..run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
 from .assets import asset_dir
 from .citations import citations_for
 from .folder import HubSettings, ModelFolder
 
 TEMPLATE_NAME = "model_card_template.md"
+_FAMILIES = load_models_module("families")
+"""What each model family's card says about it (:mod:`hfattn.models.families`)."""
 
 _META_CONFIG_KEYS = frozenset(
     {
@@ -82,12 +84,7 @@ def _human_count(n: int) -> str:
     return f"{n:,}"
 
 
-def _format_value(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple, set)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+_format_value = _FAMILIES.card_value
 
 
 def _format_seconds(seconds: float) -> str:
@@ -148,78 +145,9 @@ def card_data_for(folder: ModelFolder, repo_id: str, *, merged: bool = False) ->
     )
 
 
-_RECURRENT_ATTENTION_KEYS = ("score", "distribution", "cell")
-"""``config.json`` fields that qualify an RNN encoder-decoder's ``attention`` variant."""
-
-
-def _recurrent_attention(config: dict) -> str | None:
-    """An RNN encoder-decoder's attention (``attention`` field): the variant and the fields
-    that qualify it, or that there is none; ``None`` for a config without the field."""
-    if "attention" not in config:
-        return None
-    variant = config["attention"]
-    details = ", ".join(
-        f"{key} `{_format_value(config[key])}`"
-        for key in _RECURRENT_ATTENTION_KEYS
-        if config.get(key) is not None
-    )
-    if variant is None:
-        text = "none (`attention: null`, the encoder's final state only)"
-    else:
-        text = f"`{_format_value(variant)}`"
-    return f"{text} ({details})" if details else text
-
-
-def _multi_head_attention(config: dict) -> str | None:
-    """A Transformer's attention, e.g. "multi-head `scaled_dot`, 8 heads of dim 64, 6+6 layers
-    (encoder+decoder), post-LN": the score (and the distribution when one is set), the heads
-    and their size, the layer counts and where the LayerNorms sit (none with T-Fixup);
-    ``None`` for a config without ``num_heads``."""
-    if config.get("num_heads") is None:
-        return None
-    score = f"`{config.get('attention_score') or 'scaled_dot'}`"
-    if config.get("attention_distribution"):
-        score += f" + `{config['attention_distribution']}`"
-    heads = f"{config['num_heads']} heads"
-    if config.get("head_dim"):
-        heads += f" of dim {config['head_dim']}"
-    parts = [f"multi-head {score}", heads]
-    if config.get("encoder_layers") is not None and config.get("decoder_layers") is not None:
-        parts.append(
-            f"{config['encoder_layers']}+{config['decoder_layers']} layers (encoder+decoder)"
-        )
-    if config.get("init_method") == "t-fixup":
-        parts.append("no LayerNorm (T-Fixup)")
-    elif config.get("norm_position"):
-        parts.append(f"{config['norm_position']}-LN")
-    return ", ".join(parts)
-
-
-def _pooling_attention(config: dict) -> str | None:
-    """A recurrent classifier's pooling: attention pooling with its score (and distribution),
-    or none (the final states); ``None`` for a config without ``pooling``."""
-    pooling = config.get("pooling")
-    if pooling is None:
-        return None
-    if pooling != "attention":
-        return f"none (`pooling: {pooling}`, the final states)"
-    text = f"attention pooling, score `{config.get('attention_score') or 'additive'}`"
-    if config.get("attention_distribution"):
-        text += f", distribution `{config['attention_distribution']}`"
-    return text
-
-
-ATTENTION_DESCRIPTIONS: dict[str, Callable[[dict], str | None]] = {
-    "bahdanau": _recurrent_attention,
-    "vaswani": _multi_head_attention,
-    "rnn-classifier": _pooling_attention,
-}
-"""``model_type`` → the function that describes that family's attention from its
-``config.json`` (the card's "Attention" row; ``None``: no row). Types not listed get no row."""
-
-
 def _attention_row(config: dict) -> tuple[str, str] | None:
-    describe = ATTENTION_DESCRIPTIONS.get(config.get("model_type") or "")
+    family = _FAMILIES.FAMILIES.get(config.get("model_type") or "")
+    describe = family.describe_attention if family else None
     text = describe(config) if describe else None
     return ("Attention", text) if text else None
 

@@ -1,8 +1,9 @@
 """Papers each ``model_type`` implements, cited in its model card.
 
-Later model types add their entries to :data:`CITATIONS`; a model type with no entry gets a
-card without a references section. The BibTeX entries live in ``citations.bib`` beside this
-module, verbatim as a card prints them; each :class:`Citation` names its entry by key.
+Each model family names its papers by BibTeX key (:attr:`hfattn.models.families.Family.papers`);
+the BibTeX entries live in ``citations.bib`` beside this module, verbatim as a card prints
+them, and each :class:`Citation` names its entry by key. A model type that names none gets a
+card without a references section.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..family_facts import load_models_module
 
 BIBTEX_FILE = Path(__file__).with_name("citations.bib")
 """The BibTeX entries of every paper cited, as a card prints them."""
@@ -80,11 +83,14 @@ HU_2022 = Citation(
     "https://arxiv.org/abs/2106.09685",
 )
 
+PAPERS: dict[str, Citation] = {
+    c.key: c for c in (GRAVES_2013, KARPATHY_2015, BAHDANAU_2015, LUONG_2015, VASWANI_2017)
+}
+"""BibTeX key → the entry, for the papers that model families name."""
+
 CITATIONS: dict[str, tuple[Citation, ...]] = {
-    "char-rnn": (KARPATHY_2015, GRAVES_2013),
-    "bahdanau": (BAHDANAU_2015, LUONG_2015),
-    "vaswani": (VASWANI_2017,),
-    "rnn-classifier": (),
+    model_type: tuple(PAPERS[key] for key in family.papers)
+    for model_type, family in load_models_module("families").FAMILIES.items()
 }
 """``model_type`` → the papers its architecture implements, most specific first."""
 

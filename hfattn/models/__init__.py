@@ -17,6 +17,7 @@ from .configuration_bahdanau import BahdanauConfig
 from .configuration_char_rnn import CharRNNConfig
 from .configuration_rnn_classifier import RNNClassifierConfig
 from .configuration_vaswani import VaswaniConfig
+from .families import FAMILIES
 from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauModel
 from .modeling_char_rnn import CharRNNForCausalLM
 from .modeling_rnn_classifier import RNNForSequenceClassification
@@ -24,14 +25,17 @@ from .modeling_vaswani import VaswaniForConditionalGeneration, VaswaniModel
 from .recurrent_cache import RecurrentCache
 from .translation_pipeline import TranslationPipeline, register_translation_pipeline
 
-AUTO_CLASSES = (
-    (CharRNNConfig, CharRNNForCausalLM, "AutoModelForCausalLM"),
-    (BahdanauConfig, BahdanauForConditionalGeneration, "AutoModelForSeq2SeqLM"),
-    (VaswaniConfig, VaswaniForConditionalGeneration, "AutoModelForSeq2SeqLM"),
-    (RNNClassifierConfig, RNNForSequenceClassification, "AutoModelForSequenceClassification"),
+AUTO_CLASSES = tuple(
+    (config_cls, model_cls, FAMILIES[config_cls.model_type].auto_class)
+    for config_cls, model_cls in (
+        (CharRNNConfig, CharRNNForCausalLM),
+        (BahdanauConfig, BahdanauForConditionalGeneration),
+        (VaswaniConfig, VaswaniForConditionalGeneration),
+        (RNNClassifierConfig, RNNForSequenceClassification),
+    )
 )
 """One row per architecture: its config class, its model class and the name of its Auto class
-in ``transformers``."""
+in ``transformers`` (:attr:`.families.Family.auto_class`)."""
 
 
 def register_auto_classes() -> None:

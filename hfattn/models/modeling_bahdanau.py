@@ -37,7 +37,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
-from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils import can_return_tuple
 from transformers.utils.deprecation import deprecate_kwarg
@@ -47,8 +46,7 @@ from .configuration_bahdanau import BahdanauConfig
 from .masking import padding_mask
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import (
-    init_rnn_embeddings,
-    init_rnn_weights,
+    init_recurrent_model_weights,
     is_tracing,
     recurrent_layers,
     stack_states,
@@ -58,8 +56,8 @@ from .seq2seq_utils import (
     EncoderDecoderEmbeddingsMixin,
     Seq2SeqLMAccessorsMixin,
     resolve_output_flags,
+    seq2seq_lm_output,
     shift_tokens_right,
-    token_cross_entropy,
 )
 
 
@@ -117,15 +115,8 @@ class BahdanauPreTrainedModel(ConfigTiedWeightsMixin, RecurrentCacheModelMixin, 
         keys and attention energies near zero: the score's gradients fall below Adam's epsilon
         and a Luong model stays at the unigram loss (measured on the date-normalisation task).
         """
-        if isinstance(module, nn.RNNBase):
-            init_rnn_weights(module)
-        elif isinstance(module, nn.Linear):
-            init.xavier_uniform_(module.weight)
-            if module.bias is not None:
-                init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            init_rnn_embeddings(module, tied=getattr(self.config, "tie_word_embeddings", False))
-        else:
+        tied = getattr(self.config, "tie_word_embeddings", False)
+        if not init_recurrent_model_weights(module, tied=tied):
             super()._init_weights(module)
 
 
@@ -695,20 +686,8 @@ class BahdanauForConditionalGeneration(
         if self.output_projection is not None:
             readout = self.output_projection(readout)
         logits = self.lm_head(readout)
-
-        loss = None
-        if labels is not None:
-            loss = token_cross_entropy(
-                logits, labels, num_items_in_batch, self.config.label_smoothing
-            )
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            cache=outputs.cache,
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
+        return seq2seq_lm_output(
+            logits, outputs, labels, num_items_in_batch, self.config.label_smoothing
         )
 
 

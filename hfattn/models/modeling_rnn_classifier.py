@@ -27,8 +27,7 @@ from .attention import attend, build_score, get_distribution
 from .configuration_rnn_classifier import RNNClassifierConfig
 from .masking import padding_mask
 from .rnn_layers import (
-    init_rnn_embeddings,
-    init_rnn_weights,
+    init_recurrent_model_weights,
     is_tracing,
     recurrent_layers,
 )
@@ -125,15 +124,9 @@ class RNNClassifierPreTrainedModel(PreTrainedModel):
         the usual transformers ``N(0, 0.02)`` leaves the RNN's states and the features near 0,
         so that a model trained through a few layers only (LoRA, a frozen body) barely moves
         from the uniform prediction. The attention-pooling query is ``N(0, 1/size)``."""
-        if isinstance(module, nn.RNNBase):
-            init_rnn_weights(module, unit_forget_bias=True)
-        elif isinstance(module, nn.Linear):
-            init.xavier_uniform_(module.weight)
-            if module.bias is not None:
-                init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            init_rnn_embeddings(module)
-        elif isinstance(module, AttentionPooling):
+        if init_recurrent_model_weights(module, unit_forget_bias=True):
+            return
+        if isinstance(module, AttentionPooling):
             init.normal_(module.query, 0.0, module.query.numel() ** -0.5)
         else:
             super()._init_weights(module)

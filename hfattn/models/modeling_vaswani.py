@@ -56,7 +56,7 @@ from .seq2seq_utils import (
     Seq2SeqLMAccessorsMixin,
     resolve_output_flags,
     resolve_use_cache,
-    token_cross_entropy,
+    seq2seq_lm_output,
 )
 
 
@@ -648,21 +648,8 @@ class VaswaniForConditionalGeneration(
             return_dict=True,
         )
         logits = self.lm_head(dropout(outputs.last_hidden_state, self.head_dropout, self))
-        loss = None
-        if labels is not None:
-            loss = token_cross_entropy(
-                logits, labels, num_items_in_batch, self.config.label_smoothing
-            )
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            cache=outputs.cache,
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
+        return seq2seq_lm_output(
+            logits, outputs, labels, num_items_in_batch, self.config.label_smoothing
         )
 
 

@@ -277,6 +277,26 @@ def init_rnn_embeddings(module: nn.Embedding, *, tied: bool = False) -> None:
     init.normal_(module.weight, 0.0, module.embedding_dim**-0.5 if tied else 1.0)
 
 
+def init_recurrent_model_weights(
+    module: nn.Module, *, tied: bool = False, unit_forget_bias: bool = False
+) -> bool:
+    """Keras' initialisers for the modules of an RNN model: every RNN cell as
+    :func:`init_rnn_weights`, Glorot-uniform (Xavier) linears with zero biases, embeddings as
+    :func:`init_rnn_embeddings` (``tied``: also the output layer). Returns whether ``module``
+    was one of these; the caller's ``_init_weights`` handles the others."""
+    if isinstance(module, nn.RNNBase):
+        init_rnn_weights(module, unit_forget_bias=unit_forget_bias)
+    elif isinstance(module, nn.Linear):
+        init.xavier_uniform_(module.weight)
+        if module.bias is not None:
+            init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        init_rnn_embeddings(module, tied=tied)
+    else:
+        return False
+    return True
+
+
 def stack_states(finals: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
     """Per-layer final states (each ``(h,)`` or ``(h, c)``, ``[directions, batch, hidden]``)
     → the stacked ``nn.GRU`` / ``nn.LSTM`` layout ``[layers × directions, batch, hidden]``."""
@@ -285,6 +305,7 @@ def stack_states(finals: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, 
 
 __all__ = [
     "RecurrentLayer",
+    "init_recurrent_model_weights",
     "init_rnn_embeddings",
     "init_rnn_weights",
     "is_tracing",

@@ -1,10 +1,11 @@
-"""The names of the attention scores (:data:`hfattn.models.scores.SCORES`) and the config
-fields that take one, without torch.
+"""The names of the attention scores (:data:`hfattn.models.scores.SCORES`), without torch.
 
 Only the standard library is imported, and nothing else of hfattn: a recipe's ``model:``
 section is checked against these names before torch is imported
-(:func:`hfattn.model_section.check_model_choices` reads this file by path), and
-``save_pretrained`` copies it next to the configurations that use it (``trust_remote_code``).
+(:func:`hfattn.model_section.check_model_choices` reads this file by path,
+:func:`hfattn.family_facts.load_models_module`), and ``save_pretrained`` copies it next to the
+configurations that use it (``trust_remote_code``). Which config field of each model type takes
+one is :data:`hfattn.models.families.SCORE_FIELDS`.
 """
 
 SCORE_NAMES = (
@@ -29,12 +30,4 @@ SCORE_NAMES = (
 )
 """Every attention score's ``name``, in the order of :data:`hfattn.models.scores.SCORES`."""
 
-SCORE_FIELDS = {
-    "bahdanau": "score",
-    "vaswani": "attention_score",
-    "rnn-classifier": "attention_score",
-}
-"""``model_type`` → the config field that names its attention score (one of
-:data:`SCORE_NAMES`; ``score: null`` is the Bahdanau / Luong attention's default)."""
-
-__all__ = ["SCORE_FIELDS", "SCORE_NAMES"]
+__all__ = ["SCORE_NAMES"]

@@ -1,5 +1,5 @@
-"""Pieces every hfattn encoder-decoder shares: label shifting, the token loss, the
-resolution of the output flags and of ``use_cache`` (argument, else config) and the
+"""Pieces every hfattn encoder-decoder shares: label shifting, the token loss and the
+language-model output built on it, the resolution of the output flags and of ``use_cache`` (argument, else config) and the
 bookkeeping of embeddings shared between encoder, decoder and output layer.
 
 Only torch and transformers are imported: ``save_pretrained`` copies this file next to the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
@@ -84,6 +85,32 @@ def token_cross_entropy(
     else:
         count = torch.as_tensor(num_items_in_batch, device=logits.device)
     return total / count
+
+
+def seq2seq_lm_output(
+    logits: torch.Tensor,
+    outputs: Seq2SeqModelOutput,
+    labels: torch.Tensor | None,
+    num_items_in_batch: int | torch.Tensor | None,
+    label_smoothing: float,
+) -> Seq2SeqLMOutput:
+    """The ``Seq2SeqLMOutput`` of an encoder-decoder: ``logits`` with the loss
+    (:func:`token_cross_entropy`, when ``labels`` are given) and every field of the base
+    model's ``outputs`` (the cache, hidden states and attention maps it returned)."""
+    loss = None
+    if labels is not None:
+        loss = token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing)
+    return Seq2SeqLMOutput(
+        loss=loss,
+        logits=logits,
+        cache=outputs.cache,
+        decoder_hidden_states=outputs.decoder_hidden_states,
+        decoder_attentions=outputs.decoder_attentions,
+        cross_attentions=outputs.cross_attentions,
+        encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+        encoder_hidden_states=outputs.encoder_hidden_states,
+        encoder_attentions=outputs.encoder_attentions,
+    )
 
 
 class ConfigTiedWeightsMixin:

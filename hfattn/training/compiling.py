@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import torch
 
-COMPILED_BY_AUTO = ("vaswani", "char-rnn")
-"""The model types that ``training.compile: auto`` compiles on CUDA: their step is one graph
-for a handful of batch shapes (the char-RNN's windows have one length; translation batches
-are padded to a multiple of :data:`COMPILE_PAD_MULTIPLE`)."""
+from ..models.families import COMPILED_BY_AUTO
+
 COMPILE_PAD_MULTIPLE = 8
 """Batches of a compiled run are padded to a multiple of this length (the padded positions
 are masked: the loss is the same), so that a run compiles a few shapes, not one per length."""
@@ -29,8 +27,8 @@ are masked: the loss is the same), so that a run compiles a few shapes, not one 
 
 def resolve_compile(setting: bool | str, model_type: str | None, device) -> bool:
     """Whether the loss step is compiled: ``setting`` itself when ``True`` / ``False``;
-    ``auto``: on CUDA for :data:`COMPILED_BY_AUTO`, else off (on a CPU the first steps'
-    compile time is rarely won back within a run)."""
+    ``auto``: on CUDA for :data:`~hfattn.models.families.COMPILED_BY_AUTO`, else off (on a
+    CPU the first steps' compile time is rarely won back within a run)."""
     if setting == "auto":
         return torch.device(device).type == "cuda" and model_type in COMPILED_BY_AUTO
     return bool(setting)
@@ -49,7 +47,6 @@ def compile_for_training(model: torch.nn.Module) -> torch.nn.Module:
 
 
 __all__ = [
-    "COMPILED_BY_AUTO",
     "COMPILE_PAD_MULTIPLE",
     "compile_for_training",
     "resolve_compile",

@@ -225,7 +225,7 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
         )
     weights = ADAPTER_WEIGHTS_FILE if adapter else WEIGHTS_FILE
     if not any(folder.glob("*.safetensors")) and not pickle_weights(folder):
-        from ..export.ctranslate2 import is_export
+        from ..export.folder import is_export
 
         if is_export(folder):
             raise ModelLoadError(

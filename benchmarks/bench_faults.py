@@ -33,6 +33,8 @@ from pathlib import Path
 import torch
 from benchlib import BenchReport, add_json_argument
 
+from hfattn.model_folder import WEIGHTS_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -76,7 +78,7 @@ def survive(kind: str, root: Path) -> dict:
     code, run_s = timed_run(killed)
     seconds += run_s
     run = killed.parent / "run"
-    finished = code == 0 and (run / "model.safetensors").is_file()
+    finished = code == 0 and (run / WEIGHTS_FILE).is_file()
     equal = finished and same_weights(reference, run)
     return {
         "points": points,

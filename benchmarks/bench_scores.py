@@ -26,6 +26,8 @@ from pathlib import Path
 
 from benchlib import BenchReport, add_json_argument
 
+from hfattn.run_folder import eval_results_path
+
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "bahdanau_date_normalization.yaml"
 
 VARIANTS: dict[str, list[str]] = {
@@ -59,7 +61,7 @@ def run_one(overrides: list[str], seed: int, out: Path) -> dict:
             f"hfattn train with {' '.join(overrides)} seed {seed} exited with "
             f"{result.returncode}: {last}"
         )
-    results = json.loads((out / "eval_results.json").read_text())
+    results = json.loads(eval_results_path(out).read_text())
     return {**results["all_metrics"]["test"], "seconds": results["training"]["train_runtime_s"]}
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from benchlib import BenchReport, add_json_argument
 
+from hfattn.model_folder import CONFIG_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -88,7 +90,7 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-space-"))
     model_dir = args.model or ROOT / "runs" / "char_rnn_shakespeare"
-    if args.model is None and not (model_dir / "config.json").is_file():
+    if args.model is None and not (model_dir / CONFIG_FILE).is_file():
         model_dir = recipe_sized_model(tmp / "model")
     python = make_fresh_venv(tmp / "venv")
     results: dict[str, object] = {"model": str(model_dir), "load_avg": os.getloadavg()[0]}

@@ -33,6 +33,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from hfattn.run_folder import eval_results_path, metrics_path
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "char_rnn_shakespeare.yaml"
 TOLERANCE = 0.02
@@ -84,8 +86,8 @@ def train_once(
     env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
     wall_s = time.monotonic() - started
-    results = json.loads((output_dir / "eval_results.json").read_text())
-    lines = (output_dir / "metrics.jsonl").read_text().splitlines()
+    results = json.loads(eval_results_path(output_dir).read_text())
+    lines = metrics_path(output_dir).read_text().splitlines()
     train = [r for r in map(json.loads, lines) if r["split"] == "train"]
     if not train:
         raise SystemExit(

@@ -47,7 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 from .data.reviews_es import STOP_WORDS_ES
 from .fileio import atomic_write_json
 from .machine import machine_words, provenance
-from .run_folder import EVAL_RESULTS_FILE
+from .run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE
 from .schema import RecipeError, require, require_choice
 
 VECTORIZERS = ("count", "tfidf", "tfidf-thesis")
@@ -64,8 +64,6 @@ DEFAULT_TOKENS = {"reber": "symbols"}
 
 DEFAULT_STOP_WORDS = {"reviews-es": "spanish"}
 """The stop-word list used for a data source when none is asked for (else ``none``)."""
-
-CONFUSION_MATRIX_FILE = "confusion_matrix.json"
 
 
 class ThesisTfidfTransformer(TransformerMixin, BaseEstimator):

@@ -27,6 +27,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from .location import hub_offline
+from .model_folder import CONFIG_FILE
 from .schema import LoraSection, RecipeError, require
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,7 @@ def resolve_pretrained(name: str, revision: str | None = None) -> str:
     path = Path(name).expanduser()
     if path.is_dir():
         require(
-            (path / "config.json").is_file(),
+            (path / CONFIG_FILE).is_file(),
             "model.pretrained",
             f"the folder {path} has no config.json (not a saved model)",
         )
@@ -123,17 +125,17 @@ def fetch_hub_config(name: str, revision: str | None = None) -> str:
             mode, not cached), a connection error or timeout (the Hub is unreachable),
             ``RepositoryNotFoundError``, ``HFValidationError`` (not a repo id), ...
     """
-    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
     try:
-        return hf_hub_download(name, "config.json", revision=revision, local_files_only=True)
+        return hf_hub_download(name, CONFIG_FILE, revision=revision, local_files_only=True)
     except Exception:
-        if constants.HF_HUB_OFFLINE:
+        if hub_offline():
             raise
     get_hf_file_metadata(
-        hf_hub_url(name, "config.json", revision=revision), timeout=HUB_PROBE_TIMEOUT_S
+        hf_hub_url(name, CONFIG_FILE, revision=revision), timeout=HUB_PROBE_TIMEOUT_S
     )
-    return hf_hub_download(name, "config.json", revision=revision)
+    return hf_hub_download(name, CONFIG_FILE, revision=revision)
 
 
 def load_pretrained(auto_class, model: dict[str, Any], **kwargs):

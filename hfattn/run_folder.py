@@ -1,6 +1,7 @@
 """The run folder: what ``hfattn train`` leaves in ``output_dir``, named in one place.
 
-A run *is* its folder. It holds the resolved recipe it was trained from (:data:`RECIPE_FILE`),
+A run *is* its folder (the saved model's own files are named in :mod:`hfattn.model_folder`).
+It holds the resolved recipe it was trained from (:data:`RECIPE_FILE`),
 its checkpoints (:data:`CHECKPOINTS_DIR`, one ``step-N`` folder each), the training log
 (:data:`METRICS_FILE`), and once finished the saved model with :data:`EVAL_RESULTS_FILE` and
 :data:`LOSS_CURVE_FILE`. ``hfattn train --resume FOLDER`` continues the run from the recipe
@@ -21,25 +22,31 @@ from pathlib import Path
 import yaml
 
 from .fileio import atomic_path
+from .model_folder import WEIGHTS_FILE
 
 RECIPE_FILE = "recipe.yaml"
 """The resolved recipe of the run (every default filled in, ``--set`` overrides applied)."""
 CHECKPOINTS_DIR = "checkpoints"
+"""The folder of the run's checkpoints (``step-N`` folders, ``best/``, ``.tmp-step-N``)."""
+CHECKPOINT_PREFIX = "step-"
+"""A complete checkpoint folder is ``CHECKPOINTS_DIR/step-N``."""
+PROGRESS_FILE = "progress.json"
+"""Where training stands, in every checkpoint folder
+(:class:`hfattn.training.checkpoints.Progress`)."""
+BEST_WEIGHTS = Path("best") / WEIGHTS_FILE
+"""The weights of the best validation so far, under ``CHECKPOINTS_DIR``."""
 CTRANSLATE2_DIR = "ct2"
 """The CTranslate2 export of a model folder, beside its weights
 (``hfattn export RUN --format ctranslate2 RUN/ct2``): ``hfattn push`` uploads it with the model,
 ``hfattn translate --engine ctranslate2`` and the translation Space serve it."""
-"""The folder of the run's checkpoints (``step-N`` folders, ``best/``, ``.tmp-step-N``)."""
-CHECKPOINT_PREFIX = "step-"
-"""A complete checkpoint folder is ``CHECKPOINTS_DIR/step-N``."""
 METRICS_FILE = "metrics.jsonl"
 """The training log: one JSON record a line."""
 EVAL_RESULTS_FILE = "eval_results.json"
 """The final evaluation (written when the run finishes)."""
 LOSS_CURVE_FILE = "loss_curve.png"
 """The training curve (written when the run finishes)."""
-CONFIG_FILE = "config.json"
-"""The saved model's config."""
+CONFUSION_MATRIX_FILE = "confusion_matrix.json"
+"""The test-split confusion matrix of a classification run, with its label names."""
 SAMPLES_FILE = "samples.md"
 """The sample generated after training (prompt, settings, text), written next to the model as
 Markdown; the model card shows it under "Samples" (it is not uploaded as a file)."""
@@ -381,7 +388,9 @@ def training_shortfall(folder: str | Path) -> str | None:
 __all__ = [
     "CHECKPOINTS_DIR",
     "CHECKPOINT_PREFIX",
-    "CONFIG_FILE",
+    "BEST_WEIGHTS",
+    "CONFUSION_MATRIX_FILE",
+    "PROGRESS_FILE",
     "EVAL_RESULTS_FILE",
     "LOSS_CURVE_FILE",
     "METRICS_FILE",

@@ -290,7 +290,7 @@ def test_a_folder_without_a_model_says_what_it_lacks(models, tmp_path, capsys):
 
 def test_a_ctranslate2_export_says_which_engine_reads_it(tmp_path, capsys):
     """Once ``--engine torch`` on an export said only "model.safetensors is missing"."""
-    from hfattn.export.ctranslate2 import EXPORT_FILES
+    from hfattn.export.folder import EXPORT_FILES
 
     export = tmp_path / "ct2"
     export.mkdir()

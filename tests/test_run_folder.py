@@ -16,6 +16,7 @@ from recipe_helpers import write_recipe
 
 from hfattn import orchestration, run_folder
 from hfattn.cli import main
+from hfattn.model_folder import CONFIG_FILE
 from hfattn.orchestration import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.tasks import get_task
@@ -198,7 +199,7 @@ def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, cap
     assert not dry.exists()
     # the advice works: the run ends at its last checkpoint and saves its model
     assert main(ending.split()[1:]) == 0
-    assert (folder / run_folder.CONFIG_FILE).is_file()
+    assert (folder / CONFIG_FILE).is_file()
     assert run_folder.run_state(folder) == "finished"
 
 

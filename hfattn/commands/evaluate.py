@@ -73,12 +73,13 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from ..model_folder import ADAPTER_CONFIG_FILE, CONFIG_FILE
     from ..orchestration import check_data_source
     from ..recipes import RecipeError, default_recipe, load_recipe
     from ..run_folder import recipe_path
 
     model_dir = Path(args.model_dir)
-    if not any((model_dir / name).is_file() for name in ("config.json", "adapter_config.json")):
+    if not any((model_dir / name).is_file() for name in (CONFIG_FILE, ADAPTER_CONFIG_FILE)):
         print(
             f"error: model_dir: {model_dir} has neither config.json nor adapter_config.json",
             file=sys.stderr,

@@ -6,8 +6,8 @@ A command that runs a recipe (``train``, ``baseline``) takes it as
 ``--set key=value`` overrides) and reads it with :func:`load_recipe_or_report`.
 
 A model is named by a local folder or a Hub repo id, and :func:`locate_model` tells which at
-once, before torch is imported: a name that is meant as a path (:func:`looks_like_path`:
-``./x``, ``/x``, ``~/x``, ``a/b/c``, or ``runs/x`` where ``runs/`` is a local folder), that is
+once, before torch is imported (:mod:`hfattn.location`): a name that is meant as a path
+(``./x``, ``/x``, ``~/x``, ``a/b/c``, or ``runs/x`` where ``runs/`` is a local folder), that is
 no valid repo id, or any name while the Hub is offline (``HF_HUB_OFFLINE=1``) and not in the
 Hub cache, and that does not exist is ``model folder not found: runs/x``, never a minute of
 Hub retries. An existing folder that holds no model says what it lacks (``config.json``, the
@@ -31,38 +31,26 @@ import argparse
 import difflib
 import json
 import logging
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from ..run_folder import CONFIG_FILE
+from ..location import hub_offline, in_local_cache, is_repo_id, looks_like_path
+from ..model_folder import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    CHECKED_FILES,
+    CONFIG_FILE,
+    PICKLE_WEIGHTS,
+    TOKENIZER_FILES,
+    WEIGHTS_FILE,
+    first_damaged_file,
+)
 
 logger = logging.getLogger(__name__)
 
-PICKLE_WEIGHTS = ("pytorch_model*.bin", "adapter_model.bin", "*.pt", "*.pth", "*.pkl")
-"""Weight files that ``torch.load`` would unpickle (matched in the model folder)."""
-CHECKED_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "*.safetensors",
-)
-"""Files read back one by one to name the culprit when loading fails."""
-
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "*.model",
-)
-"""Files of which a model folder needs at least one for ``AutoTokenizer`` to load."""
-ADAPTER_CONFIG = "adapter_config.json"
 TASK_COMMANDS = {
     "text-generation": ("a text-generation model", "hfattn generate {name} --prompt TEXT"),
     "translation": ("a translation model", "hfattn translate {name} TEXT..."),
@@ -158,50 +146,6 @@ def allow_pickle(enabled: bool = True) -> Iterator[None]:
         _ALLOW_PICKLE.reset(token)
 
 
-def looks_like_path(name: str) -> bool:
-    """Whether ``name`` is meant as a local folder, so that a missing one is an error at once
-    rather than a Hub lookup: it exists, starts with ``.``, ``/`` or ``~``, holds a backslash
-    (or the system's separator), has more than one ``/``, or is ``dir/name`` where ``dir`` is
-    a local folder (``runs/x`` next to a ``runs/`` folder; ``owner/name`` is a Hub id only
-    when no folder ``owner`` is there)."""
-    return (
-        name.startswith((".", "/", "~"))
-        or "\\" in name
-        or os.sep in name.replace("/", "")
-        or name.count("/") > 1
-        or Path(name).exists()
-        or ("/" in name and Path(name.split("/", 1)[0]).is_dir())
-    )
-
-
-def _hub_offline() -> bool:
-    """Whether the Hub may not be reached (``HF_HUB_OFFLINE``, as ``huggingface_hub`` reads it)."""
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def _in_hub_cache(repo_id: str) -> bool:
-    """Whether the Hub model ``repo_id`` was downloaded before (its config or adapter config is
-    in the Hub cache), so that it loads offline."""
-    from huggingface_hub import try_to_load_from_cache
-
-    return any(
-        isinstance(try_to_load_from_cache(repo_id, name), str)
-        for name in (CONFIG_FILE, ADAPTER_CONFIG)
-    )
-
-
-def _is_repo_id(name: str) -> bool:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
-
-
 def _did_you_mean(folder: Path) -> str:
     """``"; did you mean runs/x2?"`` when a sibling folder has a close name, else ``""``."""
     parent = folder.parent
@@ -219,7 +163,7 @@ def locate_model(name: str) -> Path | None:
 
     Raises:
         ModelLoadError: ``model folder not found: NAME`` for a missing folder that
-            :func:`looks_like_path`, is no valid repo id, or is not in the Hub cache while the
+            :func:`~hfattn.location.looks_like_path`, is no valid repo id, or is not in the Hub cache while the
             Hub is offline; or what an existing folder lacks (:func:`check_model_folder`).
     """
     if not name.strip():
@@ -228,9 +172,9 @@ def locate_model(name: str) -> Path | None:
     if folder.exists():
         check_model_folder(folder, name)
         return folder
-    if looks_like_path(name) or not _is_repo_id(name):
+    if looks_like_path(name) or not is_repo_id(name):
         raise ModelLoadError(f"model folder not found: {name}{_did_you_mean(folder)}")
-    if _hub_offline() and not _in_hub_cache(name):
+    if hub_offline() and not in_local_cache(name):
         raise ModelLoadError(
             f"model folder not found: {name} (and the Hub is offline, HF_HUB_OFFLINE=1, with no "
             f"copy of a Hub model {name} in the cache)"
@@ -253,14 +197,14 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
     name = name or str(folder)
     if not folder.is_dir():
         raise ModelLoadError(f"{name} is a file, not a model folder")
-    adapter = (folder / ADAPTER_CONFIG).is_file()
+    adapter = (folder / ADAPTER_CONFIG_FILE).is_file()
     if not adapter and not (folder / CONFIG_FILE).is_file():
         raise ModelLoadError(
             interrupted_run_message(folder) or f"{name} holds no model: {CONFIG_FILE} is missing"
         )
-    weights = "adapter_model.safetensors" if adapter else "model.safetensors"
+    weights = ADAPTER_WEIGHTS_FILE if adapter else WEIGHTS_FILE
     if not any(folder.glob("*.safetensors")) and not pickle_weights(folder):
-        from ..export.ctranslate2 import is_export
+        from ..export.folder import is_export
 
         if is_export(folder):
             raise ModelLoadError(
@@ -327,7 +271,7 @@ def check_model_fits(name: str, config: dict, adapter_config: dict | None, auto_
 
 
 def pickle_weights(folder: Path) -> list[Path]:
-    """The pickle weight files (:data:`PICKLE_WEIGHTS`) directly in ``folder``, sorted."""
+    """The pickle weight files (:data:`~hfattn.model_folder.PICKLE_WEIGHTS`) directly in ``folder``, sorted."""
     return sorted({p for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern) if p.is_file()})
 
 
@@ -355,15 +299,6 @@ def check_weights_are_safe(folder: Path, allowed: bool) -> None:
     )
 
 
-def damaged_file(folder: Path) -> Path | None:
-    """The first of the folder's :data:`CHECKED_FILES` that does not read back whole (JSON
-    that does not parse, a safetensors file with a tensor that cannot be read), or ``None``."""
-    from ..fileio import reads_back
-
-    files = sorted({p for pattern in CHECKED_FILES for p in folder.glob(pattern) if p.is_file()})
-    return next((file for file in files if not reads_back(file)), None)
-
-
 def first_line(exc: BaseException) -> str:
     """The first line of ``exc``'s message, or its type's name when it has none."""
     text = str(exc).strip()
@@ -373,8 +308,9 @@ def first_line(exc: BaseException) -> str:
 def damaged_file_error(folder: Path, name: str, reason: str = "") -> ModelLoadError | None:
     """The error that names the first damaged file of the model ``folder`` (shown as ``name``,
     with the loader's ``reason``): ``cannot load the model in 'runs/x': runs/x/model.safetensors
-    is truncated or corrupt (...)``; ``None`` when every file reads back (:func:`damaged_file`)."""
-    damaged = damaged_file(folder)
+    is truncated or corrupt (...)``; ``None`` when every one of its
+    :data:`~hfattn.model_folder.CHECKED_FILES` reads back."""
+    damaged = first_damaged_file(folder, CHECKED_FILES)
     if damaged is None:
         return None
     detail = f" ({reason})" if reason else ""
@@ -386,10 +322,10 @@ def damaged_file_error(folder: Path, name: str, reason: str = "") -> ModelLoadEr
 def read_configs(name: str, folder: Path | None) -> tuple[dict, dict | None]:
     """``(config.json, adapter_config.json or None)`` of a local folder or a Hub repo (an
     adapter has no ``config.json``: ``{}``). A local file that is not JSON reads as ``{}``:
-    loading then fails on it, and the error names the damaged file (:func:`damaged_file`)."""
+    loading then fails on it, and the error names the damaged file (:func:`damaged_file_error`)."""
     if folder is not None:
-        adapter = (folder / ADAPTER_CONFIG).is_file()
-        path = folder / (ADAPTER_CONFIG if adapter else CONFIG_FILE)
+        adapter = (folder / ADAPTER_CONFIG_FILE).is_file()
+        path = folder / (ADAPTER_CONFIG_FILE if adapter else CONFIG_FILE)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
@@ -406,7 +342,7 @@ def read_configs(name: str, folder: Path | None) -> tuple[dict, dict | None]:
     except LocalEntryNotFoundError:
         raise  # offline and not cached: not a missing file
     except EntryNotFoundError:  # the repo has no config.json: an adapter
-        path = Path(hf_hub_download(name, ADAPTER_CONFIG))
+        path = Path(hf_hub_download(name, ADAPTER_CONFIG_FILE))
     return {}, json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -491,20 +427,17 @@ def load_model_and_tokenizer(name: str, auto_class: str, *, allow_pickle: bool |
 
 
 __all__ = [
-    "PICKLE_WEIGHTS",
     "TASK_COMMANDS",
     "ModelLoadError",
     "allow_pickle",
     "check_model_fits",
     "check_model_folder",
     "check_weights_are_safe",
-    "damaged_file",
     "damaged_file_error",
     "first_line",
     "load_model_and_tokenizer",
     "load_recipe_or_report",
     "locate_model",
-    "looks_like_path",
     "model_task",
     "pickle_weights",
     "read_configs",

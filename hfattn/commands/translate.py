@@ -99,7 +99,7 @@ def _ctranslate2_export(model: str):
     from pathlib import Path
 
     from ..export.folder import download_export, export_of
-    from ..hub.folder import looks_like_hub_id
+    from ..location import looks_like_hub_id
 
     local = Path(model).expanduser().exists()
     if not local and not looks_like_hub_id(model):

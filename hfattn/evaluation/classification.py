@@ -27,9 +27,8 @@ from torch.nn import functional as F
 
 from ..data.seq2seq import pad_sources
 from ..fileio import atomic_write_json
+from ..run_folder import CONFUSION_MATRIX_FILE
 from . import load_metric
-
-CONFUSION_MATRIX_FILE = "confusion_matrix.json"
 
 
 @torch.no_grad()

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from ..fileio import atomic_dir
+from ..model_folder import TOKENIZER_FILE
 from ..run_folder import CTRANSLATE2_DIR
 from .checks import check_exportable, check_output_folder, check_quantization
 from .decoding import DecodingSettings
@@ -25,8 +26,7 @@ from .spec import build_spec, decoding_tokens, position_rows
 
 EXPORT_INFO_FILE = "hfattn_export.json"
 """The export's own facts (limits, decoder start and end tokens, quantization)."""
-GENERATION_CONFIG_FILE = "generation_config.json"
-EXPORT_FILES = ("model.bin", EXPORT_INFO_FILE, "tokenizer.json")
+EXPORT_FILES = ("model.bin", EXPORT_INFO_FILE, TOKENIZER_FILE)
 """The files every hfattn CTranslate2 export holds."""
 
 

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ..model_folder import GENERATION_CONFIG_FILE
 from ..tasks.translation.encoding import encode_sources, load_pairs
 from .checks import QUANTIZATIONS
 from .decoding import DecodingSettings
 from .engine import require_ctranslate2
-from .folder import EXPORT_FILES, EXPORT_INFO_FILE, GENERATION_CONFIG_FILE
+from .folder import EXPORT_FILES, EXPORT_INFO_FILE
 
 logger = logging.getLogger(__name__)
 

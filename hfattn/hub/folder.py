@@ -22,14 +22,18 @@ from pathlib import Path
 import yaml
 
 from ..data.licenses import data_license
-from ..run_folder import CONFIG_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
+from ..location import looks_like_hub_id
+from ..model_folder import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    CONFIG_FILE,
+    LABELS_FILE,
+    TOKENIZER_FILES,
+)
+from ..run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
 from ..schema import RecipeError, require_license
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-LABELS_FILE = "labels.json"
-"""Label names of a sequence-classification adapter (see the module docstring)."""
-CONFUSION_MATRIX_FILE = "confusion_matrix.json"
 CLASSIFICATION_PEFT_TASK = "SEQ_CLS"
 
 
@@ -167,13 +171,6 @@ class ModelFolder:
         return None
 
 
-def looks_like_hub_id(name: str) -> bool:
-    """Whether ``name`` is a Hub repo id (``owner/name`` or a bare canonical name), not a path."""
-    if not name or name.startswith((".", "/", "~")) or "\\" in name or Path(name).exists():
-        return False
-    return name.count("/") <= 1
-
-
 def read_json(path: Path) -> dict:
     """Parse a JSON object file, with an error naming the file when it is not one."""
     try:
@@ -265,7 +262,7 @@ def _check_remote_code(config: dict, path: Path) -> None:
     auto_map = config.get("auto_map")
     if not isinstance(auto_map, dict) or not auto_map:
         raise ModelFolderError(
-            f"{path / 'config.json'}: model_type {model_type!r} is not built into transformers and "
+            f"{path / CONFIG_FILE}: model_type {model_type!r} is not built into transformers and "
             "the config has no 'auto_map', so the model would not load without hfattn; save it "
             "with `import hfattn.models` done first (the models register for remote code)"
         )
@@ -306,7 +303,7 @@ def read_labels(path: Path, config: dict, adapter_config: dict | None) -> tuple[
             order = sorted(id2label, key=int)
         except (TypeError, ValueError):
             raise ModelFolderError(
-                f"{path / 'config.json'}: id2label keys must be label ids, got {list(id2label)}"
+                f"{path / CONFIG_FILE}: id2label keys must be label ids, got {list(id2label)}"
             ) from None
         return tuple(str(id2label[k]) for k in order)
     if adapter_config.get("task_type") != CLASSIFICATION_PEFT_TASK:
@@ -332,11 +329,11 @@ def inspect_folder(path: str | Path) -> ModelFolder:
     if not path.is_dir():
         raise ModelFolderError(f"model folder {path} does not exist or is not a directory")
     adapter_config = None
-    if (path / "adapter_config.json").is_file():
-        adapter_config = read_json(path / "adapter_config.json")
-        if not (path / "adapter_model.safetensors").is_file():
+    if (path / ADAPTER_CONFIG_FILE).is_file():
+        adapter_config = read_json(path / ADAPTER_CONFIG_FILE)
+        if not (path / ADAPTER_WEIGHTS_FILE).is_file():
             raise ModelFolderError(
-                f"{path}: adapter_config.json present but adapter_model.safetensors missing"
+                f"{path}: {ADAPTER_CONFIG_FILE} present but {ADAPTER_WEIGHTS_FILE} missing"
             )
         task = task_for_peft(adapter_config.get("task_type"))
         base = adapter_config.get("base_model_name_or_path")
@@ -357,9 +354,9 @@ def inspect_folder(path: str | Path) -> ModelFolder:
         try:
             task = task_for_architectures(config.get("architectures"))
         except ValueError as exc:
-            raise ModelFolderError(f"{path / 'config.json'}: {exc}") from None
+            raise ModelFolderError(f"{path / CONFIG_FILE}: {exc}") from None
         _check_remote_code(config, path)
-    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+    if not any(any(path.glob(pattern)) for pattern in TOKENIZER_FILES):
         raise ModelFolderError(
             f"{path}: no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the tokenizer next to the model"
         )

@@ -25,10 +25,12 @@ from huggingface_hub import SpaceCard, SpaceCardData
 
 from ..export.folder import EXPORT_INFO_FILE, is_export
 from ..fileio import atomic_write_text
+from ..location import looks_like_hub_id
+from ..model_folder import LABELS_FILE
 from ..run_folder import CTRANSLATE2_DIR
 from .assets import asset_dir
 from .card import example_inputs
-from .folder import LABELS_FILE, ModelFolder, looks_like_hub_id
+from .folder import ModelFolder
 from .tasks import TaskInfo, task_infos
 
 APP_FILE = "app.py"

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from ..export.folder import is_export
 from ..fileio import atomic_files, atomic_write_text
+from ..model_folder import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, LABELS_FILE
 from ..run_folder import CHECKPOINTS_DIR, CTRANSLATE2_DIR, LOSS_CURVE_FILE, RECIPE_FILE
 from .card import render_model_card
-from .folder import LABELS_FILE, ModelFolder, ModelFolderError, inspect_folder
+from .folder import ModelFolder, ModelFolderError, inspect_folder
 
 INCLUDE_PATTERNS = (
     "*.safetensors",
@@ -50,7 +51,7 @@ EXCLUDE_REASONS = (
 )
 """``(pattern, reason)`` of top-level files never published, checked before the inclusions."""
 
-ADAPTER_ONLY_FILES = ("adapter_config.json", "adapter_model.safetensors")
+ADAPTER_ONLY_FILES = (ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE)
 
 
 def select_files(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
@@ -99,7 +100,7 @@ def _stage_adapter_config(folder: ModelFolder, out: Path) -> None:
     if folder.base_model:
         config["base_model_name_or_path"] = folder.base_model
     atomic_write_text(
-        out / "adapter_config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
+        out / ADAPTER_CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n"
     )
 
 
@@ -122,7 +123,7 @@ def merge_adapter(folder: ModelFolder, out: Path) -> None:
     base_id = folder.adapter_config.get("base_model_name_or_path")
     if not base_id:
         raise ModelFolderError(
-            f"{folder.path / 'adapter_config.json'}: base_model_name_or_path is empty"
+            f"{folder.path / ADAPTER_CONFIG_FILE}: base_model_name_or_path is empty"
         )
     auto_class = getattr(transformers, folder.task.auto_class)
     # A classification head must be built for the adapter's labels before its weights load.
@@ -156,7 +157,7 @@ def stage_model(
             if merge:
                 excluded.append((src.name, "merged into the base model"))
                 continue
-            if src.name == "adapter_config.json":
+            if src.name == ADAPTER_CONFIG_FILE:
                 _stage_adapter_config(folder, out)
                 continue
         if folder.is_adapter and merge and src.name == LABELS_FILE:

@@ -26,8 +26,11 @@ from accelerate.utils import SAFE_MODEL_NAME
 from safetensors.torch import load_file, save_file
 
 from ..fileio import atomic_path, atomic_write_json, move_dir_into_place, reads_back
+from ..model_folder import first_damaged_file
 from ..run_folder import (
+    BEST_WEIGHTS,
     CHECKPOINT_PREFIX,
+    PROGRESS_FILE,
     checkpoints_dir,
     complete_checkpoints,
     latest_checkpoint,
@@ -35,10 +38,6 @@ from ..run_folder import (
 )
 
 logger = logging.getLogger(__name__)
-
-PROGRESS_FILE = "progress.json"
-BEST_WEIGHTS = Path("best") / "model.safetensors"
-"""The weights of the best validation so far, under ``checkpoints/``."""
 
 
 class CheckpointWriteError(ValueError):
@@ -191,7 +190,7 @@ def load_checkpoint(accelerator, path: Path, metrics_path: Path) -> tuple[Progre
             state = parts if len(parts) > 1 else parts[0]
     except Exception as exc:  # noqa: BLE001 (torch, safetensors and pickle each raise their own)
         missing = isinstance(exc, FileNotFoundError) and exc.filename
-        damaged = Path(missing) if missing else _damaged_file(path)
+        damaged = Path(missing) if missing else first_damaged_file(path)
         if damaged is None:  # every file reads back: the model or optimizer differs
             raise _mismatched(path, exc) from None
         raise _unreadable(damaged, exc) from None
@@ -274,12 +273,6 @@ def load_saved_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor])
             f"the weights do not fit the model: missing {untied or 'nothing'}, "
             f"unexpected {unexpected or 'nothing'}"
         )
-
-
-def _damaged_file(folder: Path) -> Path | None:
-    """The first file of the checkpoint ``folder`` that does not read back whole, or ``None``."""
-    files = sorted(p for p in folder.iterdir() if p.is_file())
-    return next((file for file in files if not reads_back(file)), None)
 
 
 def _unreadable(file: Path, exc: BaseException) -> CheckpointLoadError:

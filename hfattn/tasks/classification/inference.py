@@ -16,6 +16,7 @@ from ... import models  # noqa: F401  (registers the hfattn model types with the
 from ...evaluation.classification import predict_logits
 from ...evaluation.translation import source_limit
 from ...field_checks import require
+from ...model_folder import ADAPTER_CONFIG_FILE
 from ...tokenization import require_text, warn_unknown
 from .encoding import label_maps
 
@@ -73,7 +74,7 @@ def load_classifier(model_dir: Path, label_names: list[str]):
     (``adapter_config.json``) is applied to its base model, whose head is built for
     ``label_names`` (the adapter's saved head replaces it)."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if (model_dir / "adapter_config.json").is_file():
+    if (model_dir / ADAPTER_CONFIG_FILE).is_file():
         import peft
 
         config = peft.PeftConfig.from_pretrained(str(model_dir))

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...evaluation.classification import (
-    CONFUSION_MATRIX_FILE,
     classification_scores,
     predict_logits,
     write_confusion_matrix,
 )
+from ...run_folder import CONFUSION_MATRIX_FILE
 from ...training.job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job

@@ -323,12 +323,10 @@ def test_translate_texts_gives_one_translation_per_source(
 
 def test_translate_command_on_bad_input(translators, capsys):
     folder = str(translators["vaswani-learned"])
-    assert main(["translate", folder, ""]) == 0
-    assert capsys.readouterr().out == "\n"
-    assert (
-        main(["translate", folder, "", "\x00\x07", "مرحبا 你好 😀", LONG, "--num-beams", "64"]) == 0
-    )
-    assert len(capsys.readouterr().out.split("\n")) == 4 + 1
+    assert main(["translate", folder, ""]) == 2
+    assert one_error_line(capsys) == "source 0 is blank: there is nothing to translate"
+    assert main(["translate", folder, "\x00\x07", "مرحبا 你好 😀", LONG, "--num-beams", "64"]) == 0
+    assert len(capsys.readouterr().out.split("\n")) == 3 + 1
     assert main(["translate", folder, "April 1", "--max-new-tokens", "40"]) == 0
     assert capsys.readouterr().out
     assert main(["translate", folder, "April 1", NOT_TEXT]) == 2

@@ -313,12 +313,17 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
     sources = ["April 22, 2019", "", "3/1/1998"]
     want = translate_texts(model, tok, sources, num_beams=2, max_new_tokens=128)
     assert want[1] == "" and want[0]
-    assert main(["translate", str(marian_run), *sources]) == 0
-    assert capsys.readouterr().out.split("\n")[:3] == want  # beam 2 from generation_config
+    # the command refuses a blank source in one line, as classify does
+    assert main(["translate", str(marian_run), *sources]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "error: source 1 is blank: there is nothing to translate"
+    given = [sources[0], sources[2]]
+    assert main(["translate", str(marian_run), *given]) == 0
+    assert capsys.readouterr().out.split("\n")[:2] == [want[0], want[2]]  # beam 2 (saved)
     file = tmp_path / "in.txt"
-    file.write_text("\n".join(sources), encoding="utf-8")
+    file.write_text("\n".join(given), encoding="utf-8")
     assert main(["translate", str(marian_run), "--file", str(file), "--num-beams", "2"]) == 0
-    assert capsys.readouterr().out.split("\n")[:3] == want
+    assert capsys.readouterr().out.split("\n")[:2] == [want[0], want[2]]
     assert main(["translate", str(marian_run), "x", "--batch-size", "0"]) == 2
     assert "--batch-size must be >= 1" in capsys.readouterr().err
 

@@ -48,8 +48,8 @@ from .data.reviews_es import STOP_WORDS_ES
 from .evaluation import load_metric
 from .fileio import atomic_write_json
 from .machine import machine_words, provenance
+from .recipes.schema import RecipeError, require, require_choice
 from .run_folder import EVAL_RESULTS_FILE
-from .schema import RecipeError, require, require_choice
 
 VECTORIZERS = ("count", "tfidf", "tfidf-thesis")
 CLASSIFIERS = ("nb", "svm", "linear-svc")

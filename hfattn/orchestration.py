@@ -20,13 +20,13 @@ from .data.translation import check_pair_source
 from .field_checks import RecipeError, require, require_reported_metric
 from .hub.push import HubPushError, push_model_folder, resolve_token, validate_repo_id
 from .recipes import task_recipe_module
+from .recipes.schema import LICENSE_FORM, HubSection, RecipeBase
 from .run_folder import (
     RESUME_AND_OVERWRITE,
     check_output_dir,
     check_resume,
     require_checkpoint,
 )
-from .schema import LICENSE_FORM, HubSection, RecipeBase
 from .tasks import get_task
 from .training.schedules import check_schedule_steps
 

@@ -190,10 +190,10 @@ def test_every_shipped_recipe_passes_the_outline_without_torch():
 def test_the_torch_free_score_names_are_the_registered_scores():
     """:data:`SCORE_NAMES` (read before torch) lists :data:`SCORES` in order, and the field
     :data:`SCORE_FIELDS` names for each model type is the one its config checks."""
-    from hfattn.model_section import _score_names
     from hfattn.models import AUTO_CLASSES
     from hfattn.models.score_names import SCORE_FIELDS, SCORE_NAMES
     from hfattn.models.scores import SCORES
+    from hfattn.recipes.model_section import _score_names
 
     assert SCORE_NAMES == tuple(SCORES) == _score_names().SCORE_NAMES
     assert [cls.name for cls in SCORES.values()] == list(SCORE_NAMES)

@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 
 from ..data.licenses import data_license
+from ..recipes.schema import RecipeError, require_license
 from ..run_folder import CONFIG_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
-from ..schema import RecipeError, require_license
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -97,7 +97,7 @@ class HubSettings:
 
 def _license_fields(section: dict, source: str | None) -> dict:
     """The licence fields of :class:`HubSettings`: the recipe's, checked
-    (:func:`hfattn.schema.require_license`), else those declared for the data ``source``."""
+    (:func:`hfattn.recipes.schema.require_license`), else those declared for the data ``source``."""
 
     try:
         require_license(section.get("license"), section.get("license_name"))

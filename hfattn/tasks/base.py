@@ -48,7 +48,7 @@ class Task:
     name: ClassVar[str]
     """The recipe's ``task:`` value."""
     recipe_class: ClassVar[type]
-    """A dataclass subclassing :class:`hfattn.schema.RecipeBase`."""
+    """A dataclass subclassing :class:`hfattn.recipes.schema.RecipeBase`."""
     card: ClassVar[TaskInfo]
     default_model_type: ClassVar[str]
 

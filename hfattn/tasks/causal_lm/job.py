@@ -18,11 +18,11 @@ from ...data.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
 from ...data.text import load_text_splits
 from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
 from ...field_checks import require
-from ...model_section import validate_model_section
 from ...models.modeling_char_rnn import detach_state, state_tensors
-from ...pretrained import apply_lora, is_pretrained, load_pretrained
+from ...pretrained import apply_lora, load_pretrained
+from ...recipes.model_section import is_pretrained, validate_model_section
+from ...recipes.schema import RecipeBase
 from ...run_folder import SAMPLES_FILE
-from ...schema import RecipeBase
 from ...tokenization import build_char_tokenizer
 from ...training.job import TrainingJob
 from ..base import Task

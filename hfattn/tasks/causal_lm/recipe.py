@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...field_checks import require, require_choice, require_positive
-from ...schema import (
+from ...recipes.schema import (
     EvaluationSection,
     GenerationSection,
     RecipeBase,

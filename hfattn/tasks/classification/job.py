@@ -23,8 +23,8 @@ from ...evaluation.classification import (
     write_confusion_matrix,
 )
 from ...field_checks import require
-from ...model_section import validate_model_section
-from ...pretrained import apply_lora, is_pretrained, load_pretrained
+from ...pretrained import apply_lora, load_pretrained
+from ...recipes.model_section import is_pretrained, validate_model_section
 from ...training.job import TrainingJob
 from ..base import Task, model_loss
 from .encoding import (

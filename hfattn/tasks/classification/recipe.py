@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...field_checks import require, require_choice, require_positive
-from ...pretrained import is_pretrained
-from ...schema import (
+from ...recipes.model_section import is_pretrained
+from ...recipes.schema import (
     BuiltTokenizerSection,
     EvaluationSection,
     RecipeBase,
@@ -46,7 +46,7 @@ REPORTED_METRICS = tuple(METRIC_NAMES)
 @dataclass
 class ClassificationTokenizerSection(BuiltTokenizerSection):
     """``tokenizer:`` — for ``model.type`` models only (a pretrained model brings its own):
-    built on the training texts (:class:`~hfattn.schema.BuiltTokenizerSection`), ``word``
+    built on the training texts (:class:`~hfattn.recipes.schema.BuiltTokenizerSection`), ``word``
     (lower-cased, punctuation stripped, the ``vocab_size`` most frequent words), ``char``,
     ``bpe`` or ``unigram``. ``whitespace: ignore`` (``char`` only) drops every space before
     tokenizing, so a text of symbols reads the same however it is spaced (``"B P B T"`` =

@@ -10,7 +10,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from ...data.seq2seq import PairBatches, pad_pairs
 from ...evaluation.translation import teacher_forced_scores, text_scores
-from ...model_section import validate_model_section
+from ...recipes.model_section import validate_model_section
 from ...training.job import TrainingJob
 from ...translation_tokenizers import build_translation_tokenizer
 from ..base import model_loss

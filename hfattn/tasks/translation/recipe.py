@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...field_checks import require, require_choice, require_positive
-from ...schema import (
+from ...recipes.schema import (
     BuiltTokenizerSection,
     EvaluationSection,
     GenerationSection,
@@ -38,7 +38,7 @@ REPORTED_METRICS = tuple(METRIC_NAMES)
 
 @dataclass
 class Seq2SeqTokenizerSection(BuiltTokenizerSection):
-    """``tokenizer:`` — built on the training pairs (:class:`~hfattn.schema.BuiltTokenizerSection`):
+    """``tokenizer:`` — built on the training pairs (:class:`~hfattn.recipes.schema.BuiltTokenizerSection`):
     one vocabulary for both languages (``joint``) or one per language merged into one id
     space."""
 
@@ -78,7 +78,7 @@ class PairDataSection:
 
 @dataclass
 class TranslationTrainingSection(TrainingSection):
-    """``training:`` — :class:`~hfattn.schema.TrainingSection`, the length that groups pairs
+    """``training:`` — :class:`~hfattn.recipes.schema.TrainingSection`, the length that groups pairs
     into batches (``group_by_length``) and batches cut by size: ``max_tokens`` (``null``:
     ``batch_size`` pairs a batch)."""
 

@@ -1,5 +1,5 @@
 """The recipe's ``model:`` section: the fields of a model type's config class, or a pretrained
-checkpoint (:mod:`hfattn.pretrained`).
+checkpoint (``model: <hub id | folder>``, loaded by :mod:`hfattn.pretrained`).
 
 :func:`validate_model_section` checks every key and value type against the config class of
 ``model.type`` (a key the config does not have, a string where it wants an int) and builds the
@@ -18,17 +18,46 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from .field_checks import RecipeError, did_you_mean, require
-from .pretrained import check_pretrained_section, is_pretrained
+from ..field_checks import RecipeError, did_you_mean, require
 
 logger = logging.getLogger(__name__)
+
+
+PRETRAINED_KEYS = ("pretrained", "revision")
+"""The keys a pretrained ``model:`` section may hold."""
+
+
+def normalize_model_section(model: Any) -> Any:
+    """``model: "<id or folder>"`` → ``{"pretrained": "<id or folder>"}``; anything else as is."""
+    return {"pretrained": model} if isinstance(model, str) else model
+
+
+def is_pretrained(model: dict[str, Any]) -> bool:
+    """Whether a recipe's ``model:`` section names a pretrained checkpoint."""
+    return "pretrained" in model
+
+
+def check_pretrained_section(model: dict[str, Any]) -> None:
+    """Only :data:`PRETRAINED_KEYS`, and ``pretrained`` a non-empty string."""
+    for key in model:
+        require(
+            key in PRETRAINED_KEYS,
+            f"model.{key}",
+            f"does not apply to a pretrained model (allowed: {', '.join(PRETRAINED_KEYS)})",
+        )
+    name = model["pretrained"]
+    require(
+        isinstance(name, str) and bool(name.strip()),
+        "model.pretrained",
+        f"must be a Hub id or a local folder, got {name!r}",
+    )
 
 
 @functools.cache
 def _score_names():
     """:mod:`hfattn.models.score_names`, read from its file: importing it through its package
     would import ``hfattn.models`` (torch and every architecture, seconds)."""
-    path = Path(__file__).parent / "models" / "score_names.py"
+    path = Path(__file__).parent.parent / "models" / "score_names.py"
     spec = importlib.util.spec_from_file_location("hfattn_score_names", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -68,7 +97,7 @@ def validate_model_section(model: dict[str, Any]):
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from . import models  # noqa: F401  (registers the model types; torch: seconds, imported on use)
+    from .. import models  # noqa: F401  (registers the model types; torch: seconds, imported on use)
 
     model = dict(model)
     if is_pretrained(model):
@@ -158,4 +187,11 @@ def _type_name(hint) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
-__all__ = ["check_model_choices", "validate_model_section"]
+__all__ = [
+    "PRETRAINED_KEYS",
+    "check_model_choices",
+    "check_pretrained_section",
+    "is_pretrained",
+    "normalize_model_section",
+    "validate_model_section",
+]

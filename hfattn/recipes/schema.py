@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from .field_checks import (
+from ..field_checks import (
     RecipeError,
     require,
     require_choice,
@@ -28,7 +28,7 @@ from .field_checks import (
     require_positive,
     require_reported_metric,
 )
-from .training.schedules import SCHEDULES
+from ..training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 ON_NONFINITE_LOSS = ("stop", "skip")
@@ -139,7 +139,7 @@ class TrainingSection:
         return not self.metric_for_best_model.endswith("loss")
 
     def __post_init__(self):
-        from .training.optim import OPTIMIZERS  # torch: not needed to import the sections
+        from ..training.optim import OPTIMIZERS  # torch: not needed to import the sections
 
         require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
         require(

@@ -118,7 +118,9 @@ def _read_yaml(path: Path):
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RecipeBase:
-    """Read a recipe YAML, apply ``key=value`` overrides and validate everything.
+    """Read a recipe YAML, apply ``key=value`` overrides and validate everything, once: the
+    recipe it returns carries the model config built from ``model:`` (``recipe.model_config``,
+    ``None`` for a pretrained checkpoint), from which the task's job builds the model.
 
     Raises:
         RecipeError: naming the offending field (``training.batch_size: ...``).
@@ -146,7 +148,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         recipe = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         raise _field_error(err, path) from None
-    validate_model_section(recipe.model)
+    recipe.model_config = validate_model_section(recipe.model)
     return recipe
 
 

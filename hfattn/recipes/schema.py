@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
@@ -432,6 +432,12 @@ class RecipeBase:
     field of that model's config (``vocab_size`` comes from the tokenizer), or ``pretrained``
     (a Hub id or local folder, :mod:`hfattn.pretrained`; ``model: <id>`` is shorthand for it).
     ``lora`` (optional) trains a PEFT LoRA adapter instead of every weight."""
+
+    model_config: ClassVar[Any] = None
+    """The model config that ``model:`` builds, once, when the recipe is loaded
+    (:func:`hfattn.recipes.load_recipe`; its vocabulary size a placeholder until the task's
+    tokenizer sets it), or ``None`` for a pretrained checkpoint. Not a recipe field: it is
+    neither read from the YAML nor written back (:meth:`to_yaml`)."""
 
     name: str = "experiment"
     task: str = "causal-lm"

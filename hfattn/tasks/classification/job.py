@@ -24,9 +24,9 @@ from ...evaluation.classification import (
 )
 from ...field_checks import require
 from ...pretrained import apply_lora, load_pretrained
-from ...recipes.model_section import is_pretrained, validate_model_section
+from ...recipes.model_section import is_pretrained
 from ...training.job import TrainingJob
-from ..base import Task, model_loss
+from ..base import Task, model_loss, sized_model_config
 from .encoding import (
     DATASET_NAMES,
     build_text_tokenizer,
@@ -103,9 +103,7 @@ def build_model(recipe: ClassificationRecipe, data: ClassificationData, peft_tas
         section = recipe.tokenizer or ClassificationTokenizerSection()
         max_length = recipe.data.max_length
         tokenizer = build_text_tokenizer(section, data.texts("train"), max_length)
-        config = validate_model_section(recipe.model)
-        config.vocab_size = len(tokenizer)
-        config.pad_token_id = tokenizer.pad_token_id
+        config = sized_model_config(recipe, tokenizer, special_tokens=("pad_token_id",))
         for key, value in labels.items():
             setattr(config, key, value)
         torch.manual_seed(recipe.training.seed)

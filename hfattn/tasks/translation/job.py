@@ -10,10 +10,9 @@ from transformers import AutoModelForSeq2SeqLM
 
 from ...data.seq2seq import PairBatches, pad_pairs
 from ...evaluation.translation import teacher_forced_scores, text_scores
-from ...recipes.model_section import validate_model_section
 from ...training.job import TrainingJob
 from ...translation_tokenizers import build_translation_tokenizer
-from ..base import model_loss
+from ..base import model_loss, sized_model_config
 from .encoding import encode_sources, encode_targets, load_pairs, reference_text
 from .inference import translate_texts
 from .recipe import TranslationEvaluationSection, TranslationGenerationSection, TranslationRecipe
@@ -91,12 +90,9 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
     pairs = load_pairs(d)
     train_sources, train_targets = pairs["train"]
     tokenizer = build_tokenizer(recipe, train_sources, train_targets)
-    config = validate_model_section(recipe.model)
-    config.vocab_size = len(tokenizer)
+    config = sized_model_config(recipe, tokenizer)
     if getattr(config, "decoder_vocab_size", None) is not None:  # Marian's separate size
         config.decoder_vocab_size = len(tokenizer)
-    for name in ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id"):
-        setattr(config, name, getattr(tokenizer, name))
     config.decoder_start_token_id = tokenizer.bos_token_id
     if hasattr(config, "max_source_positions") and "max_source_positions" not in recipe.model:
         config.max_source_positions = d.max_source_length

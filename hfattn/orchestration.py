@@ -13,10 +13,7 @@ when the recipe says so (:mod:`hfattn.hub.push`).
 
 from __future__ import annotations
 
-from .data.classification import check_classification_source
 from .data.licenses import data_license
-from .data.text import check_text_source
-from .data.translation import check_pair_source
 from .field_checks import RecipeError, require, require_reported_metric
 from .hub.push import HubPushError, push_model_folder, resolve_token, validate_repo_id
 from .recipes import task_recipe_module
@@ -76,18 +73,15 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
 
 def check_data_source(task: str, source: str | None) -> None:
     """``data.source`` (``None``: the task's embedded default) must name a dataset that the
-    task's data module can load: the check of :mod:`hfattn.data.sources`, through that module.
+    task can load: the ``check_data_source`` of the task's light ``recipe`` module
+    (:func:`hfattn.recipes.task_recipe_module`; :meth:`hfattn.tasks.Task.check_data_source`
+    is the same check).
 
     Raises:
         ValueError, FileNotFoundError: as :func:`hfattn.data.sources.check_source`.
     """
-    checks = {
-        "causal-lm": check_text_source,
-        "classification": check_classification_source,
-        "translation": check_pair_source,
-    }
-    if source is not None and task in checks:
-        checks[task](source)
+    if source is not None:
+        task_recipe_module(task).check_data_source(source)
 
 
 def check_hub_settings(hub: HubSection, data_source: str | None = None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...data.classification import check_classification_source
 from ...field_checks import require, require_choice, require_positive
 from ...recipes.model_section import is_pretrained
 from ...recipes.schema import (
@@ -143,6 +144,14 @@ class ClassificationRecipe(RecipeBase):
 
 RECIPE_CLASS = ClassificationRecipe
 
+
+def check_data_source(source: str) -> None:
+    """``data.source`` must name labelled texts that this task can load
+    (:func:`hfattn.data.classification.check_classification_source`), checked before any data
+    is read."""
+    check_classification_source(source)
+
+
 __all__ = [
     "METRIC_NAMES",
     "RECIPE_CLASS",
@@ -154,4 +163,5 @@ __all__ = [
     "ClassificationRecipe",
     "ClassificationTokenizerSection",
     "WordVectorsSection",
+    "check_data_source",
 ]

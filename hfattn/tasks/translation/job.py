@@ -12,10 +12,15 @@ from ...data.seq2seq import PairBatches, pad_pairs
 from ...evaluation.translation import teacher_forced_scores, text_scores
 from ...training.job import TrainingJob
 from ...translation_tokenizers import build_translation_tokenizer
-from ..base import model_loss, sized_model_config
-from .encoding import encode_sources, encode_targets, load_pairs, reference_text
+from ..base import Task, model_loss, sized_model_config
+from .encoding import DATASET_NAMES, encode_sources, encode_targets, load_pairs, reference_text
 from .inference import translate_texts
-from .recipe import TranslationEvaluationSection, TranslationGenerationSection, TranslationRecipe
+from .recipe import (
+    METRIC_NAMES,
+    TranslationEvaluationSection,
+    TranslationGenerationSection,
+    TranslationRecipe,
+)
 
 translation_loss = model_loss
 """Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
@@ -83,9 +88,9 @@ def build_tokenizer(recipe: TranslationRecipe, sources, targets):
     )
 
 
-def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
+def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
     """Load the pairs, build tokenizer and model, and wire batches, loss and evaluation;
-    ``card_metadata`` is what the job records (:meth:`~hfattn.tasks.base.Task.card_metadata`)."""
+    ``task`` gives the card metadata the job records."""
     d = recipe.data
     pairs = load_pairs(d)
     train_sources, train_targets = pairs["train"]
@@ -136,7 +141,9 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
         final_evaluate=final_evaluate,
         eval_splits=tuple(e.splits),
         sample=sample,
-        card_metadata=card_metadata,
+        card_metadata=task.card_metadata(
+            DATASET_NAMES.get(d.source, (d.source,) * 2), METRIC_NAMES
+        ),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...data.translation import check_pair_source
 from ...field_checks import require, require_choice, require_positive
 from ...recipes.schema import (
     BuiltTokenizerSection,
@@ -188,6 +189,13 @@ class TranslationRecipe(RecipeBase):
 
 RECIPE_CLASS = TranslationRecipe
 
+
+def check_data_source(source: str) -> None:
+    """``data.source`` must name sentence pairs that this task can load
+    (:func:`hfattn.data.translation.check_pair_source`), checked before any data is read."""
+    check_pair_source(source)
+
+
 __all__ = [
     "METRIC_NAMES",
     "ON_TOO_LONG",
@@ -200,4 +208,5 @@ __all__ = [
     "TranslationGenerationSection",
     "TranslationRecipe",
     "TranslationTrainingSection",
+    "check_data_source",
 ]

@@ -152,6 +152,13 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     return recipe
 
 
+def field_hints(cls: type) -> dict[str, Any]:
+    """The type hints of the fields of the recipe (or section) class ``cls``: a ``ClassVar``
+    (:attr:`~hfattn.recipes.schema.RecipeBase.model_config`) is no field a recipe may set."""
+    hints = typing.get_type_hints(cls)
+    return {k: v for k, v in hints.items() if typing.get_origin(v) is not typing.ClassVar}
+
+
 def _shape(hint) -> str | None:
     """``"mapping"`` for a section (a dataclass) or a ``dict`` field, ``"list"`` for a list
     field, ``None`` for a scalar (or ``X | None`` of those)."""
@@ -175,7 +182,7 @@ def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
         RecipeError: ``training.lerning_rate: not a field of training (...); did you mean
             'learning_rate'?`` or ``training: expected a mapping of fields, got int 5``.
     """
-    hints = typing.get_type_hints(cls)
+    hints = field_hints(cls)
     for key, value in given.items():
         name = f"{prefix}{key}"
         require_known_key(key, name, hints, prefix.rstrip(".") or "a recipe")
@@ -254,7 +261,7 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     """
     path = Path(path)
     task, given = _given_recipe(path, overrides)
-    hints = typing.get_type_hints(recipe_class(task))
+    hints = field_hints(recipe_class(task))
     base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
     try:
         recipe = OmegaConf.to_object(

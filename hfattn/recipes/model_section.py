@@ -8,6 +8,7 @@ config, so that a bad model section fails when the recipe is loaded, naming the 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import importlib.util
@@ -151,6 +152,21 @@ def validate_model_section(model: dict[str, Any]):
         raise RecipeError(f"model.{err}") from None
 
 
+SPECIAL_TOKEN_IDS = ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id")
+"""The token ids a model config takes from the tokenizer it is trained with."""
+
+
+def sized_model_config(recipe, tokenizer, special_tokens: tuple[str, ...] = SPECIAL_TOKEN_IDS):
+    """A copy of the model config the recipe was loaded with (``recipe.model_config``, built
+    once by :func:`hfattn.recipes.load_recipe`), sized to ``tokenizer``: its vocabulary size and
+    the ids of its ``special_tokens``. The recipe's own config is left as it was loaded."""
+    config = copy.deepcopy(recipe.model_config)
+    config.vocab_size = len(tokenizer)
+    for name in special_tokens:
+        setattr(config, name, getattr(tokenizer, name))
+    return config
+
+
 _SCALARS = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
 
 
@@ -189,9 +205,11 @@ def _type_name(hint) -> str:
 
 __all__ = [
     "PRETRAINED_KEYS",
+    "SPECIAL_TOKEN_IDS",
     "check_model_choices",
     "check_pretrained_section",
     "is_pretrained",
     "normalize_model_section",
+    "sized_model_config",
     "validate_model_section",
 ]

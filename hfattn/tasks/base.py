@@ -9,7 +9,6 @@ trains, and ``TASK.evaluate_folder`` re-scores a saved model; :mod:`hfattn.hub` 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -36,21 +35,6 @@ class TaskInfo:
     """Model class-name endings (``ForCausalLM``) whose folders belong to this task."""
     peft_task_type: str | None = None
     """PEFT ``task_type`` of this task's adapters (``CAUSAL_LM``)."""
-
-
-SPECIAL_TOKEN_IDS = ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id")
-"""The token ids a model config takes from the tokenizer it is trained with."""
-
-
-def sized_model_config(recipe, tokenizer, special_tokens: tuple[str, ...] = SPECIAL_TOKEN_IDS):
-    """A copy of the model config the recipe was loaded with (``recipe.model_config``, built
-    once by :func:`hfattn.recipes.load_recipe`), sized to ``tokenizer``: its vocabulary size and
-    the ids of its ``special_tokens``. The recipe's own config is left as it was loaded."""
-    config = copy.deepcopy(recipe.model_config)
-    config.vocab_size = len(tokenizer)
-    for name in special_tokens:
-        setattr(config, name, getattr(tokenizer, name))
-    return config
 
 
 def model_loss(model, batch: dict, state, stateful: bool):
@@ -111,4 +95,4 @@ class Task:
         raise NotImplementedError
 
 
-__all__ = ["SPECIAL_TOKEN_IDS", "Task", "TaskInfo", "model_loss", "sized_model_config"]
+__all__ = ["Task", "TaskInfo", "model_loss"]

@@ -20,12 +20,12 @@ from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_l
 from ...field_checks import require
 from ...models.modeling_char_rnn import detach_state, state_tensors
 from ...pretrained import apply_lora, load_pretrained
-from ...recipes.model_section import is_pretrained
+from ...recipes.model_section import is_pretrained, sized_model_config
 from ...recipes.schema import RecipeBase
 from ...run_folder import SAMPLES_FILE
 from ...tokenization import build_char_tokenizer
 from ...training.job import TrainingJob
-from ..base import Task, sized_model_config
+from ..base import Task
 from .inference import context_length, generate_text, is_char_vocabulary, write_sample
 from .recipe import (
     METRIC_NAMES,

@@ -24,9 +24,9 @@ from ...evaluation.classification import (
 )
 from ...field_checks import require
 from ...pretrained import apply_lora, load_pretrained
-from ...recipes.model_section import is_pretrained
+from ...recipes.model_section import is_pretrained, sized_model_config
 from ...training.job import TrainingJob
-from ..base import Task, model_loss, sized_model_config
+from ..base import Task, model_loss
 from .encoding import (
     DATASET_NAMES,
     build_text_tokenizer,

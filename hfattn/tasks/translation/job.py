@@ -10,9 +10,10 @@ from transformers import AutoModelForSeq2SeqLM
 
 from ...data.seq2seq import PairBatches, pad_pairs
 from ...evaluation.translation import teacher_forced_scores, text_scores
+from ...recipes.model_section import sized_model_config
 from ...training.job import TrainingJob
 from ...translation_tokenizers import build_translation_tokenizer
-from ..base import Task, model_loss, sized_model_config
+from ..base import Task, model_loss
 from .encoding import DATASET_NAMES, encode_sources, encode_targets, load_pairs, reference_text
 from .inference import translate_texts
 from .recipe import (

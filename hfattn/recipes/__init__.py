@@ -17,35 +17,8 @@ The field checks themselves (:class:`RecipeError`, ``require*``) live in
 
 from __future__ import annotations
 
-from .loading import (
-    TASK_NAMES,
-    TASK_PACKAGES,
-    Recipe,
-    RecipeOutline,
-    check_finite,
-    check_overrides,
-    check_shapes,
-    default_recipe,
-    load_recipe,
-    recipe_class,
-    recipe_outline,
-    task_recipe_module,
-)
-from .schema import RecipeBase, RecipeError
+from . import loading
+from .loading import *  # noqa: F403  (its public names: loading.__all__)
+from .schema import RecipeBase
 
-__all__ = [
-    "TASK_NAMES",
-    "TASK_PACKAGES",
-    "Recipe",
-    "RecipeBase",
-    "RecipeError",
-    "RecipeOutline",
-    "check_finite",
-    "check_overrides",
-    "check_shapes",
-    "default_recipe",
-    "load_recipe",
-    "recipe_class",
-    "recipe_outline",
-    "task_recipe_module",
-]
+__all__ = [*loading.__all__, "RecipeBase"]

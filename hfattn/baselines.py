@@ -47,8 +47,8 @@ from sklearn.utils.validation import check_is_fitted
 from .data.reviews_es import STOP_WORDS_ES
 from .fileio import atomic_write_json
 from .machine import machine_words, provenance
+from .recipes.schema import RecipeError, require, require_choice
 from .run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE
-from .schema import RecipeError, require, require_choice
 
 VECTORIZERS = ("count", "tfidf", "tfidf-thesis")
 CLASSIFIERS = ("nb", "svm", "linear-svc")

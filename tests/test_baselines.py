@@ -15,7 +15,7 @@ from hfattn.baselines import (
     stop_words_of,
 )
 from hfattn.data.reviews_es import LABEL_NAMES, REVIEWS, STOP_WORDS_ES, load_reviews, thesis_split
-from hfattn.schema import RecipeError
+from hfattn.recipes.schema import RecipeError
 
 # Words of >= 2 letters (scikit-learn's default token pattern drops single letters).
 CORPUS = ["sol luna luna", "luna mar", "mar mar mar cielo"]

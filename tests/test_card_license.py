@@ -19,7 +19,7 @@ from hfattn.data.licenses import HFATTN_GENERATED, PUBLIC_DOMAIN, UNICODE_3, dec
 from hfattn.hub import HubSettings, ModelFolderError, inspect_folder
 from hfattn.orchestration import run_recipe
 from hfattn.recipes import load_recipe
-from hfattn.schema import HubSection, RecipeError
+from hfattn.recipes.schema import HubSection, RecipeError
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 PD_LINK = "https://creativecommons.org/publicdomain/mark/1.0/"

@@ -24,7 +24,7 @@ from hfattn.data.seq2seq import LabelBatches
 from hfattn.data.shakespeare import play_files, play_text
 from hfattn.evaluation import load_metric
 from hfattn.evaluation.classification import classification_scores, confusion_matrix
-from hfattn.schema import RecipeError
+from hfattn.recipes.schema import RecipeError
 
 
 # ---- genre -----------------------------------------------------------------------------------

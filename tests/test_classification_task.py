@@ -18,7 +18,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipe
 from hfattn.cli import main
 from hfattn.pretrained import trainable_parameters
 from hfattn.recipes import load_recipe
-from hfattn.schema import RecipeError
+from hfattn.recipes.schema import RecipeError
 from hfattn.tasks.classification.inference import load_classifier
 from hfattn.tasks.classification.task import TASK
 from hfattn.training.engine import train

@@ -23,7 +23,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
 from hfattn.orchestration import run_recipe
 from hfattn.recipes import load_recipe
-from hfattn.schema import RecipeError
+from hfattn.recipes.schema import RecipeError
 
 RTOL = 1e-4
 

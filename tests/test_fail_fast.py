@@ -1,6 +1,7 @@
-"""Fail fast (issue 21): every check of ``hfattn train`` that needs no data answers within
-2 s, before torch is imported (``hfattn.orchestration.check_before_training`` on the recipe's
-outline); a ``data.source`` typo fails at once for every task; a time-bounded run's progress
+"""Fail fast (issue 21): every check of ``hfattn train`` that needs neither data nor the run
+folder answers within 2 s, before torch is imported (``hfattn.orchestration.check_before_training``
+on the recipe's outline); the run folder is checked once the recipe is fully loaded, so that
+any bad field comes first; a ``data.source`` typo fails at once for every task; a time-bounded run's progress
 bar follows the clock to 100 %; other libraries' noise is quiet unless ``hfattn -v``.
 
 The timed checks run in fresh interpreters: this test process has imported torch already.
@@ -64,10 +65,17 @@ def early_error(argv: list[str], cwd: Path, **env: str) -> tuple[float, str, lis
     return elapsed, result.stderr, report["heavy"]
 
 
-def assert_fast_error(argv: list[str], cwd: Path, expected: str, **env: str) -> None:
+def assert_one_error(argv: list[str], cwd: Path, expected: str, **env: str):
+    """``hfattn ARGV`` fails with one error line holding ``expected``; returns its wall time,
+    its stderr and the heavy modules it imported."""
     elapsed, err, heavy = early_error(argv, cwd, **env)
     assert expected in err, err
     assert err.count("error: ") == 1, err
+    return elapsed, err, heavy
+
+
+def assert_fast_error(argv: list[str], cwd: Path, expected: str, **env: str) -> None:
+    elapsed, err, heavy = assert_one_error(argv, cwd, expected, **env)
     assert heavy == [], f"imported {heavy} before the error"
     assert elapsed < FAST_S, f"{elapsed:.2f} s to {err.strip()}"
 
@@ -83,9 +91,6 @@ def tiny(tmp_path_factory) -> Path:
 
 
 CHECKS = {
-    "output_dir holds a run": (
-        [], "already holds a run (checkpoints); continue it with `hfattn train --resume"),
-    "resume without a checkpoint": (["--resume"], "--resume: no checkpoint under "),
     "max_steps within the warmup": (
         ["--set", "training.max_steps=10"],
         "training.max_steps: 10 steps end the run within its 10 warmup steps"),
@@ -113,9 +118,48 @@ CHECKS = {
 @pytest.mark.parametrize("case", sorted(CHECKS))
 def test_checks_that_need_no_data_answer_within_two_seconds(case, tiny, tmp_path):
     extra, expected = CHECKS[case]
+    argv = ["train", str(tiny), "--set", f"output_dir={tmp_path / 'run'}", *extra]
+    assert_fast_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"))
+
+
+FOLDER_CHECKS = {
+    "output_dir holds a run": (
+        [], "already holds a run (checkpoints); continue it with `hfattn train --resume"),
+    "resume without a checkpoint": (["--resume"], "--resume: no checkpoint under "),
+}  # fmt: skip
+"""The run folder's checks: made once the recipe is fully loaded, before any data."""
+
+
+@pytest.mark.parametrize("case", sorted(FOLDER_CHECKS))
+def test_the_run_folder_is_checked_before_any_data(case, tiny, tmp_path):
+    extra, expected = FOLDER_CHECKS[case]
     output = tiny.parent / "run" if case == "output_dir holds a run" else tmp_path / "run"
     argv = ["train", str(tiny), "--set", f"output_dir={output}", *extra]
-    assert_fast_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"))
+    assert_one_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"))
+    assert not (tmp_path / "run").exists()
+
+
+LOADED_FIELD_ERRORS = {
+    "a misspelt model config field": (
+        ["--set", "model.hiden_size=64"],
+        "model.hiden_size: is not a field of CharRNNConfig; did you mean 'hidden_size'?"),
+    "a batch size out of range": (
+        ["--set", "training.batch_size=-8"], "training.batch_size: must be > 0, got -8"),
+    "an unknown optimizer": (
+        ["--set", "training.optimizer=lbfgs"],
+        "training.optimizer: 'lbfgs' is not one of adamw, nadam, rmsprop, radam, sgd, muon"),
+}  # fmt: skip
+"""Errors that only the full load finds (the model's config class, the sections' value
+checks)."""
+
+
+@pytest.mark.parametrize("case", sorted(LOADED_FIELD_ERRORS))
+def test_a_field_error_of_the_full_load_comes_before_the_output_folder(case, tiny, tmp_path):
+    """The output folder holds a run: the bad field is what the user is told, not
+    "use --overwrite"."""
+    extra, expected = LOADED_FIELD_ERRORS[case]
+    argv = ["train", str(tiny), "--set", f"output_dir={tiny.parent / 'run'}", *extra]
+    assert_one_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"))
 
 
 FIELD_TYPOS = {

@@ -26,7 +26,7 @@ from hfattn.data.lm import PackedBlocks, count_characters, encode_corpus
 from hfattn.data.shakespeare import play_text
 from hfattn.orchestration import build_job, run_recipe
 from hfattn.recipes import load_recipe
-from hfattn.schema import RecipeError
+from hfattn.recipes.schema import RecipeError
 
 peft = pytest.importorskip("peft", reason="peft is not installed: LoRA fine-tuning is untested")
 

@@ -21,7 +21,7 @@ from hfattn.models import (
     VaswaniForConditionalGeneration,
 )
 from hfattn.recipes import load_recipe
-from hfattn.schema import RecipeError
+from hfattn.recipes.schema import RecipeError
 from hfattn.training.compiling import resolve_compile
 from hfattn.training.muon import MuonAdamW, muon_param_groups
 from hfattn.training.optim import adamw_kernel, build_optimizer

@@ -1,6 +1,7 @@
 """Recipe validation: every bad field stops before training with a message naming it."""
 
 import pytest
+import yaml
 from recipe_helpers import write_recipe
 
 from hfattn.cli import main
@@ -41,6 +42,22 @@ def test_shipped_recipe_is_valid_and_overridable():
     assert recipe.training.max_minutes == 2.0
     assert recipe.output_dir == "runs/char_rnn_shakespeare"
     assert recipe.model["type"] == "char-rnn"
+
+
+def test_the_model_config_is_built_once_when_the_recipe_loads(tmp_path):
+    """``load_recipe`` builds the config of ``model:``; the job builds its model from a copy
+    of it sized to the tokenizer; ``recipe.yaml`` does not hold it."""
+    from hfattn.tasks import get_task
+
+    recipe = load_recipe(write_recipe(tmp_path), ["model.hidden_size=24"])
+    config = recipe.model_config
+    assert type(config).__name__ == "CharRNNConfig" and config.hidden_size == 24
+    assert "model_config" not in yaml.safe_load(recipe.to_yaml())
+    placeholder = config.vocab_size
+    job = get_task(recipe.task).build_job(recipe)
+    assert job.model.config.hidden_size == 24
+    assert job.model.config.vocab_size == len(job.tokenizer) != placeholder
+    assert recipe.model_config is config and config.vocab_size == placeholder
 
 
 def test_cli_reports_bad_input_before_training(tmp_path, capsys):

@@ -290,9 +290,9 @@ def test_overwrite_clears_every_file_of_the_old_run_and_nothing_else(tmp_path):
     for name in [*old, "notes.txt"]:
         (folder / name).write_text("old")
     with pytest.raises(FileExistsError, match="already holds a run"):
-        run_folder.claim_output_dir(folder, overwrite=False)
+        run_folder.check_output_dir(folder, overwrite=False)
     assert all((folder / name).exists() for name in old)
-    run_folder.claim_output_dir(folder, overwrite=True)
+    run_folder.clear_output_dir(folder)
     assert run_folder.SAMPLES_FILE in run_folder.RUN_FILES
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
 

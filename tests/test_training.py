@@ -313,7 +313,7 @@ def test_push_settings_are_checked_before_training(tmp_path, monkeypatch, capsys
 def test_preset_overrides_are_reported(caplog):
     import logging
 
-    from hfattn.model_section import validate_model_section
+    from hfattn.recipes.model_section import validate_model_section
 
     with caplog.at_level(logging.WARNING):
         config = validate_model_section(

@@ -160,7 +160,7 @@ def test_bad_arguments():
 
 def test_recipe_check_accepts_exactly_the_kinds_the_builder_builds():
     """The light recipe schema keeps its own list (it must not import ``tokenizers``)."""
-    from hfattn.schema import TOKENIZER_KINDS
+    from hfattn.recipes.schema import TOKENIZER_KINDS
     from hfattn.translation_tokenizers import KINDS
 
     assert TOKENIZER_KINDS == KINDS

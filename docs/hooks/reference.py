@@ -253,7 +253,7 @@ def config_fields(config_class: type) -> list[FieldDoc]:
 TOKENIZER_SET = {
     "vocab_size": "Set from the tokenizer: a recipe may not give it.",
 }
-"""Config fields that training sets itself (:func:`hfattn.model_section.validate_model_section`)."""
+"""Config fields that training sets itself (:func:`hfattn.recipes.model_section.validate_model_section`)."""
 
 
 # ---- Markdown helpers --------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def field_table(fields: list[FieldDoc], prefix: str) -> list[str]:
 # ---- the recipe reference ----------------------------------------------------------------------
 def recipe_reference() -> str:
     """The Markdown of ``reference/recipes.md``."""
-    from hfattn.schema import RecipeBase
+    from hfattn.recipes.schema import RecipeBase
     from hfattn.tasks import TASK_NAMES, get_task
 
     out = [
@@ -308,7 +308,7 @@ def recipe_reference() -> str:
         "unsets it).",
         "",
         "This page is generated from the dataclasses each time the documentation is built:",
-        "`hfattn/schema.py` holds the sections every task shares, `hfattn/tasks/<task>.py`",
+        "`hfattn/recipes/schema.py` holds the sections every task shares, `hfattn/tasks/<task>.py`",
         "each task's own.",
         "",
         "Tasks: "
@@ -358,12 +358,12 @@ TOP_LEVEL_DOCS = {
     "(see [model fields](#model-fields)), or `pretrained` (a Hub id or local folder; "
     "`model: <id>` is shorthand).",
 }
-"""The top-level fields of :class:`hfattn.schema.RecipeBase` have no attribute docstrings;
+"""The top-level fields of :class:`hfattn.recipes.schema.RecipeBase` have no attribute docstrings;
 their meaning is in the class docstring, summed up here."""
 
 
 def _first_paragraphs(cls: type) -> dict[str, str]:
-    """Descriptions of :class:`~hfattn.schema.RecipeBase`'s own fields: their attribute
+    """Descriptions of :class:`~hfattn.recipes.schema.RecipeBase`'s own fields: their attribute
     docstrings when they have one, else :data:`TOP_LEVEL_DOCS`."""
     docs = dict(TOP_LEVEL_DOCS)
     docs.update(attribute_docstrings(cls))
@@ -375,7 +375,7 @@ def _model_reference() -> list[str]:
     from transformers import PreTrainedConfig
 
     import hfattn.models as models
-    from hfattn.pretrained import PRETRAINED_KEYS
+    from hfattn.recipes.model_section import PRETRAINED_KEYS
 
     out = [
         "## `model:` fields by model type { #model-fields }",

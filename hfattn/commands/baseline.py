@@ -77,7 +77,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the recipe and its data, fit and score every requested pair, write and print."""
     from ..recipes import RecipeError
-    from ..schema import require
+    from ..recipes.schema import require
 
     recipe = load_recipe_or_report(args)
     if recipe is None:

@@ -90,9 +90,10 @@ def _recipe_of(args: argparse.Namespace):
 
 def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None) -> bool:
     """Whether the recipe file ``path`` (with ``args.overrides``; its run in ``output_dir``
-    when given) passes every check that needs no data, made on its outline before the task and
-    torch are imported (:func:`hfattn.recipes.check_before_training`, in a fraction of a
-    second); the first failure is reported."""
+    when given) passes every check that needs neither data nor the run folder, made on its
+    outline before the task and torch are imported
+    (:func:`hfattn.orchestration.check_before_training`, in a fraction of a second); the first
+    failure is reported."""
     from ..orchestration import check_before_training
     from ..recipes import RecipeError, recipe_outline
 
@@ -108,31 +109,27 @@ def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate the recipe, train, then print the evaluation table and a sample."""
+    """Validate the recipe, train, then print the evaluation table and a sample.
+
+    Each check is made once (:mod:`hfattn.orchestration`): on the recipe's outline, then the
+    full load, then the run folder, then training."""
     import sys
 
-    from ..run_folder import (
-        RESUME_AND_OVERWRITE,
-        check_resume,
-        finished_run_message,
-        resume_command,
-    )
+    from ..run_folder import finished_run_message, resume_command
 
-    if args.resume and args.overwrite:
-        return report_error(RESUME_AND_OVERWRITE)
     recipe = _recipe_of(args)
     if recipe is None:
         return 2
     resume = bool(args.resume)
 
-    from ..orchestration import run_recipe
+    from ..orchestration import check_run_folder, run_recipe
     from ..recipes import RecipeError, load_recipe
 
-    if resume:  # cheap: another run's recipe fails here, before the model and data load
-        try:
-            changes = check_resume(recipe.output_dir, recipe.to_yaml())
-        except (FileNotFoundError, ValueError) as err:
-            return report_error(err)
+    try:  # another run's folder fails here, before the model and data load
+        changes = check_run_folder(recipe, resume=resume, overwrite=args.overwrite)
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        return report_error(err)
+    if resume:
         finished = finished_run_message(recipe.output_dir, recipe.training)
         if finished is not None:  # nothing to train: no step, no evaluation, no file rewritten
             print(finished, file=sys.stderr)
@@ -146,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         planned = load_recipe(args.recipe) if args.overrides and not resume else None
-        result = run_recipe(recipe, resume=resume, overwrite=args.overwrite, planned=planned)
+        result = run_recipe(
+            recipe, resume=resume, overwrite=args.overwrite, planned=planned, checked=True
+        )
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
         return report_error(err)
     from accelerate import PartialState

@@ -23,7 +23,7 @@ papers report.
 Labels. A ``ClassLabel`` column keeps its names; other values (strings, integers, booleans)
 become classes ``0..K-1`` in sorted order of the values seen in ``train``. A validation or test
 label never seen in ``train`` is an error, as are missing columns, non-string texts and
-missing labels — each one :class:`~hfattn.schema.RecipeError` naming the ``data.`` field.
+missing labels — each one :class:`~hfattn.recipes.schema.RecipeError` naming the ``data.`` field.
 
 A source that is none of these fails at once (:func:`check_classification_source`, which
 ``hfattn train`` runs before anything is loaded: this module imports neither torch nor

@@ -30,8 +30,8 @@ from ..model_folder import (
     LABELS_FILE,
     TOKENIZER_FILES,
 )
+from ..recipes.schema import RecipeError, require_license
 from ..run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
-from ..schema import RecipeError, require_license
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
 CLASSIFICATION_PEFT_TASK = "SEQ_CLS"
@@ -101,7 +101,7 @@ class HubSettings:
 
 def _license_fields(section: dict, source: str | None) -> dict:
     """The licence fields of :class:`HubSettings`: the recipe's, checked
-    (:func:`hfattn.schema.require_license`), else those declared for the data ``source``."""
+    (:func:`hfattn.recipes.schema.require_license`), else those declared for the data ``source``."""
 
     try:
         require_license(section.get("license"), section.get("license_name"))

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..fileio import atomic_write_text
+from ..recipes.schema import LICENSE_FORM, LICENSE_ID
 from ..run_folder import (
     RECIPE_FILE,
     interrupted_run_message,
     resume_command,
     training_shortfall,
 )
-from ..schema import LICENSE_FORM, LICENSE_ID
 from .folder import ModelFolder, ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, app_dir_for, stage_space
 from .staging import publish_dir, render_tree, stage_model
@@ -319,7 +319,7 @@ def with_license(folder: ModelFolder, license: str | None) -> ModelFolder:
     recipe's or its data's; ``folder`` itself when ``license`` is ``None``.
 
     Raises:
-        HubPushError: ``license`` is not a Hub license id (:data:`hfattn.schema.LICENSE_FORM`).
+        HubPushError: ``license`` is not a Hub license id (:data:`hfattn.recipes.schema.LICENSE_FORM`).
     """
     if license is None:
         return folder

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from ..recipes import task_recipe_module
+
 
 @dataclass(frozen=True)
 class TaskInfo:
@@ -48,13 +50,25 @@ class Task:
     name: ClassVar[str]
     """The recipe's ``task:`` value."""
     recipe_class: ClassVar[type]
-    """A dataclass subclassing :class:`hfattn.schema.RecipeBase`."""
+    """A dataclass subclassing :class:`hfattn.recipes.schema.RecipeBase`."""
     card: ClassVar[TaskInfo]
     default_model_type: ClassVar[str]
 
     def build_job(self, recipe):
-        """Data, tokenizer, model, batches, loss, evaluation and sample of ``recipe``."""
+        """Data, tokenizer, model, batches, loss, evaluation and sample of ``recipe``, a recipe
+        loaded by :func:`hfattn.recipes.load_recipe` (its model built from
+        ``recipe.model_config``; nothing is validated again)."""
         raise NotImplementedError
+
+    def check_data_source(self, source: str) -> None:
+        """``data.source`` must name a dataset this task can load: the ``check_data_source`` of
+        the task's light ``recipe`` module (what ``hfattn train`` checks before torch is
+        imported).
+
+        Raises:
+            ValueError, FileNotFoundError: as :func:`hfattn.data.sources.check_source`.
+        """
+        task_recipe_module(self.name).check_data_source(source)
 
     def card_metadata(self, dataset: tuple[str, str], metric_names: dict[str, str]) -> dict:
         """The task / dataset / metric names that training records in ``eval_results.json``

@@ -46,15 +46,12 @@ from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 
 from ..data.seq2seq import IGNORE_INDEX
-from ..field_checks import require_reported_metric
 from ..run_folder import (
     METRICS_FILE,
-    RESUME_AND_OVERWRITE,
     checkpoint_step,
-    claim_output_dir,
+    clear_output_dir,
     complete_checkpoints,
     latest_checkpoint,
-    require_checkpoint,
     resume_command,
     write_recipe,
 )
@@ -108,10 +105,6 @@ class _Run:
                 f"training.batch_size={job.batches.batch_size} must be divisible by the "
                 f"number of processes ({acc.num_processes})"
             )
-        # run_recipe checks this before the data loads; a job built by hand is checked here
-        require_reported_metric(
-            cfg.metric_for_best_model, job.card_metadata.get("reported_metrics", ())
-        )
         check_rows_per_process(job.batches, acc.num_processes)
         steps_per_epoch = max(1, len(job.batches) // cfg.gradient_accumulation_steps)
         check_warmup_fits_epochs(cfg, steps_per_epoch)
@@ -636,27 +629,22 @@ def train(
     steps it plans are recorded, so that a run cut short of its recipe says so
     (:func:`hfattn.run_folder.training_shortfall`).
 
-    A fresh run owns its folder: one that already holds a run (checkpoints or a saved model)
-    is refused unless ``resume`` (continue it) or ``overwrite`` (its checkpoints, log and
-    model files are removed first), so an old run's checkpoints can never be mistaken for
-    the new run's.
+    The caller has checked the recipe and the folder (:func:`hfattn.orchestration.run_recipe`:
+    ``training.metric_for_best_model`` among the metrics the job reports, ``resume`` and
+    ``overwrite`` not both, with ``resume`` a checkpoint to continue from, without it a folder
+    that holds no other run unless ``overwrite``); the engine trusts those checks. With
+    ``overwrite`` the old run's checkpoints, log and model files are removed first, so an old
+    run's checkpoints can never be mistaken for the new run's.
 
     Raises:
-        FileExistsError: ``output_dir`` holds another run and neither flag is set.
-        FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint (nothing is
-            written then).
-        ValueError: both ``resume`` and ``overwrite``.
         CheckpointLoadError: the newest checkpoint is damaged, or does not fit the model
             (the recipe differs from the run's).
     """
     output_dir = Path(output_dir)
     check_process_group()  # before anything is written
-    if resume and overwrite:
-        raise ValueError(RESUME_AND_OVERWRITE)
-    # checked first: a failed resume leaves nothing behind
-    checkpoint = require_checkpoint(output_dir) if resume else None
-    if not resume:
-        claim_output_dir(output_dir, overwrite)
+    checkpoint = latest_checkpoint(output_dir) if resume else None
+    if overwrite:
+        clear_output_dir(output_dir)
     set_seed(cfg.seed)
     run = _Run(job, cfg, output_dir, callbacks, planned_training)
     acc = run.accelerator

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from ...fileio import atomic_write_text
-from ...schema import GenerationSection
+from ...recipes.schema import GenerationSection
 from ...tokenization import encode_prompt, require_text
 
 logger = logging.getLogger(__name__)

@@ -18,11 +18,11 @@ from ...data.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
 from ...data.text import load_text_splits
 from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
 from ...field_checks import require
-from ...model_section import validate_model_section
 from ...models.modeling_char_rnn import detach_state, state_tensors
-from ...pretrained import apply_lora, is_pretrained, load_pretrained
+from ...pretrained import apply_lora, load_pretrained
+from ...recipes.model_section import is_pretrained, sized_model_config
+from ...recipes.schema import RecipeBase
 from ...run_folder import SAMPLES_FILE
-from ...schema import RecipeBase
 from ...tokenization import build_char_tokenizer
 from ...training.job import TrainingJob
 from ..base import Task
@@ -166,7 +166,8 @@ def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
 
 def build_char_lm(recipe: CausalLMRecipe, splits: dict[str, list[str]]):
     """``(model, tokenizer)`` of a recipe that builds its model from ``model.type``: a char
-    tokenizer from the training text and a fresh model (seeded) of that vocabulary."""
+    tokenizer from the training text and a fresh model (seeded) of the recipe's model config
+    sized to that vocabulary."""
     _check_tokenizer_section(recipe, pretrained=False)
     require(
         recipe.lora is None,
@@ -180,10 +181,7 @@ def build_char_lm(recipe: CausalLMRecipe, splits: dict[str, list[str]]):
         min_frequency=recipe.tokenizer.min_frequency,
     )
     logger.info("%d held-out characters map to <unk>", tokenizer.unknown_char_count)
-    config = validate_model_section(recipe.model)
-    config.vocab_size = len(tokenizer)
-    for name in ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id"):
-        setattr(config, name, getattr(tokenizer, name))
+    config = sized_model_config(recipe, tokenizer)
     torch.manual_seed(recipe.training.seed)
     return AutoModelForCausalLM.from_config(config), tokenizer
 

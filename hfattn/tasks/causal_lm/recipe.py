@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...data.text import check_text_source
 from ...field_checks import require, require_choice, require_positive
-from ...schema import (
+from ...recipes.schema import (
     EvaluationSection,
     GenerationSection,
     RecipeBase,
@@ -138,6 +139,13 @@ class CausalLMRecipe(RecipeBase):
 
 RECIPE_CLASS = CausalLMRecipe
 
+
+def check_data_source(source: str) -> None:
+    """``data.source`` must name a text corpus that this task can load
+    (:func:`hfattn.data.text.check_text_source`), checked before any data is read."""
+    check_text_source(source)
+
+
 __all__ = [
     "METRIC_NAMES",
     "RECIPE_CLASS",
@@ -151,4 +159,5 @@ __all__ = [
     "LMTrainingSection",
     "TextDataSection",
     "TextGenerationSection",
+    "check_data_source",
 ]

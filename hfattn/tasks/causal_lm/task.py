@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from ... import models  # noqa: F401  (registers the hfattn model types with the Auto classes)
 from ...data.lm import encode_corpus
 from ...evaluation.language_modeling import evaluate_causal_lm
-from ...pretrained import is_pretrained
+from ...recipes.model_section import is_pretrained
 from ...training.job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job

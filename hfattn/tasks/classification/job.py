@@ -23,8 +23,8 @@ from ...evaluation.classification import (
     write_confusion_matrix,
 )
 from ...field_checks import require
-from ...model_section import validate_model_section
-from ...pretrained import apply_lora, is_pretrained, load_pretrained
+from ...pretrained import apply_lora, load_pretrained
+from ...recipes.model_section import is_pretrained, sized_model_config
 from ...training.job import TrainingJob
 from ..base import Task, model_loss
 from .encoding import (
@@ -103,9 +103,7 @@ def build_model(recipe: ClassificationRecipe, data: ClassificationData, peft_tas
         section = recipe.tokenizer or ClassificationTokenizerSection()
         max_length = recipe.data.max_length
         tokenizer = build_text_tokenizer(section, data.texts("train"), max_length)
-        config = validate_model_section(recipe.model)
-        config.vocab_size = len(tokenizer)
-        config.pad_token_id = tokenizer.pad_token_id
+        config = sized_model_config(recipe, tokenizer, special_tokens=("pad_token_id",))
         for key, value in labels.items():
             setattr(config, key, value)
         torch.manual_seed(recipe.training.seed)

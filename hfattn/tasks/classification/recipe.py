@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...data.classification import check_classification_source
 from ...field_checks import require, require_choice, require_positive
-from ...pretrained import is_pretrained
-from ...schema import (
+from ...recipes.model_section import is_pretrained
+from ...recipes.schema import (
     BuiltTokenizerSection,
     EvaluationSection,
     RecipeBase,
@@ -46,7 +47,7 @@ REPORTED_METRICS = tuple(METRIC_NAMES)
 @dataclass
 class ClassificationTokenizerSection(BuiltTokenizerSection):
     """``tokenizer:`` — for ``model.type`` models only (a pretrained model brings its own):
-    built on the training texts (:class:`~hfattn.schema.BuiltTokenizerSection`), ``word``
+    built on the training texts (:class:`~hfattn.recipes.schema.BuiltTokenizerSection`), ``word``
     (lower-cased, punctuation stripped, the ``vocab_size`` most frequent words), ``char``,
     ``bpe`` or ``unigram``. ``whitespace: ignore`` (``char`` only) drops every space before
     tokenizing, so a text of symbols reads the same however it is spaced (``"B P B T"`` =
@@ -143,6 +144,14 @@ class ClassificationRecipe(RecipeBase):
 
 RECIPE_CLASS = ClassificationRecipe
 
+
+def check_data_source(source: str) -> None:
+    """``data.source`` must name labelled texts that this task can load
+    (:func:`hfattn.data.classification.check_classification_source`), checked before any data
+    is read."""
+    check_classification_source(source)
+
+
 __all__ = [
     "METRIC_NAMES",
     "RECIPE_CLASS",
@@ -154,4 +163,5 @@ __all__ = [
     "ClassificationRecipe",
     "ClassificationTokenizerSection",
     "WordVectorsSection",
+    "check_data_source",
 ]

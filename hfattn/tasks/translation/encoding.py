@@ -16,6 +16,14 @@ from ...data.translation import load_translation_splits
 from ...field_checks import require
 from .recipe import PairDataSection
 
+DATASET_NAMES = {
+    "bible": ("Bible en-es (World English Bible / Reina-Valera 1909)", "sword-bible-en-es"),
+    "dates": ("CLDR dates en-es (babel)", "hfattn-dates-en-es"),
+    "numbers": ("Numbers in words en-es (num2words)", "hfattn-numbers-en-es"),
+    "date-normalization": ("Date normalisation (Géron)", "hfattn-date-normalization"),
+}
+"""The names the model card gives each embedded source: ``(name, type)``."""
+
 logger = logging.getLogger(__name__)
 
 
@@ -116,6 +124,7 @@ def reference_text(tokenizer, text: str) -> str:
 
 
 __all__ = [
+    "DATASET_NAMES",
     "SourceTooLongError",
     "encode_sources",
     "encode_targets",

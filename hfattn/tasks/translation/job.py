@@ -10,13 +10,18 @@ from transformers import AutoModelForSeq2SeqLM
 
 from ...data.seq2seq import PairBatches, pad_pairs
 from ...evaluation.translation import teacher_forced_scores, text_scores
-from ...model_section import validate_model_section
+from ...recipes.model_section import sized_model_config
 from ...training.job import TrainingJob
 from ...translation_tokenizers import build_translation_tokenizer
-from ..base import model_loss
-from .encoding import encode_sources, encode_targets, load_pairs, reference_text
+from ..base import Task, model_loss
+from .encoding import DATASET_NAMES, encode_sources, encode_targets, load_pairs, reference_text
 from .inference import translate_texts
-from .recipe import TranslationEvaluationSection, TranslationGenerationSection, TranslationRecipe
+from .recipe import (
+    METRIC_NAMES,
+    TranslationEvaluationSection,
+    TranslationGenerationSection,
+    TranslationRecipe,
+)
 
 translation_loss = model_loss
 """Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
@@ -84,19 +89,16 @@ def build_tokenizer(recipe: TranslationRecipe, sources, targets):
     )
 
 
-def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
+def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
     """Load the pairs, build tokenizer and model, and wire batches, loss and evaluation;
-    ``card_metadata`` is what the job records (:meth:`~hfattn.tasks.base.Task.card_metadata`)."""
+    ``task`` gives the card metadata the job records."""
     d = recipe.data
     pairs = load_pairs(d)
     train_sources, train_targets = pairs["train"]
     tokenizer = build_tokenizer(recipe, train_sources, train_targets)
-    config = validate_model_section(recipe.model)
-    config.vocab_size = len(tokenizer)
+    config = sized_model_config(recipe, tokenizer)
     if getattr(config, "decoder_vocab_size", None) is not None:  # Marian's separate size
         config.decoder_vocab_size = len(tokenizer)
-    for name in ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id"):
-        setattr(config, name, getattr(tokenizer, name))
     config.decoder_start_token_id = tokenizer.bos_token_id
     if hasattr(config, "max_source_positions") and "max_source_positions" not in recipe.model:
         config.max_source_positions = d.max_source_length
@@ -140,7 +142,9 @@ def build_job(recipe: TranslationRecipe, card_metadata: dict) -> TrainingJob:
         final_evaluate=final_evaluate,
         eval_splits=tuple(e.splits),
         sample=sample,
-        card_metadata=card_metadata,
+        card_metadata=task.card_metadata(
+            DATASET_NAMES.get(d.source, (d.source,) * 2), METRIC_NAMES
+        ),
     )
 
 

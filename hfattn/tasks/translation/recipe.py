@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...data.translation import check_pair_source
 from ...field_checks import require, require_choice, require_positive
-from ...schema import (
+from ...recipes.schema import (
     BuiltTokenizerSection,
     EvaluationSection,
     GenerationSection,
@@ -38,7 +39,7 @@ REPORTED_METRICS = tuple(METRIC_NAMES)
 
 @dataclass
 class Seq2SeqTokenizerSection(BuiltTokenizerSection):
-    """``tokenizer:`` — built on the training pairs (:class:`~hfattn.schema.BuiltTokenizerSection`):
+    """``tokenizer:`` — built on the training pairs (:class:`~hfattn.recipes.schema.BuiltTokenizerSection`):
     one vocabulary for both languages (``joint``) or one per language merged into one id
     space."""
 
@@ -78,7 +79,7 @@ class PairDataSection:
 
 @dataclass
 class TranslationTrainingSection(TrainingSection):
-    """``training:`` — :class:`~hfattn.schema.TrainingSection`, the length that groups pairs
+    """``training:`` — :class:`~hfattn.recipes.schema.TrainingSection`, the length that groups pairs
     into batches (``group_by_length``) and batches cut by size: ``max_tokens`` (``null``:
     ``batch_size`` pairs a batch)."""
 
@@ -188,6 +189,13 @@ class TranslationRecipe(RecipeBase):
 
 RECIPE_CLASS = TranslationRecipe
 
+
+def check_data_source(source: str) -> None:
+    """``data.source`` must name sentence pairs that this task can load
+    (:func:`hfattn.data.translation.check_pair_source`), checked before any data is read."""
+    check_pair_source(source)
+
+
 __all__ = [
     "METRIC_NAMES",
     "ON_TOO_LONG",
@@ -200,4 +208,5 @@ __all__ = [
     "TranslationGenerationSection",
     "TranslationRecipe",
     "TranslationTrainingSection",
+    "check_data_source",
 ]

@@ -13,14 +13,7 @@ from ...training.job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
 from .encoding import load_pairs
-from .recipe import METRIC_NAMES, RECIPE_CLASS, TranslationRecipe
-
-DATASET_NAMES = {
-    "bible": ("Bible en-es (World English Bible / Reina-Valera 1909)", "sword-bible-en-es"),
-    "dates": ("CLDR dates en-es (babel)", "hfattn-dates-en-es"),
-    "numbers": ("Numbers in words en-es (num2words)", "hfattn-numbers-en-es"),
-    "date-normalization": ("Date normalisation (Géron)", "hfattn-date-normalization"),
-}
+from .recipe import RECIPE_CLASS, TranslationRecipe
 
 
 class TranslationTask(Task):
@@ -56,9 +49,7 @@ class TranslationTask(Task):
     def build_job(self, recipe: TranslationRecipe) -> TrainingJob:
         """Load the pairs, build tokenizer and model, and wire batches, loss and evaluation
         (:func:`hfattn.tasks.translation.job.build_job`)."""
-        source = recipe.data.source
-        dataset = DATASET_NAMES.get(source, (source,) * 2)
-        return job.build_job(recipe, self.card_metadata(dataset, METRIC_NAMES))
+        return job.build_job(recipe, self)
 
     def generation_defaults(self, recipe: TranslationRecipe) -> dict:
         """Beam width, length and sampling settings saved in ``generation_config.json``."""
@@ -97,4 +88,4 @@ class TranslationTask(Task):
 
 TASK = TranslationTask()
 
-__all__ = ["DATASET_NAMES", "TASK", "TranslationTask"]
+__all__ = ["TASK", "TranslationTask"]

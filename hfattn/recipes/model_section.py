@@ -1,5 +1,5 @@
 """The recipe's ``model:`` section: the fields of a model type's config class, or a pretrained
-checkpoint (:mod:`hfattn.pretrained`).
+checkpoint (``model: <hub id | folder>``, loaded by :mod:`hfattn.pretrained`).
 
 :func:`validate_model_section` checks every key and value type against the config class of
 ``model.type`` (a key the config does not have, a string where it wants an int) and builds the
@@ -8,6 +8,7 @@ config, so that a bad model section fails when the recipe is loaded, naming the 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import sys
@@ -15,11 +16,40 @@ import types
 import typing
 from typing import Any
 
-from .family_facts import load_models_module
-from .field_checks import RecipeError, did_you_mean, require
-from .pretrained import check_pretrained_section, is_pretrained
+from ..family_facts import load_models_module
+from ..field_checks import RecipeError, did_you_mean, require
 
 logger = logging.getLogger(__name__)
+
+
+PRETRAINED_KEYS = ("pretrained", "revision")
+"""The keys a pretrained ``model:`` section may hold."""
+
+
+def normalize_model_section(model: Any) -> Any:
+    """``model: "<id or folder>"`` → ``{"pretrained": "<id or folder>"}``; anything else as is."""
+    return {"pretrained": model} if isinstance(model, str) else model
+
+
+def is_pretrained(model: dict[str, Any]) -> bool:
+    """Whether a recipe's ``model:`` section names a pretrained checkpoint."""
+    return "pretrained" in model
+
+
+def check_pretrained_section(model: dict[str, Any]) -> None:
+    """Only :data:`PRETRAINED_KEYS`, and ``pretrained`` a non-empty string."""
+    for key in model:
+        require(
+            key in PRETRAINED_KEYS,
+            f"model.{key}",
+            f"does not apply to a pretrained model (allowed: {', '.join(PRETRAINED_KEYS)})",
+        )
+    name = model["pretrained"]
+    require(
+        isinstance(name, str) and bool(name.strip()),
+        "model.pretrained",
+        f"must be a Hub id or a local folder, got {name!r}",
+    )
 
 
 def check_model_choices(model: dict[str, Any]) -> None:
@@ -55,7 +85,7 @@ def validate_model_section(model: dict[str, Any]):
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from . import models  # noqa: F401  (registers the model types; torch: seconds, imported on use)
+    from .. import models  # noqa: F401  (registers the model types; torch: seconds, imported on use)
 
     model = dict(model)
     if is_pretrained(model):
@@ -109,6 +139,21 @@ def validate_model_section(model: dict[str, Any]):
         raise RecipeError(f"model.{err}") from None
 
 
+SPECIAL_TOKEN_IDS = ("pad_token_id", "unk_token_id", "bos_token_id", "eos_token_id")
+"""The token ids a model config takes from the tokenizer it is trained with."""
+
+
+def sized_model_config(recipe, tokenizer, special_tokens: tuple[str, ...] = SPECIAL_TOKEN_IDS):
+    """A copy of the model config the recipe was loaded with (``recipe.model_config``, built
+    once by :func:`hfattn.recipes.load_recipe`), sized to ``tokenizer``: its vocabulary size and
+    the ids of its ``special_tokens``. The recipe's own config is left as it was loaded."""
+    config = copy.deepcopy(recipe.model_config)
+    config.vocab_size = len(tokenizer)
+    for name in special_tokens:
+        setattr(config, name, getattr(tokenizer, name))
+    return config
+
+
 _SCALARS = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
 
 
@@ -145,4 +190,13 @@ def _type_name(hint) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
-__all__ = ["check_model_choices", "validate_model_section"]
+__all__ = [
+    "PRETRAINED_KEYS",
+    "SPECIAL_TOKEN_IDS",
+    "check_model_choices",
+    "check_pretrained_section",
+    "is_pretrained",
+    "normalize_model_section",
+    "sized_model_config",
+    "validate_model_section",
+]

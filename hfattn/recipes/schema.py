@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
-from .family_facts import load_models_module
-from .field_checks import (
+from ..family_facts import load_models_module
+from ..field_checks import (
     RecipeError,
     require,
     require_choice,
@@ -29,7 +29,7 @@ from .field_checks import (
     require_positive,
     require_reported_metric,
 )
-from .training.schedules import SCHEDULES
+from ..training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 ON_NONFINITE_LOSS = ("stop", "skip")
@@ -136,7 +136,7 @@ class TrainingSection:
         return not self.metric_for_best_model.endswith("loss")
 
     def __post_init__(self):
-        from .training.optim import OPTIMIZERS  # torch: not needed to import the sections
+        from ..training.optim import OPTIMIZERS  # torch: not needed to import the sections
 
         require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
         require(
@@ -429,6 +429,12 @@ class RecipeBase:
     field of that model's config (``vocab_size`` comes from the tokenizer), or ``pretrained``
     (a Hub id or local folder, :mod:`hfattn.pretrained`; ``model: <id>`` is shorthand for it).
     ``lora`` (optional) trains a PEFT LoRA adapter instead of every weight."""
+
+    model_config: ClassVar[Any] = None
+    """The model config that ``model:`` builds, once, when the recipe is loaded
+    (:func:`hfattn.recipes.load_recipe`; its vocabulary size a placeholder until the task's
+    tokenizer sets it), or ``None`` for a pretrained checkpoint. Not a recipe field: it is
+    neither read from the YAML nor written back (:meth:`to_yaml`)."""
 
     name: str = "experiment"
     task: str = "causal-lm"

@@ -2,10 +2,10 @@
 
 :func:`load_recipe` reads the YAML (plus ``--set key=value`` overrides), finds its ``task:``
 (:data:`TASK_PACKAGES`) and merges everything into that task's structured recipe class
-(:class:`~hfattn.schema.RecipeBase` + the task's own sections, declared in the task's light
+(:class:`~hfattn.recipes.schema.RecipeBase` + the task's own sections, declared in the task's light
 ``recipe`` module). Unknown keys and wrong types are rejected with the dotted name of the
 field; value checks (ranges, choices) follow in each section's ``__post_init__``; ``model:`` is
-checked against its config class (:mod:`hfattn.model_section`). :func:`recipe_outline` reads
+checked against its config class (:mod:`hfattn.recipes.model_section`). :func:`recipe_outline` reads
 the few fields that the checks before training need, in a fraction of a second.
 
 Parsing only: a run from its recipe is :mod:`hfattn.orchestration`'s.
@@ -26,9 +26,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .field_checks import require_known_key
-from .model_section import check_model_choices, validate_model_section
-from .pretrained import normalize_model_section
+from ..field_checks import require_known_key
+from .model_section import check_model_choices, normalize_model_section, validate_model_section
 from .schema import (
     HubSection,
     RecipeBase,
@@ -119,7 +118,9 @@ def _read_yaml(path: Path):
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RecipeBase:
-    """Read a recipe YAML, apply ``key=value`` overrides and validate everything.
+    """Read a recipe YAML, apply ``key=value`` overrides and validate everything, once: the
+    recipe it returns carries the model config built from ``model:`` (``recipe.model_config``,
+    ``None`` for a pretrained checkpoint), from which the task's job builds the model.
 
     Raises:
         RecipeError: naming the offending field (``training.batch_size: ...``).
@@ -147,8 +148,15 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         recipe = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         raise _field_error(err, path) from None
-    validate_model_section(recipe.model)
+    recipe.model_config = validate_model_section(recipe.model)
     return recipe
+
+
+def field_hints(cls: type) -> dict[str, Any]:
+    """The type hints of the fields of the recipe (or section) class ``cls``: a ``ClassVar``
+    (:attr:`~hfattn.recipes.schema.RecipeBase.model_config`) is no field a recipe may set."""
+    hints = typing.get_type_hints(cls)
+    return {k: v for k, v in hints.items() if typing.get_origin(v) is not typing.ClassVar}
 
 
 def _shape(hint) -> str | None:
@@ -163,7 +171,7 @@ def _shape(hint) -> str | None:
 
 def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
     """Every key of ``given`` (a recipe as plain data) must be a field of the recipe class
-    ``cls`` (its nested sections included, ``model:`` aside: :mod:`hfattn.model_section`),
+    ``cls`` (its nested sections included, ``model:`` aside: :mod:`hfattn.recipes.model_section`),
     every section a mapping and every list field a list.
 
     OmegaConf would name an unknown key without saying what the section has, report a scalar
@@ -174,7 +182,7 @@ def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
         RecipeError: ``training.lerning_rate: not a field of training (...); did you mean
             'learning_rate'?`` or ``training: expected a mapping of fields, got int 5``.
     """
-    hints = typing.get_type_hints(cls)
+    hints = field_hints(cls)
     for key, value in given.items():
         name = f"{prefix}{key}"
         require_known_key(key, name, hints, prefix.rstrip(".") or "a recipe")
@@ -232,7 +240,7 @@ class RecipeOutline:
     task: str
     output_dir: str
     training: Any
-    """The recipe's :class:`~hfattn.schema.TrainingSection` fields (an OmegaConf mapping)."""
+    """The recipe's :class:`~hfattn.recipes.schema.TrainingSection` fields (an OmegaConf mapping)."""
     hub: HubSection
     data: types.SimpleNamespace
 
@@ -243,7 +251,7 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
 
     Every key of every section is checked against the task's recipe class (its light
     ``recipe`` module), every section's values against their types, and the attention score
-    that ``model:`` names (:func:`~hfattn.model_section.check_model_choices`); the value checks
+    that ``model:`` names (:func:`~hfattn.recipes.model_section.check_model_choices`); the value checks
     of the sections and the rest of ``model:`` are :func:`load_recipe`'s.
 
     Raises:
@@ -253,7 +261,7 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     """
     path = Path(path)
     task, given = _given_recipe(path, overrides)
-    hints = typing.get_type_hints(recipe_class(task))
+    hints = field_hints(recipe_class(task))
     base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
     try:
         recipe = OmegaConf.to_object(

@@ -1,0 +1,24 @@
+"""Recipes: one YAML file per experiment, read and checked once, before anything is trained.
+
+The package holds every piece of recipe parsing:
+
+- :mod:`~hfattn.recipes.schema`: the sections every task shares (``training:``, ``hub:``,
+  ``lora:``, the bases of ``evaluation:`` / ``generation:`` / ``tokenizer:`` / ``data:``) and
+  :class:`~hfattn.recipes.schema.RecipeBase`, whose subclasses the tasks declare;
+- :mod:`~hfattn.recipes.model_section`: the ``model:`` section, checked against its model
+  type's config class (which it builds) or naming a pretrained checkpoint;
+- :mod:`~hfattn.recipes.loading`: :func:`load_recipe` (the YAML, its ``--set`` overrides, every
+  check, the built model config on ``recipe.model_config``) and :func:`recipe_outline` (the
+  few fields the checks before training read, without torch).
+
+The field checks themselves (:class:`RecipeError`, ``require*``) live in
+:mod:`hfattn.field_checks`, below the data and training layers that use them too.
+"""
+
+from __future__ import annotations
+
+from . import loading
+from .loading import *  # noqa: F403  (its public names: loading.__all__)
+from .schema import RecipeBase
+
+__all__ = [*loading.__all__, "RecipeBase"]

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 from benchlib import BenchReport, add_json_argument
 
-from hfattn.orchestration import build_job
+from hfattn.orchestration.run import build_job
 from hfattn.recipes import load_recipe
 from hfattn.training.engine import trained_tokens
 from hfattn.training.host_memory import freed_memory_kept

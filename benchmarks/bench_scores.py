@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchlib import BenchReport, add_json_argument
 
-from hfattn.run_folder import eval_results_path
+from hfattn.storage.run_folder import eval_results_path
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "bahdanau_date_normalization.yaml"
 

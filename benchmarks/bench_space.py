@@ -29,7 +29,7 @@ from pathlib import Path
 
 from benchlib import BenchReport, add_json_argument
 
-from hfattn.model_folder import CONFIG_FILE
+from hfattn.storage.model_folder import CONFIG_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

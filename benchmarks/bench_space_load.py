@@ -221,7 +221,7 @@ def bible_size_run(out: Path, quantization: str) -> Path:
     from bench_vaswani import make_models
 
     from hfattn.export.folder import export_ctranslate2
-    from hfattn.run_folder import CTRANSLATE2_DIR
+    from hfattn.storage.run_folder import CTRANSLATE2_DIR
 
     model = make_models(BIBLE, VOCAB, MAX_POSITIONS, "cpu")[0].eval()
     model.generation_config.num_beams = 4  # the Bible recipe's decoding defaults

@@ -33,7 +33,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from hfattn.run_folder import eval_results_path, metrics_path
+from hfattn.storage.run_folder import eval_results_path, metrics_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "char_rnn_shakespeare.yaml"

@@ -16,7 +16,7 @@ target`` (``comparison``), ``None`` where the measure has no target. ``series`` 
 points of the charts (time against sequence length or batch size). A script that cannot run
 here (data or a Debian package missing) writes ``not_run`` with the reason and exits 0.
 
-No torch import here (only :mod:`hfattn.machine`, which needs nothing beyond the standard
+No torch import here (only :mod:`hfattn.common.machine`, which needs nothing beyond the standard
 library): ``run_all.py`` uses this module in a light process.
 """
 
@@ -30,7 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hfattn.machine import provenance
+from hfattn.common.machine import provenance
 
 COMPARISONS = (">=", "<=")
 SERIES_KINDS = ("seq_len", "batch")
@@ -188,7 +188,7 @@ class BenchReport:
 
     def to_dict(self) -> dict:
         """The JSON object of the module docstring, with the run's ``provenance``: the hfattn
-        commit, the command line, the date and the machine (:func:`hfattn.machine.provenance`;
+        commit, the command line, the date and the machine (:func:`hfattn.common.machine.provenance`;
         the GPU's name on ``cuda``)."""
         return {
             "benchmark": self.benchmark,

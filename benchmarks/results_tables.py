@@ -18,11 +18,11 @@ A figure is read from one file by one of:
 - ``key="a.b.c"``: a plain JSON path.
 
 The machine of a row is the one its first file records (the ``provenance`` block that
-:mod:`hfattn.machine` writes into every new results file, in words by
-:func:`hfattn.machine.machine_words`); a file written before files recorded it falls back to
+:mod:`hfattn.common.machine` writes into every new results file, in words by
+:func:`hfattn.common.machine.machine_words`); a file written before files recorded it falls back to
 the row's ``machine``.
 
-No torch import (only :mod:`hfattn.machine`, standard library only): the docs build and the
+No torch import (only :mod:`hfattn.common.machine`, standard library only): the docs build and the
 tests read this module in a light process.
 """
 
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `make results` runs with any python3, hfattn not installed
     sys.path.insert(0, str(ROOT))
 
-from hfattn.machine import machine_words  # noqa: E402
+from hfattn.common.machine import machine_words  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"

@@ -53,7 +53,7 @@ from pathlib import Path
 
 from benchlib import is_met, write_atomically
 
-from hfattn.machine import describe_machine, machine_words
+from hfattn.common.machine import describe_machine, machine_words
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -275,7 +275,7 @@ print(json.dumps(info))
 
 
 def machine() -> dict:
-    """This machine (:func:`hfattn.machine.describe_machine`: CPU model, cores, instruction
+    """This machine (:func:`hfattn.common.machine.describe_machine`: CPU model, cores, instruction
     set) with its RAM (Linux ``/proc/meminfo``) and load."""
     ram = None
     try:

@@ -32,7 +32,7 @@ VERBOSE_HELP = (
     "also show the other libraries' messages and progress bars (transformers, datasets, "
     "huggingface_hub, accelerate) and hfattn's debug messages"
 )
-"""``-v`` / ``--verbose``, before or after the command (:mod:`hfattn.logging_setup`)."""
+"""``-v`` / ``--verbose``, before or after the command (:mod:`hfattn.commands.logging_setup`)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hfattn`` console script and of ``python -m hfattn``."""
     args = build_parser().parse_args(argv)
     from .commands.loading import allow_pickle
-    from .logging_setup import set_verbose
+    from .commands.logging_setup import set_verbose
 
     set_verbose(args.verbose)  # applied by the command's configure_logging()
 

@@ -57,7 +57,7 @@ def kill_at(point: str) -> KillAt:
 def cli_with_fault(argv: list[str], point: str | None) -> int:
     """``hfattn.cli.main(argv)`` with :func:`kill_at` ``point`` given to every recipe run (no
     fault when ``point`` is ``None``)."""
-    import hfattn.orchestration as orchestration
+    import hfattn.orchestration.run as orchestration
     from hfattn.cli import main
 
     if point is not None:

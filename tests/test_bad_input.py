@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from hfattn.cli import main
 from hfattn.recipes import RecipeBase, RecipeError, load_recipe
-from hfattn.tokenization import build_char_tokenizer
-from hfattn.translation_tokenizers import SPECIAL_TOKEN_DELIMITERS, build_translation_tokenizer
+from hfattn.tokenization.characters import build_char_tokenizer
+from hfattn.tokenization.translation import SPECIAL_TOKEN_DELIMITERS, build_translation_tokenizer
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 
@@ -385,7 +385,7 @@ def test_cli_reports_a_mutated_recipe_in_one_line(recipe, data, tmp_path, monkey
     def validated(*args, **kwargs):
         raise Validated
 
-    monkeypatch.setattr("hfattn.orchestration.run_recipe", validated)
+    monkeypatch.setattr("hfattn.orchestration.run.run_recipe", validated)
     monkeypatch.chdir(tmp_path)  # the default output_dir runs/NAME: never a run of the checkout
     mutation = data.draw(mutations(recipe_tree(recipe)), label="mutation")
     path = write_mutated(recipe, mutation, tmp_path)

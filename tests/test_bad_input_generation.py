@@ -238,7 +238,7 @@ def test_generate_text_reads_the_end_of_a_prompt_past_the_positions(gpt2_lm, cap
 
 def test_a_pretrained_recipe_leaves_room_for_the_prompt(gpt2_folder, tmp_path):
     """Checked when the model is loaded, before training, not when the sample is drawn."""
-    from hfattn.orchestration import build_job
+    from hfattn.orchestration.run import build_job
     from hfattn.recipes import RecipeError, load_recipe
 
     recipe = write_recipe(

@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from hfattn.baselines import (
+from hfattn.data.reviews_es import LABEL_NAMES, REVIEWS, STOP_WORDS_ES, load_reviews, thesis_split
+from hfattn.recipes.schema import RecipeError
+from hfattn.tasks.classification.baselines import (
     ThesisTfidfTransformer,
     build_pipeline,
     run_baseline,
     stop_words_of,
 )
-from hfattn.data.reviews_es import LABEL_NAMES, REVIEWS, STOP_WORDS_ES, load_reviews, thesis_split
-from hfattn.recipes.schema import RecipeError
 
 # Words of >= 2 letters (scikit-learn's default token pattern drops single letters).
 CORPUS = ["sol luna luna", "luna mar", "mar mar mar cielo"]

@@ -17,7 +17,7 @@ from hfattn.cli import main
 from hfattn.data import classification, text, translation
 from hfattn.data.licenses import HFATTN_GENERATED, PUBLIC_DOMAIN, UNICODE_3, declared_licenses
 from hfattn.hub import HubSettings, ModelFolderError, inspect_folder
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.recipes.schema import HubSection, RecipeError
 

@@ -6,7 +6,7 @@ from torch.nn import functional as F
 from transformers import AutoModelForCausalLM, pipeline
 
 from hfattn import CharRNNConfig, CharRNNForCausalLM
-from hfattn.tokenization import build_char_tokenizer
+from hfattn.tokenization.characters import build_char_tokenizer
 
 VOCAB = 24
 

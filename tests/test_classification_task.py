@@ -16,11 +16,11 @@ from tiny_pretrained import tiny_distilbert_folder
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from hfattn.cli import main
-from hfattn.pretrained import trainable_parameters
 from hfattn.recipes import load_recipe
 from hfattn.recipes.schema import RecipeError
 from hfattn.tasks.classification.inference import load_classifier
 from hfattn.tasks.classification.task import TASK
+from hfattn.tasks.pretrained import trainable_parameters
 from hfattn.training.engine import train
 
 GOOD = "good great happy love wonderful fine sweet merry".split()

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from tiny_runs import RECIPES, TINY_TRANSLATION_MODELS
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.recipes.schema import RecipeError
 

@@ -38,7 +38,7 @@ from hfattn.export import (
     export_ctranslate2,
 )
 from hfattn.tasks.translation.inference import translate_texts
-from hfattn.translation_tokenizers import build_translation_tokenizer
+from hfattn.tokenization.translation import build_translation_tokenizer
 
 pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed: pip install 'hfattn[serve]'"

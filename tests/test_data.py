@@ -8,7 +8,7 @@ import torch
 from hfattn.data.lm import StreamBatches, WindowBatches, encode_corpus
 from hfattn.data.shakespeare import SPLITS, load_shakespeare, play_files, play_text, split_plays
 from hfattn.data.text import load_text_splits
-from hfattn.tokenization import build_char_tokenizer
+from hfattn.tokenization.characters import build_char_tokenizer
 
 
 def test_plays_are_split_by_whole_play():

@@ -1,5 +1,5 @@
 """Fail fast (issue 21): every check of ``hfattn train`` that needs neither data nor the run
-folder answers within 2 s, before torch is imported (``hfattn.orchestration.check_before_training``
+folder answers within 2 s, before torch is imported (``hfattn.orchestration.run.check_before_training``
 on the recipe's outline); the run folder is checked once the recipe is fully loaded, so that
 any bad field comes first; a ``data.source`` typo fails at once for every task; a time-bounded run's progress
 bar follows the clock to 100 %; other libraries' noise is quiet unless ``hfattn -v``.
@@ -234,7 +234,7 @@ def test_every_shipped_recipe_passes_the_outline_without_torch():
 def test_the_torch_free_score_names_are_the_registered_scores():
     """:data:`SCORE_NAMES` (read before torch) lists :data:`SCORES` in order, and the field
     :data:`SCORE_FIELDS` names for each model type is the one its config checks."""
-    from hfattn.family_facts import load_models_module
+    from hfattn.common.family_facts import load_models_module
     from hfattn.models import AUTO_CLASSES
     from hfattn.models.families import SCORE_FIELDS
     from hfattn.models.score_names import SCORE_NAMES
@@ -484,11 +484,16 @@ def test_other_libraries_are_quiet_by_default_and_back_with_verbose(clocked_run,
     run, err = clocked_run
     assert list((run / "checkpoints").glob("step-*"))  # checkpoints with a shared tensor
     assert not [noise for noise in NOISE if noise in err], err
-    assert "INFO hfattn.tokenization: char tokenizer:" in err  # hfattn's own messages stay
+    assert (
+        "INFO hfattn.tokenization.characters: char tokenizer:" in err
+    )  # hfattn's own messages stay
 
     quiet = cli(["generate", str(run), "--prompt", "Zoë:\n", "--max-new-tokens", "5"], tmp_path)
     assert quiet.stdout.startswith("Zoë:\n")
-    assert "WARNING hfattn.tokenization: prompt characters not in the vocabulary" in quiet.stderr
+    assert (
+        "WARNING hfattn.tokenization.characters: prompt characters not in the vocabulary"
+        in quiet.stderr
+    )
     assert not [noise for noise in NOISE if noise in quiet.stderr], quiet.stderr
     loud = cli(
         ["-v", "generate", str(run), "--prompt", "Zoë:\n", "--max-new-tokens", "5"], tmp_path

@@ -32,9 +32,9 @@ from tiny_runs import TINY_TRANSLATION_MODELS
 
 from hfattn.cli import main
 from hfattn.hub import HubPushError, push_model_folder
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
-from hfattn.run_folder import latest_checkpoint
+from hfattn.storage.run_folder import latest_checkpoint
 
 SAVE_EVERY = 4
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
@@ -44,7 +44,7 @@ _SERVER.set_forkserver_preload(
     [
         "fault_injection",
         "hfattn.cli",
-        "hfattn.orchestration",
+        "hfattn.orchestration.run",
         "hfattn.recipes",
         "hfattn.tasks",
         "hfattn.training.engine",

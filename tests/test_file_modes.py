@@ -1,6 +1,6 @@
 """hfattn's files get the mode a plain ``open`` gives (``0o666 & ~umask``), not the private
 ``0o600`` of a temporary file or of ``safetensors``' writer, and a failed write leaves no
-partial file (:mod:`hfattn.fileio`, the one home of file writes)."""
+partial file (:mod:`hfattn.storage.atomic`, the one home of file writes)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from recipe_helpers import write_recipe
 
 from hfattn import fileio
 from hfattn.cli import main
-from hfattn.plotting import plot
+from hfattn.plotting.figures import plot
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from tiny_pretrained import tiny_gpt2_folder
 from hfattn.cli import main as cli_main
 from hfattn.data.lm import PackedBlocks, count_characters, encode_corpus
 from hfattn.data.shakespeare import play_text
-from hfattn.orchestration import build_job, run_recipe
+from hfattn.orchestration.run import build_job, run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.recipes.schema import RecipeError
 
@@ -205,7 +205,7 @@ def test_bits_per_char_is_total_nats_over_characters(full_run, corpus):
 
 # ---- LoRA ----------------------------------------------------------------------------------
 def test_lora_trains_only_the_adapter(lora_run, base_folder, corpus, tmp_path):
-    from hfattn.pretrained import trainable_parameters
+    from hfattn.tasks.pretrained import trainable_parameters
 
     losses = _train_losses(lora_run)
     assert losses[-1] < losses[0] - 0.3

@@ -9,7 +9,7 @@ import torch
 from recipe_helpers import write_recipe
 from test_training import assert_same_weights
 
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.training import host_memory
 from hfattn.training.host_memory import freed_memory_kept, glibc

@@ -346,7 +346,7 @@ def lora_run(tmp_path) -> tuple[Path, Path]:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from hfattn.tokenization import build_char_tokenizer
+    from hfattn.tokenization.characters import build_char_tokenizer
 
     torch.manual_seed(0)
     tokenizer = build_char_tokenizer("abcdefghijklmnopqrstuvwxyz ROMEO:")
@@ -435,7 +435,7 @@ def test_merge_refused_for_full_model(char_rnn_run, tmp_path):
 def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
     from recipe_helpers import write_recipe
 
-    from hfattn.orchestration import run_recipe
+    from hfattn.orchestration.run import run_recipe
     from hfattn.recipes import load_recipe
 
     recipe = write_recipe(

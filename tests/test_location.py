@@ -1,7 +1,7 @@
-"""One rule for "is this a local path or a Hub id?" (:mod:`hfattn.location`), shared by the
+"""One rule for "is this a local path or a Hub id?" (:mod:`hfattn.storage.location`), shared by the
 model commands (:func:`hfattn.commands.loading.locate_model`), the recipe's ``data.source``
 (:func:`hfattn.data.sources.check_source`) and the Hub card (:mod:`hfattn.hub.folder`); and the
-file names of a model folder (:mod:`hfattn.model_folder`), which are those of transformers and
+file names of a model folder (:mod:`hfattn.storage.model_folder`), which are those of transformers and
 peft."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import transformers.utils
 from hfattn import model_folder
 from hfattn.commands.loading import ModelLoadError, locate_model
 from hfattn.data.sources import check_source
-from hfattn.location import (
+from hfattn.storage.location import (
     hub_offline,
     in_local_cache,
     is_repo_id,

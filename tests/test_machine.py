@@ -1,4 +1,4 @@
-"""Every results file says where it comes from: hfattn.machine describes the machine by what
+"""Every results file says where it comes from: hfattn.common.machine describes the machine by what
 it is (CPU model, cores, instruction set, GPU) and records the commit, command and date; the
 training summary, the baselines and the benchmark reports carry that block."""
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from hfattn.machine import (
+from hfattn.common.machine import (
     command_line,
     cpu_isa,
     cpu_model,

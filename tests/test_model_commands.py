@@ -37,7 +37,7 @@ from test_bad_input import one_error_line
 
 from hfattn.cli import main
 from hfattn.commands.loading import ModelLoadError, locate_model
-from hfattn.run_folder import CHECKPOINT_PREFIX, RECIPE_FILE, checkpoints_dir
+from hfattn.storage.run_folder import CHECKPOINT_PREFIX, RECIPE_FILE, checkpoints_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 REBER_RECIPE = ROOT / "recipes" / "rnn_classifier_reber.yaml"
@@ -69,8 +69,8 @@ def models(tmp_path_factory) -> dict[str, Path]:
     import hfattn
     from hfattn.tasks.classification.encoding import build_text_tokenizer, label_maps
     from hfattn.tasks.classification.recipe import ClassificationTokenizerSection
-    from hfattn.tokenization import build_char_tokenizer
-    from hfattn.translation_tokenizers import build_translation_tokenizer
+    from hfattn.tokenization.characters import build_char_tokenizer
+    from hfattn.tokenization.translation import build_translation_tokenizer
 
     root = tmp_path_factory.mktemp("models")
     torch.manual_seed(0)
@@ -304,7 +304,7 @@ def test_a_ctranslate2_export_says_which_engine_reads_it(tmp_path, capsys):
 
 
 def test_an_interrupted_run_gives_its_step_and_how_to_continue(tmp_path, capsys):
-    from hfattn.run_folder import interrupted_run_message
+    from hfattn.storage.run_folder import interrupted_run_message
 
     run = tmp_path / "run"
     (checkpoints_dir(run) / f"{CHECKPOINT_PREFIX}40").mkdir(parents=True)
@@ -547,12 +547,12 @@ def test_translate_refuses_blank_text_in_one_line(models, capsys, engine, texts,
 
 # ---- 5. what the tokenizer cannot represent ----------------------------------------------------
 def unknown_warnings(caplog) -> list[str]:
-    """The warnings of :func:`hfattn.tokenization.warn_unknown`, the one function that names
+    """The warnings of :func:`hfattn.tokenization.characters.warn_unknown`, the one function that names
     ``<unk>`` input for every command."""
     return [
         r.getMessage()
         for r in caplog.records
-        if (r.name, r.funcName, r.levelno) == ("hfattn.tokenization", "warn_unknown", 30)
+        if (r.name, r.funcName, r.levelno) == ("hfattn.tokenization.characters", "warn_unknown", 30)
     ]
 
 

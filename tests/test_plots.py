@@ -9,7 +9,7 @@ import pytest
 from matplotlib.image import imread
 
 from hfattn.commands import plot as plot_command
-from hfattn.plotting import DPI, FIGURE_SIZES, PLOTS, plot
+from hfattn.plotting.figures import DPI, FIGURE_SIZES, PLOTS, plot
 
 
 @pytest.mark.parametrize("name", list(PLOTS))

@@ -186,7 +186,7 @@ def test_unreachable_hub_is_a_quick_model_pretrained_error(monkeypatch, hub):
     import huggingface_hub.constants as hub_constants
     import huggingface_hub.file_download  # noqa: F401  (imported before the clock starts)
 
-    from hfattn.pretrained import HUB_PROBE_TIMEOUT_S, resolve_pretrained
+    from hfattn.tasks.pretrained import HUB_PROBE_TIMEOUT_S, resolve_pretrained
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

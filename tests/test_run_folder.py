@@ -1,4 +1,4 @@
-"""A run is its folder (:mod:`hfattn.run_folder`): ``hfattn train --resume FOLDER`` continues
+"""A run is its folder (:mod:`hfattn.storage.run_folder`): ``hfattn train --resume FOLDER`` continues
 it from the recipe stored there, the interrupt hint says exactly that, a recipe that is not
 the run's is refused before anything slow loads (naming the fields), ``--resume --overwrite``
 is one clear error, an intact checkpoint that does not fit the recipe is not called damaged,
@@ -16,9 +16,9 @@ from recipe_helpers import write_recipe
 
 from hfattn import orchestration, run_folder
 from hfattn.cli import main
-from hfattn.model_folder import CONFIG_FILE
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
+from hfattn.storage.model_folder import CONFIG_FILE
 from hfattn.tasks import get_task
 
 STOP_AT = 3

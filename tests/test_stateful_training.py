@@ -14,7 +14,7 @@ from recipe_helpers import write_recipe
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfattn.data.lm import encode_corpus
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 
 pytestmark = pytest.mark.slow

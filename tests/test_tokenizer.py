@@ -5,7 +5,7 @@ import logging
 import pytest
 from transformers import AutoTokenizer
 
-from hfattn.tokenization import (
+from hfattn.tokenization.characters import (
     SPECIAL_TOKENS,
     build_char_tokenizer,
     count_unknown_chars,
@@ -51,7 +51,7 @@ def test_saved_tokenizer_loads_with_autotokenizer(tmp_path):
 def test_prompt_encoding_handles_empty_and_unknown(caplog):
     tok = build_char_tokenizer(TEXT)
     assert encode_prompt(tok, "") == [tok.bos_token_id]
-    with caplog.at_level(logging.WARNING, logger="hfattn.tokenization"):
+    with caplog.at_level(logging.WARNING, logger="hfattn.tokenization.characters"):
         ids = encode_prompt(tok, "RZ")
     assert ids == [tok.convert_tokens_to_ids("R"), tok.unk_token_id]
     assert "'Z'" in caplog.text

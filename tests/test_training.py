@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from hfattn.cli import main
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 
 
@@ -428,7 +428,7 @@ def test_averaged_checkpoints_compete_with_the_best_checkpoint(tmp_path):
     """``training.average_checkpoints: 3``: the mean of the newest three checkpoints is scored
     on validation (a ``validation-averaged`` record naming their steps) and is the saved
     model exactly when its loss beats every single validation."""
-    from hfattn.run_folder import complete_checkpoints
+    from hfattn.storage.run_folder import complete_checkpoints
     from hfattn.training.checkpoints import average_checkpoint_weights
 
     training = {"max_steps": 30, "eval_every": 10, "save_every": 5, "keep_checkpoints": 3,

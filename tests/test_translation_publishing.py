@@ -49,7 +49,7 @@ def translation_run(tmp_path_factory) -> Path:
     from recipe_helpers import write_recipe
     from tiny_runs import TINY_TRANSLATION_MODELS
 
-    from hfattn.orchestration import run_recipe
+    from hfattn.orchestration.run import run_recipe
     from hfattn.recipes import load_recipe
 
     run = tmp_path_factory.mktemp("runs") / f"{MODEL}_tiny"

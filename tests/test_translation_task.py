@@ -19,12 +19,12 @@ from hfattn.cli import main
 from hfattn.data.seq2seq import IGNORE_INDEX, PairBatches
 from hfattn.evaluation import load_metric
 from hfattn.evaluation.translation import teacher_forced_scores
-from hfattn.orchestration import run_recipe
+from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import RecipeError, load_recipe
 from hfattn.tasks import TASK_NAMES, get_task
 from hfattn.tasks.translation.encoding import SourceTooLongError, encode_sources, reference_text
 from hfattn.tasks.translation.inference import translate_texts
-from hfattn.translation_tokenizers import build_translation_tokenizer
+from hfattn.tokenization.translation import build_translation_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -237,8 +237,8 @@ def test_training_by_max_tokens_trains_the_size_cut_batches_in_order(tmp_path):
     setting."""
     from tiny_runs import build_translation_run
 
-    from hfattn.orchestration import build_job
-    from hfattn.run_folder import metrics_path
+    from hfattn.orchestration.run import build_job
+    from hfattn.storage.run_folder import metrics_path
 
     out = build_translation_run(
         tmp_path / "by_size",

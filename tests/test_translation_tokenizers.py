@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from hfattn.data.translation import load_translation_splits
-from hfattn.translation_tokenizers import build_translation_tokenizer, unknown_rate
+from hfattn.tokenization.translation import build_translation_tokenizer, unknown_rate
 
 PAIRS = [
     {"en": "I love you.", "es": "Te quiero."},
@@ -161,6 +161,6 @@ def test_bad_arguments():
 def test_recipe_check_accepts_exactly_the_kinds_the_builder_builds():
     """The light recipe schema keeps its own list (it must not import ``tokenizers``)."""
     from hfattn.recipes.schema import TOKENIZER_KINDS
-    from hfattn.translation_tokenizers import KINDS
+    from hfattn.tokenization.translation import KINDS
 
     assert TOKENIZER_KINDS == KINDS

@@ -260,7 +260,7 @@ def test_space_selectors_are_a_single_choice_for_bahdanau(vaswani_space, vaswani
 def test_plot_attention_layer_and_head(vaswani_run, tmp_path, capsys):
     from matplotlib.image import imread
 
-    from hfattn.plotting import attention_figure
+    from hfattn.plotting.figures import attention_figure
 
     model, tokenizer = _load(vaswani_run)
     _, _, maps = reference_maps(model, tokenizer, SENTENCES[1], 1, max_new_tokens=64)
@@ -302,7 +302,7 @@ def test_plot_attention_is_unchanged_for_bahdanau(vaswani_run, tmp_path, capsys)
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from hfattn import BahdanauConfig
-    from hfattn.plotting import attention_figure
+    from hfattn.plotting.figures import attention_figure
 
     tokenizer = AutoTokenizer.from_pretrained(vaswani_run)
     config = BahdanauConfig(vocab_size=len(tokenizer), embedding_dim=8, encoder_hidden_size=8)

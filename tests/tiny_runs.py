@@ -35,7 +35,7 @@ def build_char_rnn_run(
     with_results: bool = True,
 ) -> Path:
     """Train a tiny GRU char-RNN with ``run_recipe`` for ``steps`` steps into ``out``."""
-    from hfattn.orchestration import run_recipe
+    from hfattn.orchestration.run import run_recipe
     from hfattn.recipes import load_recipe
 
     out = Path(out)
@@ -102,7 +102,7 @@ def build_translation_run(
     """Train a tiny translation model on a small generated task with ``run_recipe``
     (``training`` overrides fields of the recipe's ``training:`` section; ``tokenizer`` is the
     ``tokenizer:`` section, characters by default)."""
-    from hfattn.orchestration import run_recipe
+    from hfattn.orchestration.run import run_recipe
     from hfattn.recipes import load_recipe
 
     out = Path(out)

@@ -1,5 +1,5 @@
 """``hfattn baseline RECIPE.yaml [--vectorizer ...] [--classifier ...]``: the classic
-bag-of-words / TF-IDF + Naive Bayes / linear SVM baselines (:mod:`hfattn.baselines`) on a
+bag-of-words / TF-IDF + Naive Bayes / linear SVM baselines (:mod:`hfattn.tasks.classification.baselines`) on a
 classification recipe's data, splits and metric files."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 from .arguments import add_recipe_arguments
 from .loading import load_recipe_or_report, report_error
 
-# Literal copies of hfattn.baselines' choices: importing it here would load scikit-learn for
+# Literal copies of hfattn.tasks.classification.baselines' choices: importing it here would load scikit-learn for
 # `hfattn --help` (tests/test_baselines.py checks that both stay equal).
 VECTORIZER_CHOICES = ("count", "tfidf", "tfidf-thesis")
 CLASSIFIER_CHOICES = ("nb", "svm", "linear-svc")
@@ -101,16 +101,16 @@ def run(args: argparse.Namespace) -> int:
 
 def run_pairs(recipe, args: argparse.Namespace) -> list:
     """``[(folder, BaselineResult)]`` of every ``--vectorizer`` × ``--classifier`` pair, each
-    written to its folder with the recipe (:func:`hfattn.baselines.write_baseline`)."""
-    from ..baselines import (
+    written to its folder with the recipe (:func:`hfattn.tasks.classification.baselines.write_baseline`)."""
+    from ..storage.run_folder import write_recipe
+    from ..tasks import get_task
+    from ..tasks.classification.baselines import (
         DEFAULT_STOP_WORDS,
         DEFAULT_TOKENS,
         default_output_dir,
         run_baseline,
         write_baseline,
     )
-    from ..run_folder import write_recipe
-    from ..tasks import get_task
     from ..tasks.classification.encoding import DATASET_NAMES, load_data
     from ..tasks.classification.recipe import METRIC_NAMES
 

@@ -46,9 +46,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         return report_error(err)
 
-    from ..logging_setup import configure_logging
     from ..tasks.classification.inference import classify_texts
     from .loading import load_model_and_tokenizer
+    from .logging_setup import configure_logging
 
     configure_logging()
     try:

@@ -73,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from ..model_folder import ADAPTER_CONFIG_FILE, CONFIG_FILE
-    from ..orchestration import check_data_source
+    from ..orchestration.run import check_data_source
     from ..recipes import RecipeError, default_recipe, load_recipe
-    from ..run_folder import recipe_path
+    from ..storage.model_folder import ADAPTER_CONFIG_FILE, CONFIG_FILE
+    from ..storage.run_folder import recipe_path
 
     model_dir = Path(args.model_dir)
     if not any((model_dir / name).is_file() for name in (CONFIG_FILE, ADAPTER_CONFIG_FILE)):
@@ -116,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --data: {str(err).removeprefix('data.source: ')}", file=sys.stderr)
         return 2
 
-    from ..logging_setup import configure_logging
     from ..tasks import get_task
     from .loading import ModelLoadError, load_model_and_tokenizer
+    from .logging_setup import configure_logging
 
     configure_logging()
     task = get_task(recipe.task)
@@ -163,7 +163,7 @@ def _report(args: argparse.Namespace, model_dir, recipe, metrics: dict) -> int:
     import sys
 
     from ..evaluation.language_modeling import explain_zero_state
-    from ..run_folder import training_shortfall
+    from ..storage.run_folder import training_shortfall
     from .report import print_metrics
 
     title = f"{model_dir} on {args.data or recipe.data.source}"

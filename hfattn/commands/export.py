@@ -47,7 +47,7 @@ def _example(folder) -> str:
     """The first ``generation.examples`` sentence of a run folder's recipe, for the README."""
     import yaml
 
-    from ..run_folder import read_recipe
+    from ..storage.run_folder import read_recipe
 
     try:
         examples = ((read_recipe(folder) or {}).get("generation") or {}).get("examples") or []
@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     import hfattn.models  # noqa: F401  (registers the model types)
 
     from ..export.folder import export_ctranslate2
-    from ..logging_setup import configure_logging
     from .loading import load_model_and_tokenizer
+    from .logging_setup import configure_logging
 
     configure_logging()
     try:

@@ -45,10 +45,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         return report_error(err)
 
-    from ..logging_setup import configure_logging
     from ..tasks.causal_lm.inference import check_generation_settings, generate_text
-    from ..tokenization import require_text
+    from ..tokenization.characters import require_text
     from .loading import load_model_and_tokenizer
+    from .logging_setup import configure_logging
 
     try:  # bad options fail before the model is loaded
         check_generation_settings(vars(args), prefix="--")

@@ -6,13 +6,13 @@ A command that runs a recipe (``train``, ``baseline``) takes it as
 ``--set key=value`` overrides) and reads it with :func:`load_recipe_or_report`.
 
 A model is named by a local folder or a Hub repo id, and :func:`locate_model` tells which at
-once, before torch is imported (:mod:`hfattn.location`): a name that is meant as a path
+once, before torch is imported (:mod:`hfattn.storage.location`): a name that is meant as a path
 (``./x``, ``/x``, ``~/x``, ``a/b/c``, or ``runs/x`` where ``runs/`` is a local folder), that is
 no valid repo id, or any name while the Hub is offline (``HF_HUB_OFFLINE=1``) and not in the
 Hub cache, and that does not exist is ``model folder not found: runs/x``, never a minute of
 Hub retries. An existing folder that holds no model says what it lacks (``config.json``, the
 weights, the tokenizer), or, for a training run interrupted before it saved its model, the
-step it reached and how to continue it (:func:`hfattn.run_folder.interrupted_run_message`).
+step it reached and how to continue it (:func:`hfattn.storage.run_folder.interrupted_run_message`).
 A model of another task than the command's (a translation model given to ``hfattn
 generate``) is refused from its ``config.json`` before the weights are read, naming the
 command that fits it (:func:`check_model_fits`).
@@ -37,8 +37,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from ..location import hub_offline, in_local_cache, is_repo_id, looks_like_path
-from ..model_folder import (
+from ..storage.location import hub_offline, in_local_cache, is_repo_id, looks_like_path
+from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CHECKED_FILES,
@@ -163,7 +163,7 @@ def locate_model(name: str) -> Path | None:
 
     Raises:
         ModelLoadError: ``model folder not found: NAME`` for a missing folder that
-            :func:`~hfattn.location.looks_like_path`, is no valid repo id, or is not in the Hub cache while the
+            :func:`~hfattn.storage.location.looks_like_path`, is no valid repo id, or is not in the Hub cache while the
             Hub is offline; or what an existing folder lacks (:func:`check_model_folder`).
     """
     if not name.strip():
@@ -192,7 +192,7 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
             ``adapter_config.json``); no weights (a CTranslate2 export: which engine reads it);
             no tokenizer files.
     """
-    from ..run_folder import interrupted_run_message
+    from ..storage.run_folder import interrupted_run_message
 
     name = name or str(folder)
     if not folder.is_dir():
@@ -271,7 +271,7 @@ def check_model_fits(name: str, config: dict, adapter_config: dict | None, auto_
 
 
 def pickle_weights(folder: Path) -> list[Path]:
-    """The pickle weight files (:data:`~hfattn.model_folder.PICKLE_WEIGHTS`) directly in ``folder``, sorted."""
+    """The pickle weight files (:data:`~hfattn.storage.model_folder.PICKLE_WEIGHTS`) directly in ``folder``, sorted."""
     return sorted({p for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern) if p.is_file()})
 
 
@@ -309,7 +309,7 @@ def damaged_file_error(folder: Path, name: str, reason: str = "") -> ModelLoadEr
     """The error that names the first damaged file of the model ``folder`` (shown as ``name``,
     with the loader's ``reason``): ``cannot load the model in 'runs/x': runs/x/model.safetensors
     is truncated or corrupt (...)``; ``None`` when every one of its
-    :data:`~hfattn.model_folder.CHECKED_FILES` reads back."""
+    :data:`~hfattn.storage.model_folder.CHECKED_FILES` reads back."""
     damaged = first_damaged_file(folder, CHECKED_FILES)
     if damaged is None:
         return None
@@ -335,7 +335,7 @@ def read_configs(name: str, folder: Path | None) -> tuple[dict, dict | None]:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    from ..pretrained import fetch_hub_config
+    from ..tasks.pretrained import fetch_hub_config
 
     try:  # one quick probe first: an unreachable Hub fails in seconds, not after retries
         return json.loads(Path(fetch_hub_config(name)).read_text(encoding="utf-8")), None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hfattn.plotting import MODEL_PLOTS, PLOTS
+from hfattn.plotting.figures import MODEL_PLOTS, PLOTS
 
 
 def run(args: argparse.Namespace) -> int:
@@ -12,10 +12,10 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from functools import partial
 
-    from hfattn.plotting import plot
+    from hfattn.plotting.figures import plot
 
-    from ..logging_setup import configure_logging
     from .loading import load_model_and_tokenizer, locate_model, report_error
+    from .logging_setup import configure_logging
 
     configure_logging()  # transformers' "Loading weights" bar and chatter stay quiet
     params = {}

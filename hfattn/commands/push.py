@@ -53,8 +53,8 @@ def handler(args: argparse.Namespace) -> int:
     status 2, as for the other commands."""
     from hfattn.hub import HubPushError, push_model_folder
 
-    from ..logging_setup import configure_logging
     from .loading import report_error
+    from .logging_setup import configure_logging
 
     configure_logging()
 

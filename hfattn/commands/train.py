@@ -49,7 +49,7 @@ def register(subparsers) -> None:
 def _recipe_of(args: argparse.Namespace):
     """The recipe to train, or ``None`` after reporting why there is none: ``args.recipe``,
     or the recipe stored in the run folder given to ``--resume``."""
-    from ..run_folder import recipe_path, resume_command
+    from ..storage.run_folder import recipe_path, resume_command
 
     folder = args.resume if isinstance(args.resume, str) else None
     if folder is not None and args.recipe is None and Path(folder).is_file():
@@ -92,15 +92,16 @@ def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None
     """Whether the recipe file ``path`` (with ``args.overrides``; its run in ``output_dir``
     when given) passes every check that needs neither data nor the run folder, made on its
     outline before the task and torch are imported
-    (:func:`hfattn.orchestration.check_before_training`, in a fraction of a second); the first
+    (:func:`hfattn.orchestration.run.check_before_training`, in a fraction of a second); the first
     failure is reported."""
-    from ..orchestration import check_before_training
     from ..recipes import RecipeError, recipe_outline
 
     try:
         outline = recipe_outline(path, args.overrides)
         if output_dir is not None:
             outline.output_dir = output_dir
+        from ..orchestration.run import check_before_training  # after the outline's own checks
+
         check_before_training(outline, resume=bool(args.resume), overwrite=args.overwrite)
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
         report_error(err)
@@ -111,18 +112,18 @@ def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None
 def run(args: argparse.Namespace) -> int:
     """Validate the recipe, train, then print the evaluation table and a sample.
 
-    Each check is made once (:mod:`hfattn.orchestration`): on the recipe's outline, then the
+    Each check is made once (:mod:`hfattn.orchestration.run`): on the recipe's outline, then the
     full load, then the run folder, then training."""
     import sys
 
-    from ..run_folder import finished_run_message, resume_command
+    from ..storage.run_folder import finished_run_message, resume_command
 
     recipe = _recipe_of(args)
     if recipe is None:
         return 2
     resume = bool(args.resume)
 
-    from ..orchestration import check_run_folder, run_recipe
+    from ..orchestration.run import check_run_folder, run_recipe
     from ..recipes import RecipeError, load_recipe
 
     try:  # another run's folder fails here, before the model and data load
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         for change in changes:
             print(f"--resume: {change} (the run's recipe is updated)", file=sys.stderr)
 
-    from ..logging_setup import configure_logging
+    from .logging_setup import configure_logging
     from .report import print_metrics
 
     configure_logging()

@@ -65,10 +65,10 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ctranslate2":
         return _run_ctranslate2(args, texts)
 
-    from ..logging_setup import configure_logging
     from ..tasks.translation.inference import translate_texts
-    from ..tokenization import require_text, warn_unknown
+    from ..tokenization.characters import require_text, warn_unknown
     from .loading import load_model_and_tokenizer
+    from .logging_setup import configure_logging
 
     configure_logging()
     try:
@@ -99,7 +99,7 @@ def _ctranslate2_export(model: str):
     from pathlib import Path
 
     from ..export.folder import download_export, export_of
-    from ..location import looks_like_hub_id
+    from ..storage.location import looks_like_hub_id
 
     local = Path(model).expanduser().exists()
     if not local and not looks_like_hub_id(model):
@@ -117,9 +117,9 @@ def _ctranslate2_export(model: str):
 def _run_ctranslate2(args: argparse.Namespace, texts: list[str]) -> int:
     """``--engine ctranslate2``: translate with the model's CTranslate2 export."""
     from ..export.serving import CTranslate2Translation
-    from ..logging_setup import configure_logging
-    from ..tokenization import require_text, warn_unknown
+    from ..tokenization.characters import require_text, warn_unknown
     from .loading import report_error
+    from .logging_setup import configure_logging
 
     configure_logging()
     try:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..field_checks import RecipeError, require
+from ..common.field_checks import RecipeError, require
 from .sources import check_source
 
 EMBEDDED_SOURCES = {

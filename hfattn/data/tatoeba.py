@@ -30,7 +30,7 @@ import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..fileio import atomic_path, read_utf8_text
+from ..storage.atomic import atomic_path, read_utf8_text
 from .cache import hfattn_cache_dir
 
 logger = logging.getLogger(__name__)

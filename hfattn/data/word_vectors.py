@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from gensim.models import FastText, KeyedVectors, Word2Vec
 
-from ..fileio import atomic_path
 from ..models.config_checks import check_choice
+from ..storage.atomic import atomic_path
 
 METHODS = ("word2vec", "fasttext")
 ARCHITECTURES = ("cbow", "skipgram")

@@ -26,8 +26,8 @@ import torch
 from torch.nn import functional as F
 
 from ..data.seq2seq import pad_sources
-from ..fileio import atomic_write_json
-from ..run_folder import CONFUSION_MATRIX_FILE
+from ..storage.atomic import atomic_write_json
+from ..storage.run_folder import CONFUSION_MATRIX_FILE
 from . import load_metric
 
 
@@ -81,7 +81,7 @@ def classification_scores(logits: torch.Tensor, labels: Sequence[int]) -> dict:
 def label_scores(predictions: Sequence[int], references: Sequence[int]) -> dict:
     """Accuracy, macro-F1 (see the module docstring) and the number of examples of predicted
     labels against their references; a classifier's (:func:`classification_scores`) and a
-    baseline's (:func:`hfattn.baselines.run_baseline`)."""
+    baseline's (:func:`hfattn.tasks.classification.baselines.run_baseline`)."""
     accuracy = load_metric("accuracy").compute(predictions=predictions, references=references)
     f1 = load_metric("f1").compute(predictions=predictions, references=references)
     return {

@@ -16,9 +16,9 @@ import json
 import os
 from pathlib import Path
 
-from ..fileio import atomic_dir
-from ..model_folder import TOKENIZER_FILE
-from ..run_folder import CTRANSLATE2_DIR
+from ..storage.atomic import atomic_dir
+from ..storage.model_folder import TOKENIZER_FILE
+from ..storage.run_folder import CTRANSLATE2_DIR
 from .checks import check_exportable, check_output_folder, check_quantization
 from .decoding import DecodingSettings
 from .engine import require_ctranslate2
@@ -145,7 +145,7 @@ def is_export(folder: str | Path) -> bool:
 
 def export_of(model: str | Path) -> Path | None:
     """The CTranslate2 export that serves ``model``: the folder itself when it is one, else its
-    ``ct2/`` sub-folder (:data:`hfattn.run_folder.CTRANSLATE2_DIR`) when that is one, else
+    ``ct2/`` sub-folder (:data:`hfattn.storage.run_folder.CTRANSLATE2_DIR`) when that is one, else
     ``None``."""
     folder = Path(model).expanduser()
     for candidate in (folder, folder / CTRANSLATE2_DIR):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..model_folder import GENERATION_CONFIG_FILE
+from ..storage.model_folder import GENERATION_CONFIG_FILE
 from ..tasks.translation.encoding import encode_sources, load_pairs
 from .checks import QUANTIZATIONS
 from .decoding import DecodingSettings
@@ -175,7 +175,9 @@ class CTranslate2Translation:
                 setting out of range, or (``on_too_long="error"``)
                 :class:`~hfattn.tasks.translation.encoding.SourceTooLongError`.
         """
-        from ..tokenization import require_text  # transformers: `hfattn --help` imports this module
+        from ..tokenization.characters import (
+            require_text,  # transformers: `hfattn --help` imports this module
+        )
 
         for i, text in enumerate(texts):
             require_text(text, f"source {i}")

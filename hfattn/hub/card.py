@@ -18,9 +18,9 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
+from ..common.family_facts import load_models_module
 from ..export.folder import EXPORT_INFO_FILE, export_of
-from ..family_facts import load_models_module
-from ..run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
+from ..storage.run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
 from .assets import asset_dir
 from .citations import citations_for
 from .folder import HubSettings, ModelFolder
@@ -453,7 +453,7 @@ def insert_in_section(content: str, heading: str, block: str, *, at_end: bool = 
 
 def shortfall_warning(shortfall: str) -> str:
     """The warning that opens the results of a run stopped far short of its recipe's schedule
-    (``shortfall``: :func:`hfattn.run_folder.training_shortfall`'s sentence)."""
+    (``shortfall``: :func:`hfattn.storage.run_folder.training_shortfall`'s sentence)."""
     return f"> **Warning: a short run.** {shortfall[0].upper()}{shortfall[1:]}."
 
 

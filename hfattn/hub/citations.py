@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..family_facts import load_models_module
+from ..common.family_facts import load_models_module
 
 BIBTEX_FILE = Path(__file__).with_name("citations.bib")
 """The BibTeX entries of every paper cited, as a card prints them."""

@@ -22,16 +22,16 @@ from pathlib import Path
 import yaml
 
 from ..data.licenses import data_license
-from ..location import looks_like_hub_id
-from ..model_folder import (
+from ..recipes.schema import RecipeError, require_license
+from ..storage.location import looks_like_hub_id
+from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
     LABELS_FILE,
     TOKENIZER_FILES,
 )
-from ..recipes.schema import RecipeError, require_license
-from ..run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
+from ..storage.run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
 CLASSIFICATION_PEFT_TASK = "SEQ_CLS"

@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from ..fileio import atomic_write_text
 from ..recipes.schema import LICENSE_FORM, LICENSE_ID
-from ..run_folder import (
+from ..storage.atomic import atomic_write_text
+from ..storage.run_folder import (
     RECIPE_FILE,
     interrupted_run_message,
     resume_command,
@@ -289,7 +289,7 @@ def _print_dry_run(
 
 def short_run_refusal(folder: str | Path) -> str | None:
     """Why a push of the run in ``folder`` needs ``--force`` (it stopped early:
-    :func:`hfattn.run_folder.training_shortfall`, and the ways on), or ``None``."""
+    :func:`hfattn.storage.run_folder.training_shortfall`, and the ways on), or ``None``."""
     shortfall = training_shortfall(folder)
     if shortfall is None:
         return None
@@ -376,7 +376,7 @@ def push_model_folder(
         merge: for a LoRA adapter folder, publish the merged full model instead of the adapter.
         dry_run_dir: write what would be uploaded to ``dry_run_dir/model`` (and ``/space``),
             print its tree and upload nothing.
-        force: publish a run that stopped early (:func:`hfattn.run_folder.training_shortfall`;
+        force: publish a run that stopped early (:func:`hfattn.storage.run_folder.training_shortfall`;
             its card says so either way). A dry run previews such a run without it, with a
             warning that a real push is refused.
         license: the card's Hub license id, in place of the recipe's ``hub.license`` or the

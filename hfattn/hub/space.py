@@ -24,10 +24,10 @@ from types import ModuleType
 from huggingface_hub import SpaceCard, SpaceCardData
 
 from ..export.folder import EXPORT_INFO_FILE, is_export
-from ..fileio import atomic_write_text
-from ..location import looks_like_hub_id
-from ..model_folder import LABELS_FILE
-from ..run_folder import CTRANSLATE2_DIR
+from ..storage.atomic import atomic_write_text
+from ..storage.location import looks_like_hub_id
+from ..storage.model_folder import LABELS_FILE
+from ..storage.run_folder import CTRANSLATE2_DIR
 from .assets import asset_dir
 from .card import example_inputs
 from .folder import ModelFolder

@@ -18,9 +18,9 @@ import shutil
 from pathlib import Path
 
 from ..export.folder import is_export
-from ..fileio import atomic_files, atomic_write_text
-from ..model_folder import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, LABELS_FILE
-from ..run_folder import CHECKPOINTS_DIR, CTRANSLATE2_DIR, LOSS_CURVE_FILE, RECIPE_FILE
+from ..storage.atomic import atomic_files, atomic_write_text
+from ..storage.model_folder import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, LABELS_FILE
+from ..storage.run_folder import CHECKPOINTS_DIR, CTRANSLATE2_DIR, LOSS_CURVE_FILE, RECIPE_FILE
 from .card import render_model_card
 from .folder import ModelFolder, ModelFolderError, inspect_folder
 

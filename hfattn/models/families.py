@@ -6,7 +6,7 @@ card describes its attention and the papers the card cites. The recipe checks, t
 engine's ``compile: auto`` and the model card read these facts from here.
 
 Only the standard library is imported, and nothing else of hfattn: the recipe checks and the
-Hub card read this file by path (:func:`hfattn.family_facts.load_models_module`) before torch
+Hub card read this file by path (:func:`hfattn.common.family_facts.load_models_module`) before torch
 is imported.
 """
 

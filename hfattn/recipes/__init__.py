@@ -12,7 +12,7 @@ The package holds every piece of recipe parsing:
   few fields the checks before training read, without torch).
 
 The field checks themselves (:class:`RecipeError`, ``require*``) live in
-:mod:`hfattn.field_checks`, below the data and training layers that use them too.
+:mod:`hfattn.common.field_checks`, below the data and training layers that use them too.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ field; value checks (ranges, choices) follow in each section's ``__post_init__``
 checked against its config class (:mod:`hfattn.recipes.model_section`). :func:`recipe_outline` reads
 the few fields that the checks before training need, in a fraction of a second.
 
-Parsing only: a run from its recipe is :mod:`hfattn.orchestration`'s.
+Parsing only: a run from its recipe is :mod:`hfattn.orchestration.run`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..field_checks import require_known_key
+from ..common.field_checks import require_known_key
 from .model_section import check_model_choices, normalize_model_section, validate_model_section
 from .schema import (
     HubSection,

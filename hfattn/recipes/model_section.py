@@ -1,5 +1,5 @@
 """The recipe's ``model:`` section: the fields of a model type's config class, or a pretrained
-checkpoint (``model: <hub id | folder>``, loaded by :mod:`hfattn.pretrained`).
+checkpoint (``model: <hub id | folder>``, loaded by :mod:`hfattn.tasks.pretrained`).
 
 :func:`validate_model_section` checks every key and value type against the config class of
 ``model.type`` (a key the config does not have, a string where it wants an int) and builds the
@@ -16,8 +16,8 @@ import types
 import typing
 from typing import Any
 
-from ..family_facts import load_models_module
-from ..field_checks import RecipeError, did_you_mean, require
+from ..common.family_facts import load_models_module
+from ..common.field_checks import RecipeError, did_you_mean, require
 
 logger = logging.getLogger(__name__)
 

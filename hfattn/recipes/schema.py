@@ -1,5 +1,5 @@
 """The recipe sections every task shares (their checks name a bad field:
-:mod:`hfattn.field_checks`).
+:mod:`hfattn.common.field_checks`).
 
 A recipe is ``name``, ``task``, ``output_dir``, ``model`` (validated against the model's config
 class), ``training`` (the engine's options, :class:`TrainingSection`; a task may subclass it to
@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
-from ..family_facts import load_models_module
-from ..field_checks import (
+from ..common.family_facts import load_models_module
+from ..common.field_checks import (
     RecipeError,
     require,
     require_choice,
@@ -202,7 +202,7 @@ class TrainingSection:
 @dataclass
 class BuiltTokenizerSection:
     """``tokenizer:`` — a tokenizer built on the training texts
-    (:func:`hfattn.translation_tokenizers.build_translation_tokenizer`): ``word`` (Keras
+    (:func:`hfattn.tokenization.translation.build_translation_tokenizer`): ``word`` (Keras
     ``TextVectorization``-like, the ``vocab_size`` most frequent words), ``char``, ``bpe``
     (byte-pair encoding) or ``unigram`` (a unigram language model over pieces, Kudo 2018).
     ``lowercase`` / ``strip_punctuation`` default to the kind's own (word: both on; the others:
@@ -427,7 +427,7 @@ class RecipeBase:
 
     ``model`` holds ``type`` (a registered ``model_type``), an optional ``preset`` and any
     field of that model's config (``vocab_size`` comes from the tokenizer), or ``pretrained``
-    (a Hub id or local folder, :mod:`hfattn.pretrained`; ``model: <id>`` is shorthand for it).
+    (a Hub id or local folder, :mod:`hfattn.tasks.pretrained`; ``model: <id>`` is shorthand for it).
     ``lora`` (optional) trains a PEFT LoRA adapter instead of every weight."""
 
     model_config: ClassVar[Any] = None

@@ -1,7 +1,7 @@
 """Checkpoints of a training run: what they hold, how they are written, read back and pruned.
 
 A checkpoint is the folder ``checkpoints/step-N`` of the run (names from
-:mod:`hfattn.run_folder`): Accelerate's state (weights, optimizer, scheduler, RNG of every
+:mod:`hfattn.storage.run_folder`): Accelerate's state (weights, optimizer, scheduler, RNG of every
 process), the carried recurrent state of a stateful job (``recurrent_state_<rank>.safetensors``)
 and :class:`Progress` (``progress.json``: the data position, the best score, the length of
 ``metrics.jsonl`` at that moment, the train losses not yet logged).
@@ -25,9 +25,9 @@ import torch
 from accelerate.utils import SAFE_MODEL_NAME
 from safetensors.torch import load_file, save_file
 
-from ..fileio import atomic_path, atomic_write_json, move_dir_into_place, reads_back
-from ..model_folder import first_damaged_file
-from ..run_folder import (
+from ..storage.atomic import atomic_path, atomic_write_json, move_dir_into_place, reads_back
+from ..storage.model_folder import first_damaged_file
+from ..storage.run_folder import (
     BEST_WEIGHTS,
     CHECKPOINT_PREFIX,
     PROGRESS_FILE,
@@ -74,7 +74,7 @@ class Progress:
     (:func:`hfattn.training.schedules.schedule_steps` of the recipe file's ``training:``)."""
     planned_minutes: float | None = None
     """The recipe file's ``training.max_minutes``, before any ``--set`` override: a run stopped
-    by that clock is complete (:func:`hfattn.run_folder.training_shortfall`)."""
+    by that clock is complete (:func:`hfattn.storage.run_folder.training_shortfall`)."""
     skipped_steps: int = 0
     """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
     train_tokens: int = 0

@@ -46,7 +46,7 @@ from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 
 from ..data.seq2seq import IGNORE_INDEX
-from ..run_folder import (
+from ..storage.run_folder import (
     METRICS_FILE,
     checkpoint_step,
     clear_output_dir,
@@ -627,9 +627,9 @@ def train(
     after every optimizer step) may set ``progress.should_stop``. ``planned_training`` is the
     recipe file's own ``training:`` section (before ``--set`` overrides; default ``cfg``): the
     steps it plans are recorded, so that a run cut short of its recipe says so
-    (:func:`hfattn.run_folder.training_shortfall`).
+    (:func:`hfattn.storage.run_folder.training_shortfall`).
 
-    The caller has checked the recipe and the folder (:func:`hfattn.orchestration.run_recipe`:
+    The caller has checked the recipe and the folder (:func:`hfattn.orchestration.run.run_recipe`:
     ``training.metric_for_best_model`` among the metrics the job reports, ``resume`` and
     ``overwrite`` not both, with ``resume`` a checkpoint to continue from, without it a folder
     that holds no other run unless ``overwrite``); the engine trusts those checks. With

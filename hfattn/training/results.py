@@ -8,9 +8,9 @@ import json
 import math
 from pathlib import Path
 
-from ..fileio import atomic_files, atomic_path, atomic_write_json
-from ..machine import machine_words, provenance
-from ..run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
+from ..common.machine import machine_words, provenance
+from ..storage.atomic import atomic_files, atomic_path, atomic_write_json
+from ..storage.run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
 from .throughput import mfu
 
 
@@ -25,7 +25,7 @@ def gpu_name(accelerator) -> str | None:
 
 def hardware(accelerator, machine: dict) -> str:
     """What the run trained on, in words: ``"2× NVIDIA H100 80GB HBM3"`` or ``"1 process(es)
-    on a 2-core AMD EPYC 7B13, AVX2"`` (``machine``: :func:`hfattn.machine.describe_machine`)."""
+    on a 2-core AMD EPYC 7B13, AVX2"`` (``machine``: :func:`hfattn.common.machine.describe_machine`)."""
     if machine.get("gpu"):
         return f"{accelerator.num_processes}× {machine['gpu']}"
     return f"{accelerator.num_processes} process(es) on a {machine_words(machine)}"
@@ -46,7 +46,7 @@ def training_summary(
     and the recipe file's), the tokens trained on (and per second), its MFU (tokens/s ×
     ``flops_per_token`` over the processes' peak; ``peak_flops`` is one device's
     ``(FLOP/s, source)`` of :func:`~hfattn.training.throughput.device_peak_flops`, ``None`` on
-    CPUs), why it stopped, the hardware, and the run's :func:`hfattn.machine.provenance`
+    CPUs), why it stopped, the hardware, and the run's :func:`hfattn.common.machine.provenance`
     (commit, command, date, machine)."""
     tokens_per_s = progress.train_tokens / progress.elapsed_s if progress.elapsed_s else None
     peak, peak_source = peak_flops

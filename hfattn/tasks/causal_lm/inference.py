@@ -1,7 +1,7 @@
 """Text generation with a causal LM: :func:`generate_text` continues a prompt (``hfattn
 generate``, the sample after training), :func:`check_generation_settings` checks its settings
 before any model loads, and :func:`write_sample` writes the sample after training to
-:data:`hfattn.run_folder.SAMPLES_FILE`, which the model card shows.
+:data:`hfattn.storage.run_folder.SAMPLES_FILE`, which the model card shows.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from ...fileio import atomic_write_text
 from ...recipes.schema import GenerationSection
-from ...tokenization import encode_prompt, require_text
+from ...storage.atomic import atomic_write_text
+from ...tokenization.characters import encode_prompt, require_text
 
 logger = logging.getLogger(__name__)
 

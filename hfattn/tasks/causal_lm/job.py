@@ -14,18 +14,18 @@ import torch
 from torch.nn import functional as F
 from transformers import AutoModelForCausalLM
 
+from ...common.field_checks import require
 from ...data.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
 from ...data.text import load_text_splits
 from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
-from ...field_checks import require
 from ...models.modeling_char_rnn import detach_state, state_tensors
-from ...pretrained import apply_lora, load_pretrained
 from ...recipes.model_section import is_pretrained, sized_model_config
 from ...recipes.schema import RecipeBase
-from ...run_folder import SAMPLES_FILE
-from ...tokenization import build_char_tokenizer
+from ...storage.run_folder import SAMPLES_FILE
+from ...tokenization.characters import build_char_tokenizer
 from ...training.job import TrainingJob
 from ..base import Task
+from ..pretrained import apply_lora, load_pretrained
 from .inference import context_length, generate_text, is_char_vocabulary, write_sample
 from .recipe import (
     METRIC_NAMES,
@@ -135,7 +135,7 @@ def default_base_model(recipe: RecipeBase) -> None:
 
 def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
     """``(model, tokenizer)`` of a pretrained recipe: ``AutoModelForCausalLM`` and its own
-    tokenizer through :func:`hfattn.pretrained.load_pretrained`, eos as pad, windows and the
+    tokenizer through :func:`hfattn.tasks.pretrained.load_pretrained`, eos as pad, windows and the
     sample's new tokens checked against the context length, and the ``lora:`` adapter applied
     (seeded, as a PEFT ``peft_task_type`` adapter: the task card's). The model is put in
     training mode (``from_pretrained`` returns it in eval mode, dropout off)."""

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...common.field_checks import require, require_choice, require_positive
 from ...data.text import check_text_source
-from ...field_checks import require, require_choice, require_positive
 from ...recipes.schema import (
     EvaluationSection,
     GenerationSection,

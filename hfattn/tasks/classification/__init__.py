@@ -15,7 +15,7 @@ Models:
   instead of every weight (keep the head trainable with ``modules_to_save``), and the run
   folder is then the adapter.
 - ``model: {type: rnn-classifier, ...}``: :class:`~hfattn.models.RNNClassifierConfig` fields;
-  the ``tokenizer:`` section (``word`` / ``char`` / ``bpe``, :mod:`hfattn.translation_tokenizers`;
+  the ``tokenizer:`` section (``word`` / ``char`` / ``bpe``, :mod:`hfattn.tokenization.translation`;
   ``whitespace: ignore`` makes a ``char`` tokenizer read symbols whatever their spacing, as the
   Reber recipe does) is built on the training texts, and ``word_vectors:`` optionally initialises the embeddings
   with word2vec / fastText vectors trained on the training texts or read from a GloVe /

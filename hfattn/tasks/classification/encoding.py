@@ -8,8 +8,8 @@ the ``num_labels`` / ``id2label`` / ``label2id`` of a model config (:func:`label
 from __future__ import annotations
 
 from ...data.classification import ClassificationData, load_classification_data
-from ...tokenization import ignore_whitespace
-from ...translation_tokenizers import build_translation_tokenizer
+from ...tokenization.characters import ignore_whitespace
+from ...tokenization.translation import build_translation_tokenizer
 from .recipe import ClassificationDataSection, ClassificationTokenizerSection
 
 DATASET_NAMES = {
@@ -51,9 +51,9 @@ def encode_texts(tokenizer, texts: list[str], max_length: int) -> list[list[int]
 
 def build_text_tokenizer(section: ClassificationTokenizerSection, texts: list[str], max_length):
     """The ``tokenizer:`` section's tokenizer, built on the training ``texts`` (one "language":
-    :func:`~hfattn.translation_tokenizers.build_translation_tokenizer` with empty targets);
+    :func:`~hfattn.tokenization.translation.build_translation_tokenizer` with empty targets);
     with ``whitespace: ignore`` the spaces are left out of the vocabulary and dropped from
-    every text it encodes (:func:`~hfattn.tokenization.ignore_whitespace`)."""
+    every text it encodes (:func:`~hfattn.tokenization.characters.ignore_whitespace`)."""
     if section.whitespace == "ignore":
         texts = ["".join(text.split()) for text in texts]
     tokenizer = build_translation_tokenizer(

@@ -13,11 +13,11 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ... import models  # noqa: F401  (registers the hfattn model types with the Auto classes)
+from ...common.field_checks import require
 from ...evaluation.classification import predict_logits
 from ...evaluation.translation import source_limit
-from ...field_checks import require
-from ...model_folder import ADAPTER_CONFIG_FILE
-from ...tokenization import require_text, warn_unknown
+from ...storage.model_folder import ADAPTER_CONFIG_FILE
+from ...tokenization.characters import require_text, warn_unknown
 from .encoding import label_maps
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def classify_texts(
     """The ``top_k`` most probable labels of each text (all of them when ``top_k`` is larger
     than the model's labels) with their probabilities, the softmax of the model's logits, most
     probable first, in input order. Parts of a text that the tokenizer maps to ``<unk>`` are
-    named in a warning (:func:`~hfattn.tokenization.warn_unknown`); texts longer than the model
+    named in a warning (:func:`~hfattn.tokenization.characters.warn_unknown`); texts longer than the model
     accepts (:func:`~hfattn.evaluation.translation.source_limit`) are cut, with a warning.
 
     Raises:

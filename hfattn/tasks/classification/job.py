@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification
 
+from ...common.field_checks import require
 from ...data.classification import ClassificationData
 from ...data.seq2seq import LabelBatches
 from ...evaluation.classification import (
@@ -22,11 +23,10 @@ from ...evaluation.classification import (
     predict_logits,
     write_confusion_matrix,
 )
-from ...field_checks import require
-from ...pretrained import apply_lora, load_pretrained
 from ...recipes.model_section import is_pretrained, sized_model_config
 from ...training.job import TrainingJob
 from ..base import Task, model_loss
+from ..pretrained import apply_lora, load_pretrained
 from .encoding import (
     DATASET_NAMES,
     build_text_tokenizer,

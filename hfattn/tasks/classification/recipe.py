@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...common.field_checks import require, require_choice, require_positive
 from ...data.classification import check_classification_source
-from ...field_checks import require, require_choice, require_positive
 from ...recipes.model_section import is_pretrained
 from ...recipes.schema import (
     BuiltTokenizerSection,

@@ -11,7 +11,7 @@ from ...evaluation.classification import (
     predict_logits,
     write_confusion_matrix,
 )
-from ...run_folder import CONFUSION_MATRIX_FILE
+from ...storage.run_folder import CONFUSION_MATRIX_FILE
 from ...training.job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ...common.field_checks import require
 from ...data.translation import load_translation_splits
-from ...field_checks import require
 from .recipe import PairDataSection
 
 DATASET_NAMES = {

@@ -19,7 +19,7 @@ import torch
 
 from ...data.seq2seq import pad_sources
 from ...evaluation.translation import source_limit
-from ...tokenization import require_text
+from ...tokenization.characters import require_text
 from .encoding import encode_sources
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def translate_texts(
 
     Raises:
         ValueError: ``batch_size`` < 1, or a source that is not valid text
-            (:func:`~hfattn.tokenization.require_text`).
+            (:func:`~hfattn.tokenization.characters.require_text`).
     """
     return [
         best[0]
@@ -92,7 +92,7 @@ def translate_n_best(
 
     Raises:
         ValueError: ``batch_size`` < 1, or a source that is not valid text
-            (:func:`~hfattn.tokenization.require_text`).
+            (:func:`~hfattn.tokenization.characters.require_text`).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")

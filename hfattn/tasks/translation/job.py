@@ -11,8 +11,8 @@ from transformers import AutoModelForSeq2SeqLM
 from ...data.seq2seq import PairBatches, pad_pairs
 from ...evaluation.translation import teacher_forced_scores, text_scores
 from ...recipes.model_section import sized_model_config
+from ...tokenization.translation import build_translation_tokenizer
 from ...training.job import TrainingJob
-from ...translation_tokenizers import build_translation_tokenizer
 from ..base import Task, model_loss
 from .encoding import DATASET_NAMES, encode_sources, encode_targets, load_pairs, reference_text
 from .inference import translate_texts

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...common.field_checks import require, require_choice, require_positive
 from ...data.translation import check_pair_source
-from ...field_checks import require, require_choice, require_positive
 from ...recipes.schema import (
     BuiltTokenizerSection,
     EvaluationSection,

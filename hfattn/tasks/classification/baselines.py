@@ -44,11 +44,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .data.reviews_es import STOP_WORDS_ES
-from .fileio import atomic_write_json
-from .machine import machine_words, provenance
-from .recipes.schema import RecipeError, require, require_choice
-from .run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE
+from ...common.machine import machine_words, provenance
+from ...data.reviews_es import STOP_WORDS_ES
+from ...recipes.schema import RecipeError, require, require_choice
+from ...storage.atomic import atomic_write_json
+from ...storage.run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE
 
 VECTORIZERS = ("count", "tfidf", "tfidf-thesis")
 CLASSIFIERS = ("nb", "svm", "linear-svc")
@@ -182,7 +182,7 @@ def run_baseline(
         RecipeError: an unknown option or split, or a split without examples.
     """
     # torch and transformers (3 s): only the classification baselines need them
-    from .evaluation.classification import confusion_matrix, label_scores
+    from ...evaluation.classification import confusion_matrix, label_scores
 
     for split in splits:
         require(
@@ -243,7 +243,7 @@ def write_baseline(
 ) -> list[Path]:
     """Write ``eval_results.json`` (the schema the training engine writes: task / dataset
     names, ``results`` rows of the reported metrics, ``all_metrics``, and a ``training`` block
-    describing the baseline, with its :func:`~hfattn.machine.provenance`) and ``confusion_matrix.json`` (``{"split", "data", "labels",
+    describing the baseline, with its :func:`~hfattn.common.machine.provenance`) and ``confusion_matrix.json`` (``{"split", "data", "labels",
     "matrix"}`` of the last evaluated split, as the classification task writes it, plus
     ``"splits"``: every evaluated split's matrix), atomically. ``card_metadata`` is the
     classification task's :meth:`~hfattn.tasks.base.Task.card_metadata`. Returns the paths."""

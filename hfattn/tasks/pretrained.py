@@ -14,7 +14,7 @@ something ``from_pretrained`` can read, in this order:
    and no retries (:data:`HUB_PROBE_TIMEOUT_S`), so that an unreachable Hub fails at once
    instead of after ``huggingface_hub``'s backoff; with ``HF_HUB_OFFLINE=1`` not at all.
 
-A name that is none of these is one :class:`~hfattn.field_checks.RecipeError` naming
+A name that is none of these is one :class:`~hfattn.common.field_checks.RecipeError` naming
 ``model.pretrained``. :func:`apply_lora` wraps a model in a PEFT LoRA adapter from the recipe's
 ``lora:`` section; a ``target_modules`` entry that matches no layer lists the linear layers
 that exist.
@@ -28,10 +28,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .field_checks import RecipeError, require
-from .location import hub_offline
-from .model_folder import CONFIG_FILE
-from .recipes.schema import LoraSection
+from ..common.field_checks import RecipeError, require
+from ..recipes.schema import LoraSection
+from ..storage.location import hub_offline
+from ..storage.model_folder import CONFIG_FILE
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .fileio import atomic_path
-from .training.schedules import (
+from ..storage.atomic import atomic_path
+from ..training.schedules import (
     exponential_warmup,
     linear_warmup,
     noam_lr,
@@ -55,7 +55,7 @@ def _figure(name: str):
 def positional_encoding_figure(num_positions: int = 2000, dim: int = 500, base: float = 10000.0):
     """Heatmap of ``PE[t, 2i] = sin(t / base^(2i/d))``, ``PE[t, 2i+1] = cos(...)``."""
     # torch and transformers (5-7 s): the schedule plots need neither
-    from .models.positional import sinusoidal_position_encoding
+    from ..models.positional import sinusoidal_position_encoding
 
     table = sinusoidal_position_encoding(num_positions, dim, base).numpy()
     figure = _figure("positional-encoding")
@@ -140,7 +140,7 @@ def scores_figure(num_keys: int = 10, dim: int = 2, seed: int = 0):
     import torch
 
     # torch and transformers (5-7 s): the schedule plots need neither
-    from .models.attention import SCORES, attend, build_score
+    from ..models.attention import SCORES, attend, build_score
 
     params = {"location": {"max_length": num_keys}}
     with torch.random.fork_rng():

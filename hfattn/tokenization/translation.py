@@ -58,8 +58,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from tokenizers.processors import TemplateProcessing
 from transformers import PreTrainedTokenizerFast
 
-from .data.tatoeba import CHOLLET_STRIP_CHARS
-from .tokenization import SPECIAL_TOKENS
+from ..data.tatoeba import CHOLLET_STRIP_CHARS
+from .characters import SPECIAL_TOKENS
 
 logger = logging.getLogger(__name__)
 

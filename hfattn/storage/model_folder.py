@@ -1,7 +1,7 @@
 """The files of a model folder, named in one place.
 
 A model folder is what ``save_pretrained`` writes (and what ``hfattn train`` leaves beside its
-run files, :mod:`hfattn.run_folder`): :data:`CONFIG_FILE`, the :data:`WEIGHTS_FILE` weights,
+run files, :mod:`hfattn.storage.run_folder`): :data:`CONFIG_FILE`, the :data:`WEIGHTS_FILE` weights,
 :data:`GENERATION_CONFIG_FILE` for a generating model, and the tokenizer
 (:data:`TOKENIZER_FILES`). A PEFT adapter folder holds :data:`ADAPTER_CONFIG_FILE` and
 :data:`ADAPTER_WEIGHTS_FILE` instead of the config and weights, and a sequence-classification
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .fileio import reads_back
+from .atomic import reads_back
 
 CONFIG_FILE = "config.json"
 """The model's config (``transformers.utils.CONFIG_NAME``)."""
@@ -58,7 +58,7 @@ CHECKED_FILES = (
 
 def first_damaged_file(folder: Path, patterns: Iterable[str] = ("*",)) -> Path | None:
     """The first file (sorted by path) directly in ``folder`` that matches one of the glob
-    ``patterns`` and does not read back whole (:func:`hfattn.fileio.reads_back`: JSON that does
+    ``patterns`` and does not read back whole (:func:`hfattn.storage.atomic.reads_back`: JSON that does
     not parse, a safetensors file with a tensor that cannot be read, a ``torch.save`` zip that
     fails its checksums), or ``None`` when every one reads back."""
     files = sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()})

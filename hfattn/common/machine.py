@@ -90,7 +90,7 @@ def machine_words(machine: dict) -> str:
 def hfattn_commit() -> str | None:
     """The git commit of the hfattn checkout being run (``+dirty`` when tracked files differ
     from it), or ``None`` for an installed package or where git is missing."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # hfattn/common/machine.py -> the checkout
     if not (root / ".git").exists():
         return None
     try:

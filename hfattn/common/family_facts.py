@@ -12,7 +12,7 @@ import importlib.util
 import types
 from pathlib import Path
 
-_MODELS_DIR = Path(__file__).parent / "models"
+_MODELS_DIR = Path(__file__).parent.parent / "models"
 
 
 @functools.cache

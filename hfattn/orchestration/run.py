@@ -21,19 +21,18 @@ and 3 first.
 
 from __future__ import annotations
 
-from .data.licenses import data_license
-from .field_checks import RecipeError, require, require_reported_metric
-from .hub.push import HubPushError, push_model_folder, resolve_token, validate_repo_id
-from .recipes import task_recipe_module
-from .recipes.schema import LICENSE_FORM, HubSection, RecipeBase
-from .run_folder import (
+from ..common.field_checks import RecipeError, require, require_reported_metric
+from ..data.licenses import data_license
+from ..recipes import task_recipe_module
+from ..recipes.schema import LICENSE_FORM, HubSection, RecipeBase
+from ..storage.run_folder import (
     RESUME_AND_OVERWRITE,
     FieldChange,
     check_output_dir,
     check_resume,
 )
-from .tasks import get_task
-from .training.schedules import check_schedule_steps
+from ..tasks import get_task
+from ..training.schedules import check_schedule_steps
 
 
 def build_job(recipe: RecipeBase):
@@ -76,15 +75,15 @@ def check_run_folder(
 ) -> list[FieldChange]:
     """The run folder ``recipe.output_dir``, checked once the recipe is fully loaded (a bad
     field is reported as such, not as a run to ``--overwrite``): with ``resume``, its newest
-    checkpoint and stored recipe (:func:`hfattn.run_folder.check_resume`; the changed
+    checkpoint and stored recipe (:func:`hfattn.storage.run_folder.check_resume`; the changed
     resumable fields are returned); else a folder that holds a run is refused unless
-    ``overwrite`` (:func:`hfattn.run_folder.check_output_dir`; the engine clears it).
+    ``overwrite`` (:func:`hfattn.storage.run_folder.check_output_dir`; the engine clears it).
 
     Raises:
         FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
         FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint.
-        hfattn.run_folder.RunFolderError: ``resume`` with a recipe that differs from the run's
-            stored one in more than :data:`hfattn.run_folder.RESUMABLE_FIELDS`.
+        hfattn.storage.run_folder.RunFolderError: ``resume`` with a recipe that differs from the run's
+            stored one in more than :data:`hfattn.storage.run_folder.RESUMABLE_FIELDS`.
     """
     if resume:
         return check_resume(recipe.output_dir, recipe.to_yaml())
@@ -116,6 +115,9 @@ def check_hub_settings(hub: HubSection, data_source: str | None = None) -> None:
     """
     if not hub.push_to_hub:
         return
+    # huggingface_hub's API (0.3 s): only a run that publishes needs it
+    from ..hub.push import HubPushError, resolve_token, validate_repo_id
+
     try:
         validate_repo_id(hub.repo_id)
         resolve_token()
@@ -152,14 +154,14 @@ def run_recipe(
         RecipeError, ValueError, FileExistsError, FileNotFoundError: what
             :func:`check_before_training` and :func:`check_run_folder` refuse, before
             anything is loaded.
-        hfattn.run_folder.RunFolderError: as :func:`check_run_folder`.
+        hfattn.storage.run_folder.RunFolderError: as :func:`check_run_folder`.
     """
     if not checked:
         check_before_training(recipe, resume=resume, overwrite=overwrite)
         check_run_folder(recipe, resume=resume, overwrite=overwrite)
     # torch (2-3 s): hfattn train imports this module for the checks before training, which
     # answer in a fraction of a second
-    from .training.engine import train
+    from ..training.engine import train
 
     task = get_task(recipe.task)
     job = task.build_job(recipe)
@@ -177,6 +179,8 @@ def run_recipe(
     )
     if recipe.hub.push_to_hub and not result.interrupted:  # settings checked before training
         from accelerate import PartialState  # 0.5 s: only a run that publishes needs it
+
+        from ..hub.push import HubPushError, push_model_folder
 
         if PartialState().is_main_process:
             try:

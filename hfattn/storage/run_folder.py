@@ -1,6 +1,6 @@
 """The run folder: what ``hfattn train`` leaves in ``output_dir``, named in one place.
 
-A run *is* its folder (the saved model's own files are named in :mod:`hfattn.model_folder`).
+A run *is* its folder (the saved model's own files are named in :mod:`hfattn.storage.model_folder`).
 It holds the resolved recipe it was trained from (:data:`RECIPE_FILE`),
 its checkpoints (:data:`CHECKPOINTS_DIR`, one ``step-N`` folder each), the training log
 (:data:`METRICS_FILE`), and once finished the saved model with :data:`EVAL_RESULTS_FILE` and
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from .fileio import atomic_path
+from .atomic import atomic_path
 from .model_folder import WEIGHTS_FILE
 
 RECIPE_FILE = "recipe.yaml"

@@ -186,8 +186,8 @@ def test_run_baseline_rejects_a_missing_split():
 
 # ---- hfattn baseline -----------------------------------------------------------------------
 def test_cli_choices_are_the_librarys():
-    from hfattn import baselines
     from hfattn.commands import baseline as command
+    from hfattn.tasks.classification import baselines
 
     assert command.VECTORIZER_CHOICES == baselines.VECTORIZERS
     assert command.CLASSIFIER_CHOICES == baselines.CLASSIFIERS

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from recipe_helpers import write_recipe
 
-from hfattn import fileio
 from hfattn.cli import main
 from hfattn.plotting.figures import plot
+from hfattn.storage import atomic
 
 
 @pytest.fixture
@@ -46,8 +46,8 @@ def test_a_trained_run_and_a_plot_are_readable_by_all_under_umask_022(tmp_path, 
 
 def test_the_mode_follows_the_umask(tmp_path, umask):
     umask(0o027)
-    fileio.atomic_write_text(tmp_path / "a.txt", "a")
-    with fileio.atomic_dir(tmp_path / "folder") as tmp:
+    atomic.atomic_write_text(tmp_path / "a.txt", "a")
+    with atomic.atomic_dir(tmp_path / "folder") as tmp:
         (tmp / "b.bin").write_bytes(b"b")
     assert (_mode(tmp_path / "a.txt"), _mode(tmp_path / "folder")) == (0o640, 0o750)
     assert _mode(tmp_path / "folder" / "b.bin") == 0o640
@@ -56,25 +56,25 @@ def test_the_mode_follows_the_umask(tmp_path, umask):
 def test_a_failed_write_leaves_no_partial_file(tmp_path):
     target = tmp_path / "model.safetensors"
     target.write_bytes(b"old")
-    with pytest.raises(OSError, match="disk full"), fileio.atomic_path(target) as tmp:
+    with pytest.raises(OSError, match="disk full"), atomic.atomic_path(target) as tmp:
         tmp.write_bytes(b"half a")
         raise OSError("disk full")
     assert target.read_bytes() == b"old"
-    with pytest.raises(OSError), fileio.atomic_files(tmp_path) as staged:
+    with pytest.raises(OSError), atomic.atomic_files(tmp_path) as staged:
         (staged / "config.json").write_text("{}")
         raise OSError("disk full")
     folder = tmp_path / "ct2"
     folder.mkdir()
     (folder / "model.bin").write_bytes(b"old")
-    with pytest.raises(OSError), fileio.atomic_dir(folder) as tmp:
+    with pytest.raises(OSError), atomic.atomic_dir(folder) as tmp:
         (tmp / "model.bin").write_bytes(b"half")
         raise OSError("disk full")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "model.safetensors"]
     assert [p.name for p in folder.iterdir()] == ["model.bin"]
     assert (folder / "model.bin").read_bytes() == b"old"
     # a whole write replaces the file and the folder
-    fileio.atomic_write_bytes(target, b"new")
-    with fileio.atomic_dir(folder) as tmp:
+    atomic.atomic_write_bytes(target, b"new")
+    with atomic.atomic_dir(folder) as tmp:
         (tmp / "model.bin").write_bytes(b"new")
     assert target.read_bytes() == (folder / "model.bin").read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "model.safetensors"]

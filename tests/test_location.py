@@ -13,9 +13,9 @@ import peft.utils
 import pytest
 import transformers.utils
 
-from hfattn import model_folder
 from hfattn.commands.loading import ModelLoadError, locate_model
 from hfattn.data.sources import check_source
+from hfattn.storage import model_folder
 from hfattn.storage.location import (
     hub_offline,
     in_local_cache,

@@ -14,10 +14,11 @@ import pytest
 import yaml
 from recipe_helpers import write_recipe
 
-from hfattn import orchestration, run_folder
 from hfattn.cli import main
+from hfattn.orchestration import run as orchestration
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
+from hfattn.storage import run_folder
 from hfattn.storage.model_folder import CONFIG_FILE
 from hfattn.tasks import get_task
 

@@ -175,9 +175,8 @@ class CTranslate2Translation:
                 setting out of range, or (``on_too_long="error"``)
                 :class:`~hfattn.tasks.translation.encoding.SourceTooLongError`.
         """
-        from ..tokenization.characters import (
-            require_text,  # transformers: `hfattn --help` imports this module
-        )
+        # transformers (seconds): `hfattn --help` imports this module
+        from ..tokenization.characters import require_text
 
         for i, text in enumerate(texts):
             require_text(text, f"source {i}")

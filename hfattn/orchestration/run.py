@@ -178,9 +178,10 @@ def run_recipe(
         planned_training=None if planned is None else planned.training,
     )
     if recipe.hub.push_to_hub and not result.interrupted:  # settings checked before training
-        from accelerate import PartialState  # 0.5 s: only a run that publishes needs it
+        # accelerate (0.5 s) and huggingface_hub's API (0.3 s): only a run that publishes
+        from accelerate import PartialState
 
-        from ..hub.push import HubPushError, push_model_folder
+        from ..hub.push import HubPushError, push_model_folder  # see above
 
         if PartialState().is_main_process:
             try:

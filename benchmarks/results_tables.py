@@ -1,10 +1,11 @@
 """The published results tables, rendered from the files of ``benchmarks/results/``.
 
-Every figure of the README's headline table, of its speed paragraph and of the docs' results
-page (``docs/results/index.md``) is read here from the results file that measured it; what
+Every figure of the README's headline table, of its speed paragraph, of the docs' results
+page (``docs/results/index.md``) and of the attention-variants table of
+``docs/models/bahdanau.md`` is read here from the results file that measured it; what
 no file holds (the machine, the command) is written once in :data:`ROWS` and
 :data:`SPEED`. ``make results`` (``python benchmarks/results_tables.py --write``) rewrites
-the README and the results page between their ``<!-- results:NAME:start -->`` /
+the README and those pages between their ``<!-- results:NAME:start -->`` /
 ``<!-- results:NAME:end -->`` markers; ``--check`` (and ``tests/test_results_tables.py``)
 fails when a table and its files disagree or a cited file is missing.
 
@@ -43,6 +44,7 @@ from hfattn.common.machine import machine_words  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 RESULTS_PAGE = ROOT / "docs" / "results" / "index.md"
+BAHDANAU_PAGE = ROOT / "docs" / "models" / "bahdanau.md"
 
 AVX2_CPU = "2-core AMD EPYC CPU, AVX2"
 AVX512_CPU = "2-core AMD EPYC CPU, AVX-512 BF16"
@@ -426,12 +428,34 @@ def results_page_table(root: Path = RESULTS) -> str:
     return markdown_table(RESULTS_PAGE_COLUMNS, root)
 
 
+ATTENTION_VARIANTS = "scores_date_normalization.md"
+"""The attention variants on the date normalisation recipe (``benchmarks/bench_scores.py``)."""
+
+
+def printed_table(file: str, root: Path = RESULTS) -> str:
+    """The Markdown table a benchmark script printed into ``file`` (its lines that start
+    with ``|``).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        KeyError: the file holds no table.
+    """
+    path = root / file
+    if not path.is_file():
+        raise FileNotFoundError(f"results file missing: {path}")
+    lines = [line for line in path.read_text("utf-8").splitlines() if line.startswith("|")]
+    if not lines:
+        raise KeyError(f"{file}: no table")
+    return "\n".join(lines)
+
+
 BLOCKS = {
     README: {"headline": readme_table},
     RESULTS_PAGE: {
         "headline": results_page_table,
         "speed": lambda root: speed_paragraph("../", root),
     },
+    BAHDANAU_PAGE: {"attention-variants": lambda root: printed_table(ATTENTION_VARIANTS, root)},
 }
 """The generated blocks of each file, by marker name."""
 

@@ -122,9 +122,12 @@ class Row:
     machine: str
     """The machine of files that do not record theirs (see :meth:`machine_of`)."""
     command: str
+    """What trains the model (or, for a baseline, measures it)."""
     training: str
     result: str
     figures: dict[str, Figure] = field(default_factory=dict)
+    evaluate: str | None = None
+    """The ``hfattn evaluate`` command that prints the figures of the trained run."""
 
     def values(self, root: Path = RESULTS) -> dict[str, float]:
         return {name: figure.read(root) for name, figure in self.figures.items()}
@@ -200,6 +203,7 @@ def _translation_row(
         held_out=BIBLE_TEST,
         machine=machine,
         command=f"hfattn train recipes/{recipe}.yaml",
+        evaluate=f"hfattn evaluate runs/{recipe} --split validation --split test",
         training=f"{minutes} min: {{steps:,}} steps",
         result=f"{_bleu_chrf(bold)} (beam 4{validation})",
         figures={"steps": _steps(run), **scores},
@@ -230,6 +234,7 @@ ROWS: tuple[Row, ...] = (
         held_out="Julius Caesar + Much Ado",
         machine=AVX2_CPU,
         command="make run",
+        evaluate="hfattn evaluate runs/char_rnn_shakespeare --split validation --split test",
         training="10 min: {steps:,} steps",
         result="validation **{validation:.3f} nats/char**, test {test:.3f}",
         figures={
@@ -381,7 +386,7 @@ def row_cells(row: Row, root: Path = RESULTS) -> dict[str, str]:
         "training": training,
         "machine, training": f"{machine}, {training}",
         "result": row.result.format(**values),
-        "command": f"`{row.command}`",
+        "command": f"`{row.command}`" + (f", then `{row.evaluate}`" if row.evaluate else ""),
         "files": ", ".join(f"`{name}`" for name in row.files()),
     }
 

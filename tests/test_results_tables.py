@@ -80,6 +80,20 @@ def test_the_attention_variants_table_is_the_one_its_benchmark_printed(tmp_path)
         results_tables.stale_files(root)
 
 
+def test_each_recipe_row_gives_the_commands_that_train_and_score_it():
+    root = Path(results_tables.ROOT)
+    for row in ROWS:
+        cell = results_tables.row_cells(row)["command"]
+        if row.recipe == "baseline":
+            assert "hfattn evaluate" not in cell, cell
+            continue
+        assert (root / "recipes" / f"{row.recipe}.yaml").is_file(), row.recipe
+        assert cell.endswith(
+            f", then `hfattn evaluate runs/{row.recipe} --split validation --split test`"
+        ), cell
+        assert cell in RESULTS_PAGE.read_text("utf-8")
+
+
 def test_a_missing_file_fails_with_its_name(tmp_path):
     root = copy_results(tmp_path)
     (root / "bible_h100_beam4.json").unlink()

@@ -1,10 +1,11 @@
 """The published results tables, rendered from the files of ``benchmarks/results/``.
 
-Every figure of the README's headline table, of its speed paragraph and of the docs' results
-page (``docs/results/index.md``) is read here from the results file that measured it; what
+Every figure of the README's headline table, of its speed paragraph, of the docs' results
+page (``docs/results/index.md``) and of the attention-variants table of
+``docs/models/bahdanau.md`` is read here from the results file that measured it; what
 no file holds (the machine, the command) is written once in :data:`ROWS` and
 :data:`SPEED`. ``make results`` (``python benchmarks/results_tables.py --write``) rewrites
-the README and the results page between their ``<!-- results:NAME:start -->`` /
+the README and those pages between their ``<!-- results:NAME:start -->`` /
 ``<!-- results:NAME:end -->`` markers; ``--check`` (and ``tests/test_results_tables.py``)
 fails when a table and its files disagree or a cited file is missing.
 
@@ -43,6 +44,7 @@ from hfattn.common.machine import machine_words  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 RESULTS_PAGE = ROOT / "docs" / "results" / "index.md"
+BAHDANAU_PAGE = ROOT / "docs" / "models" / "bahdanau.md"
 
 AVX2_CPU = "2-core AMD EPYC CPU, AVX2"
 AVX512_CPU = "2-core AMD EPYC CPU, AVX-512 BF16"
@@ -120,9 +122,12 @@ class Row:
     machine: str
     """The machine of files that do not record theirs (see :meth:`machine_of`)."""
     command: str
+    """What trains the model (or, for a baseline, measures it)."""
     training: str
     result: str
     figures: dict[str, Figure] = field(default_factory=dict)
+    evaluate: str | None = None
+    """The ``hfattn evaluate`` command that prints the figures of the trained run."""
 
     def values(self, root: Path = RESULTS) -> dict[str, float]:
         return {name: figure.read(root) for name, figure in self.figures.items()}
@@ -198,6 +203,7 @@ def _translation_row(
         held_out=BIBLE_TEST,
         machine=machine,
         command=f"hfattn train recipes/{recipe}.yaml",
+        evaluate=f"hfattn evaluate runs/{recipe} --split validation --split test",
         training=f"{minutes} min: {{steps:,}} steps",
         result=f"{_bleu_chrf(bold)} (beam 4{validation})",
         figures={"steps": _steps(run), **scores},
@@ -228,6 +234,7 @@ ROWS: tuple[Row, ...] = (
         held_out="Julius Caesar + Much Ado",
         machine=AVX2_CPU,
         command="make run",
+        evaluate="hfattn evaluate runs/char_rnn_shakespeare --split validation --split test",
         training="10 min: {steps:,} steps",
         result="validation **{validation:.3f} nats/char**, test {test:.3f}",
         figures={
@@ -379,7 +386,7 @@ def row_cells(row: Row, root: Path = RESULTS) -> dict[str, str]:
         "training": training,
         "machine, training": f"{machine}, {training}",
         "result": row.result.format(**values),
-        "command": f"`{row.command}`",
+        "command": f"`{row.command}`" + (f", then `{row.evaluate}`" if row.evaluate else ""),
         "files": ", ".join(f"`{name}`" for name in row.files()),
     }
 
@@ -426,12 +433,34 @@ def results_page_table(root: Path = RESULTS) -> str:
     return markdown_table(RESULTS_PAGE_COLUMNS, root)
 
 
+ATTENTION_VARIANTS = "scores_date_normalization.md"
+"""The attention variants on the date normalisation recipe (``benchmarks/bench_scores.py``)."""
+
+
+def printed_table(file: str, root: Path = RESULTS) -> str:
+    """The Markdown table a benchmark script printed into ``file`` (its lines that start
+    with ``|``).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        KeyError: the file holds no table.
+    """
+    path = root / file
+    if not path.is_file():
+        raise FileNotFoundError(f"results file missing: {path}")
+    lines = [line for line in path.read_text("utf-8").splitlines() if line.startswith("|")]
+    if not lines:
+        raise KeyError(f"{file}: no table")
+    return "\n".join(lines)
+
+
 BLOCKS = {
     README: {"headline": readme_table},
     RESULTS_PAGE: {
         "headline": results_page_table,
         "speed": lambda root: speed_paragraph("../", root),
     },
+    BAHDANAU_PAGE: {"attention-variants": lambda root: printed_table(ATTENTION_VARIANTS, root)},
 }
 """The generated blocks of each file, by marker name."""
 

@@ -1,4 +1,5 @@
-"""The published tables (README headline, docs/results/index.md) are the rendering of the
+"""The published tables (README headline, docs/results/index.md, the attention variants of
+docs/models/bahdanau.md) are the rendering of the
 files in benchmarks/results/: a table that disagrees with its files, or a cited file that is
 missing, fails here (``make results`` rewrites the tables)."""
 
@@ -14,12 +15,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import results_tables  # noqa: E402
-from results_tables import README, RESULTS, RESULTS_PAGE, ROWS, SPEED_FIGURES  # noqa: E402
+from results_tables import (  # noqa: E402
+    ATTENTION_VARIANTS,
+    BAHDANAU_PAGE,
+    README,
+    RESULTS,
+    RESULTS_PAGE,
+    ROWS,
+    SPEED_FIGURES,
+)
 
 
 def cited_files() -> set[str]:
     figures = [f for row in ROWS for f in row.figures.values()] + list(SPEED_FIGURES.values())
-    return {figure.file for figure in figures}
+    return {figure.file for figure in figures} | {ATTENTION_VARIANTS}
 
 
 def test_every_cited_file_exists_and_holds_its_figure():
@@ -57,6 +66,32 @@ def test_a_changed_figure_makes_the_tables_stale(tmp_path):
     path.write_text(json.dumps(data))
     assert results_tables.stale_files(root) == [README, RESULTS_PAGE]
     assert results_tables.main([]) == 0  # the real files still agree
+
+
+def test_the_attention_variants_table_is_the_one_its_benchmark_printed(tmp_path):
+    page = BAHDANAU_PAGE.read_text("utf-8")
+    assert "| Luong, dot | 1.000 ± 0.000 | 1.000, 1.000, 1.000 | 26 |" in page
+    root = copy_results(tmp_path)
+    path = root / ATTENTION_VARIANTS
+    path.write_text(path.read_text("utf-8").replace("| 26 |", "| 27 |"), "utf-8")
+    assert results_tables.stale_files(root) == [BAHDANAU_PAGE]
+    path.write_text("27 runs in 127 s\n", "utf-8")
+    with pytest.raises(KeyError, match="no table"):
+        results_tables.stale_files(root)
+
+
+def test_each_recipe_row_gives_the_commands_that_train_and_score_it():
+    root = Path(results_tables.ROOT)
+    for row in ROWS:
+        cell = results_tables.row_cells(row)["command"]
+        if row.recipe == "baseline":
+            assert "hfattn evaluate" not in cell, cell
+            continue
+        assert (root / "recipes" / f"{row.recipe}.yaml").is_file(), row.recipe
+        assert cell.endswith(
+            f", then `hfattn evaluate runs/{row.recipe} --split validation --split test`"
+        ), cell
+        assert cell in RESULTS_PAGE.read_text("utf-8")
 
 
 def test_a_missing_file_fails_with_its_name(tmp_path):

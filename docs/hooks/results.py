@@ -1,9 +1,9 @@
 """MkDocs hook: the results tables of the docs are rendered from ``benchmarks/results/`` at each
 build, so a built site never shows a table its files no longer give.
 
-A page of :data:`results_tables.BLOCKS` (``docs/results/index.md``) has its blocks between
-``<!-- results:NAME:start -->`` / ``<!-- results:NAME:end -->`` rendered by
-``benchmarks/results_tables.py``, the module ``make results`` runs on the committed files
+A page of :data:`results_tables.BLOCKS` (``docs/results/index.md``,
+``docs/models/bahdanau.md``) has its blocks between ``<!-- results:NAME:start -->`` /
+``<!-- results:NAME:end -->`` rendered by ``benchmarks/results_tables.py``, the module ``make results`` runs on the committed files
 (the README, which the site does not publish, is rewritten by ``make results`` only).
 """
 

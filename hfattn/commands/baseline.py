@@ -47,7 +47,7 @@ def register(subparsers) -> None:
         nargs="+",
         choices=CLASSIFIER_CHOICES,
         default=["nb"],
-        help="nb: MultinomialNB; svm: SVC(kernel='linear'), the thesis'; linear-svc: LinearSVC "
+        help="nb: MultinomialNB; svm: SVC(kernel='linear'), Navarro Castillo's; linear-svc: LinearSVC "
         "(default: nb)",
     )
     parser.add_argument(
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--tokens",
         choices=TOKEN_CHOICES,
-        help="words: scikit-learn's default, 2+ characters (the thesis'); symbols: every "
+        help="words: scikit-learn's default, 2+ characters (Navarro Castillo's); symbols: every "
         "non-space run (default: symbols for reber, else words)",
     )
     parser.add_argument(

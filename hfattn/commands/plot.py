@@ -1,4 +1,5 @@
-"""``hfattn plot NAME --out FILE``: draw one of the theses' figures as a PNG."""
+"""``hfattn plot NAME --out FILE``: draw a figure of a method or of a trained model's
+attention as a PNG."""
 
 from __future__ import annotations
 

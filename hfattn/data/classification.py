@@ -5,7 +5,7 @@
 ``label`` column (int, a ``ClassLabel`` over ``label_names``). Sources:
 
 - an embedded name from :data:`EMBEDDED_SOURCES` (``genre``: the genre of a Shakespeare passage,
-  ``reber``: Reber-grammar strings, ``reviews-es``: the 14 Spanish reviews of Navarro Castillo's thesis),
+  ``reber``: Reber-grammar strings, ``reviews-es``: the 14 Spanish reviews of Navarro Castillo, 2022),
   each a loader ``(seed) -> ClassificationData`` imported when first used;
 - a local ``.csv`` / ``.tsv`` / ``.json`` / ``.jsonl`` file (one split: test and validation are
   carved from it), a folder written by ``Dataset(Dict).save_to_disk``, or a local dataset folder;

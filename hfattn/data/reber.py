@@ -12,7 +12,7 @@ e.g. ``BTXSE``, ``BPVVE``, ``BTSSXXTVVE``. Every state's outgoing symbols differ
 automaton is deterministic and :func:`is_reber` is one pass over the string.
 
 The **embedded Reber grammar** wraps a Reber string ``r``: ``B c r c E`` with ``c`` ∈ {T, P}
-the *same* symbol on both sides (e.g. the seed's ``BPBTSXXVPSEPE`` = ``B P BTSXXVPSE P E``).
+the *same* symbol on both sides (e.g. Géron's ``BPBTSXXVPSEPE`` = ``B P BTSXXVPSE P E``).
 Telling ``BT…TE`` from ``BT…PE`` needs memory across the whole inner string: the long-range
 dependency that makes it an RNN test.
 

@@ -1,22 +1,22 @@
-"""The 14 hand-written Spanish film reviews of Navarro Castillo's thesis
-(*Técnicas de ML para PLN*, Oviedo 2022, ch. 3).
+"""The 14 hand-written Spanish film reviews of Navarro Castillo, *Técnicas de ML para PLN*
+(Oviedo, 2022, ch. 3).
 
-The thesis classifies them as ``positiva`` / ``negativa`` with CountVectorizer (Spanish stop
+That work classifies them as ``positiva`` / ``negativa`` with CountVectorizer (Spanish stop
 words) → TfidfTransformer → ``train_test_split(test_size=0.25, random_state=0)`` →
 MultinomialNB (confusion matrix [[2, 0], [1, 1]], 75 %) and ``SVC(kernel='linear')``
-([[0, 2], [0, 2]], 50 %). :data:`REVIEWS` lists them in the thesis' order with its labels;
-:func:`load_reviews` gives the thesis' split: 10 training and 4 test reviews (``validation``
-repeats the training reviews: the thesis has none).
+([[0, 2], [0, 2]], 50 %). :data:`REVIEWS` lists them in the work's order with its labels;
+:func:`load_reviews` gives the work's split: 10 training and 4 test reviews (``validation``
+repeats the training reviews: the work has none).
 
-Label ids follow scikit-learn's sorted order of the thesis' string labels, so confusion
-matrices read the same as the thesis' (row/column 0 = ``negativa``, 1 = ``positiva``).
+Label ids follow scikit-learn's sorted order of the work's string labels, so confusion
+matrices read the same as the published ones (row/column 0 = ``negativa``, 1 = ``positiva``).
 
-The thesis builds "a list of the most common Spanish stop words" (``stopwordlist``) but does
+The work builds "a list of the most common Spanish stop words" (``stopwordlist``) but does
 not print it. hfattn uses :data:`STOP_WORDS_ES`, the Snowball project's Spanish stop-word list
 (BSD-3-Clause; the same 313 words NLTK ships as ``stopwords.words("spanish")`` and PostgreSQL
 as ``tsearch_data/spanish.stop``; its typos ``vosostros`` / ``vosostras`` are kept as
-published). The thesis' matrices depend on its unknown list, so results with this one differ
-(see the README's "Classic baselines" table).
+published). The published matrices depend on its unknown list, so results with this one differ
+(see the table of ``docs/tasks/baselines.md``).
 """
 
 from __future__ import annotations
@@ -42,18 +42,18 @@ REVIEWS: tuple[tuple[str, str], ...] = (
     ("Los actores no sabían actuar y el argumento era malísimo", "negativa"),
     ("El actor principal muy guapo. Entretenida de inicio a fin", "positiva"),
 )
-"""(text, label) of the thesis' ``dataset`` list, in its order (index = the thesis' row)."""
+"""(text, label) of the work's ``dataset`` list, in its order (index = the work's row)."""
 
 LABEL_NAMES = ["negativa", "positiva"]
-"""Class names by label id (scikit-learn's sorted order of the thesis' labels)."""
+"""Class names by label id (scikit-learn's sorted order of the work's labels)."""
 
 DATA_LICENSES = {"reviews-es": None}
-"""Unknown: the thesis states no licence for its reviews, so a model trained on them needs
+"""Unknown: the work states no licence for its reviews, so a model trained on them needs
 ``hub.license`` in its recipe to be published (see :mod:`hfattn.data.licenses`)."""
 
 TEST_SIZE = 0.25
 RANDOM_STATE = 0
-"""The thesis' ``train_test_split`` arguments: ceil(0.25 · 14) = 4 test reviews."""
+"""The work's ``train_test_split`` arguments: ceil(0.25 · 14) = 4 test reviews."""
 
 STOP_WORDS_ES: tuple[str, ...] = tuple(
     """
@@ -88,9 +88,9 @@ STOP_WORDS_ES: tuple[str, ...] = tuple(
 
 
 def thesis_split() -> tuple[list[int], list[int]]:
-    """Row indices of :data:`REVIEWS` in the thesis' train and test sets, in the order
+    """Row indices of :data:`REVIEWS` in the work's train and test sets, in the order
     ``train_test_split(..., test_size=0.25, random_state=0)`` returns them (the split depends
-    only on the number of rows and the seed, not on their contents)."""
+    only on the number of rows and ``random_state``, not on their contents)."""
     from sklearn.model_selection import train_test_split
 
     train, test = train_test_split(
@@ -101,10 +101,10 @@ def thesis_split() -> tuple[list[int], list[int]]:
 
 def load_reviews(seed: int):
     """The ``reviews-es`` classification task: ``train`` (10 reviews) and ``test`` (4), the
-    thesis' split; ``seed`` is accepted for the loader interface and ignored (the split is the
-    thesis' fixed ``random_state=0``).
+    work's split; ``seed`` is accepted for the loader interface and ignored (the split is the
+    work's fixed ``random_state=0``).
 
-    The thesis has no validation split and 14 reviews leave none to spare, so ``validation``
+    The work has no validation split and 14 reviews leave none to spare, so ``validation``
     repeats the 10 training reviews: the 4 test reviews stay unseen by any model selection
     (a validation score here is a training score).
 

@@ -1,4 +1,5 @@
-"""``spa.txt``: the Anki / Tatoeba English–Spanish sentence pairs, and the seeds' preprocessings.
+"""``spa.txt``: the Anki / Tatoeba English–Spanish sentence pairs, and Chollet's and Géron's
+preprocessings.
 
 The file (``spa-eng.zip`` on manythings.org / the TensorFlow bucket) has one pair per line::
 
@@ -7,7 +8,7 @@ The file (``spa-eng.zip`` on manythings.org / the TensorFlow bucket) has one pai
 The third field (attribution) is optional and ignored. A line without a tab, or with an empty
 side, is malformed: it is reported (logging warning, with its line number) and skipped.
 
-Two preprocessings reproduce the seeds (:data:`PREPROCESSINGS`):
+Two preprocessings reproduce Chollet's and Géron's (:data:`PREPROCESSINGS`):
 
 - ``"chollet"`` (*Deep Learning with Python*, 2nd ed., ch. 11): both sides lower-cased and
   stripped of punctuation (``string.punctuation`` plus ``¿`` and ``¡``; the brackets of the
@@ -43,7 +44,7 @@ GERON = {"vocab_size": 1_000, "max_length": 50, "train_size": 100_000}
 for training."""
 
 PREPROCESSINGS = {"chollet": CHOLLET, "geron": GERON}
-"""The seeds' preprocessings by name, with their model/tokenizer settings."""
+"""Chollet's and Géron's preprocessings by name, with their model/tokenizer settings."""
 
 CHOLLET_STRIP_CHARS = (string.punctuation + "¿¡").replace("[", "").replace("]", "")
 """Characters removed by :func:`chollet_standardize` (Keras' ``string.punctuation + "¿"``,

@@ -1,7 +1,8 @@
 """Word vectors for the classifiers' embeddings: train word2vec / fastText, read GloVe files.
 
-The seeds' word embeddings (seed 003: word2vec CBOW and skip-gram, fastText; seed 000:
-Chollet's frozen GloVe-100 layer) as three steps:
+The word embeddings of Navarro Castillo, *Técnicas de ML para PLN* (2022: word2vec CBOW and
+skip-gram, fastText) and of Chollet, *Deep Learning with Python* (a frozen GloVe-100 layer) as
+three steps:
 
 - :func:`train_word_vectors`: word2vec (CBOW: predict the centre word from the mean of its
   ``2k`` context words; skip-gram: predict each context word from the centre word, better on
@@ -11,7 +12,7 @@ Chollet's frozen GloVe-100 layer) as three steps:
   ``word x1 … xd`` line per word, no header) or the word2vec layout (a ``count dim`` header
   first); a malformed file gets an error naming the file and the line.
 - :func:`embedding_matrix`: the ``[vocab_size, dim]`` matrix whose row ``i`` is the vector of
-  the token with id ``i`` (seed 000, listing 5.7), plus the coverage, ready for
+  the token with id ``i`` (Chollet, listing 5.7), plus the coverage, ready for
   ``RNNForSequenceClassification.set_embedding_matrix``.
 """
 
@@ -200,8 +201,8 @@ def embedding_matrix(
 ) -> tuple[torch.Tensor, float]:
     """The embedding matrix of a vocabulary from word vectors, and the vocabulary's coverage.
 
-    Row ``vocab[w]`` is the vector of ``w`` when the vectors know ``w`` (seed 000, listing
-    5.7). Other rows are zeros (``unknown="zero"``, the seed's choice) or drawn from
+    Row ``vocab[w]`` is the vector of ``w`` when the vectors know ``w`` (Chollet, listing
+    5.7). Other rows are zeros (``unknown="zero"``, Chollet's choice) or drawn from
     ``N(0, σ²)`` with ``σ`` the standard deviation of the known vectors' entries
     (``unknown="random"``, seeded by ``seed``); fastText vectors fill them from the word's
     character n-grams instead. ``special_tokens`` (padding, unknown, …) always get zeros.

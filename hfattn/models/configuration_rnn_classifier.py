@@ -21,7 +21,7 @@ _CHOLLET_BILSTM = {
     "pooling": "last",
     "dropout": 0.5,
 }
-"""Chollet's (DLwP ch. 11, seed 000 listings 5.4 and 5.9) IMDb classifier: vocabulary 20000,
+"""Chollet's (DLwP ch. 11, listings 5.4 and 5.9) IMDb classifier: vocabulary 20000,
 ``Bidirectional(LSTM(32))`` → ``Dropout(0.5)`` → ``Dense``."""
 
 
@@ -81,7 +81,7 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
     pad_token_id: int | None = 0
 
     PRESETS: ClassVar[dict[str, dict]] = {
-        # Géron, HOML ch. 16 (seed 004): vocabulary 1000, Embedding(128) → GRU(128) → Dense,
+        # Géron, HOML ch. 16: vocabulary 1000, Embedding(128) → GRU(128) → Dense,
         # the IMDb sentiment model that needs masking to learn.
         "geron": {
             "vocab_size": 1000,
@@ -92,9 +92,9 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
             "bidirectional": False,
             "pooling": "last",
         },
-        # Chollet, DLwP ch. 11 (seed 000, listing 5.4): embeddings of 256 trained from scratch.
+        # Chollet, DLwP ch. 11 (listing 5.4): embeddings of 256 trained from scratch.
         "chollet": {**_CHOLLET_BILSTM, "embedding_dim": 256},
-        # The same over frozen GloVe-100 vectors (seed 000, listing 5.9: 2,000,000
+        # The same over frozen GloVe-100 vectors (Chollet's listing 5.9: 2,000,000
         # non-trainable parameters, test accuracy 0.870).
         "chollet-glove": {**_CHOLLET_BILSTM, "embedding_dim": 100, "freeze_embeddings": True},
     }

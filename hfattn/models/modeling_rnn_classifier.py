@@ -1,8 +1,8 @@
 """Recurrent text classifier: the IMDb models of Géron (HOML ch. 16) and Chollet (DLwP ch. 11).
 
 ``RNNForSequenceClassification`` embeds the tokens (optionally with frozen pretrained vectors,
-Chollet's GloVe model), reads the real tokens only with a (bi)GRU/LSTM (the padding the seeds'
-Keras ``mask_zero=True`` skips is never read, so a padded text gets the logits it gets alone),
+Chollet's GloVe model), reads the real tokens only with a (bi)GRU/LSTM (the padding that Géron's and
+Chollet's Keras ``mask_zero=True`` skips is never read, so a padded text gets the logits it gets alone),
 pools the outputs (final states or attention) and classifies them.
 
 The RNN is one :class:`~.rnn_layers.RecurrentLayer` per layer (``rnn.0``, ``rnn.1``, ...):
@@ -117,7 +117,7 @@ class RNNClassifierPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Keras' defaults, the seeds' framework, for the RNN and the linears: Glorot-uniform
+        """Keras' defaults, the framework of Géron's and Chollet's models, for the RNN and the linears: Glorot-uniform
         input and orthogonal recurrent matrices, zero biases except an LSTM forget-gate bias of
         1 (``unit_forget_bias``); Glorot-uniform linears with zero biases. Embeddings
         ``N(0, 1)`` (PyTorch's default; pretrained word vectors have entries of that order):

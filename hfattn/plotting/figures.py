@@ -1,4 +1,5 @@
-"""The theses' figures, drawn with matplotlib's Agg canvas (no display, no pyplot state).
+"""Figures of the methods (positional encodings, schedules, scores) and of a trained model's
+attention, drawn with matplotlib's Agg canvas (no display, no pyplot state).
 
 ``plot(name, out_path)`` writes one PNG (atomically: a temporary file, then ``os.replace``).
 Names, in :data:`PLOTS`:
@@ -249,7 +250,7 @@ PLOTS: dict[str, Callable] = {
     "sigmoid": sigmoid_figure,
     "scores": scores_figure,
 }
-"""The theses' figures by name; each builder takes no argument and returns a ``Figure``."""
+"""The method figures by name; each builder takes no argument and returns a ``Figure``."""
 
 MODEL_PLOTS: dict[str, Callable] = {"attention": attention_figure}
 """Figures of a trained model: the builder takes the model folder and an input."""

@@ -1,33 +1,34 @@
-r"""Classic text-classification baselines (seed 003, ch. 2–3): bag of words / TF-IDF with
+r"""Classic text-classification baselines of Navarro Castillo, *Técnicas de ML para PLN*
+(Oviedo, 2022, ch. 2–3): bag of words / TF-IDF with
 Naive Bayes or a linear SVM, on the same data, splits and metric files as the neural recipes.
 
 Every vectorizer starts from the counts :math:`f(t, d)` of scikit-learn's ``CountVectorizer``
 (lowercased, optional stop words removed, n-grams of 1 to ``ngram_max`` tokens), fitted on
 ``train`` only. Tokens (:data:`TOKEN_PATTERNS`) are ``words`` — scikit-learn's default
-``\b\w\w+\b``, words of two or more characters, as in the thesis — or ``symbols``: every
+``\b\w\w+\b``, words of two or more characters, as in Navarro Castillo's code — or ``symbols``: every
 run of non-space characters, one-character ones included (the Reber task's ``"B P B T …"``).
 
 - ``count``: :math:`x_{d,t} = f(t, d)` (bag of words).
-- ``tfidf``: scikit-learn's ``TfidfVectorizer`` default, i.e. what the thesis' code computes
+- ``tfidf``: scikit-learn's ``TfidfVectorizer`` default, i.e. what Navarro Castillo's code computes
   (``TfidfTransformer()``): :math:`x_{d,t} = f(t, d)\,\bigl(\ln\frac{1 + n}{1 + \mathrm{df}(t)}
   + 1\bigr)`, each row then scaled to unit L2 norm (:math:`n` training documents,
   :math:`\mathrm{df}(t)` of them containing :math:`t`).
-- ``tfidf-thesis``: the thesis' written formula (§2.3.3), :class:`ThesisTfidfTransformer`:
+- ``tfidf-thesis``: the formula written in Navarro Castillo's §2.3.3, :class:`ThesisTfidfTransformer`:
   :math:`\mathrm{tf}(t, d) = f(t, d) / |d|`, :math:`\mathrm{idf}(t, C) = \ln(|C| / \mathrm{df}(t))`,
   :math:`x_{d,t} = \mathrm{tf}\cdot\mathrm{idf}` without normalisation; :math:`|d| = \sum_t
   f(t, d)` counts the document's kept tokens and :math:`C` is the training set.
 
-Classifiers: ``nb`` — ``MultinomialNB()`` (Laplace smoothing α = 1), the thesis' §3.2;
-``svm`` — ``SVC(kernel="linear")`` (hinge loss, C = 1, libsvm), the thesis' §3.3 exactly;
+Classifiers: ``nb`` — ``MultinomialNB()`` (Laplace smoothing α = 1), Navarro Castillo's §3.2;
+``svm`` — ``SVC(kernel="linear")`` (hinge loss, C = 1, libsvm), Navarro Castillo's §3.3 exactly;
 ``linear-svc`` — ``LinearSVC()`` (squared hinge, liblinear, seeded), the usual "linear SVC".
 
 Metrics per evaluated split (the neural classification task's names): ``accuracy``
 :math:`\frac1N\sum_i 1[\hat y_i = y_i]`, ``macro_f1`` :math:`\frac1{|C|}\sum_c \frac{2TP_c}{2TP_c
 + FP_c + FN_c}` (hfattn's bundled ``evaluate`` modules) and ``num_examples``; the confusion
-matrix :math:`M_{tp} = |\{i: y_i = t, \hat y_i = p\}|` (rows true, columns predicted, as the
-thesis prints it).
+matrix :math:`M_{tp} = |\{i: y_i = t, \hat y_i = p\}|` (rows true, columns predicted, as
+Navarro Castillo prints it).
 
-One difference from the thesis' code, on purpose: it fits the vectorizer and TF-IDF on all 14
+One difference from Navarro Castillo's code, on purpose: it fits the vectorizer and TF-IDF on all 14
 reviews before splitting (the test reviews' words and document frequencies leak into the
 features); here they are fitted on ``train`` and only applied to the held-out splits.
 """
@@ -67,7 +68,7 @@ DEFAULT_STOP_WORDS = {"reviews-es": "spanish"}
 
 
 class ThesisTfidfTransformer(TransformerMixin, BaseEstimator):
-    r"""Counts → the thesis' TF-IDF: :math:`x_{d,t} = \frac{f(t,d)}{|d|}\,\ln\frac{|C|}{\mathrm{df}(t)}`.
+    r"""Counts → the TF-IDF written in Navarro Castillo's §2.3.3: :math:`x_{d,t} = \frac{f(t,d)}{|d|}\,\ln\frac{|C|}{\mathrm{df}(t)}`.
 
     ``fit`` learns ``idf_`` from the document frequencies of the count matrix (a term seen in
     no fitted document gets idf 0: it cannot be scored); ``transform`` divides each row by its

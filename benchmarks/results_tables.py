@@ -225,7 +225,7 @@ def _baseline_row(
 
 
 CHAR_RNN = "char_rnn_make_run_muon_fresh_clone"
-UNIGRAM = "bahdanau_bible_zen3_30min_unigram"
+UNIGRAM = "bahdanau_bible_epyc_avx2_30min_unigram"
 UNIGRAM_VALIDATION = "beam 4, length penalty 1.0, most probable"
 ROWS: tuple[Row, ...] = (
     Row(

@@ -21,10 +21,10 @@ A **near-miss** is a valid string with one mutation — a symbol of :data:`ALPHA
 one of the two embedding symbols swapped (T ↔ P), the kind drawn uniformly too — kept only if
 the recogniser rejects it (a mutation can land on another valid string, e.g. ``BTSSXSE`` →
 ``BTSXSE``; those are redrawn). The swap is there because uniform edits almost never test
-the long-range dependency: in a measured 1,000 near-misses of uniform edits only 9 were
-``BT…PE`` / ``BP…TE`` with a valid inner string, and a linear SVM on symbol 1–3-grams, which
-sees only local context, scored 99.55 % by missing exactly those 9. With the swap a quarter
-of the near-misses need the long-range memory (``README.md``, "Reber grammar").
+the long-range dependency: very few near-misses of uniform edits are ``BT…PE`` / ``BP…TE``
+with a valid inner string, so a classifier that sees only local context (a linear SVM on
+symbol 1–3-grams) misses only those and looks nearly perfect (``benchmarks/NOTES.md`` has the
+count). With the swap a quarter of the near-misses need the long-range memory.
 
 :func:`load_reber` builds the classification task ``reber``: balanced embedded-Reber strings
 (label 1 ``valid``) and near-misses (label 0 ``invalid``), :data:`REBER_SPLIT_SIZES` examples

@@ -24,14 +24,13 @@ class DecodingSettings:
     Controlled Patience"). ``generate`` stops by ``early_stopping``:
 
     - ``True``: once ``num_beams`` hypotheses have ended, CTranslate2's rule at
-      ``patience=1``, so the export decodes exactly as the model (the Bible validation
-      books, beam 4: 100 % of verses the same).
+      ``patience=1``, so the export decodes exactly as the model.
     - ``False`` (transformers' default) or ``"never"``: while the best running beam could
       still beat the worst of the ``num_beams`` kept hypotheses, which CTranslate2 cannot
       express. With ``length_penalty=0`` the answer is the same (both stop once the best beam
       has ended); with a length penalty ``generate`` may search on and find a longer
-      hypothesis. ``patience=2`` comes nearest (on the Bible test books 93.7 % of verses the
-      same, against 88.8 % at ``patience=1``).
+      hypothesis. ``patience=2`` comes nearest (the agreement of each setting on the Bible
+      books is in ``benchmarks/NOTES.md``).
 
     ``patience`` ``None`` follows ``early_stopping``: 1 for ``True``, else 2.
 

@@ -48,6 +48,8 @@ def test_the_model_and_the_words_of_a_table():
     cpu = {"cpu": "AMD EPYC 7B13", "cores": 2, "isa": "AVX2", "gpu": None}
     assert machine_words(cpu) == "2-core AMD EPYC 7B13, AVX2"
     assert machine_words({**cpu, "isa": None}) == "2-core AMD EPYC 7B13"
+    intel = {**cpu, "cpu": "Intel(R) Xeon(R) Platinum(TM) 8480+", "isa": "AMX"}
+    assert machine_words(intel) == "2-core Intel Xeon Platinum 8480+, AMX"
     assert machine_words({**cpu, "gpu": "NVIDIA H100 80GB HBM3"}) == "NVIDIA H100 80GB HBM3"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -83,7 +84,8 @@ def machine_words(machine: dict) -> str:
     when it used one (``"NVIDIA H100 80GB HBM3"``), else ``"2-core AMD EPYC 7B13, AVX2"``."""
     if machine.get("gpu"):
         return machine["gpu"]
-    cpu = f"{machine['cores']}-core {machine['cpu']}" if machine.get("cores") else machine["cpu"]
+    model = re.sub(r"\((R|TM)\)", "", machine["cpu"])  # "Intel(R) Xeon(R)" -> "Intel Xeon"
+    cpu = f"{machine['cores']}-core {model}" if machine.get("cores") else model
     return f"{cpu}, {machine['isa']}" if machine.get("isa") else cpu
 
 

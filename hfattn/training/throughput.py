@@ -126,7 +126,25 @@ def _parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def vaswani_training_flops(model: nn.Module, batch: int, source: int, target: int) -> float:
+def vaswani_parameter_counts(model: nn.Module) -> tuple[int, int, int, int]:
+    """``(P_enc, P_dec, P_kv, P_out)`` of :func:`vaswani_training_flops`: the parameters of the
+    encoder layers, the decoder layers, the decoder's cross-attention key and value projections
+    and the output layer of a Vaswani Transformer."""
+    cross_kv = sum(
+        _parameters(layer.encoder_attn.k_proj) + _parameters(layer.encoder_attn.v_proj)
+        for layer in model.model.decoder.layers
+    )
+    encoder, decoder = model.model.encoder.layers, model.model.decoder.layers
+    return _parameters(encoder), _parameters(decoder), cross_kv, _parameters(model.lm_head)
+
+
+def vaswani_training_flops(
+    model: nn.Module,
+    batch: int,
+    source: int,
+    target: int,
+    counts: tuple[int, int, int, int] | None = None,
+) -> float:
     r"""Training FLOPs of one step of a Vaswani Transformer on ``batch`` rows of ``source``
     source and ``target`` target positions (padded positions included, causal attention
     counted in full):
@@ -137,15 +155,10 @@ def vaswani_training_flops(model: nn.Module, batch: int, source: int, target: in
     with :math:`P_{enc}`, :math:`P_{dec}` the encoder and decoder layers' parameters,
     :math:`P_{kv}` the cross-attention key and value projections (applied to the source),
     :math:`P_{out}` the output layer's, and the second term the attention scores and weighted
-    sums (forward 2, backward 4 FLOPs a multiply-add, :math:`QK^\top` and :math:`PV`)."""
+    sums (forward 2, backward 4 FLOPs a multiply-add, :math:`QK^\top` and :math:`PV`).
+    ``counts``: the model's :func:`vaswani_parameter_counts`, when already taken."""
     config = model.config
-    encoder = _parameters(model.model.encoder.layers)
-    decoder = _parameters(model.model.decoder.layers)
-    cross_kv = sum(
-        _parameters(layer.encoder_attn.k_proj) + _parameters(layer.encoder_attn.v_proj)
-        for layer in model.model.decoder.layers
-    )
-    output = _parameters(model.lm_head)
+    encoder, decoder, cross_kv, output = counts or vaswani_parameter_counts(model)
     dense = (
         6 * batch * (encoder * source + (decoder - cross_kv + output) * target + cross_kv * source)
     )
@@ -165,7 +178,8 @@ class FlopCounter:
         self.model = model
         own = getattr(model, "floating_point_ops", None)
         self.own = own if callable(own) else None
-        self.vaswani = getattr(getattr(model, "config", None), "model_type", None) == "vaswani"
+        vaswani = getattr(getattr(model, "config", None), "model_type", None) == "vaswani"
+        self.vaswani_counts = vaswani_parameter_counts(model) if vaswani else None
         self.parameters = non_embedding_parameters(model)
 
     def __call__(self, batch) -> float:
@@ -173,9 +187,10 @@ class FlopCounter:
         ``[B, T + 1]`` window of a language model."""
         if self.own is not None and isinstance(batch, dict):
             return float(self.own(batch))
-        if self.vaswani and isinstance(batch, dict):
+        if self.vaswani_counts is not None and isinstance(batch, dict):
             rows, source = batch["input_ids"].shape
-            return vaswani_training_flops(self.model, rows, source, batch["labels"].shape[1])
+            target = batch["labels"].shape[1]
+            return vaswani_training_flops(self.model, rows, source, target, self.vaswani_counts)
         ids = batch["input_ids"] if isinstance(batch, dict) else batch[:, 1:]
         return float(6 * self.parameters * ids.numel())
 
@@ -197,5 +212,6 @@ __all__ = [
     "measured_matmul_peak",
     "mfu",
     "non_embedding_parameters",
+    "vaswani_parameter_counts",
     "vaswani_training_flops",
 ]

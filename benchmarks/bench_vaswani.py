@@ -290,6 +290,24 @@ def step_memory(model, optimizer, ids, mask, labels, autocast, device: str) -> d
     return result
 
 
+def write_kernel_profile(path: str, device: str, step, *args, steps: int = 3) -> None:
+    """The kernels of ``steps`` training steps (``torch.profiler``), most device time first:
+    where a step's time goes (matrix products, attention, fused element-wise kernels, the
+    optimizer), written as a text table to ``path``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step(*args)
+        synchronize(device)
+    sort_by = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=sort_by, row_limit=50, max_name_column_width=90)
+    write_atomically(path, f"{steps} steps\n{table}\n")
+
+
 def matmul_peak(device: str, dtype: str) -> tuple[float, str]:
     """``(FLOP/s, description)``: the peak that the MFU divides by.
 
@@ -350,6 +368,18 @@ def measure_training(size: Size, args, autocast, peak_flops: float) -> dict:
             )
             if step >= args.warmup:
                 times[k].append(seconds)
+    if args.profile and size.name == "paper-base":
+        write_kernel_profile(
+            args.profile,
+            device,
+            train_step,
+            steppers["hfattn"],
+            optimizers["hfattn"],
+            ids,
+            mask,
+            labels,
+            autocast,
+        )
     # Memory last: the optimizer state exists by now, as in any later step.
     memory = {
         k: step_memory(m, optimizers[k], ids, mask, labels, autocast, device)
@@ -734,6 +764,10 @@ def main() -> None:
         "CUDA); --no-engine: eager with AdamW's defaults, as Marian",
     )
     parser.add_argument("--out", help="write every number to this JSON file")
+    parser.add_argument(
+        "--profile",
+        help="write the kernels of 3 paper-base hfattn training steps (torch.profiler) here",
+    )
     add_json_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny counts")
     args = parser.parse_args()

@@ -731,7 +731,9 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--ffn", type=int, default=1024)
-    parser.add_argument("--batch", type=int, default=64, help="training batch, small size")
+    parser.add_argument(
+        "--batch", type=int, default=64, help="training batch, small size (0: skip)"
+    )
     parser.add_argument(
         "--base-batch",
         type=int,
@@ -783,7 +785,7 @@ def main() -> None:
         return torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.dtype == "bf16")
 
     small = Size("small", args.layers, args.d_model, args.heads, args.ffn, args.batch)
-    sizes = [small]
+    sizes = [small] if args.batch else []
     if args.base_batch:
         sizes.append(Size("paper-base", 6, 512, 8, 2048, args.base_batch))
     load_before = load_average()

@@ -72,12 +72,14 @@ from benchlib import (
     BenchReport,
     add_device_argument,
     add_json_argument,
+    gpu_name,
     synchronize,
     write_atomically,
 )
 from transformers import CompileConfig, GenerationConfig, MarianConfig, MarianMTModel
 
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
+from hfattn.common.machine import provenance
 from hfattn.training.compiling import compile_for_training, resolve_compile
 from hfattn.training.optim import adamw_kernel
 from hfattn.training.throughput import device_peak_flops, vaswani_training_flops
@@ -456,8 +458,13 @@ def measure_generation(size: Size, args, autocast) -> dict:
             return model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
 
     for label, beams in (("greedy", 1), (f"beam{args.beams}", args.beams)):
-        for model in (ours, marian):  # warm-up
-            generate(model, beams, True, new_tokens=4)
+        # Warm-up at the full length: a GPU pays once for each new shape (cuDNN builds an
+        # attention plan per key length), and a first timed call must not pay it for both.
+        for model in (ours, marian):
+            generate(model, beams, True)
+        uncached = label == "greedy" or not args.skip_uncached_beam
+        if device == "cuda" and args.uncached_repeats and uncached:
+            generate(ours, beams, False)
         times = {"hfattn": [], "marian": [], "hfattn_no_cache": []}
         outputs = {}
         runs = [("hfattn", ours, True), ("marian", marian, True)]
@@ -466,7 +473,7 @@ def measure_generation(size: Size, args, autocast) -> dict:
                 seconds, outputs[key] = timed(device, generate, model, beams, use_cache)
                 times[key].append(seconds)
             # The uncached runs sit between cached ones, so the two see the same load.
-            if rep < args.uncached_repeats and (label == "greedy" or not args.skip_uncached_beam):
+            if rep < args.uncached_repeats and uncached:
                 seconds, outputs["hfattn_no_cache"] = timed(device, generate, ours, beams, False)
                 times["hfattn_no_cache"].append(seconds)
         entry = {"seconds": times}
@@ -792,6 +799,7 @@ def main() -> None:
     started = time.perf_counter()
     peak_flops, peak = matmul_peak(args.device, args.dtype)  # once: one yardstick for all sizes
     results = {
+        "provenance": provenance(gpu_name(args.device)),
         "date": datetime.date.today().isoformat(),
         "machine": machine(args.device),
         "torch": torch.__version__,

@@ -51,7 +51,7 @@ step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, report
 bench_vaswani() {
   "$PYTHON" benchmarks/bench_vaswani.py --device cuda --dtype bf16 \
     --batch 0 --src-len 64 --tgt-len 64 --base-batch 256 --steps 10 --warmup 3 \
-    --skip-static-cache --skip-uncached-beam --gen-repeats 1 \
+    --skip-static-cache --skip-uncached-beam \
     --profile "$RESULTS/vaswani_cuda_bf16_${tag}_kernels.txt" \
     --out "$RESULTS/vaswani_cuda_bf16_$tag.json" | tee "$RESULTS/vaswani_cuda_bf16_$tag.md"
 }

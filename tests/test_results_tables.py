@@ -18,6 +18,7 @@ import results_tables  # noqa: E402
 from results_tables import (  # noqa: E402
     ATTENTION_VARIANTS,
     BAHDANAU_PAGE,
+    GPU_FIGURES,
     README,
     RESULTS,
     RESULTS_PAGE,
@@ -27,7 +28,8 @@ from results_tables import (  # noqa: E402
 
 
 def cited_files() -> set[str]:
-    figures = [f for row in ROWS for f in row.figures.values()] + list(SPEED_FIGURES.values())
+    figures = [f for row in ROWS for f in row.figures.values()]
+    figures += list(SPEED_FIGURES.values()) + list(GPU_FIGURES.values())
     return {figure.file for figure in figures} | {ATTENTION_VARIANTS}
 
 
@@ -38,6 +40,22 @@ def test_every_cited_file_exists_and_holds_its_figure():
         assert all(isinstance(v, (int, float)) for v in row.values().values()), row.recipe
     for name, figure in SPEED_FIGURES.items():
         assert isinstance(figure.read(), (int, float)), name
+    for name, figure in GPU_FIGURES.items():
+        assert isinstance(figure.read(), str if name == "peak" else (int, float)), name
+
+
+def test_the_gpu_figures_are_read_from_their_files_lists_included(tmp_path):
+    root = copy_results(tmp_path)
+    bench = root / results_tables.GPU_BENCH
+    data = json.loads(bench.read_text("utf-8"))
+    assert GPU_FIGURES["v_mfu"].read(root) == data["training"][0]["hfattn"]["mfu"]
+    paragraph = results_tables.gpu_paragraph(root)
+    assert f"an MFU of {data['training'][0]['hfattn']['mfu']:.1%}" in paragraph
+    data["training"][0]["hfattn"]["mfu"] = 0.4321
+    bench.write_text(json.dumps(data), "utf-8")
+    assert "an MFU of 43.2%" in results_tables.gpu_paragraph(root)
+    assert README in results_tables.stale_files(root)
+    assert RESULTS_PAGE in results_tables.stale_files(root)
 
 
 def test_the_published_tables_are_those_their_files_give():

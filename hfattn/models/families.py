@@ -96,9 +96,11 @@ class Family:
     (:class:`hfattn.models.rnn_layers.RecurrentLayer`), so each padded batch length of its
     length-grouped batches is a graph of its own: ``training.compile: true`` is refused."""
     compiled_by_auto: bool = False
-    """``training.compile: auto`` compiles it on CUDA: its step is one graph for a handful of
-    batch shapes (the char-RNN's windows have one length; translation batches are padded to a
-    multiple of :data:`hfattn.training.compiling.COMPILE_PAD_MULTIPLE`)."""
+    """``training.compile: auto`` compiles it on CUDA: its training batches have one shape
+    (the char-RNN's windows have one length), so the step compiles once or twice in a run.
+    Families whose batches change length from batch to batch (translation, classification)
+    are left eager by ``auto``: their compiles cost more of a recipe's budget than the
+    compiled steps win back (``docs/training.md``)."""
     score_field: str | None = None
     """The config field that names its attention score (one of
     :data:`hfattn.models.score_names.SCORE_NAMES`); ``None``: it has none."""
@@ -124,7 +126,6 @@ FAMILIES: dict[str, Family] = {
     ),
     "vaswani": Family(
         auto_class="AutoModelForSeq2SeqLM",
-        compiled_by_auto=True,
         score_field="attention_score",
         describe_attention=describe_multi_head_attention,
         papers=("vaswani2017attention",),

@@ -122,8 +122,8 @@ class TrainingSection:
     first steps are slower while it compiles (and once more at the first batch of another
     length); a compiled run pads its translation and classification batches to a multiple of
     8 positions (masked: the loss is the same), so that it compiles a few shapes. ``auto``:
-    on for the Vaswani Transformer and the char-RNN on a CUDA device, off on a CPU and for the
-    other models; ``true`` / ``false`` force it. ``true`` is refused for ``bahdanau`` and
+    on for the char-RNN on a CUDA device (one batch shape), off on a CPU and for the other
+    models (their batch lengths vary: each compile takes about a minute on a GPU); ``true`` / ``false`` force it. ``true`` is refused for ``bahdanau`` and
     ``rnn-classifier`` models, whose recurrence over padded batches would compile anew at
     every batch length. ``benchmarks/bench_compile.py`` measures each model's step both
     ways."""

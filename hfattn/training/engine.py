@@ -8,7 +8,7 @@ the wall-clock budget (``max_minutes``, the schedule then follows the clock) or 
 Ctrl-C / SIGTERM (a resumable checkpoint is written). A finished run is evaluated on its
 splits and saved as a model folder (:mod:`hfattn.training.results`). Stateful jobs carry the
 recurrent state (detached: truncated BPTT) from batch to batch and reset it at every epoch.
-With ``training.compile`` (``auto``: the Vaswani Transformer and the char-RNN on CUDA) the loss
+With ``training.compile`` (``auto``: the char-RNN on CUDA) the loss
 step runs through ``torch.compile`` (:mod:`hfattn.training.compiling`); nothing else does.
 
 On CUDA the step does not wait for the device: the losses stay device tensors until a

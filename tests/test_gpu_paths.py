@@ -98,9 +98,7 @@ def test_muon_adamw_groups_fused_make_the_same_update():
         (False, "vaswani", "cuda", False),
     ],
 )
-def test_compile_auto_is_on_for_the_char_rnn_on_cuda_only(
-    setting, model_type, device, compiled
-):
+def test_compile_auto_is_on_for_the_char_rnn_on_cuda_only(setting, model_type, device, compiled):
     assert resolve_compile(setting, model_type, device) is compiled
 
 

@@ -637,7 +637,7 @@ def rows(results: dict, args) -> list[Row]:
                 h["mfu"] / m["mfu"],
             )
         )
-    gen = results["generation"]
+    gen = results["generation"] or {}
     for label in [k for k in gen if k.startswith(("greedy", "beam"))]:
         entry = gen[label]
         what = f"{label}, batch {gen['batch']} × {gen['new_tokens']} new tokens, tokens/s"
@@ -712,7 +712,7 @@ def notes(results: dict) -> str:
             "(Marian counts its two frozen sinusoidal tables, hfattn its output bias); "
             f"{train['flops_per_step'] / 1e9:,.1f} GFLOP per training step"
         )
-    gen = results["generation"]
+    gen = results["generation"] or {}
     for label in [k for k in gen if k.startswith(("greedy", "beam"))]:
         entry = gen[label]
         line = f"- {label}: identical sequences hfattn vs Marian {entry['same_output_hfattn_marian']:.0%}"
@@ -774,6 +774,9 @@ def main() -> None:
     )
     parser.add_argument("--out", help="write every number to this JSON file")
     parser.add_argument(
+        "--skip-generation", action="store_true", help="training only: no generation runs"
+    )
+    parser.add_argument(
         "--profile",
         help="write the kernels of 3 paper-base hfattn training steps (torch.profiler) here",
     )
@@ -810,7 +813,7 @@ def main() -> None:
         "peak_flops": peak_flops,
         "peak": peak,
         "training": [measure_training(size, args, autocast, peak_flops) for size in sizes],
-        "generation": measure_generation(small, args, autocast),
+        "generation": None if args.skip_generation else measure_generation(small, args, autocast),
         "static_cache": None
         if args.skip_static_cache
         else measure_static_cache(small, args, autocast),

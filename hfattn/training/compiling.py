@@ -40,9 +40,9 @@ def compile_for_training(model: torch.nn.Module) -> torch.nn.Module:
     Shapes start static; a batch of a new shape (translation and classification batches are
     padded to their longest example, rounded up to :data:`COMPILE_PAD_MULTIPLE`) recompiles
     with the sizes that changed marked dynamic, and a later batch whose shape breaks another of
-    the graph's guards compiles again: a run of varying lengths compiles several times. The char-RNN's first batch of every epoch (no carried state) and the others (a
-    carried state) are two graphs, each compiled once. The first steps are slower while this
-    happens.
+    the graph's guards compiles again: a run of varying lengths compiles several times. The
+    char-RNN's first batch of every epoch (no carried state) and the others (a carried state)
+    are two graphs, each compiled once. The first steps are slower while this happens.
     """
     return torch.compile(model)
 

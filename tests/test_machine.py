@@ -57,6 +57,7 @@ def test_provenance_names_the_commit_the_command_and_the_date():
     head = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
+    hfattn_commit.cache_clear()
     assert hfattn_commit().split("+")[0] == head
     block = provenance(gpu="NVIDIA H200", argv=["/x/bin/hfattn", "train", "my recipe.yaml"])
     assert block["command"] == "hfattn train 'my recipe.yaml'"
@@ -81,3 +82,15 @@ def test_a_benchmark_report_records_its_provenance():
     report.add("x", 1.0)
     block = report.to_dict()["provenance"]
     assert block["machine"] == describe_machine() and block["hfattn_commit"]
+
+
+def test_the_commit_is_read_once_so_a_long_run_records_the_code_it_started_with(monkeypatch):
+    hfattn_commit.cache_clear()
+    first = hfattn_commit()
+
+    def moved_on(*args, **kwargs):
+        raise AssertionError("git read again")
+
+    monkeypatch.setattr(subprocess, "run", moved_on)
+    assert hfattn_commit() == first
+    assert provenance()["hfattn_commit"] == first

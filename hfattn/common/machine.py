@@ -16,6 +16,7 @@ and the instruction-set ``flags``; ``Features`` on Arm); the GPU name is given b
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import platform
 import re
@@ -89,9 +90,14 @@ def machine_words(machine: dict) -> str:
     return f"{cpu}, {machine['isa']}" if machine.get("isa") else cpu
 
 
+@functools.cache
 def hfattn_commit() -> str | None:
     """The git commit of the hfattn checkout being run (``+dirty`` when tracked files differ
-    from it), or ``None`` for an installed package or where git is missing."""
+    from it), or ``None`` for an installed package or where git is missing.
+
+    Read once a process: the first call names the code the process loaded, so a long run
+    calls it when it starts (:func:`hfattn.orchestration.run.run_recipe`) and its results
+    file records that commit even if the checkout moves on while it trains."""
     root = Path(__file__).resolve().parents[2]  # hfattn/common/machine.py -> the checkout
     if not (root / ".git").exists():
         return None

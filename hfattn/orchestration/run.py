@@ -22,6 +22,7 @@ and 3 first.
 from __future__ import annotations
 
 from ..common.field_checks import RecipeError, require, require_reported_metric
+from ..common.machine import hfattn_commit
 from ..data.licenses import data_license
 from ..recipes import task_recipe_module
 from ..recipes.schema import LICENSE_FORM, HubSection, RecipeBase
@@ -159,6 +160,7 @@ def run_recipe(
     if not checked:
         check_before_training(recipe, resume=resume, overwrite=overwrite)
         check_run_folder(recipe, resume=resume, overwrite=overwrite)
+    hfattn_commit()  # the commit of the code that trains, for the results file at the end
     # torch (2-3 s): hfattn train imports this module for the checks before training, which
     # answer in a fraction of a second
     from ..training.engine import train

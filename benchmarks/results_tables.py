@@ -211,7 +211,7 @@ def _baseline_row(
     return Row(model, "baseline", held_out, machine, command, training, result, figures)
 
 
-CHAR_RNN = "char_rnn_make_run_muon_fresh_clone"
+CHAR_RNN = "char_rnn_make_run_xeon_amx"
 LUONG = "bahdanau_bible_en_es_xeon_amx_30min"
 """The Luong recipe as a user runs it: ``hfattn train`` (its final scores: beam 4, the saved
 generation settings, as ``hfattn evaluate`` prints them)."""

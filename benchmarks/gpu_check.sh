@@ -19,7 +19,9 @@
 #
 # The recipes read the Bible corpus from the SWORD modules or the local data cache: a
 # machine without network access needs them there (the run fails with the data source's
-# message otherwise).
+# message otherwise). For such a machine, `bash benchmarks/gpu_bundle.sh` packs the missing
+# wheels and the data beside the checkout, and `bash benchmarks/gpu_on_device.sh OUT_DIR` run
+# there installs them, runs this script and packs its results into OUT_DIR/gpu.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Run benchmarks/gpu_check.sh on a GPU machine with no network, from what
+# benchmarks/gpu_bundle.sh packed (.whl/, .gpu/), and pack its results into
+# OUT_DIR/gpu.tgz (rewritten every 15 s while it runs, so a run cut short still leaves what it
+# measured) with its log in OUT_DIR/log.txt.
+#
+#   bash benchmarks/gpu_on_device.sh OUT_DIR     # from the repository root, as root
+#
+# The machine's own python3 (with torch and CUDA) runs everything; the wheels go to
+# /tmp/site, the SWORD modules to /usr/share/sword (when missing), the Bible cache under
+# HF_HOME=/tmp/hf.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: gpu_on_device.sh OUT_DIR}
+mkdir -p "$out"
+[[ -d .whl && -d .gpu ]] || {
+  echo "gpu_on_device.sh: .whl/ or .gpu/ missing: run benchmarks/gpu_bundle.sh first" >&2
+  exit 2
+}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 3
+export PYTHONPATH=/tmp/site
+if [[ ! -d .git ]] || [[ "$(git rev-parse HEAD 2>/dev/null)" != "$(git -C .gpu/repo rev-parse HEAD)" ]]; then
+  rm -rf .git && cp -r .gpu/repo/.git .git && git reset -q  # the commit of the packed checkout
+fi
+[[ -d /usr/share/sword ]] || cp -r .gpu/sword /usr/share/sword
+export HF_HOME=/tmp/hf HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 RESULTS=/tmp/gpu_results PYTHON=python3
+mkdir -p "$HF_HOME/hfattn" "$RESULTS" && cp -r .gpu/hf/hfattn/. "$HF_HOME/hfattn/"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
+
+pack() { tar czf "$out/part.tgz" -C "$RESULTS" . 2>/dev/null && mv "$out/part.tgz" "$out/gpu.tgz"; }
+(while sleep 15; do pack; done) &
+packer=$!
+bash benchmarks/gpu_check.sh >"$out/log.txt" 2>&1
+status=$?
+kill "$packer" 2>/dev/null
+wait "$packer" 2>/dev/null
+pack
+grep -E "^== |^\| training|^\| MFU|teacher-forced|hardware" "$out/log.txt" | cut -c1-250
+echo "gpu_check.sh exit $status (failed steps); results in $out/gpu.tgz"
+exit "$status"

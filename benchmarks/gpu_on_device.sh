@@ -20,8 +20,12 @@ mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 3
 export PYTHONPATH=/tmp/site
-if [[ ! -d .git ]] || [[ "$(git rev-parse HEAD 2>/dev/null)" != "$(git -C .gpu/repo rev-parse HEAD)" ]]; then
-  rm -rf .git && cp -r .gpu/repo/.git .git && git reset -q  # the commit of the packed checkout
+# The results files name the commit of the checkout: a copy without .git gets the packed
+# clone's (an existing .git is never replaced; its own HEAD is what the files record).
+if [[ ! -e .git ]]; then
+  cp -r .gpu/repo/.git .git && git reset -q
+elif [[ "$(git rev-parse HEAD 2>/dev/null)" != "$(git -C .gpu/repo rev-parse HEAD)" ]]; then
+  echo "gpu_on_device.sh: this checkout's HEAD is not the packed one; the results name this HEAD" >&2
 fi
 [[ -d /usr/share/sword ]] || cp -r .gpu/sword /usr/share/sword
 export HF_HOME=/tmp/hf HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 RESULTS=/tmp/gpu_results PYTHON=python3

@@ -1,12 +1,13 @@
 """The published results tables, rendered from the files of ``benchmarks/results/``.
 
-Every figure of the README's headline table, of its speed paragraph, of the docs' results
-page (``docs/results/index.md``) and of the attention-variants table of
-``docs/models/bahdanau.md`` is read here from the results file that measured it; what
-no file holds (the command) is written once in :data:`ROWS` and :data:`SPEED`. ``make results`` (``python benchmarks/results_tables.py --write``) rewrites
-the README and those pages between their ``<!-- results:NAME:start -->`` /
-``<!-- results:NAME:end -->`` markers; ``--check`` (and ``tests/test_results_tables.py``)
-fails when a table and its files disagree or a cited file is missing.
+Every figure of the README's headline table, of its speed and GPU paragraphs, of the docs'
+results page (``docs/results/index.md``) and of the attention-variants table of
+``docs/models/bahdanau.md`` is read here from the results file that measured it; what no file
+holds (the command) is written once in :data:`ROWS`, :data:`SPEED` and :data:`GPU_SPEED`.
+``make results`` (``python benchmarks/results_tables.py --write``) rewrites the README and
+those pages between their ``<!-- results:NAME:start -->`` / ``<!-- results:NAME:end -->``
+markers; ``--check`` (and ``tests/test_results_tables.py``) fails when a table and its files
+disagree or a cited file is missing.
 
 A figure is read from one file by one of:
 

@@ -123,9 +123,9 @@ class TrainingSection:
     length); a compiled run pads its translation and classification batches to a multiple of
     8 positions (masked: the loss is the same), so that it compiles a few shapes. ``auto``:
     on for the char-RNN on a CUDA device (one batch shape), off on a CPU and for the other
-    models (their batch lengths vary: each compile takes about a minute on a GPU); ``true`` / ``false`` force it. ``true`` is refused for ``bahdanau`` and
-    ``rnn-classifier`` models, whose recurrence over padded batches would compile anew at
-    every batch length. ``benchmarks/bench_compile.py`` measures each model's step both
+    models (their batch lengths vary: each compile takes about a minute on a GPU); ``true`` /
+    ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier`` models,
+    whose recurrence over padded batches would compile anew at every batch length. ``benchmarks/bench_compile.py`` measures each model's step both
     ways."""
 
     @property

@@ -81,6 +81,8 @@ from space_load import (  # noqa: E402
     serve_space,
 )
 
+from hfattn.common.machine import provenance  # noqa: E402
+
 MAX_GROWTH_PERCENT = 5.0
 MEMORY_WAYS = ("handler", "client")
 RESULTS = BENCH_DIR / "results"
@@ -418,6 +420,7 @@ def main_engines(args: argparse.Namespace, argv: list[str] | None) -> int:
     import ctranslate2
 
     meta = {
+        "provenance": provenance(),
         "command": "benchmarks/bench_space_load.py " + " ".join(argv or sys.argv[1:]),
         "model": "given run"
         if args.translation
@@ -541,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(results[-1]), flush=True)
     table = markdown_table(results)
     meta = {
+        "provenance": provenance(),
         "command": "benchmarks/bench_space_load.py " + " ".join(argv or sys.argv[1:]),
         "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
         "cpus": os.cpu_count(),

@@ -53,7 +53,7 @@ from pathlib import Path
 
 from benchlib import is_met, write_atomically
 
-from hfattn.common.machine import describe_machine, machine_words
+from hfattn.common.machine import describe_machine, machine_words, provenance
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -547,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "machine": machine(),
         "versions": probe(args.python, cuda=not args.no_cuda),
+        "provenance": provenance(),
     }
     use_cuda = context["versions"]["cuda"]
     jobs = []

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState
+from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import set_seed
 from benchlib import BenchReport, add_json_argument
 from rich.console import Console
@@ -64,6 +64,7 @@ from hfattn.recipes import load_recipe
 from hfattn.tasks.base import model_loss
 from hfattn.tasks.causal_lm.job import causal_lm_loss
 from hfattn.training.compiling import compile_for_training
+from hfattn.training.precision import resolve_mixed_precision
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 CHARS = 84
@@ -210,7 +211,8 @@ class Trainer:
 def measure(name: str, family: Family, setup: Setup, steps: int, warmup: int) -> dict:
     """Median s/step eager and compiled (alternating), the compiled warm-up, a new length."""
     AcceleratorState._reset_state(reset_partial_state=False)
-    accelerator = Accelerator(mixed_precision=setup.mixed_precision)
+    precision = resolve_mixed_precision(setup.mixed_precision, PartialState().device)
+    accelerator = Accelerator(mixed_precision=precision)
     stateful = family.kind == "lm"
     eager_model, compiled_model = build_model(family, setup), build_model(family, setup)
     config = eager_model.config

@@ -28,7 +28,7 @@ import argparse
 import sys
 import time
 
-from benchlib import BenchReport, add_json_argument
+from benchlib import BenchReport, add_json_argument, report_not_run
 
 SOURCE_LANG = "en"
 """The source side of every pair (the Bible's and the generated data sets' English)."""
@@ -107,7 +107,9 @@ def markdown_table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print the markdown table of the decoding grid's scores."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", help="a translation model folder")
+    parser.add_argument(
+        "folder", nargs="?", help="a translation model folder (none: the report says not run)"
+    )
     parser.add_argument("--data", default="bible")
     parser.add_argument("--split", default="validation")
     parser.add_argument("--num-beams", type=int, nargs="+", default=[1, 2, 4, 8])
@@ -119,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.num_beams) < 1:
         parser.error(f"--num-beams: every size must be >= 1, got {args.num_beams}")
+    if args.folder is None:
+        reason = (
+            "no model folder given: train one, e.g. `hfattn train recipes/vaswani_bible_en_es.yaml`"
+        )
+        return report_not_run("decoding", reason, args.json)
 
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 

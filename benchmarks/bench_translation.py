@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import BenchReport, add_json_argument
+from benchlib import BenchReport, add_json_argument, report_not_run
 
 APERTIUM_MODE = "eng-spa"
 APERTIUM = "Apertium eng-spa (rule-based)"
@@ -218,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = load_translation_splits(args.data)[args.split]["translation"][: args.limit]
     except BibleNotInstalledError as error:
-        return not_run(f"the Bible is not installed ({error}; `make sword`)", args.json)
+        return report_not_run(
+            "translation", f"the Bible is not installed ({error}; `make sword`)", args.json
+        )
     sources = [r["en"] for r in rows]
     references = [r["es"] for r in rows]
     systems = []
@@ -238,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             (name, lambda s, f=folder: export_translate(f, s, args.num_beams, args.batch_size))
         )
     if not systems:
-        return not_run(
-            "no system to score: apertium is not installed and no model folder was given", args.json
+        return report_not_run(
+            "translation",
+            "no system to score: apertium is not installed and no model folder was given",
+            args.json,
         )
     heading = f"{len(sources)} {args.split} pairs of {args.data}"
     if not args.folders:
@@ -266,15 +270,6 @@ def main(argv: list[str] | None = None) -> int:
             )
         report.markdown.append(f"Perturbed sources (robustness)\n\n{table}")
     report.write(args.json)
-    return 0
-
-
-def not_run(reason: str, json_path: Path | None) -> int:
-    """Say why nothing was scored (and write it to ``json_path``); exit status 0."""
-    print(f"not run: {reason}")
-    report = BenchReport("translation")
-    report.not_run = reason
-    report.write(json_path)
     return 0
 
 

@@ -204,3 +204,13 @@ class BenchReport:
         """Write the JSON to ``path`` atomically (nothing when ``path`` is ``None``)."""
         if path is not None:
             write_atomically(Path(path), json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def report_not_run(benchmark: str, reason: str, json_path: Path | None) -> int:
+    """Say why ``benchmark`` measured nothing, write that report to ``json_path`` (``not_run``)
+    and return the exit status, 0: a missing model or package is not a failure."""
+    print(f"not run: {reason}")
+    report = BenchReport(benchmark)
+    report.not_run = reason
+    report.write(json_path)
+    return 0

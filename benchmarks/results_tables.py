@@ -18,11 +18,10 @@ A figure is read from one file by one of:
   (:mod:`benchlib`), anywhere in the file (``bench_results.json`` nests them per run);
 - ``key="a.b.c"``: a plain JSON path (a number indexes a list: ``training.0.mfu``).
 
-The machine of a row is the one its first file records (the ``provenance`` block that
-:mod:`hfattn.common.machine` writes into every new results file, in words by
-:func:`hfattn.common.machine.machine_words`); a row whose file records none fails. The speed
-paragraph's files were written before files recorded it: its machine falls back to
-:data:`AVX512_CPU`.
+The machine of a row, and of each paragraph, is the one its files record (the ``provenance``
+block that :mod:`hfattn.common.machine` writes into every results file, in words by
+:func:`hfattn.common.machine.machine_words`): a file that records none, or files that name
+different machines, fail (:func:`shared_machine`).
 
 No torch import (only :mod:`hfattn.common.machine`, standard library only): the docs build and the
 tests read this module in a light process.
@@ -46,8 +45,6 @@ RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 RESULTS_PAGE = ROOT / "docs" / "results" / "index.md"
 BAHDANAU_PAGE = ROOT / "docs" / "models" / "bahdanau.md"
-
-AVX512_CPU = "2-core AMD EPYC CPU, AVX-512 BF16"
 
 
 @dataclass(frozen=True)
@@ -97,6 +94,25 @@ def recorded_machine(file: str, root: Path = RESULTS) -> str | None:
     return machine_words(origin["machine"]) if origin else None
 
 
+def shared_machine(files, root: Path = RESULTS) -> str:
+    """The one machine that every file of ``files`` records, in words.
+
+    Raises:
+        KeyError: a file records no ``provenance``.
+        ValueError: the files name different machines (their figures are not comparable).
+    """
+    machines = {}
+    for file in files:
+        machine = recorded_machine(file, root)
+        if machine is None:
+            raise KeyError(f"{file}: records no provenance (the machine of its figures)")
+        machines[file] = machine
+    if len(set(machines.values())) != 1:
+        found = "; ".join(f"{file}: {machine}" for file, machine in machines.items())
+        raise ValueError(f"figures printed together come from different machines ({found})")
+    return next(iter(machines.values()))
+
+
 def _records(data):
     """Every benchmark record (a dict with ``name`` and ``value``) anywhere in ``data``."""
     if isinstance(data, dict):
@@ -132,16 +148,8 @@ class Row:
         return sorted({figure.file for figure in self.figures.values()})
 
     def machine_of(self, root: Path = RESULTS) -> str:
-        """The machine the row's first file records.
-
-        Raises:
-            KeyError: the file records no ``provenance``.
-        """
-        first = next(iter(self.figures.values())).file
-        machine = recorded_machine(first, root)
-        if machine is None:
-            raise KeyError(f"{first}: records no provenance (the machine of its row)")
-        return machine
+        """The machine that every file of the row records (:func:`shared_machine`)."""
+        return shared_machine(self.files(), root)
 
 
 BIBLE_TEST = "Bible test books, 1,022 verses"
@@ -284,7 +292,7 @@ ROWS: tuple[Row, ...] = (
 )
 """The published rows: one per shipped recipe that has a results file, then the baselines."""
 
-EXPORT = "bench_export_cpu.json"
+BENCH = "bench_results.json"
 CT2_BIBLE = "ctranslate2_bible_20min_{}.json"
 INT8 = "CTranslate2 `vaswani_bible_20min_ct2_int8` (beam {}): same output as the model"
 SPEED = (
@@ -303,30 +311,30 @@ SPEED = (
 )
 SPEED_FIGURES = {
     "char_train": Figure(
-        "bench_results.json",
+        BENCH,
         record="training tokens/s, CharRNNForCausalLM / bare nn.GRU loop (batch 64 x 128, "
-        "GRU 512, AdamW, median of 10)",
+        "GRU 512, AdamW, median of 30)",
     ),
     "char_cache": Figure(
-        "bench_results.json",
+        BENCH,
         record="greedy generation of 500 characters: state cache vs use_cache=False",
     ),
     "marian": Figure(
-        "bench_results.json",
+        BENCH,
         record="greedy, batch 32 × 64 new tokens, tokens/s: hfattn vs Marian, both cached (fp32)",
     ),
     "kv_greedy": Figure(
-        "bench_results.json",
+        BENCH,
         record="greedy, batch 32 × 64 new tokens, tokens/s: KV cache vs use_cache=False (fp32)",
     ),
     "kv_beam": Figure(
-        "bench_results.json",
+        BENCH,
         record="beam4, batch 32 × 64 new tokens, tokens/s: KV cache vs use_cache=False (fp32)",
     ),
-    "ct2_fp32": Figure(EXPORT, record="export fp32 / hfattn generate, greedy (tokens/s)"),
-    "ct2_int8": Figure(EXPORT, record="export int8 / hfattn generate, greedy (tokens/s)"),
-    "ct2_fp32_beam": Figure(EXPORT, record="export fp32 / hfattn generate, beam4 (tokens/s)"),
-    "ct2_int8_beam": Figure(EXPORT, record="export int8 / hfattn generate, beam4 (tokens/s)"),
+    "ct2_fp32": Figure(BENCH, record="export fp32 / hfattn generate, greedy (tokens/s)"),
+    "ct2_int8": Figure(BENCH, record="export int8 / hfattn generate, greedy (tokens/s)"),
+    "ct2_fp32_beam": Figure(BENCH, record="export fp32 / hfattn generate, beam4 (tokens/s)"),
+    "ct2_int8_beam": Figure(BENCH, record="export int8 / hfattn generate, beam4 (tokens/s)"),
     "same_greedy": Figure(
         CT2_BIBLE.format("greedy"), record="CTranslate2 `ct2` (beam 1): same output as the model"
     ),
@@ -338,7 +346,8 @@ SPEED_FIGURES = {
     "int8_beam": Figure(CT2_BIBLE.format("beam4_early_stopping"), record=INT8.format(4)),
     "p95": Figure("space_load_engines.json", key="p95_ratio"),
 }
-"""The figures of :data:`SPEED`, all measured on the 2-core AMD EPYC CPU with AVX-512 BF16."""
+"""The figures of :data:`SPEED`: ``make bench`` (``bench_results.json``), the 20-minute Bible
+model's exports scored on the test books, the Space load test; all on one machine."""
 
 GPU_TAG = "NVIDIA_H100_80GB_HBM3"
 GPU_BENCH = f"vaswani_cuda_bf16_{GPU_TAG}.json"
@@ -430,14 +439,14 @@ def markdown_table(columns: tuple[str, ...], root: Path = RESULTS) -> str:
 def speed_paragraph(docs: str, root: Path = RESULTS) -> str:
     """:data:`SPEED` with its figures; ``docs``: the path from the page to ``docs/``."""
     figures = {k: f.read(root) for k, f in SPEED_FIGURES.items()}
-    machine = recorded_machine(SPEED_FIGURES["char_train"].file, root) or AVX512_CPU
+    machine = shared_machine(sorted({f.file for f in SPEED_FIGURES.values()}), root)
     return SPEED.format(machine=machine, docs=docs, **figures)
 
 
 def gpu_paragraph(root: Path = RESULTS) -> str:
     """:data:`GPU_SPEED` with its figures and the GPU its benchmark file records."""
     figures = {k: f.read(root) for k, f in GPU_FIGURES.items()}
-    machine = recorded_machine(GPU_RECIPES["vaswani"], root)
+    machine = shared_machine(sorted({f.file for f in GPU_FIGURES.values()}), root)
     return GPU_SPEED.format(machine=machine, **figures)
 
 

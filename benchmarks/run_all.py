@@ -104,6 +104,9 @@ REGISTRY: dict[str, Bench] = {
     "bench_translation.py": Bench(
         quick=("--num-beams", "1"), full=("--num-beams", "4"), positional=bible_runs
     ),
+    "bench_decoding.py": Bench(
+        quick=("--num-beams", "1", "4", "--limit", "200"), positional=lambda: bible_runs()[:1]
+    ),
     "bench_scores.py": Bench(quick=("--seeds", "0"), timeout_s=3600),
     "bench_space.py": Bench(quick=("--requests", "10"), env=ONE_THREAD),
     "bench_faults.py": Bench(quick=("--quick",), env=ONE_THREAD),

@@ -55,3 +55,14 @@ def test_the_grid_scores_the_translations_of_each_setting(tmp_path, capsys):
     assert records["beam 3, length penalty 1.0, MBR (chrF): chrF"] == pytest.approx(
         expected["chrf"]
     )
+
+
+def test_without_a_model_folder_the_report_says_not_run(tmp_path, capsys):
+    """``make bench`` runs the script on the first trained Bible run, and with none at all."""
+    out = tmp_path / "decoding.json"
+    assert bench_decoding.main(["--num-beams", "1", "4", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "decoding" and report["records"] == []
+    assert report["not_run"].startswith("no model folder given")
+    assert "provenance" in report
+    assert "not run: no model folder given" in capsys.readouterr().out

@@ -120,7 +120,7 @@ def test_a_missing_file_fails_with_its_name(tmp_path):
 
 
 def test_a_missing_figure_fails_with_its_name(tmp_path):
-    figure = results_tables.Figure("bench_export_cpu.json", record="no such measure")
+    figure = results_tables.Figure(results_tables.BENCH, record="no such measure")
     with pytest.raises(KeyError, match="no such measure"):
         figure.read()
 
@@ -150,4 +150,29 @@ def test_a_row_whose_file_records_no_machine_fails(tmp_path):
     del data["training"]["provenance"]
     path.write_text(json.dumps(data))
     with pytest.raises(KeyError, match="records no provenance"):
+        results_tables.stale_files(root)
+
+
+def set_machine(path: Path, machine: dict | None) -> None:
+    """Give the results file at ``path`` a provenance naming ``machine`` (``None``: none)."""
+    data = json.loads(path.read_text("utf-8"))
+    data.pop("provenance", None)
+    if machine is not None:
+        data["provenance"] = {"machine": machine}
+    path.write_text(json.dumps(data), "utf-8")
+
+
+def test_the_speed_paragraph_names_the_one_machine_of_its_files(tmp_path):
+    root = copy_results(tmp_path)
+    machine = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
+    files = sorted({figure.file for figure in SPEED_FIGURES.values()})
+    assert len(files) >= 3  # make bench, the exports on the Bible, the Space load test
+    for name in files:
+        set_machine(root / name, machine)
+    assert "(`make bench`, 4-core Test CPU 9000, AVX2)" in results_tables.speed_paragraph("", root)
+    set_machine(root / files[-1], {**machine, "cores": 2})
+    with pytest.raises(ValueError, match="different machines.*2-core Test CPU 9000"):
+        results_tables.speed_paragraph("", root)
+    set_machine(root / files[0], None)
+    with pytest.raises(KeyError, match=f"{files[0]}: records no provenance"):
         results_tables.stale_files(root)

@@ -90,7 +90,10 @@ def recorded_machine(file: str, root: Path = RESULTS) -> str | None:
     """The machine that ``file`` records in its ``provenance`` (a benchmark report's, or the
     ``training`` block's of an ``eval_results.json``), in words; ``None`` when it records none."""
     data = json.loads((root / file).read_text("utf-8"))
-    origin = data.get("provenance") or (data.get("training") or {}).get("provenance")
+    training = data.get("training")
+    origin = data.get("provenance") or (
+        training.get("provenance") if isinstance(training, dict) else None
+    )
     return machine_words(origin["machine"]) if origin else None
 
 
@@ -444,9 +447,20 @@ def speed_paragraph(docs: str, root: Path = RESULTS) -> str:
 
 
 def gpu_paragraph(root: Path = RESULTS) -> str:
-    """:data:`GPU_SPEED` with its figures and the GPU its benchmark file records."""
+    """:data:`GPU_SPEED` with its figures and the one machine its files record.
+
+    :data:`GPU_BENCH` was written before ``bench_vaswani.py`` recorded a provenance: it names
+    only its GPU (``machine``), which must be the GPU of the other files' machine.
+
+    Raises:
+        ValueError: the files name different machines, or :data:`GPU_BENCH` another GPU.
+    """
     figures = {k: f.read(root) for k, f in GPU_FIGURES.items()}
-    machine = shared_machine(sorted({f.file for f in GPU_FIGURES.values()}), root)
+    files = {f.file for f in GPU_FIGURES.values()} - {GPU_BENCH}
+    machine = shared_machine(sorted(files), root)
+    gpu = json.loads((root / GPU_BENCH).read_text("utf-8"))["machine"]
+    if gpu not in machine:
+        raise ValueError(f"{GPU_BENCH}: measured on {gpu}, the other GPU files on {machine}")
     return GPU_SPEED.format(machine=machine, **figures)
 
 

@@ -176,3 +176,15 @@ def test_the_speed_paragraph_names_the_one_machine_of_its_files(tmp_path):
     set_machine(root / files[0], None)
     with pytest.raises(KeyError, match=f"{files[0]}: records no provenance"):
         results_tables.stale_files(root)
+
+
+def test_the_gpu_paragraph_refuses_a_benchmark_of_another_gpu(tmp_path):
+    root = copy_results(tmp_path)
+    machine = results_tables.shared_machine([results_tables.BAHDANAU_GPU], root)
+    assert f"On a GPU ({machine}," in results_tables.gpu_paragraph(root)
+    bench = root / results_tables.GPU_BENCH
+    data = json.loads(bench.read_text("utf-8"))
+    data["machine"] = "NVIDIA A10G"
+    bench.write_text(json.dumps(data), "utf-8")
+    with pytest.raises(ValueError, match="measured on NVIDIA A10G"):
+        results_tables.gpu_paragraph(root)

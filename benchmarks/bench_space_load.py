@@ -405,6 +405,13 @@ def engine_records(result: dict) -> BenchReport:
     return report
 
 
+def run_provenance(argv: list[str] | None) -> dict:
+    """The results file's ``provenance``, its command this script with ``argv`` (the command
+    line's arguments when ``None``)."""
+    arguments = sys.argv[1:] if argv is None else argv
+    return provenance(argv=["benchmarks/bench_space_load.py", *arguments])
+
+
 def main_engines(args: argparse.Namespace, argv: list[str] | None) -> int:
     """``--engines``: measure, write ``--out`` (+ ``.md``) and ``--json``."""
     import torch
@@ -420,8 +427,7 @@ def main_engines(args: argparse.Namespace, argv: list[str] | None) -> int:
     import ctranslate2
 
     meta = {
-        "provenance": provenance(),
-        "command": "benchmarks/bench_space_load.py " + " ".join(argv or sys.argv[1:]),
+        "provenance": run_provenance(argv),
         "model": "given run"
         if args.translation
         else "Bible recipe size: 2+2 layers, d 256, 4 heads, FFN 1024, vocab 8000, random "
@@ -544,8 +550,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(results[-1]), flush=True)
     table = markdown_table(results)
     meta = {
-        "provenance": provenance(),
-        "command": "benchmarks/bench_space_load.py " + " ".join(argv or sys.argv[1:]),
+        "provenance": run_provenance(argv),
         "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
         "cpus": os.cpu_count(),
         "torch_threads": args.threads,

@@ -97,6 +97,11 @@ def recorded_machine(file: str, root: Path = RESULTS) -> str | None:
     return machine_words(origin["machine"]) if origin else None
 
 
+def figure_files(figures) -> list[str]:
+    """The files that ``figures`` (:class:`Figure` objects) are read from, sorted, each once."""
+    return sorted({figure.file for figure in figures})
+
+
 def shared_machine(files, root: Path = RESULTS) -> str:
     """The one machine that every file of ``files`` records, in words.
 
@@ -148,7 +153,7 @@ class Row:
         return {name: figure.read(root) for name, figure in self.figures.items()}
 
     def files(self) -> list[str]:
-        return sorted({figure.file for figure in self.figures.values()})
+        return figure_files(self.figures.values())
 
     def machine_of(self, root: Path = RESULTS) -> str:
         """The machine that every file of the row records (:func:`shared_machine`)."""
@@ -442,7 +447,7 @@ def markdown_table(columns: tuple[str, ...], root: Path = RESULTS) -> str:
 def speed_paragraph(docs: str, root: Path = RESULTS) -> str:
     """:data:`SPEED` with its figures; ``docs``: the path from the page to ``docs/``."""
     figures = {k: f.read(root) for k, f in SPEED_FIGURES.items()}
-    machine = shared_machine(sorted({f.file for f in SPEED_FIGURES.values()}), root)
+    machine = shared_machine(figure_files(SPEED_FIGURES.values()), root)
     return SPEED.format(machine=machine, docs=docs, **figures)
 
 
@@ -456,8 +461,8 @@ def gpu_paragraph(root: Path = RESULTS) -> str:
         ValueError: the files name different machines, or :data:`GPU_BENCH` another GPU.
     """
     figures = {k: f.read(root) for k, f in GPU_FIGURES.items()}
-    files = {f.file for f in GPU_FIGURES.values()} - {GPU_BENCH}
-    machine = shared_machine(sorted(files), root)
+    files = [file for file in figure_files(GPU_FIGURES.values()) if file != GPU_BENCH]
+    machine = shared_machine(files, root)
     gpu = json.loads((root / GPU_BENCH).read_text("utf-8"))["machine"]
     if gpu not in machine:
         raise ValueError(f"{GPU_BENCH}: measured on {gpu}, the other GPU files on {machine}")

@@ -125,8 +125,8 @@ class TrainingSection:
     on for the char-RNN on a CUDA device (one batch shape), off on a CPU and for the other
     models (their batch lengths vary: each compile takes about a minute on a GPU); ``true`` /
     ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier`` models,
-    whose recurrence over padded batches would compile anew at every batch length. ``benchmarks/bench_compile.py`` measures each model's step both
-    ways."""
+    whose recurrence over padded batches would compile anew at every batch length.
+    ``benchmarks/bench_compile.py`` measures each model's step both ways."""
 
     @property
     def larger_metric_is_better(self) -> bool:

@@ -69,7 +69,9 @@ def train_in_child(recipe: Path, fault: str | None = None) -> int:
     return child.exitcode
 
 
-def records(run: Path, drop=("elapsed_s", "tokens_per_s", "mfu", "data_wait_s")) -> list[dict]:
+def records(
+    run: Path, drop=("elapsed_s", "tokens_per_s", "mfu", "data_wait_s", "eval_s")
+) -> list[dict]:
     """``metrics.jsonl`` of ``run`` without the fields that depend on the clock."""
     lines = (run / "metrics.jsonl").read_text().splitlines()
     return [{k: v for k, v in json.loads(line).items() if k not in drop} for line in lines]

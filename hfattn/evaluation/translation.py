@@ -37,30 +37,39 @@ def source_limit(model, tokenizer) -> int | None:
 
 @torch.no_grad()
 def teacher_forced_scores(model, batches) -> dict:
-    """Loss (nats/token), perplexity and masked next-token accuracy over padded ``batches``."""
+    """Loss (nats/token), perplexity and masked next-token accuracy over padded ``batches``
+    (any order: a split's rows sorted by length pad least).
+
+    The summed NLL (float64), the token count and the correct predictions are added up on the
+    model's device and read once, after the last batch; loss and perplexity come from the
+    bundled ``perplexity`` module, the accuracy is correct / tokens (what the ``accuracy``
+    module gives for the masked predictions)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    perplexity, accuracy = load_metric("perplexity"), load_metric("accuracy")
-    for batch in batches:
-        batch = {k: v.to(device) for k, v in batch.items()}
-        logits = model(**batch).logits.float()
-        labels = batch["labels"]
-        keep = labels != IGNORE_INDEX
-        nll = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]),
-            labels.reshape(-1),
-            ignore_index=IGNORE_INDEX,
-            reduction="sum",
-        )
-        perplexity.add(nll_sum=nll.item(), num_tokens=int(keep.sum()))
-        accuracy.add_batch(
-            predictions=logits.argmax(-1)[keep].tolist(), references=labels[keep].tolist()
-        )
-    model.train(was_training)
+    nll_sum = torch.zeros((), dtype=torch.float64, device=device)
+    counts = torch.zeros(2, dtype=torch.long, device=device)  # tokens, correct predictions
+    try:
+        for batch in batches:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            logits = model(**batch).logits.float()
+            labels = batch["labels"]
+            keep = labels != IGNORE_INDEX
+            nll_sum += F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]),
+                labels.reshape(-1),
+                ignore_index=IGNORE_INDEX,
+                reduction="sum",
+            )
+            counts += torch.stack([keep.sum(), (keep & (logits.argmax(-1) == labels)).sum()])
+    finally:
+        model.train(was_training)
+    nll, tokens, correct = torch.cat([nll_sum[None], counts.double()]).tolist()  # one read
+    perplexity = load_metric("perplexity")
+    perplexity.add(nll_sum=nll, num_tokens=int(tokens))
     scores = perplexity.compute()
     scores.pop("bits_per_token")
-    scores["token_accuracy"] = accuracy.compute()["accuracy"]
+    scores["token_accuracy"] = correct / tokens
     return scores
 
 

@@ -206,7 +206,7 @@ def _architecture_rows(folder: ModelFolder) -> list[tuple[str, str]]:
 
 def _format_training_value(key: str, value) -> str:
     """A value of ``eval_results.json``'s ``training`` as the card's training table shows it."""
-    if key == "train_runtime_s":
+    if key in ("train_runtime_s", "eval_runtime_s", "final_eval_runtime_s", "wall_time_s"):
         return _format_seconds(value)
     if key == "mfu":
         return f"{value:.1%}"
@@ -223,6 +223,9 @@ def _training_rows(folder: ModelFolder) -> list[tuple[str, str]]:
         "best_averaged_steps": "Kept model: the average of the checkpoints of steps",
         "stop_reason": "Stopped because",
         "train_runtime_s": "Training time",
+        "eval_runtime_s": "Evaluation time during training",
+        "final_eval_runtime_s": "Final evaluation time",
+        "wall_time_s": "Wall time of the run",
         "max_minutes": "Time budget (minutes)",
         "planned_minutes": "The recipe's time budget (minutes)",
         "train_tokens": "Tokens trained on",

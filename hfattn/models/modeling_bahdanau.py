@@ -8,7 +8,9 @@ outputs) and ``lm_head``.
 
 - Encoder: padded positions never reach the RNN (packed, or skipped step by step under
   ``torch.compile`` / ``torch.export``), so a sentence's annotations are the same padded in a
-  batch or alone. Sources must be right-padded.
+  batch or alone. Sources must be right-padded (checked where reading the mask on the host
+  costs nothing, i.e. on the CPU; on CUDA the encoder reads nothing on the host, see
+  :func:`~.rnn_layers.reads_stall`).
 - Bahdanau: ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_j))``, ``s_t = cell([E y_{t-1};
   c_t], s_{t-1})``, readout ``[s_t; c_t]``. The keys' share of the score (``W_k h_j``) is
   computed once per source, not once per step.
@@ -47,7 +49,7 @@ from .masking import padding_mask
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import (
     init_recurrent_model_weights,
-    is_tracing,
+    reads_stall,
     recurrent_layers,
     stack_states,
 )
@@ -187,7 +189,11 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
                 f"input_ids has {src_len} positions but max_source_positions is "
                 f"{self.config.max_source_positions}"
             )
-        if attention_mask is not None and not is_tracing():
+        if attention_mask is not None and not reads_stall(attention_mask.device):
+            # The check reads the mask on the host: done only where that costs nothing (CPU,
+            # eager). On CUDA (and when compiled) the sources are taken to be right-padded, as
+            # hfattn's batchers and translation inference pad them (`pad_pairs` /
+            # `pad_sources` of hfattn.data.seq2seq), and no read stalls the step.
             keep = attention_mask != 0
             if bool((keep[:, 1:] & ~keep[:, :-1]).any()):
                 raise ValueError(
@@ -199,7 +205,7 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
         for i, layer in enumerate(self.layers):
             if i > 0:
                 x = self.dropout(x)
-            x, *final = layer(x, mask=attention_mask)
+            x, *final = layer(x, mask=attention_mask, right_padded=True)
             finals.append(final)
             if output_hidden_states:
                 hidden_states.append(x)

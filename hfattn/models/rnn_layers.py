@@ -11,6 +11,9 @@ modeling files that import it, for ``trust_remote_code`` loading without hfattn.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
@@ -37,6 +40,42 @@ def is_tracing() -> bool:
     return torch.compiler.is_compiling()
 
 
+_ASSUMED_STALLS: list[bool] = []
+"""Set by :func:`assume_reads_stall` (a stack, for nesting)."""
+
+
+def reads_stall(device: torch.device | str) -> bool:
+    """True where reading a tensor's value on the host (``.item()``, ``bool(t)``, ``.cpu()``,
+    lengths for ``pack_padded_sequence``) is costly: on an accelerator the host waits for the
+    device to drain its queue (a device→host synchronisation, which stops the Python of a
+    training step from running ahead of its kernels), and under ``torch.compile`` /
+    ``torch.export`` / ``torch.jit`` tracing the read breaks the graph (or bakes one batch's
+    values into it). On the CPU a read costs nothing.
+
+    Code on this branch computes without reading (masks and indices built on the device),
+    and skips checks that would read. :func:`assume_reads_stall` selects it on the CPU. (The
+    rule of ``masking.mask_values_are_free``, negated; not imported from there because this
+    file ships without ``masking.py`` next to char-RNN weights.)"""
+    if _ASSUMED_STALLS:
+        return True
+    return (
+        torch.device(device).type != "cpu"
+        or torch.compiler.is_compiling()
+        or torch.jit.is_tracing()
+    )
+
+
+@contextmanager
+def assume_reads_stall() -> Iterator[None]:
+    """Within the block, :func:`reads_stall` is true on every device: the CPU runs the code
+    path of CUDA (to test it, or to count its host reads, on a machine without a GPU)."""
+    _ASSUMED_STALLS.append(True)
+    try:
+        yield
+    finally:
+        _ASSUMED_STALLS.pop()
+
+
 class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
     r"""One batch-first GRU / LSTM / Elman (tanh) layer, both directions when
     ``bidirectional``, whose ``mask`` zeros are skipped as if they were not there:
@@ -54,7 +93,10 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
     (left padding, holes) and every mask under ``torch.compile`` / ``torch.export`` step the
     fused one-step kernel position by position (the same function, without data-dependent
     branches or shapes). An LSTM compiled with autograd on also steps (the fused LSTM kernel
-    does not go through AOT autograd).
+    does not go through AOT autograd). Choosing among these reads the mask on the host; where
+    that read stalls the device (:func:`reads_stall`: CUDA) and the caller guarantees right
+    padding (``right_padded=True``), the fused kernel runs over the padded width with indices
+    computed on the device instead (:meth:`_right_padded`), and nothing is read.
 
     The parameters are those of a one-layer ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN``
     (``weight_ih_l0``, ``weight_hh_l0_reverse``, ...; ``state_dict``-compatible with it) and
@@ -128,7 +170,11 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
         return (_CELLS[self.mode](x, state[0], *weights),)
 
     def forward(
-        self, inputs: torch.Tensor, *state: torch.Tensor, mask: torch.Tensor | None = None
+        self,
+        inputs: torch.Tensor,
+        *state: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        right_padded: bool = False,
     ) -> tuple[torch.Tensor, ...]:
         """Run the layer over ``inputs [batch, seq, input]`` from ``state`` (``h`` or ``h, c``,
         each ``[directions, batch, hidden]``; zeros when omitted).
@@ -136,6 +182,11 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
         ``mask [batch, seq]`` (0 = skip) is optional. Returns ``(outputs, h)`` or
         ``(outputs, h, c)``: the outputs ``[batch, seq, directions × hidden]`` (zeros at skipped
         positions) and the final state.
+
+        ``right_padded=True`` is the caller's guarantee that every row of ``mask`` is 1s then
+        0s: where host reads stall (:func:`reads_stall`: CUDA) the layer then runs
+        :meth:`_right_padded`, which reads nothing on the host; elsewhere the mask is
+        inspected as without it.
         """
         if not state:
             state = self.zero_state(inputs)
@@ -146,6 +197,8 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
         keep = mask != 0
         if is_tracing():
             return self._stepped(inputs, state, keep)
+        if right_padded and reads_stall(inputs.device):
+            return self._right_padded(inputs, state, keep)
         lengths = keep.sum(1)
         lengths_cpu = lengths.cpu()
         seq_len = inputs.shape[1]
@@ -201,6 +254,63 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
             ]
         return (outputs, *final)
 
+    def _right_padded(
+        self, inputs: torch.Tensor, state: tuple, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        r"""Right-padded rows without reading their lengths on the host: each direction runs
+        the fused (cuDNN) kernel over the whole padded width, and every index is computed on
+        the device from the lengths ``L_b = Σ_t keep_{b,t}``.
+
+        - The reverse direction reads each row reversed within its length,
+          ``x'_{b,t} = x_{b,r_b(t)}`` with ``r_b(t) = L_b − 1 − t`` for ``t < L_b`` and ``t``
+          after; ``r_b`` is its own inverse, so the same gather puts its outputs back.
+        - A direction's final ``h`` is its output at ``t = L_b − 1`` (a gather), the initial
+          ``h`` for an empty row.
+        - An LSTM's final ``c`` is not among the outputs: it is held through the padding by an
+          extra input feature ``p_{b,t} = 1[t ≥ L_b]`` whose weights are ``−K`` on the input
+          gate and ``+K`` on the forget gate (:data:`_HOLD`): ``i_t = σ(−K + …) = 0`` and
+          ``f_t = σ(K + …) = 1`` exactly, so ``c_t = f_t c_{t−1} + i_t g_t = c_{t−1}`` after the
+          row ends and the kernel's final ``c`` is ``c_{L_b−1}`` (the initial ``c`` of an empty
+          row). The saturated gates have zero derivatives: no gradient flows from the padding.
+        - Outputs at padded positions are zeros.
+
+        The result is that of :meth:`_packed` (up to the kernels' summation order) for masks of
+        1s then 0s; other masks give wrong results (callers guarantee right padding).
+        """
+        batch, seq_len = keep.shape
+        positions = torch.arange(seq_len, device=inputs.device)
+        lengths = keep.sum(1, keepdim=True)  # [batch, 1], on the device
+        valid = positions < lengths  # [batch, seq]: keep itself, for right-padded rows
+        last = (lengths - 1).clamp_min(0)[..., None].expand(batch, 1, self.hidden_size)
+        empty = lengths == 0
+        if self.mode == "LSTM":
+            inputs = torch.cat([inputs, (~valid).to(inputs.dtype)[..., None]], -1)
+        reverse = torch.where(valid, lengths - 1 - positions, positions)
+        outputs, finals = [], []
+        for direction in range(self.num_directions):
+            x = inputs if direction == 0 else _gather_time(inputs, reverse)
+            initial = tuple(s[direction : direction + 1] for s in state)
+            weights = self.weights(direction)
+            if self.mode == "LSTM":
+                weights = [_holding(weights[0], self.hidden_size), *weights[1:]]
+            out, *final = _FUSED[self.mode](
+                x,
+                initial if self.mode == "LSTM" else initial[0],
+                weights,
+                True,
+                1,
+                0.0,
+                self.training,
+                False,
+                True,
+            )
+            h = torch.where(empty, initial[0][0], out.gather(1, last)[:, 0])
+            finals.append((h[None], *final[1:]))
+            outputs.append(out if direction == 0 else _gather_time(out, reverse))
+        outputs = outputs[0] if len(outputs) == 1 else torch.cat(outputs, -1)
+        outputs = outputs.masked_fill(~valid[..., None], 0.0)
+        return (outputs, *(torch.cat(parts, 0) for parts in zip(*finals, strict=True)))
+
     def _stepped(
         self, inputs: torch.Tensor, state: tuple, keep: torch.Tensor | None
     ) -> tuple[torch.Tensor, ...]:
@@ -228,6 +338,27 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
 
 def _is_exporting() -> bool:
     return torch.compiler.is_exporting()
+
+
+_HOLD = 1e4
+"""``K`` of :meth:`RecurrentLayer._right_padded`: a gate pre-activation of ``±K`` plus anything
+an input and a state add to it saturates the sigmoid to exactly 0 or 1 (in float32 beyond
+±17, in float16 / bfloat16 sooner); ``K`` itself is exact in float16 and bfloat16."""
+
+
+def _holding(weight_ih: torch.Tensor, hidden_size: int) -> torch.Tensor:
+    """An LSTM's ``W_ih [4 × hidden, input]`` with one more input column: ``−K`` on the input
+    gate, ``+K`` on the forget gate, 0 on the cell and output gates (PyTorch's gate order
+    ``i, f, g, o``), the weights of the "past the row's end" feature that holds ``c``."""
+    column = weight_ih.new_zeros(4 * hidden_size, 1)
+    column[:hidden_size] = -_HOLD
+    column[hidden_size : 2 * hidden_size] = _HOLD
+    return torch.cat([weight_ih, column], 1)
+
+
+def _gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``y[b, t] = x[b, index[b, t]]`` for ``x [batch, seq, features]``, ``index [batch, seq]``."""
+    return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))
 
 
 def recurrent_layers(
@@ -305,9 +436,11 @@ def stack_states(finals: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, 
 
 __all__ = [
     "RecurrentLayer",
+    "assume_reads_stall",
     "init_recurrent_model_weights",
     "init_rnn_embeddings",
     "init_rnn_weights",
     "is_tracing",
+    "reads_stall",
     "stack_states",
 ]

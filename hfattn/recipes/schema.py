@@ -56,8 +56,11 @@ class TrainingSection:
     max_steps: int | None = None
     """The most optimizer steps; ``null``: as many as ``epochs`` give."""
     max_minutes: float | None = None
-    """A wall-clock budget: the run stops (evaluated and saved) when it is used up, and the
-    learning-rate schedule follows the clock so that it still ends annealed."""
+    """A budget of training time in minutes: the run stops (evaluated and saved) when it is used
+    up, and the learning-rate schedule follows the clock so that it still ends annealed. It
+    counts the training steps (with their checkpoints) only, not the evaluations: the periodic
+    validations and the final scoring come on top (``eval_runtime_s``, ``final_eval_runtime_s``
+    in ``eval_results.json``)."""
     optimizer: str = "adamw"
     """The optimizer by name: ``adamw``, ``nadam`` (Géron ch. 16), ``rmsprop`` (Chollet ch. 11),
     ``radam`` (Liu et al. 2020), ``sgd`` or ``muon`` (Jordan et al. 2024: Muon on the hidden
@@ -197,6 +200,29 @@ class TrainingSection:
             "training.betas",
             f"each must be in [0, 1), got {list(self.betas)}",
         )
+
+
+@dataclass
+class TokenBatchingSection(TrainingSection):
+    """``training:`` of the tasks whose batches can come in a few fixed shapes (translation,
+    classification): :class:`TrainingSection` and ``token_budget`` / ``length_buckets``
+    (:mod:`hfattn.data.token_buckets`)."""
+
+    token_budget: int | None = None
+    """Batches of about this many tokens a step (target tokens for translation, as the 25,000
+    of Vaswani et al. 2017, §5.1; input tokens for classification), in ``length_buckets``
+    fixed shapes: the rows of a bucket's batch are the budget over its mean length, so a
+    step's cost is the same whatever its lengths, and a compiled step compiles once a bucket
+    (``compile: auto`` then compiles the Transformer on CUDA). The split is padded once into
+    tensors (on the GPU when it fits) and a batch is an index gather. ``batch_size`` is not
+    used; ``null``: ``batch_size`` examples a batch."""
+    length_buckets: int = 8
+    """With ``token_budget``, the number of length buckets (fixed batch shapes): their widths
+    are chosen to pad the training split least."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "training", "token_budget", "length_buckets")
 
 
 @dataclass

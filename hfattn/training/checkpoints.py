@@ -3,8 +3,9 @@
 A checkpoint is the folder ``checkpoints/step-N`` of the run (names from
 :mod:`hfattn.storage.run_folder`): Accelerate's state (weights, optimizer, scheduler, RNG of every
 process), the carried recurrent state of a stateful job (``recurrent_state_<rank>.safetensors``)
-and :class:`Progress` (``progress.json``: the data position, the best score, the length of
-``metrics.jsonl`` at that moment, the train losses not yet logged).
+and :class:`Progress` (``progress.json``: the data position, the best score, the seconds of
+training, of evaluation and of the whole run, the length of ``metrics.jsonl`` at that moment,
+the train losses not yet logged).
 
 Writes are atomic: the checkpoint is written under ``.tmp-step-N`` and renamed once whole, so
 a crash (even SIGKILL) in the middle of a write leaves the previous checkpoint the newest one.
@@ -58,6 +59,14 @@ class Progress:
     epoch: int = 0
     batch_in_epoch: int = 0
     elapsed_s: float = 0.0
+    """Seconds of training (the clock of ``training.max_minutes``): evaluations not counted."""
+    eval_s: float = 0.0
+    """Seconds spent evaluating during training (the periodic validations and the scoring of
+    averaged checkpoints), kept out of ``elapsed_s``. (A ``progress.json`` written before this
+    field existed loads with 0.)"""
+    wall_s: float = 0.0
+    """Wall-clock seconds of the whole run up to this checkpoint, over all its sessions
+    (training, evaluations, checkpoints, set-up)."""
     best_score: float | None = None
     """The best validation value of ``training.metric_for_best_model`` so far."""
     best_step: int | None = None

@@ -16,39 +16,90 @@ checkpoints and ``unwrap_model`` returns the compiled model unless told otherwis
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
+
 import torch
 
-from ..models.families import COMPILED_BY_AUTO
+from ..models.families import COMPILED_BY_AUTO, COMPILED_BY_AUTO_IN_BUCKETS
 
 COMPILE_PAD_MULTIPLE = 8
 """Batches of a compiled run are padded to a multiple of this length (the padded positions
 are masked: the loss is the same), so that a run compiles a few shapes, not one per length."""
 
 
-def resolve_compile(setting: bool | str, model_type: str | None, device) -> bool:
+def resolve_compile(
+    setting: bool | str, model_type: str | None, device, fixed_shapes: bool = False
+) -> bool:
     """Whether the loss step is compiled: ``setting`` itself when ``True`` / ``False``;
-    ``auto``: on CUDA for :data:`~hfattn.models.families.COMPILED_BY_AUTO`, else off (on a
-    CPU the first steps' compile time is rarely won back within a run)."""
+    ``auto``: on CUDA for :data:`~hfattn.models.families.COMPILED_BY_AUTO`, and for
+    :data:`~hfattn.models.families.COMPILED_BY_AUTO_IN_BUCKETS` when the batches come in a few
+    ``fixed_shapes`` (``training.token_budget``), else off (on a CPU the first steps' compile
+    time is rarely won back within a run)."""
     if setting == "auto":
-        return torch.device(device).type == "cuda" and model_type in COMPILED_BY_AUTO
+        chosen = COMPILED_BY_AUTO_IN_BUCKETS if fixed_shapes else COMPILED_BY_AUTO
+        return torch.device(device).type == "cuda" and model_type in chosen
     return bool(setting)
 
 
-def compile_for_training(model: torch.nn.Module) -> torch.nn.Module:
+def compile_for_training(model: torch.nn.Module, shapes: int | None = None) -> torch.nn.Module:
     """``torch.compile(model)`` with the default mode and backend (``inductor``).
 
-    Shapes start static; a batch of a new shape (translation and classification batches are
-    padded to their longest example, rounded up to :data:`COMPILE_PAD_MULTIPLE`) recompiles
-    with the sizes that changed marked dynamic, and a later batch whose shape breaks another of
-    the graph's guards compiles again: a run of varying lengths compiles several times. The
-    char-RNN's first batch of every epoch (no carried state) and the others (a carried state)
-    are two graphs, each compiled once. The first steps are slower while this happens.
+    With ``shapes`` (the batches come in that many fixed shapes: length buckets) every shape
+    is one static graph (``dynamic=False``), compiled at its first batch and never again: the
+    recompile limit of TorchDynamo is raised to ``shapes`` (plus one for the train/eval
+    switch) so that no bucket falls back to eager.
+
+    Without it shapes start static; a batch of a new shape (translation and classification
+    batches are padded to their longest example, rounded up to :data:`COMPILE_PAD_MULTIPLE`)
+    recompiles with the sizes that changed marked dynamic, and a later batch whose shape breaks
+    another of the graph's guards compiles again: a run of varying lengths compiles several
+    times. The char-RNN's first batch of every epoch (no carried state) and the others (a
+    carried state) are two graphs, each compiled once. The first steps are slower while this
+    happens.
     """
-    return torch.compile(model)
+    if shapes is None:
+        return torch.compile(model)
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, shapes + 1)
+    return torch.compile(model, dynamic=False)
+
+
+class CompileClock:
+    """The seconds a compiled run spends in the first step of each batch shape, compile
+    included (``compile_s`` of ``metrics.jsonl``): the one step a shape that waits for the
+    device (on CUDA), so that the compile's cost is on the record; the training clock counts
+    these seconds like any other step's."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.seconds = 0.0
+        self.shapes: set[tuple] = set()
+
+    def _wait(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @contextmanager
+    def timing(self, batch):
+        """Time the step on ``batch`` (a dict of tensors, or a tensor) if its shapes are new."""
+        values = batch.values() if isinstance(batch, dict) else (batch,)
+        shape = tuple(tuple(value.shape) for value in values)
+        if shape in self.shapes:
+            yield
+            return
+        self._wait()
+        began = time.monotonic()
+        yield
+        self._wait()
+        self.seconds += time.monotonic() - began
+        self.shapes.add(shape)
 
 
 __all__ = [
     "COMPILE_PAD_MULTIPLE",
+    "CompileClock",
     "compile_for_training",
     "resolve_compile",
 ]

@@ -4,9 +4,13 @@
 backward (with gradient accumulation and clipping, mixed precision), the schedule's step, a
 ``metrics.jsonl`` record every ``log_every`` steps, a validation every ``eval_every`` steps
 (the best model kept), a checkpoint every ``save_every`` steps; it stops at the step budget,
-the wall-clock budget (``max_minutes``, the schedule then follows the clock) or a first
+the time budget (``max_minutes``, the schedule then follows the clock) or a first
 Ctrl-C / SIGTERM (a resumable checkpoint is written). A finished run is evaluated on its
-splits and saved as a model folder (:mod:`hfattn.training.results`). Stateful jobs carry the
+splits and saved as a model folder (:mod:`hfattn.training.results`). Evaluations are timed
+and kept off the training clock: ``elapsed_s`` (what ``max_minutes``, ``train_runtime_s`` and
+tokens/s read) counts training only; each validation record of ``metrics.jsonl`` carries its
+``eval_s``, and ``eval_results.json`` the evaluation seconds during training, those of the
+final evaluation and the wall time of the whole run. Stateful jobs carry the
 recurrent state (detached: truncated BPTT) from batch to batch and reset it at every epoch.
 With ``training.compile`` (``auto``: the char-RNN on CUDA) the loss
 step runs through ``torch.compile`` (:mod:`hfattn.training.compiling`); nothing else does.
@@ -64,11 +68,17 @@ from .checkpoints import (
     save_best_weights,
     write_checkpoint,
 )
-from .compiling import COMPILE_PAD_MULTIPLE, compile_for_training, resolve_compile
+from .compiling import (
+    COMPILE_PAD_MULTIPLE,
+    CompileClock,
+    compile_for_training,
+    resolve_compile,
+)
 from .host_memory import freed_memory_kept
 from .job import NonFiniteLossError, TrainingCallback, TrainingJob, TrainResult, as_callbacks
 from .optim import build_optimizer
 from .precision import resolve_mixed_precision
+from .prefetch import prefetched
 from .results import eval_results, save_run_results, training_summary
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
 from .stop_signals import stop_on_signals
@@ -129,13 +139,25 @@ class _Run:
         # training.compile: the loss step calls a compiled view of the prepared module; its
         # checkpoints, evaluations and saved folder use the module itself (the same parameters,
         # the state-dict keys without torch.compile's `_orig_mod.` prefix)
-        self.compiled = resolve_compile(cfg.compile, config.model_type, acc.device)
-        self.loss_model = compile_for_training(self.model) if self.compiled else self.model
-        if self.compiled and hasattr(job.batches, "pad_to_multiple_of"):
+        # batches in fixed shapes (length buckets) live on the device when they fit there
+        shapes = getattr(job.batches, "shapes", None)
+        if shapes is not None:
+            job.batches.to(acc.device)
+        self.compiled = resolve_compile(
+            cfg.compile, config.model_type, acc.device, fixed_shapes=shapes is not None
+        )
+        self.loss_model = (
+            compile_for_training(self.model, None if shapes is None else len(shapes))
+            if self.compiled
+            else self.model
+        )
+        if self.compiled and shapes is None and hasattr(job.batches, "pad_to_multiple_of"):
             job.batches.pad_to_multiple_of = COMPILE_PAD_MULTIPLE  # a handful of shapes
+        self.compile_clock = CompileClock(acc.device) if self.compiled else None
         self.count_flops = FlopCounter(job.model)
         self.peak_flops, self.peak_source = device_peak_flops(acc.device, acc.mixed_precision)
         self.speed = _Speedometer()
+        self.session_start, self.wall_before = time.monotonic(), 0.0  # see wall_seconds
         self.run_tokens_from, self.run_flops = 0, 0.0
         acc.register_for_checkpointing(self.scheduler)
         planned = planned_training or cfg
@@ -177,6 +199,7 @@ class _Run:
         self.check_gathered_losses()
         p = self.progress
         p.unlogged_losses[:] = _floats(p.unlogged_losses)  # progress.json holds numbers
+        p.wall_s = self.wall_seconds()
 
         def state_saved(folder: Path) -> None:
             for callback in self.callbacks:
@@ -195,25 +218,47 @@ class _Run:
     def resume_from(self, checkpoint: Path) -> None:
         """Continue from ``checkpoint`` (:func:`~hfattn.training.checkpoints.load_checkpoint`)."""
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
+        self.wall_before = self.progress.wall_s
+
+    def wall_seconds(self) -> float:
+        """Wall-clock seconds of the whole run so far: this session's since :func:`train` set
+        it up, plus the sessions before a resume up to their last checkpoint (``wall_s`` of
+        :class:`~hfattn.training.checkpoints.Progress`)."""
+        return self.wall_before + time.monotonic() - self.session_start
 
     # ---- evaluation --------------------------------------------------------------------
-    def evaluate(self, split: str, final: bool = False) -> dict:
+    def evaluate(self, split: str, final: bool = False) -> tuple[dict, float]:
         """Score ``split`` on the main process and share the result with every process
-        (``final``: with the job's ``final_evaluate`` when it has one)."""
+        (``final``: with the job's ``final_evaluate`` when it has one). Returns the scores and
+        the seconds the main process's evaluation took (shared too: every process takes the
+        same seconds off its training clock)."""
         acc = self.accelerator
         result = [None]
         if acc.is_main_process:
+            began = time.monotonic()
             score = (final and self.job.final_evaluate) or self.job.evaluate
-            result[0] = score(acc.unwrap_model(self.model), split)
+            scores = score(acc.unwrap_model(self.model), split)
+            result[0] = (scores, time.monotonic() - began)
         broadcast_object_list(result)
         return result[0]
+
+    def validate(self) -> tuple[dict, float]:
+        """:meth:`evaluate` the validation split in the middle of training, off the training
+        clock: its seconds are added to ``progress.eval_s`` (which the loop takes off
+        ``elapsed_s``, so that ``max_minutes``, the schedule that follows it and tokens/s count
+        training only) and taken out of the speedometer's interval."""
+        scores, seconds = self.evaluate("validation")
+        self.progress.eval_s += seconds
+        self.speed.exclude(seconds)
+        return scores, seconds
 
     def periodic_eval(self) -> None:
         """Score the validation split now and keep the weights when they are the best."""
         self.check_gathered_losses()
-        scores = self.evaluate("validation")
+        scores, seconds = self.validate()
         p = self.progress
-        self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores})
+        self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores,
+                  "eval_s": round(seconds, 3)})  # fmt: skip
         p.evaluated_step = p.step
         if self.keep_if_best(scores):
             p.best_averaged_steps = None
@@ -245,9 +290,9 @@ class _Run:
         own = {k: v.detach().clone() for k, v in model.state_dict().items()}
         load_saved_weights(model, average_checkpoint_weights(folders))
         steps = [checkpoint_step(folder) for folder in folders]
-        scores = self.evaluate("validation")
+        scores, seconds = self.validate()
         self.log({"step": p.step, "epoch": p.epoch, "split": "validation-averaged",
-                  "averaged_steps": steps, **scores})  # fmt: skip
+                  "averaged_steps": steps, **scores, "eval_s": round(seconds, 3)})  # fmt: skip
         if self.keep_if_best(scores):
             p.best_averaged_steps = steps
         model.load_state_dict(own)
@@ -390,7 +435,9 @@ class _Run:
         """Train until the step budget, the time budget or a stop request. Returns True when
         the run was interrupted (a checkpoint has been written)."""
         acc, cfg, p = self.accelerator, self.cfg, self.progress
-        start, last_saved, losses = time.monotonic() - p.elapsed_s, p.step, p.unlogged_losses
+        # the training clock: the seconds since `start` less those of the evaluations (eval_s)
+        start = time.monotonic() - p.elapsed_s - p.eval_s
+        last_saved, losses = p.step, p.unlogged_losses
         bar, postfix = self.progress_bar(), {}
         reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
         self.checked_step = p.step
@@ -399,14 +446,19 @@ class _Run:
         with stop_on_signals(p), freed_memory_kept(reuse):
             while p.epoch < cfg.epochs and p.step < self.total_steps and not p.should_stop:
                 epoch = self.job.batches.epoch(p.epoch, start=p.batch_in_epoch)
+                if acc.device.type == "cuda" and not on_device(self.job.batches):
+                    epoch = prefetched(epoch)  # built on the host while the GPU steps
                 for batch in self.speed.timed(epoch):
                     p.train_tokens += trained_tokens(batch)
                     flops = self.count_flops(batch)  # the global batch's, from its shapes
                     self.speed.flops += flops
                     self.run_flops += flops
-                    loss = self.train_step(
-                        _rows_of(batch, acc.process_index, acc.num_processes, acc.device)
-                    )
+                    rows = _rows_of(batch, acc.process_index, acc.num_processes, acc.device)
+                    if self.compile_clock is not None:
+                        with self.compile_clock.timing(rows):
+                            loss = self.train_step(rows)
+                    else:
+                        loss = self.train_step(rows)
                     if loss is not None:
                         losses.append(loss)
                     p.batch_in_epoch += 1
@@ -414,7 +466,7 @@ class _Run:
                         continue
                     self.scheduler.step()
                     p.step += 1
-                    p.elapsed_s = time.monotonic() - start
+                    p.elapsed_s = time.monotonic() - start - p.eval_s
                     self.follow_time_budget(p.elapsed_s)
                     if cfg.max_minutes is not None:
                         postfix["step"] = p.step
@@ -432,6 +484,8 @@ class _Run:
                             record["grad_norm"] = float(self.grad_norm)
                         if p.skipped_steps:
                             record["skipped_steps"] = p.skipped_steps
+                        if self.compile_clock is not None:
+                            record["compile_s"] = round(self.compile_clock.seconds, 2)
                         record.update(self.speed.interval(p.train_tokens, self.total_peak))
                         self.log(record)
                         postfix["loss"] = f"{record['loss']:.4f}"
@@ -458,7 +512,7 @@ class _Run:
                     p.batch_in_epoch = 0
                     self.state = None  # a new epoch starts every stream from the beginning
         bar.close()
-        p.elapsed_s = time.monotonic() - start
+        p.elapsed_s = time.monotonic() - start - p.eval_s
         finished = p.stop_reason != "interrupted"
         if finished and cfg.eval_every and (p.evaluated_step or 0) != p.step:
             self.periodic_eval()  # best-model tracking also sees the last steps
@@ -480,6 +534,10 @@ class _Speedometer:
     def start(self, tokens: int) -> None:
         """Open an interval at the current time, ``tokens`` trained so far."""
         self.since, self.tokens, self.flops, self.data_wait_s = time.monotonic(), tokens, 0.0, 0.0
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` (an evaluation's) out of the current interval."""
+        self.since += seconds
 
     def timed(self, batches):
         """Yield ``batches``, adding the time each ``next`` takes to ``data_wait_s``."""
@@ -530,6 +588,9 @@ def trained_tokens(batch) -> int:
     targets); else the non-padding inputs (``attention_mask``) or every input id (a
     classifier); for a bare ``[B, T + 1]`` window of a language model, its ``B × T``
     next-token targets."""
+    counted = getattr(batch, "num_tokens", None)  # counted on the host by the batcher
+    if counted is not None:
+        return counted
     if isinstance(batch, dict):
         labels = batch.get("labels")
         if labels is not None and labels.dim() == 2:
@@ -567,10 +628,20 @@ def _rows_of(batch, index: int, count: int, device):
 
 
 def _to_device(tensor: torch.Tensor, device) -> torch.Tensor:
-    """``tensor`` on ``device``: pinned and non-blocking to CUDA, a plain ``.to`` elsewhere."""
-    if torch.device(device).type == "cuda":
+    """``tensor`` on ``device``: itself when it is there (a batch gathered on the device),
+    pinned and non-blocking to CUDA, a plain ``.to`` elsewhere."""
+    device = torch.device(device)
+    if tensor.device.type == device.type and device.index in (None, tensor.device.index):
+        return tensor
+    if device.type == "cuda":
         return tensor.pin_memory().to(device, non_blocking=True)
     return tensor.to(device)
+
+
+def on_device(batches) -> bool:
+    """Whether ``batches`` are gathered on an accelerator (a bucketed split that fits there:
+    :meth:`hfattn.data.token_buckets.BucketedBatches.to`), not built on the host."""
+    return getattr(batches, "device", torch.device("cpu")).type != "cpu"
 
 
 def _any_process(accelerator: Accelerator, flag: bool) -> bool:
@@ -669,8 +740,10 @@ def train(
     model = acc.unwrap_model(run.model)
     if cfg.load_best_at_end and p.best_step is not None:
         load_best_weights(model, output_dir)
+    final_eval_s = 0.0
     for split in dict.fromkeys(job.eval_splits):
-        result.metrics[split] = run.evaluate(split, final=True)
+        result.metrics[split], seconds = run.evaluate(split, final=True)
+        final_eval_s += seconds
     if acc.is_main_process:
         for key, value in (generation_defaults or {}).items():
             setattr(model.generation_config, key, value)
@@ -682,6 +755,8 @@ def train(
             cfg.max_minutes,
             flops_per_token=run.flops_per_token(),
             peak_flops=(run.peak_flops, run.peak_source),
+            final_eval_s=final_eval_s,
+            wall_s=run.wall_seconds(),
         )
         results = eval_results(result.metrics, job.card_metadata, training)
         save_run_results(output_dir, model, job.tokenizer, results, run.metrics_path)

@@ -40,10 +40,15 @@ def training_summary(
     *,
     flops_per_token: float | None = None,
     peak_flops: tuple[float | None, str] = (None, "not given"),
+    final_eval_s: float | None = None,
+    wall_s: float | None = None,
 ) -> dict:
     """How a run trained, for ``eval_results.json``'s ``training``: the steps done, scheduled
     and planned by the recipe file, the best step, the runtime and its clock (``max_minutes``,
-    and the recipe file's), the tokens trained on (and per second), its MFU (tokens/s ×
+    and the recipe file's), the seconds apart from training (``eval_runtime_s``: the
+    evaluations during training, ``progress.eval_s``; ``final_eval_runtime_s``: the final
+    evaluation of every split, ``final_eval_s``; ``wall_time_s``: the whole run, ``wall_s``,
+    ``None`` when not given), the tokens trained on (and per second), its MFU (tokens/s ×
     ``flops_per_token`` over the processes' peak; ``peak_flops`` is one device's
     ``(FLOP/s, source)`` of :func:`~hfattn.training.throughput.device_peak_flops`, ``None`` on
     CPUs), why it stopped, the hardware, and the run's :func:`hfattn.common.machine.provenance`
@@ -66,6 +71,9 @@ def training_summary(
         "best_averaged_steps": progress.best_averaged_steps,
         "skipped_steps": progress.skipped_steps,
         "train_runtime_s": round(progress.elapsed_s, 1),
+        "eval_runtime_s": round(progress.eval_s, 1),
+        "final_eval_runtime_s": _rounded(final_eval_s),
+        "wall_time_s": _rounded(wall_s),
         "max_minutes": max_minutes,
         "planned_minutes": progress.planned_minutes,
         "train_tokens": progress.train_tokens,
@@ -80,6 +88,10 @@ def training_summary(
         "mixed_precision": accelerator.mixed_precision,
         "provenance": origin,
     }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return round(seconds, 1) if seconds is not None else None
 
 
 def eval_results(metrics: dict[str, dict], card_metadata: dict, training: dict) -> dict:

@@ -17,6 +17,7 @@ from transformers import AutoModelForSequenceClassification
 from ...common.field_checks import require
 from ...data.classification import ClassificationData
 from ...data.seq2seq import LabelBatches
+from ...data.token_buckets import BucketedBatches
 from ...evaluation.classification import (
     CONFUSION_MATRIX_FILE,
     classification_scores,
@@ -134,13 +135,14 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
             encoded[split] = encode_texts(tokenizer, data.texts(split), max_length)
         return encoded[split]
 
-    batches = LabelBatches(
-        ids("train"),
-        data.labels("train"),
-        recipe.training.batch_size,
-        pad_token_id=tokenizer.pad_token_id,
-        seed=recipe.training.seed,
-    )
+    t = recipe.training
+    if t.token_budget is not None:
+        batches = BucketedBatches(ids("train"), data.labels("train"),
+                                  token_budget=t.token_budget, num_buckets=t.length_buckets,
+                                  pad_token_id=tokenizer.pad_token_id, seed=t.seed)  # fmt: skip
+    else:
+        batches = LabelBatches(ids("train"), data.labels("train"), t.batch_size,
+                               pad_token_id=tokenizer.pad_token_id, seed=t.seed)  # fmt: skip
     output_dir = Path(recipe.output_dir)
     e = recipe.evaluation
 

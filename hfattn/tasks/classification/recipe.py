@@ -19,7 +19,7 @@ from ...recipes.schema import (
     EvaluationSection,
     RecipeBase,
     SplitTextDataSection,
-    TrainingSection,
+    TokenBatchingSection,
 )
 
 WORD_VECTOR_METHODS = {
@@ -122,7 +122,7 @@ class ClassificationRecipe(RecipeBase):
     tokenizer: ClassificationTokenizerSection | None = None
     word_vectors: WordVectorsSection | None = None
     data: ClassificationDataSection = field(default_factory=ClassificationDataSection)
-    training: TrainingSection = field(default_factory=TrainingSection)
+    training: TokenBatchingSection = field(default_factory=TokenBatchingSection)
     evaluation: EvaluationSection = field(default_factory=EvaluationSection)
 
     def __post_init__(self):

@@ -1,7 +1,7 @@
 """The translation data as the model reads it: the pairs of a recipe's ``data:`` section
 (:func:`load_pairs`), sources and targets as token ids cut to the model's limits
-(:func:`encode_sources`, :func:`encode_targets`), and references written as the tokenizer can
-write them (:func:`reference_text`).
+(:func:`encode_sources`, :func:`encode_targets`; :func:`cut_sources` cuts ids tokenized
+before), and references written as the tokenizer can write them (:func:`reference_text`).
 
 Light: no torch (``hfattn export ctranslate2`` encodes sources with it); the data sets load
 on use.
@@ -74,6 +74,23 @@ def encode_sources(
     if on_too_long not in ("warn", "error"):
         raise ValueError(f"on_too_long: {on_too_long!r} is not one of warn, error")
     encoded = tokenizer(list(texts))["input_ids"]
+    return cut_sources(tokenizer, texts, encoded, limit, on_too_long=on_too_long)
+
+
+def cut_sources(
+    tokenizer,
+    texts: Sequence[str],
+    encoded: Sequence[list[int]],
+    limit: int | None,
+    *,
+    on_too_long: str = "warn",
+) -> list[list[int]]:
+    """``encoded`` (the token ids of ``texts``, with ``<eos>``, as the tokenizer gives them) cut
+    to ``limit`` tokens as :func:`encode_sources` cuts them, in a new list (``encoded`` is left
+    as it is, so that ids tokenized once can be cut to several limits)."""
+    if on_too_long not in ("warn", "error"):
+        raise ValueError(f"on_too_long: {on_too_long!r} is not one of warn, error")
+    encoded = list(encoded)
     too_long = [i for i, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
     if too_long and on_too_long == "error":
         first = too_long[0]
@@ -126,6 +143,7 @@ def reference_text(tokenizer, text: str) -> str:
 __all__ = [
     "DATASET_NAMES",
     "SourceTooLongError",
+    "cut_sources",
     "encode_sources",
     "encode_targets",
     "load_pairs",

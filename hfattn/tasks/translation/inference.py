@@ -3,7 +3,9 @@
 :func:`translate_texts` batches sources (sorted by length, order restored), truncates sources
 longer than the model allows (warning, or
 :class:`~hfattn.tasks.translation.encoding.SourceTooLongError` when asked to refuse), returns
-``""`` for an empty source, and decodes with ``generate`` (greedy, sampling or beam search):
+``""`` for an empty source, and decodes with ``generate`` (greedy, sampling or beam search);
+sources already encoded (``source_ids``: a split scored at every validation) are not
+tokenized again. It is
 what ``hfattn translate``, the scoring of a split and the sample after training use;
 :func:`translate_n_best` returns the ``n`` best of each.
 :func:`cross_attention_maps` (and :func:`alignment`, one layer and head of it) gives the
@@ -48,15 +50,20 @@ def translate_texts(
     num_beams: int = 1,
     max_new_tokens: int = 128,
     on_too_long: str = "warn",
+    source_ids: Sequence[Sequence[int]] | None = None,
     **generate_kwargs,
 ) -> list[str]:
     """Translate ``texts`` (any order and lengths); an empty or blank source gives ``""``.
     ``max_new_tokens`` beyond the decoder's positions (:func:`target_limit`) are cut to them,
-    with a warning.
+    with a warning. ``source_ids``: the token ids of ``texts`` already encoded, one list per
+    text, as :func:`~hfattn.tasks.translation.encoding.encode_sources` gives them for the
+    model's :func:`~hfattn.evaluation.translation.source_limit` (a split scored again and
+    again): used as they are, not tokenized again.
 
     Raises:
-        ValueError: ``batch_size`` < 1, or a source that is not valid text
-            (:func:`~hfattn.tokenization.characters.require_text`).
+        ValueError: ``batch_size`` < 1, a source that is not valid text
+            (:func:`~hfattn.tokenization.characters.require_text`), or ``source_ids`` of
+            another length than ``texts``.
     """
     return [
         best[0]
@@ -68,6 +75,7 @@ def translate_texts(
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
             on_too_long=on_too_long,
+            source_ids=source_ids,
             **generate_kwargs,
         )
     ]
@@ -84,18 +92,24 @@ def translate_n_best(
     num_return_sequences: int = 1,
     max_new_tokens: int = 128,
     on_too_long: str = "warn",
+    source_ids: Sequence[Sequence[int]] | None = None,
     **generate_kwargs,
 ) -> list[list[str]]:
     """The ``num_return_sequences`` best translations of each of ``texts``, best first (beam
-    search keeps at most ``num_beams``), as :func:`translate_texts` translates; an empty or
-    blank source gives ``[""]``.
+    search keeps at most ``num_beams``), as :func:`translate_texts` translates (``source_ids``
+    too); an empty or blank source gives ``[""]``.
 
     Raises:
-        ValueError: ``batch_size`` < 1, or a source that is not valid text
-            (:func:`~hfattn.tokenization.characters.require_text`).
+        ValueError: ``batch_size`` < 1, a source that is not valid text
+            (:func:`~hfattn.tokenization.characters.require_text`), or ``source_ids`` of
+            another length than ``texts``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if source_ids is not None and len(source_ids) != len(texts):
+        raise ValueError(
+            f"source_ids: {len(source_ids)} id lists for {len(texts)} texts (one per text)"
+        )
     for i, text in enumerate(texts):
         require_text(text, f"source {i}")
     outputs: list[list[str]] = [[""] for _ in texts]
@@ -114,9 +128,11 @@ def translate_n_best(
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    encoded = encode_sources(
-        tokenizer, [texts[i] for i in todo], source_limit(model, tokenizer), on_too_long=on_too_long
-    )
+    if source_ids is None:
+        sources, source_max = [texts[i] for i in todo], source_limit(model, tokenizer)
+        encoded = encode_sources(tokenizer, sources, source_max, on_too_long=on_too_long)
+    else:
+        encoded = [source_ids[i] for i in todo]
     order = sorted(range(len(todo)), key=lambda k: len(encoded[k]))
     for begin in range(0, len(order), batch_size):
         chunk = order[begin : begin + batch_size]

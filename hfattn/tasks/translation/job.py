@@ -1,6 +1,12 @@
 """The translation training job: tokenizer built on the training pairs, model from the
 ``model:`` section, teacher-forced batches and loss, the scoring of a split (loss, token
 accuracy, BLEU, chrF, exact match) and the translated sample.
+
+A run scores its validation split at every ``training.eval_every`` steps: each split is
+tokenized, cut and padded once (:class:`EncodedSplit`, kept by :func:`build_job`), its
+teacher-forced batches are cut from the pairs sorted by length (little padding), and the
+translations decode in batches of sources sorted by length
+(:func:`~hfattn.tasks.translation.inference.translate_texts` with the ids already encoded).
 """
 
 from __future__ import annotations
@@ -9,12 +15,20 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from ...data.seq2seq import PairBatches, pad_pairs
-from ...evaluation.translation import teacher_forced_scores, text_scores
+from ...data.token_buckets import BucketedBatches
+from ...evaluation.translation import source_limit, teacher_forced_scores, text_scores
 from ...recipes.model_section import sized_model_config
 from ...tokenization.translation import build_translation_tokenizer
 from ...training.job import TrainingJob
 from ..base import Task, model_loss
-from .encoding import DATASET_NAMES, encode_sources, encode_targets, load_pairs, reference_text
+from .encoding import (
+    DATASET_NAMES,
+    cut_sources,
+    encode_sources,
+    encode_targets,
+    load_pairs,
+    reference_text,
+)
 from .inference import translate_texts
 from .recipe import (
     METRIC_NAMES,
@@ -27,6 +41,61 @@ translation_loss = model_loss
 """Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
 
 
+class EncodedSplit:
+    """One split's pairs as :func:`score_split` reads them, each piece made once and kept for
+    the next scoring of the split: the sources tokenized once (then cut to each limit asked
+    for, :func:`~hfattn.tasks.translation.encoding.cut_sources`), the targets
+    (``data.max_target_length``), the references
+    (:func:`~hfattn.tasks.translation.encoding.reference_text`) and the padded teacher-forced
+    batches."""
+
+    def __init__(self, tokenizer, sources, targets, data):
+        self.tokenizer, self.data = tokenizer, data
+        self.source_texts, self.target_texts = list(sources), list(targets)
+        self._tokenized: list[list[int]] | None = None
+        self._sources: dict[int | None, list[list[int]]] = {}
+        self._targets: list[list[int]] | None = None
+        self._references: list[str] | None = None
+        self._batches: dict[int, list[dict]] = {}
+
+    def sources(self, limit: int | None) -> list[list[int]]:
+        """The source ids cut to ``limit`` tokens, as :func:`encode_sources` gives them (too
+        long sources warned about once per limit)."""
+        if limit not in self._sources:
+            if self._tokenized is None:
+                self._tokenized = self.tokenizer(self.source_texts)["input_ids"]
+            texts = self.source_texts
+            self._sources[limit] = cut_sources(self.tokenizer, texts, self._tokenized, limit)
+        return self._sources[limit]
+
+    def targets(self) -> list[list[int]]:
+        """The label ids, cut to ``data.max_target_length`` (:func:`encode_targets`)."""
+        if self._targets is None:
+            limit = self.data.max_target_length
+            self._targets = encode_targets(self.tokenizer, self.target_texts, limit, "warn")
+        return self._targets
+
+    def references(self) -> list[str]:
+        """Every target as the tokenizer can write it back (what BLEU compares with)."""
+        if self._references is None:
+            self._references = [reference_text(self.tokenizer, t) for t in self.target_texts]
+        return self._references
+
+    def teacher_forced_batches(self, batch_size: int) -> list[dict]:
+        """The pairs (sources cut to ``data.max_source_length``) sorted by source then target
+        length and padded (:func:`~hfattn.data.seq2seq.pad_pairs`) in batches of
+        ``batch_size``: neighbours in length share a batch, so little of it is padding."""
+        if batch_size not in self._batches:
+            sources, targets = self.sources(self.data.max_source_length), self.targets()
+            order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), len(targets[i])))
+            pad = self.tokenizer.pad_token_id
+            self._batches[batch_size] = [
+                pad_pairs([sources[i] for i in rows], [targets[i] for i in rows], pad)
+                for rows in (order[k : k + batch_size] for k in range(0, len(order), batch_size))
+            ]
+        return self._batches[batch_size]
+
+
 def score_split(
     model,
     tokenizer,
@@ -35,40 +104,64 @@ def score_split(
     evaluation: TranslationEvaluationSection,
     data,
     decoding: dict | None = None,
+    *,
+    encoded: EncodedSplit | None = None,
 ) -> dict:
     """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one split; the
     translations decode with ``decoding`` (``generate()`` keyword arguments, see
     :func:`scoring_decoding`), by default ``evaluation.num_beams`` and
-    ``evaluation.max_new_tokens`` (the periodic validations of a training run)."""
-    src_ids = encode_sources(tokenizer, sources, data.max_source_length, on_too_long="warn")
-    tgt_ids = encode_targets(tokenizer, targets, data.max_target_length, "warn")
-    step = evaluation.batch_size
-    batches = (
-        pad_pairs(src_ids[k : k + step], tgt_ids[k : k + step], tokenizer.pad_token_id)
-        for k in range(0, len(src_ids), step)
-    )
-    scores = teacher_forced_scores(model, batches)
+    ``evaluation.max_new_tokens`` (the periodic validations of a training run). ``encoded``:
+    the split's :class:`EncodedSplit` kept from an earlier scoring (``None``: made here, for
+    ``sources`` and ``targets``), so that a split scored again is not tokenized again."""
+    if encoded is None:
+        encoded = EncodedSplit(tokenizer, sources, targets, data)
+    scores = teacher_forced_scores(model, encoded.teacher_forced_batches(evaluation.batch_size))
     if decoding is None:
         decoding = {"num_beams": evaluation.num_beams, "max_new_tokens": evaluation.max_new_tokens}
+    source_ids = encoded.sources(source_limit(model, tokenizer))
 
-    def translate(texts):
+    def translate(texts):  # the first len(texts) sources of the split (decoded_scores)
         return translate_texts(
-            model, tokenizer, texts, batch_size=evaluation.batch_size, **decoding
+            model,
+            tokenizer,
+            texts,
+            batch_size=evaluation.batch_size,
+            source_ids=source_ids[: len(texts)],
+            **decoding,
         )
 
-    scores.update(decoded_scores(translate, tokenizer, sources, targets, evaluation.max_examples))
+    scores.update(
+        decoded_scores(
+            translate,
+            tokenizer,
+            encoded.source_texts,
+            encoded.target_texts,
+            evaluation.max_examples,
+            references=encoded.references(),
+        )
+    )
     return scores
 
 
-def decoded_scores(translate, tokenizer, sources, targets, max_examples: int | None) -> dict:
-    """BLEU, chrF and exact match of ``translate`` (a list of sources -> their translations:
-    the model's ``generate()``, or a CTranslate2 export) on the first ``max_examples`` pairs
-    (``None``: all), against the references as ``tokenizer`` writes them
-    (:func:`~hfattn.tasks.translation.encoding.reference_text`), and ``num_examples``."""
+def decoded_scores(
+    translate,
+    tokenizer,
+    sources,
+    targets,
+    max_examples: int | None,
+    *,
+    references: list[str] | None = None,
+) -> dict:
+    """BLEU, chrF and exact match of ``translate`` (a list of the first sources -> their
+    translations: the model's ``generate()``, or a CTranslate2 export) on the first
+    ``max_examples`` pairs (``None``: all), against the references as ``tokenizer`` writes them
+    (:func:`~hfattn.tasks.translation.encoding.reference_text`; ``references``: those of all
+    ``targets``, written before), and ``num_examples``."""
     n = len(sources) if max_examples is None else max_examples
     predictions = translate(list(sources[:n]))
-    references = [reference_text(tokenizer, t) for t in targets[:n]]
-    return {**text_scores(predictions, references), "num_examples": n}
+    if references is None:
+        references = [reference_text(tokenizer, t) for t in targets[:n]]
+    return {**text_scores(predictions, references[:n]), "num_examples": n}
 
 
 def build_tokenizer(recipe: TranslationRecipe, sources, targets):
@@ -105,26 +198,39 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
     torch.manual_seed(recipe.training.seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
 
-    batches = PairBatches(
+    train_ids = (
         encode_sources(tokenizer, train_sources, d.max_source_length, on_too_long=d.on_too_long),
         encode_targets(tokenizer, train_targets, d.max_target_length, d.on_too_long),
-        recipe.training.batch_size,
-        pad_token_id=tokenizer.pad_token_id,
-        seed=recipe.training.seed,
-        max_tokens=recipe.training.max_tokens,
-        group_by_length=recipe.training.group_by_length,
     )
+    t = recipe.training
+    if t.token_budget is not None:
+        batches = BucketedBatches(*train_ids, token_budget=t.token_budget,
+                                  num_buckets=t.length_buckets,
+                                  pad_token_id=tokenizer.pad_token_id, seed=t.seed)  # fmt: skip
+    else:
+        batches = PairBatches(*train_ids, t.batch_size, pad_token_id=tokenizer.pad_token_id,
+                              seed=t.seed, max_tokens=t.max_tokens,
+                              group_by_length=t.group_by_length)  # fmt: skip
     e, g = recipe.evaluation, recipe.generation
+
+    encoded: dict[str, EncodedSplit] = {}  # each split tokenized and padded once per run
+
+    def encoded_split(split: str) -> EncodedSplit:
+        if split not in encoded:
+            encoded[split] = EncodedSplit(tokenizer, *pairs[split], d)
+        return encoded[split]
 
     def evaluate(model, split: str) -> dict:
         sources, targets = pairs[split]
-        return score_split(model, tokenizer, sources, targets, e, d)
+        return score_split(model, tokenizer, sources, targets, e, d, encoded=encoded_split(split))
 
     final_decoding = scoring_decoding(decoding_kwargs(g), e.max_new_tokens)
 
     def final_evaluate(model, split: str) -> dict:
         sources, targets = pairs[split]
-        return score_split(model, tokenizer, sources, targets, e, d, final_decoding)
+        return score_split(
+            model, tokenizer, sources, targets, e, d, final_decoding, encoded=encoded_split(split)
+        )
 
     examples = list(g.examples) or pairs["test"][0][:3]
 
@@ -191,6 +297,7 @@ def scoring_decoding(settings: dict, default_max_new_tokens: int, **overrides) -
 __all__ = [
     "BEAM_SETTINGS",
     "SCORING_SETTINGS",
+    "EncodedSplit",
     "build_job",
     "build_tokenizer",
     "decoded_scores",

@@ -17,7 +17,7 @@ from ...recipes.schema import (
     EvaluationSection,
     GenerationSection,
     RecipeBase,
-    TrainingSection,
+    TokenBatchingSection,
 )
 
 PREPROCESSINGS = ("chollet", "geron")
@@ -78,8 +78,8 @@ class PairDataSection:
 
 
 @dataclass
-class TranslationTrainingSection(TrainingSection):
-    """``training:`` — :class:`~hfattn.recipes.schema.TrainingSection`, the length that groups pairs
+class TranslationTrainingSection(TokenBatchingSection):
+    """``training:`` — :class:`~hfattn.recipes.schema.TokenBatchingSection`, the length that groups pairs
     into batches (``group_by_length``) and batches cut by size: ``max_tokens`` (``null``:
     ``batch_size`` pairs a batch)."""
 
@@ -102,6 +102,11 @@ class TranslationTrainingSection(TrainingSection):
         super().__post_init__()
         require_positive(self, "training", "max_tokens")
         require_choice(self.group_by_length, "training.group_by_length", GROUP_BY_LENGTH)
+        require(
+            self.max_tokens is None or self.token_budget is None,
+            "training.max_tokens",
+            "cannot be set with training.token_budget: pick one way to cut batches by size",
+        )
 
 
 @dataclass

@@ -19,7 +19,7 @@ Classification has no target: its buckets are source widths only.
 
 **Rows.** Bucket :math:`k` cuts batches of
 
-.. math:: r_k = \max\Bigl(m, \Bigl\lfloor \frac{B}{m\,\bar t_k} \Bigr\rfloor m\Bigr)
+.. math:: r_k = \max\Bigl(m, m \cdot \mathrm{round}\Bigl(\frac{B}{m\,\bar t_k}\Bigr)\Bigr)
 
 rows, :math:`B` the token budget, :math:`\bar t_k` the mean target length of the bucket's
 pairs (its mean source length for classification) and :math:`m` = ``row_multiple`` (8), at
@@ -29,8 +29,9 @@ tokens" a batch). Its padded shape is ``[r_k, S_k]`` and ``[r_k, T_k]``.
 
 **Epochs.** Epoch :math:`e` shuffles each bucket's pairs (seeded with ``seed + e``), puts the
 pairs its bucket left over in epoch :math:`e - 1` in front, cuts full batches of :math:`r_k`
-rows and carries what is left to epoch :math:`e + 1`; the batches of all buckets are then
-shuffled together. Nothing is dropped for good, every batch is full, and the order of any
+rows and carries what is left (fewer than :math:`r_k` pairs) to epoch :math:`e + 1`; the
+batches of all buckets are then shuffled together. Every batch is full, nothing is dropped
+(each epoch's pass over a pair is trained in that epoch or the next), and the order of any
 epoch is a function of the seed (a resumed run meets the same batches).
 """
 
@@ -172,7 +173,7 @@ class BucketedBatches:
         for k, (source_width, target_width) in enumerate(self.widths):
             members = np.flatnonzero(bucket == k)
             mean = counted[members].mean()
-            rows = max(row_multiple, int(token_budget / (row_multiple * mean)) * row_multiple)
+            rows = max(row_multiple, round(token_budget / (row_multiple * mean)) * row_multiple)
             self.members.append(members)
             self.rows.append(min(rows, len(members)))
             ids, mask = _padded([sources[i] for i in members], source_width, pad_token_id)

@@ -113,6 +113,9 @@ REGISTRY: dict[str, Bench] = {
     "bench_export.py": Bench(full=("--repeats", "9", "--engine-repeats", "50")),
     "bench_compile.py": Bench(quick=("--quick",), timeout_s=3 * 3600),
     "bench_rnn_export.py": Bench(quick=("--quick",)),
+    # builds both GPU recipes' jobs (Bible, BPE) and compiles a small Transformer per bucket
+    # with inductor: about 15 minutes on 2 CPU cores
+    "bench_feed.py": Bench(timeout_s=3600),
 }
 """Arguments per script; anything else found in the folder runs as :func:`bench_for` says."""
 

@@ -29,6 +29,7 @@ from .distributions import DISTRIBUTIONS, get_distribution
 from .masking import (
     causal_mask,
     combine_masks,
+    hides_nothing,
     make_attention_mask,
     padding_mask,
     to_additive_mask,
@@ -445,10 +446,27 @@ class MultiHeadAttention(nn.Module):
         output_attentions: bool,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Run the ``transformers`` kernel; returns ``([B, Tq, h, dv], weights or None,
-        empty_rows)``: ``empty_rows [B|1, Tq, 1]`` (True = the query sees no key, its output
-        must be ``o_proj``'s bias) or ``None`` when no row can be empty or the rows were
-        already zeroed here (per-head masks)."""
+        """Run the ``transformers`` kernel on the mask it takes best; returns ``([B, Tq, h, dv],
+        weights or None, empty_rows)``: ``empty_rows [B|1, Tq, 1]`` (True = the query sees no
+        key, its output must be ``o_proj``'s bias) or ``None`` when no row can be empty or the
+        rows were already zeroed here (per-head masks).
+
+        The mask each kernel gets, with ``keep`` = the given mask AND the causal one (True =
+        attend), is the cheapest one that gives the same outputs:
+
+        - a given mask that hides nothing is dropped (``eager`` and ``sdpa``; read only where
+          that is free, see :func:`~.masking.hides_nothing`: a CPU tensor outside compile,
+          export and tracing; elsewhere the mask is kept, which is always exact);
+        - then, for a causal self-attention with no given mask: nothing for one query at the
+          end of the keys (a cached step sees every key); ``is_causal=True`` (the kernel's
+          fused causal path) and no mask when ``Tq == Tk`` (except ``eager``);
+        - otherwise ``sdpa`` gets ``keep`` as a boolean mask ``[B|1, 1|h, 1|Tq, Tk]`` (as
+          transformers' ``sdpa_mask`` builds), its empty rows (a query with no visible key)
+          opened to every key so that no kernel or torch version meets a fully masked row
+          (their outputs are replaced below); ``eager`` gets ``keep`` as an additive float mask
+          (:func:`~.masking.to_additive_mask`); any other kernel (flash, flex, ...) gets the
+          given mask as is and ``is_causal``.
+        """
         implementation = self.attn_implementation
         if output_attentions and implementation != "eager":
             implementation = "eager"
@@ -456,17 +474,34 @@ class MultiHeadAttention(nn.Module):
             implementation, eager_attention_forward
         )
         query_length, key_length = query.shape[-2], key.shape[-2]
+        own_mask = implementation in ("eager", "sdpa")  # kernels that get the mask built here
+        if (
+            own_mask
+            and given_mask is not None
+            and given_mask.dim() in (2, 3, 4)  # other shapes are refused by _keep_mask
+            and given_mask.shape[-1] >= key_length  # shorter ones by the kernel
+            and hides_nothing(given_mask)
+        ):
+            given_mask = None
         only_causal = given_mask is None and causal
-        keep = None
-        if only_causal and query_length == 1:
+        keep = row_has_key = None
+        if given_mask is None and not causal:
+            mask, is_causal = None, False
+        elif only_causal and query_length == 1:
             # One query at the end of the keys (a cached decoding step) sees every key.
             mask, is_causal = None, False
         elif only_causal and query_length == key_length and implementation != "eager":
             mask, is_causal = None, True  # let the kernel use its fused causal path
         else:
             keep = self._keep_mask(given_mask, query_length, key_length, causal, query.device)
-            if keep is not None and implementation in ("eager", "sdpa"):
+            # Only a given mask can hide every key of a query (the causal one always shows key 0).
+            if given_mask is not None:
+                row_has_key = keep.any(dim=-1, keepdim=True)  # [B|1, h|1, Tq, 1]
+            if implementation == "eager":
                 mask, is_causal = to_additive_mask(keep, query.dtype), False
+            elif implementation == "sdpa":
+                mask = keep if row_has_key is None else keep | ~row_has_key
+                is_causal = False
             else:
                 mask, is_causal = given_mask, causal
         output, weights = interface(
@@ -481,12 +516,10 @@ class MultiHeadAttention(nn.Module):
             **kwargs,
         )
         empty_rows = None
-        # Only a given mask can hide every key of a query (the causal one always shows key 0).
         # The weights are returned as the kernel made them (the eager kernel, the only one
         # that returns any, gives such a query zero weights): they are the tensors that
         # multiplied V, so they carry gradients (transformers' retain_grad contract).
-        if given_mask is not None and keep is not None and mask is not None:
-            row_has_key = keep.any(dim=-1, keepdim=True)  # [B|1, h|1, Tq, 1]
+        if row_has_key is not None:
             if row_has_key.shape[1] == 1:
                 empty_rows = ~row_has_key[:, 0]  # zeroed after o_proj by forward
             else:  # a per-head mask: zero each head's context before o_proj mixes the heads

@@ -124,8 +124,9 @@ def to_keep_mask(mask: torch.Tensor) -> torch.Tensor:
 def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Return ``mask`` as an additive float mask: ``0`` where kept, ``finfo(dtype).min`` elsewhere.
 
-    The finite minimum (rather than ``-inf``) keeps fully-masked rows NaN-free in the
-    ``eager`` and ``sdpa`` kernels; such rows are then zeroed by the caller.
+    What the ``eager`` kernel adds to its energies (``sdpa`` takes the boolean keep mask
+    itself). The finite minimum (rather than ``-inf``) keeps fully-masked rows NaN-free;
+    such rows are then zeroed by the caller.
     """
     if mask.is_floating_point():
         return mask.to(dtype)
@@ -133,3 +134,24 @@ def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(
         ~keep, torch.finfo(dtype).min
     )
+
+
+def mask_values_are_free(mask: torch.Tensor) -> bool:
+    """True when reading ``mask``'s values on the host costs nothing: a CPU tensor, outside
+    ``torch.compile`` / ``torch.export`` and ``torch.jit`` tracing. On an accelerator the
+    read would stall the queue; in a traced graph it would break the graph (or bake one batch's
+    values into it)."""
+    return (
+        mask.device.type == "cpu"
+        and not torch.compiler.is_compiling()
+        and not torch.jit.is_tracing()
+    )
+
+
+def hides_nothing(mask: torch.Tensor | None) -> bool:
+    """True when ``mask`` (keep or additive) shows every key to every query, read only where
+    :func:`mask_values_are_free`; ``False`` when it cannot be read for free (the caller then
+    keeps the mask, which is always exact). ``None`` hides nothing."""
+    if mask is None:
+        return True
+    return mask_values_are_free(mask) and bool(to_keep_mask(mask).all())

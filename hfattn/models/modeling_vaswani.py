@@ -10,6 +10,11 @@ cross-attention ``MHA(Q = decoder, K = V = encoder output)``) + ``lm_head``.
 - Attention is :class:`~.attention.MultiHeadAttention`: scaled dot + softmax runs through
   the transformers attention interface (``eager`` / ``sdpa`` / flash), every other score /
   distribution of :mod:`.attention` through the generic path.
+- Masks are the ``[B, S]`` / ``[B, T]`` padding masks (1 = token); each attention call turns
+  them into what its kernel takes best (``MultiHeadAttention._interface_attention``): for
+  ``sdpa`` a boolean keep mask, or none at all when nothing is hidden; the decoder
+  self-attention without a target mask (right-padded targets, as in training) runs the
+  kernel's fused causal path (``is_causal=True``).
 - Generation cache: an ``EncoderDecoderCache``. Decoder self-attention keys/values grow by
   one row per token; cross-attention keys/values are projected once from the encoder output.
 - The transformers contracts: ``output_attentions`` / ``output_hidden_states`` / ``use_cache``
@@ -438,7 +443,8 @@ class VaswaniDecoder(_VaswaniStack):
         """Decode ``input_ids [B, T]`` (or raw ``inputs_embeds [B, T, d]``) after
         ``cache`` (positions continue from the cache's length). ``attention_mask`` is
         the target padding mask (optional: with right padding the causal mask alone keeps every
-        real position exact).
+        real position exact, and without a mask the ``sdpa`` kernel runs its fused causal
+        path).
 
         ``use_cache`` / ``output_attentions`` / ``output_hidden_states`` default to the
         config's; the cache is off while training with gradient checkpointing.

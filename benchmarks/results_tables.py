@@ -1,8 +1,8 @@
 """The published results tables, rendered from the files of ``benchmarks/results/``.
 
 Every figure of the README's headline table, of its speed and GPU paragraphs, of the docs'
-results page (``docs/results/index.md``) and of the attention-variants table of
-``docs/models/bahdanau.md`` is read here from the results file that measured it; what no file
+results page (``docs/results/index.md``), of the attention-variants table of
+``docs/models/bahdanau.md`` and of the GPU feed of ``docs/training.md`` is read here from the results file that measured it; what no file
 holds (the command) is written once in :data:`ROWS`, :data:`SPEED` and :data:`GPU_SPEED`.
 ``make results`` (``python benchmarks/results_tables.py --write``) rewrites the README and
 those pages between their ``<!-- results:NAME:start -->`` / ``<!-- results:NAME:end -->``
@@ -45,6 +45,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 RESULTS_PAGE = ROOT / "docs" / "results" / "index.md"
 BAHDANAU_PAGE = ROOT / "docs" / "models" / "bahdanau.md"
+TRAINING_PAGE = ROOT / "docs" / "training.md"
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,11 @@ class Figure:
                 if record["name"] == self.record:
                     return record["value"]
             raise KeyError(f"{self.file}: no record {self.record!r}")
-        for part in self.key.split("."):
-            data = data[int(part)] if isinstance(data, list) else data[part]
+        try:
+            for part in self.key.split("."):
+                data = data[int(part)] if isinstance(data, list) else data[part]
+        except (KeyError, IndexError) as error:
+            raise KeyError(f"{self.file}: no {self.key}") from error
         return data
 
 
@@ -451,8 +455,8 @@ def speed_paragraph(docs: str, root: Path = RESULTS) -> str:
     return SPEED.format(machine=machine, docs=docs, **figures)
 
 
-def gpu_paragraph(root: Path = RESULTS) -> str:
-    """:data:`GPU_SPEED` with its figures and the one machine its files record.
+def gpu_machine(root: Path = RESULTS) -> str:
+    """The one machine that the files of :data:`GPU_FIGURES` record, in words.
 
     :data:`GPU_BENCH` was written before ``bench_vaswani.py`` recorded a provenance: it names
     only its GPU (``machine``), which must be the GPU of the other files' machine.
@@ -460,13 +464,19 @@ def gpu_paragraph(root: Path = RESULTS) -> str:
     Raises:
         ValueError: the files name different machines, or :data:`GPU_BENCH` another GPU.
     """
-    figures = {k: f.read(root) for k, f in GPU_FIGURES.items()}
     files = [file for file in figure_files(GPU_FIGURES.values()) if file != GPU_BENCH]
     machine = shared_machine(files, root)
     gpu = json.loads((root / GPU_BENCH).read_text("utf-8"))["machine"]
     if gpu not in machine:
         raise ValueError(f"{GPU_BENCH}: measured on {gpu}, the other GPU files on {machine}")
-    return GPU_SPEED.format(machine=machine, **figures)
+    return machine
+
+
+def gpu_paragraph(root: Path = RESULTS) -> str:
+    """:data:`GPU_SPEED` with its figures and the one machine its files record
+    (:func:`gpu_machine`)."""
+    figures = {k: f.read(root) for k, f in GPU_FIGURES.items()}
+    return GPU_SPEED.format(machine=gpu_machine(root), **figures)
 
 
 def readme_table(root: Path = RESULTS) -> str:
@@ -479,6 +489,102 @@ def readme_table(root: Path = RESULTS) -> str:
 def results_page_table(root: Path = RESULTS) -> str:
     """The results page's table: one row per shipped recipe and baseline."""
     return markdown_table(RESULTS_PAGE_COLUMNS, root)
+
+
+FEED = "bench_feed.json"
+"""What feeds the GPU (``benchmarks/bench_feed.py``, measured on a CPU)."""
+FEED_RECIPES = ("vaswani_bible_en_es_base", "bahdanau_bible_en_es_rnnsearch")
+"""The GPU recipes whose batches :data:`FEED` measures, in the order of the table."""
+FEED_RECIPE_FIGURES = ("steps", "token_budget", "distinct_shapes", "shapes", "padding_source",
+                       "padding_target", "target_tokens_per_step", "target_tokens_per_step_min",
+                       "target_tokens_per_step_max", "tokens_vs_budget")  # fmt: skip
+"""The figures of each recipe's batches (``recipes.<name>.<figure>`` of :data:`FEED`)."""
+FEED_FIGURES = {
+    **{
+        f"{recipe}/{name}": Figure(FEED, key=f"recipes.{recipe}.{name}")
+        for recipe in FEED_RECIPES
+        for name in FEED_RECIPE_FIGURES
+    },
+    "host_ms": Figure(FEED, key="host_ms_per_step_25k"),
+    "host_ms_lists": Figure(FEED, key="host_ms_per_step_25k_pad_pairs"),
+    "buckets": Figure(FEED, key="compile.buckets"),
+    "graphs": Figure(FEED, key="compile.graphs_first_epoch"),
+    "recompiles": Figure(FEED, key="compile.recompiles_second_epoch"),
+    "graph_breaks": Figure(FEED, key="compile.graph_breaks"),
+    "reads_bahdanau": Figure(FEED, key="bahdanau_host_reads.bahdanau"),
+    "reads_luong": Figure(FEED, key="bahdanau_host_reads.luong-general"),
+}
+"""The figures of :func:`feed_block`, all from :data:`FEED` (its CPU machine); the GPU ceiling
+beside them is read through :data:`GPU_FIGURES`."""
+FEED_TEXT = (
+    "A step at {budget:,} target tokens costs the host {host_ms:.2f} ms with the buckets (an "
+    "index gather), against {host_ms_lists:.1f} ms on the same pairs padded from lists at each "
+    "step (`max_tokens`): {host_ratio:.0f}× less (the engine's loop around a stand-in model of "
+    "one parameter, so that a step is the host's work alone). Compiled as `compile: auto` "
+    "compiles it and run for two epochs over the Bible's batches in {buckets} buckets (a small "
+    "Transformer), the loss step compiled {graphs} graphs in the first epoch and {recompiles} "
+    "in the second, with {graph_breaks} graph breaks. Device-to-host reads in a training step "
+    "on the CUDA code path: {reads_bahdanau} for the Bahdanau (additive) model, "
+    "{reads_luong} for Luong's (general score)."
+)
+FEED_CEILING = (
+    "The ceiling of the model's step on one GPU ({machine}; `bash benchmarks/gpu_check.sh`): "
+    "at the paper's base size (6+6 layers, d 512, bf16, compiled with fused AdamW), on fixed "
+    "batches of 256 pairs of 64 → 64 tokens ({v_tokens:,} target tokens a step), the Vaswani "
+    "model trains at {v_tps:,.0f} target tokens/s, an MFU of {v_mfu:.1%} ({peak}; "
+    "[GPU measurements](results/index.md#on-a-gpu))."
+)
+
+
+def _feed_shapes(shapes) -> str:
+    """``[[rows, source, target], ...]`` as ``rows × source → target`` positions."""
+    return ", ".join(f"{rows} × {source} → {target}" for rows, source, target in shapes)
+
+
+def feed_block(root: Path = RESULTS) -> str:
+    """The GPU feed of ``docs/training.md``: each GPU recipe's batches (shapes, padding, target
+    tokens a step against its budget), the host's time a step, the compiled step's graphs and
+    the Bahdanau step's host reads (:data:`FEED`, naming the machine it records), then the
+    model step's ceiling on one GPU (:data:`GPU_FIGURES`, :func:`gpu_machine`).
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        KeyError: a file lacks a figure, or records no provenance.
+    """
+    values = {name: figure.read(root) for name, figure in FEED_FIGURES.items()}
+    machine = shared_machine([FEED], root)
+    lines = [
+        f"The batches of the GPU recipes as shipped, over the steps of one whole run, and the "
+        f"host's share of a step (`.venv/bin/python benchmarks/bench_feed.py`, {machine}):",
+        "",
+        "| recipe | steps | batch shapes | padding: source, target "
+        "| target tokens a step: mean (min–max) | mean against `token_budget` |",
+        "|---|---|---|---|---|---|",
+    ]
+    shapes = {}
+    for recipe in FEED_RECIPES:
+        v = {name: values[f"{recipe}/{name}"] for name in FEED_RECIPE_FIGURES}
+        shapes[recipe] = _feed_shapes(v["shapes"])
+        lines.append(
+            f"| `{recipe}` | {v['steps']:,} | {v['distinct_shapes']} "
+            f"| {v['padding_source']:.1%}, {v['padding_target']:.1%} "
+            f"| {v['target_tokens_per_step']:,.0f} ({v['target_tokens_per_step_min']:,}–"
+            f"{v['target_tokens_per_step_max']:,}) "
+            f"| {v['tokens_vs_budget']:+.1%} of {v['token_budget']:,} |"
+        )
+    first = FEED_RECIPES[0]
+    described = [f"`{first}` {shapes[first]}"] + [
+        f"`{recipe}` " + ("the same" if shapes[recipe] == shapes[first] else shapes[recipe])
+        for recipe in FEED_RECIPES[1:]
+    ]
+    lines += ["", f"The batch shapes (rows × source → target positions): {'; '.join(described)}."]
+    budget = values[f"{first}/token_budget"]
+    host_ratio = values["host_ms_lists"] / values["host_ms"]
+    lines += ["", FEED_TEXT.format(budget=budget, host_ratio=host_ratio, **values)]
+    gpu = {name: GPU_FIGURES[name].read(root) for name in ("v_tps", "v_mfu", "peak")}
+    v_tokens = Figure(GPU_BENCH, key="training.0.target_tokens_per_step").read(root)
+    lines += ["", FEED_CEILING.format(machine=gpu_machine(root), v_tokens=v_tokens, **gpu)]
+    return "\n".join(lines)
 
 
 ATTENTION_VARIANTS = "scores_date_normalization.md"
@@ -510,6 +616,7 @@ BLOCKS = {
         "gpu": gpu_paragraph,
     },
     BAHDANAU_PAGE: {"attention-variants": lambda root: printed_table(ATTENTION_VARIANTS, root)},
+    TRAINING_PAGE: {"feed": feed_block},
 }
 """The generated blocks of each file, by marker name."""
 

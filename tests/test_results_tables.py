@@ -1,5 +1,5 @@
 """The published tables (README headline, docs/results/index.md, the attention variants of
-docs/models/bahdanau.md) are the rendering of the
+docs/models/bahdanau.md, the GPU feed of docs/training.md) are the rendering of the
 files in benchmarks/results/: a table that disagrees with its files, or a cited file that is
 missing, fails here (``make results`` rewrites the tables)."""
 
@@ -18,18 +18,22 @@ import results_tables  # noqa: E402
 from results_tables import (  # noqa: E402
     ATTENTION_VARIANTS,
     BAHDANAU_PAGE,
+    FEED,
+    FEED_FIGURES,
     GPU_FIGURES,
     README,
     RESULTS,
     RESULTS_PAGE,
     ROWS,
     SPEED_FIGURES,
+    TRAINING_PAGE,
 )
 
 
 def cited_files() -> set[str]:
     figures = [f for row in ROWS for f in row.figures.values()]
     figures += list(SPEED_FIGURES.values()) + list(GPU_FIGURES.values())
+    figures += list(FEED_FIGURES.values())
     return {figure.file for figure in figures} | {ATTENTION_VARIANTS}
 
 
@@ -42,6 +46,8 @@ def test_every_cited_file_exists_and_holds_its_figure():
         assert isinstance(figure.read(), (int, float)), name
     for name, figure in GPU_FIGURES.items():
         assert isinstance(figure.read(), str if name == "peak" else (int, float)), name
+    for name, figure in FEED_FIGURES.items():
+        assert isinstance(figure.read(), list if name.endswith("/shapes") else (int, float)), name
 
 
 def test_the_gpu_figures_are_read_from_their_files_lists_included(tmp_path):
@@ -60,6 +66,8 @@ def test_the_gpu_figures_are_read_from_their_files_lists_included(tmp_path):
 
 def test_the_published_tables_are_those_their_files_give():
     assert results_tables.stale_files() == [], "run `make results`"
+    assert TRAINING_PAGE in results_tables.BLOCKS
+    assert results_tables.feed_block() in TRAINING_PAGE.read_text("utf-8")
     for path in (README, RESULTS_PAGE):
         for row in ROWS:
             assert row.result.format(**row.values()) in path.read_text("utf-8"), (path, row)
@@ -188,3 +196,93 @@ def test_the_gpu_paragraph_refuses_a_benchmark_of_another_gpu(tmp_path):
     bench.write_text(json.dumps(data), "utf-8")
     with pytest.raises(ValueError, match="measured on NVIDIA A10G"):
         results_tables.gpu_paragraph(root)
+
+
+TEST_CPU = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
+
+
+def write_feed(root: Path, machine: dict | None = TEST_CPU) -> dict:
+    """A ``bench_feed.json`` under ``root`` as ``benchmarks/bench_feed.py`` writes it, recording
+    ``machine`` (``None``: no provenance); returns its content."""
+    shapes = [[301, 96, 96], [432, 65, 67], [1512, 20, 21]]
+    recipes = {
+        name: {
+            "steps": steps,
+            "token_budget": 25000,
+            "distinct_shapes": len(shapes),
+            "shapes": shapes,
+            "padding_source": 0.1408,
+            "padding_target": 0.1433,
+            "target_tokens_per_step": 24756.3,
+            "target_tokens_per_step_min": 21183,
+            "target_tokens_per_step_max": 25338,
+            "tokens_vs_budget": -0.0097,
+        }  # fmt: skip
+        for name, steps in zip(results_tables.FEED_RECIPES, (3000, 1500), strict=True)
+    }
+    compiled = {"buckets": 8, "graphs_first_epoch": 8, "recompiles_second_epoch": 0,
+                "graph_breaks": 0, "epoch_seconds": [41.0, 2.5]}  # fmt: skip
+    data = {"recipes": recipes, "host_ms_per_step_25k": 0.454,
+            "host_ms_per_step_25k_pad_pairs": 12.377, "compile": compiled,
+            "graph_breaks": 0, "recompiles_second_epoch": 0,
+            "bahdanau_host_reads": {"bahdanau": 0, "luong-general": 1},
+            "bahdanau_host_reads_per_step": 1}  # fmt: skip
+    if machine is not None:
+        data["provenance"] = {"command": "bench_feed.py", "machine": machine}
+    (root / FEED).write_text(json.dumps(data), "utf-8")
+    return data
+
+
+def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
+    root = copy_results(tmp_path)
+    write_feed(root)
+    block = results_tables.feed_block(root)
+    assert "(`.venv/bin/python benchmarks/bench_feed.py`, 4-core Test CPU 9000, AVX2)" in block
+    assert (
+        "| `vaswani_bible_en_es_base` | 3,000 | 3 | 14.1%, 14.3% | 24,756 (21,183–25,338) "
+        "| -1.0% of 25,000 |" in block
+    )
+    assert "| `bahdanau_bible_en_es_rnnsearch` | 1,500 | 3 |" in block
+    assert (
+        "301 × 96 → 96, 432 × 65 → 67, 1512 × 20 → 21; `bahdanau_bible_en_es_rnnsearch` the same"
+        in block
+    )
+    assert "costs the host 0.45 ms with the buckets" in block
+    assert "against 12.4 ms on the same pairs padded from lists" in block
+    assert "27× less" in block  # 12.377 / 0.454
+    assert "compiled 8 graphs in the first epoch and 0 in the second, with 0 graph breaks" in block
+    assert "0 for the Bahdanau (additive) model, 1 for Luong's" in block
+    gpu = results_tables.gpu_machine(root)
+    bench = json.loads((root / results_tables.GPU_BENCH).read_text("utf-8"))
+    tps = bench["training"][0]["hfattn"]["tokens_per_s"]
+    assert f"one GPU ({gpu};" in block
+    assert f"trains at {tps:,.0f} target tokens/s" in block
+    assert f"an MFU of {bench['training'][0]['hfattn']['mfu']:.1%}" in block
+
+
+def test_a_changed_feed_figure_makes_the_training_page_stale(tmp_path):
+    root = copy_results(tmp_path)
+    data = write_feed(root)
+    page = results_tables.render_blocks(TRAINING_PAGE.read_text("utf-8"), TRAINING_PAGE, root)
+    assert results_tables.feed_block(root) in page
+    data["compile"]["recompiles_second_epoch"] = 3
+    (root / FEED).write_text(json.dumps(data), "utf-8")
+    assert "and 3 in the second" in results_tables.feed_block(root)
+    assert results_tables.rendered(TRAINING_PAGE, root) != page
+
+
+def test_the_feed_block_refuses_a_file_without_its_machine_or_figures(tmp_path):
+    root = copy_results(tmp_path)
+    write_feed(root, machine=None)
+    with pytest.raises(KeyError, match="bench_feed.json: records no provenance"):
+        results_tables.feed_block(root)
+    with pytest.raises(KeyError, match="bench_feed.json: records no provenance"):
+        results_tables.stale_files(root)
+    data = write_feed(root)
+    del data["compile"]  # bench_feed.py --skip-compile
+    (root / FEED).write_text(json.dumps(data), "utf-8")
+    with pytest.raises(KeyError, match="bench_feed.json: no compile.buckets"):
+        results_tables.feed_block(root)
+    (root / FEED).unlink()
+    with pytest.raises(FileNotFoundError, match=FEED):
+        results_tables.feed_block(root)

@@ -100,7 +100,10 @@ class Family:
     (the char-RNN's windows have one length), so the step compiles once or twice in a run.
     Families whose batches change length from batch to batch (translation, classification)
     are left eager by ``auto``: their compiles cost more of a recipe's budget than the
-    compiled steps win back (``docs/training.md``)."""
+    compiled steps win back (``docs/training.md``). The Vaswani Transformer is compiled by
+    ``auto`` on CUDA when ``training.token_budget`` is set: its batches then come in
+    ``length_buckets`` fixed shapes, one static graph a bucket
+    (:attr:`compiled_by_auto_in_buckets`)."""
     compiled_by_auto_in_buckets: bool = False
     """``training.compile: auto`` compiles it on CUDA when its batches come in a few fixed
     shapes (``training.token_budget``: one static graph a length bucket, each compiled once)."""

@@ -125,10 +125,13 @@ class TrainingSection:
     first steps are slower while it compiles (and once more at the first batch of another
     length); a compiled run pads its translation and classification batches to a multiple of
     8 positions (masked: the loss is the same), so that it compiles a few shapes. ``auto``:
-    on for the char-RNN on a CUDA device (one batch shape), off on a CPU and for the other
-    models (their batch lengths vary: each compile takes about a minute on a GPU); ``true`` /
-    ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier`` models,
-    whose recurrence over padded batches would compile anew at every batch length.
+    on a CUDA device, on for the char-RNN (one batch shape) and for the Vaswani Transformer
+    when ``training.token_budget`` is set (its batches in ``length_buckets`` fixed shapes: one
+    static graph a bucket, each compiled once), off for the other models and for a
+    Transformer without buckets (its batch lengths vary: each compile takes about a minute
+    on a GPU); off on a CPU; ``true`` / ``false`` force it. ``true`` is refused for
+    ``bahdanau`` and ``rnn-classifier`` models, whose recurrence over padded batches would
+    compile anew at every batch length.
     ``benchmarks/bench_compile.py`` measures each model's step both ways."""
 
     @property

@@ -219,6 +219,10 @@ def test_compile_clock_times_the_first_step_of_each_shape():
             time.sleep(pause)
     assert 0.1 <= clock.seconds < 0.3  # the first step of a and of b, not their second
     assert clock.shapes == {((2, 3),), ((4, 3),)}
+    off = CompileClock("cpu", enabled=False)  # an eager run times nothing
+    with off.timing(a):
+        time.sleep(0.05)
+    assert (off.seconds, off.shapes) == (0.0, set())
 
 
 def test_prefetch_keeps_order_and_raises_the_producers_error():

@@ -72,8 +72,8 @@ class CompileClock:
     device (on CUDA), so that the compile's cost is on the record; the training clock counts
     these seconds like any other step's."""
 
-    def __init__(self, device):
-        self.device = torch.device(device)
+    def __init__(self, device, enabled: bool = True):
+        self.device, self.enabled = torch.device(device), enabled
         self.seconds = 0.0
         self.shapes: set[tuple] = set()
 
@@ -83,10 +83,11 @@ class CompileClock:
 
     @contextmanager
     def timing(self, batch):
-        """Time the step on ``batch`` (a dict of tensors, or a tensor) if its shapes are new."""
+        """Time the step on ``batch`` (a dict of tensors, or a tensor) if its shapes are new
+        (and the clock is ``enabled``: the step is compiled)."""
         values = batch.values() if isinstance(batch, dict) else (batch,)
         shape = tuple(tuple(value.shape) for value in values)
-        if shape in self.shapes:
+        if not self.enabled or shape in self.shapes:
             yield
             return
         self._wait()

@@ -153,7 +153,7 @@ class _Run:
         )
         if self.compiled and shapes is None and hasattr(job.batches, "pad_to_multiple_of"):
             job.batches.pad_to_multiple_of = COMPILE_PAD_MULTIPLE  # a handful of shapes
-        self.compile_clock = CompileClock(acc.device) if self.compiled else None
+        self.compile_clock = CompileClock(acc.device, enabled=self.compiled)
         self.count_flops = FlopCounter(job.model)
         self.peak_flops, self.peak_source = device_peak_flops(acc.device, acc.mixed_precision)
         self.speed = _Speedometer()
@@ -454,10 +454,7 @@ class _Run:
                     self.speed.flops += flops
                     self.run_flops += flops
                     rows = _rows_of(batch, acc.process_index, acc.num_processes, acc.device)
-                    if self.compile_clock is not None:
-                        with self.compile_clock.timing(rows):
-                            loss = self.train_step(rows)
-                    else:
+                    with self.compile_clock.timing(rows):  # a compiled shape's first step
                         loss = self.train_step(rows)
                     if loss is not None:
                         losses.append(loss)
@@ -484,7 +481,7 @@ class _Run:
                             record["grad_norm"] = float(self.grad_norm)
                         if p.skipped_steps:
                             record["skipped_steps"] = p.skipped_steps
-                        if self.compile_clock is not None:
+                        if self.compiled:
                             record["compile_s"] = round(self.compile_clock.seconds, 2)
                         record.update(self.speed.interval(p.train_tokens, self.total_peak))
                         self.log(record)

@@ -41,6 +41,7 @@ test: $(STAMP) browser sword
 
 # The documentation site (docs/, mkdocs.yml) into site/; the recipe and CLI references are
 # generated from the code at each build (docs/hooks/reference.py). Warnings are errors.
+# site/index.html opens from disk (pages are page.html files) or from any static server.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 

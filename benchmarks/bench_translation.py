@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         heading += (
             " (no model folder given, so no model row: train one, e.g. `hfattn train "
             "recipes/bahdanau_bible_en_es.yaml`, and pass `runs/bahdanau_bible_en_es`; the "
-            "figures of the trained runs are in benchmarks/NOTES.md)"
+            "figures of the trained runs are in docs/results/index.md)"
         )
     scored = score_systems(systems, sources, references)
     if models and exports:

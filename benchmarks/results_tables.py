@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:  # `make results` runs with any python3, hfattn no
     sys.path.insert(0, str(ROOT))
 
 from hfattn.common.machine import machine_words  # noqa: E402
+from hfattn.storage.atomic import atomic_write_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
@@ -659,15 +660,22 @@ def stale_files(root: Path = RESULTS) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``--write`` (``make results``): rewrite the generated blocks that differ from what
+    ``benchmarks/results/`` gives, one line per file, or one line saying that none differs;
+    without it: name each stale file, exit status 1 when there is one."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite the generated blocks")
     args = parser.parse_args(argv)
     if args.write:
+        rewritten = 0
         for path in BLOCKS:
             new = rendered(path)
             if new != path.read_text("utf-8"):
-                path.write_text(new, "utf-8")
+                atomic_write_text(path, new)
                 print(f"rewrote {path.relative_to(ROOT)}")
+                rewritten += 1
+        if not rewritten:
+            print("docs and README already match benchmarks/results (nothing rewritten)")
         return 0
     stale = stale_files()
     for path in stale:

@@ -5,12 +5,20 @@ Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 command's handler so that ``hfattn --help`` stays fast. Importing the ``hfattn`` package
 itself, which runs before this module, is cheap too (see ``hfattn/__init__.py``);
 ``tests/test_cli_startup.py`` checks that no ``--help`` imports torch or transformers.
+
+Under several processes (``torchrun``, ``accelerate launch``) the first prints the messages and
+warnings; the others print only their errors (:func:`hfattn.common.launch.process_rank`).
+
+A command's options and positional arguments mix in any order (:class:`CommandParser`):
+``hfattn translate RUN --num-beams 4 "7/4/76"`` and ``hfattn translate RUN "7/4/76" --num-beams
+4`` are the same command.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 COMMANDS = (
@@ -35,6 +43,26 @@ VERBOSE_HELP = (
 """``-v`` / ``--verbose``, before or after the command (:mod:`hfattn.commands.logging_setup`)."""
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of one command, whose options and positional arguments come in any order:
+    its options are read first, then the positional arguments from what is left, as
+    :meth:`argparse.ArgumentParser.parse_intermixed_args` does (a text that starts with ``-``
+    goes after ``--``)."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        """``(namespace, unknown arguments)``, options and positional arguments intermixed
+        (the top-level parser calls this for the command's arguments)."""
+        if self._intermixing:  # the two passes of parse_known_intermixed_args
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with one sub-parser per command in :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
@@ -42,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train, evaluate, sample from and publish attention-era models.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=CommandParser
+    )
     for name in COMMANDS:
         importlib.import_module(f"hfattn.commands.{name}").register(subparsers)
     for command in subparsers.choices.values():  # `hfattn train R.yaml -v` works too
@@ -64,8 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .commands.loading import allow_pickle
     from .commands.logging_setup import set_verbose
+    from .common.launch import process_rank
 
     set_verbose(args.verbose)  # applied by the command's configure_logging()
+    if process_rank() != 0:  # one of several processes (torchrun, accelerate launch): the
+        logging.disable(logging.WARNING)  # first prints the messages, the others errors only
 
     try:
         with allow_pickle(getattr(args, "allow_pickle", False)):

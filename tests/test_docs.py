@@ -52,11 +52,11 @@ def test_strict_build_passes_and_publishes_the_generated_pages(tmp_path):
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "WARNING" not in output, output
-    recipes = (site / "reference" / "recipes" / "index.html").read_text(encoding="utf-8")
+    recipes = (site / "reference" / "recipes.html").read_text(encoding="utf-8")
     assert "training.metric_for_best_model" in recipes
-    cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     assert "--resume" in cli
-    assert (site / "results" / "benchmark-report" / "index.html").is_file()
+    assert (site / "results" / "benchmark-report.html").is_file()
     charts = sorted(p.name for p in (REPO / "benchmarks" / "results").glob("*.png"))
     assert charts, "benchmarks/results/ holds no chart"
     published = site / "assets" / "benchmarks"

@@ -111,7 +111,8 @@ CHECKS = {
         ["--set", "hub.push_to_hub=true", "--set", "hub.repo_id=me/tiny"],
         "hub: no Hugging Face token"),
     "a field of the wrong type": (
-        ["--set", "training.max_steps=many"], "training.max_steps: Value 'many' of type"),
+        ["--set", "training.max_steps=many"],
+        "training.max_steps: 'many' is not an integer or null"),
 }  # fmt: skip
 
 

@@ -271,6 +271,7 @@ def test_dry_run_writes_exact_folder_and_tree(
     assert {p.name for p in (out / "space").iterdir()} == {
         "README.md",
         "app.py",
+        "examples.json",
         "frame.py",
         "requirements.txt",
     }
@@ -297,6 +298,7 @@ def test_cli_push_with_space(hub_server, char_rnn_run, capsys):
     assert set(hub_server.files("tester/cli", repo_type="space")) == {
         "README.md",
         "app.py",
+        "examples.json",
         "frame.py",
         "requirements.txt",
     }

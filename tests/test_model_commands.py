@@ -357,6 +357,7 @@ def test_plot_and_demo_show_no_loading_bar(
     import gradio
 
     monkeypatch.setattr(gradio.Blocks, "launch", lambda self, **kwargs: None)  # serve nothing
+    monkeypatch.setattr("hfattn.commands.demo.wait_for_interrupt", lambda: None)
     folder = str(models["translator"])
     argv = {
         "plot": ["plot", "attention", folder, "lunes", "--out", str(tmp_path / "a.png")],

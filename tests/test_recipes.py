@@ -12,7 +12,7 @@ from hfattn.recipes import RecipeError, load_recipe
     ("override", "message"),
     [
         ("training.lr=1", "training.lr: not a field of training (batch_size, "),
-        ("training.batch_size=abc", "training.batch_size: Value 'abc'"),
+        ("training.batch_size=abc", "training.batch_size: 'abc' is not an integer"),
         ("training.batch_size=-8", "training.batch_size: must be > 0, got -8"),
         (
             "training.optimizer=lbfgs",
@@ -80,8 +80,8 @@ def test_cli_reports_bad_input_before_training(tmp_path, capsys):
         (["training.max_steps"], "--set training.max_steps: expected KEY=VALUE"),
         (["training.max_steps="], "--set training.max_steps=: expected KEY=VALUE"),
         (["=5"], "--set =5: expected KEY=VALUE"),
-        (["model.use_cache=maybe"], "model.use_cache: 'maybe' is not of type bool"),
-        (["model.hidden_size=2.5"], "model.hidden_size: 2.5 is not of type int"),
+        (["model.use_cache=maybe"], "model.use_cache: 'maybe' is not true or false"),
+        (["model.hidden_size=2.5"], "model.hidden_size: 2.5 is not an integer"),
         (["training.betas=[0.9,1.5]"], "training.betas: each must be in [0, 1), got [0.9, 1.5]"),
     ],
 )

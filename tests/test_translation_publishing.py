@@ -190,6 +190,7 @@ def translation_space(translation_run, tmp_path_factory):
         assert sorted(p.name for p in space.staged.iterdir() if p.is_file()) == [
             "README.md",
             "app.py",
+            "examples.json",
             "frame.py",
             "requirements.txt",
         ]

@@ -43,7 +43,7 @@ REMOTE_CODE_FILES = {
     "modeling_vaswani.py",
     "attention.py",
     "positional.py",
-    "seq2seq_utils.py",
+    "masking.py",
 }
 
 

@@ -146,14 +146,13 @@ def run_pairs(recipe, args: argparse.Namespace) -> list:
 def print_result(result, title: str) -> None:
     """The metrics table (a column per split) and each split's confusion matrix."""
     from rich.console import Console
-    from rich.table import Table
 
-    from .report import print_metrics
+    from .report import print_metrics, titled_table
 
     print_metrics(result.metrics, title=title)
     console = Console()
     for split, matrix in result.confusion.items():
-        table = Table(title=f"{split} confusion matrix (rows: true, columns: predicted)")
+        table = titled_table(f"{split} confusion matrix (rows: true, columns: predicted)")
         table.add_column("")
         for name in result.label_names:
             table.add_column(name, justify="right")
@@ -165,13 +164,13 @@ def print_result(result, title: str) -> None:
 def print_summary(results, title: str) -> None:
     """One row per vectorizer × classifier: accuracy and macro-F1 of the last split."""
     from rich.console import Console
-    from rich.table import Table
+
+    from .report import titled_table
 
     split = list(results[0].metrics)[-1]
     r = results[0]
-    table = Table(
-        title=f"{title} ({r.stop_words} stop words, {r.tokens} 1..{r.ngram_max}-grams), "
-        f"{split} split"
+    table = titled_table(
+        f"{title} ({r.stop_words} stop words, {r.tokens} 1..{r.ngram_max}-grams), {split} split"
     )
     for column in ("vectorizer", "classifier", "accuracy", "macro_f1", "confusion matrix"):
         table.add_column(column, justify="left" if column != "accuracy" else "right")

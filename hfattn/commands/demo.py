@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+import time
 from contextlib import contextmanager
 
 
@@ -56,6 +57,27 @@ def _stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
+def serve(demo, args: argparse.Namespace, name: str) -> None:
+    """Serve ``demo`` until Ctrl-C or SIGTERM, with one line of ours in place of Gradio's
+    banner, ``share=True`` hint and "Keyboard interruption" message."""
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, quiet=True,
+                prevent_thread_lock=True)  # fmt: skip
+    url = getattr(demo, "share_url", None) or getattr(demo, "local_url", None)
+    print(f"serving {name} on {url} (Ctrl-C to stop)", flush=True)
+    try:
+        wait_for_interrupt()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        demo.close(verbose=False)
+
+
+def wait_for_interrupt() -> None:
+    """Block the main thread until Ctrl-C or SIGTERM (a ``KeyboardInterrupt``)."""
+    while True:
+        time.sleep(0.2)
+
+
 def handler(args: argparse.Namespace) -> int:
     """Stage the Space for DIR in a temporary folder, load its app and serve it until Ctrl-C or
     SIGTERM (the folder is removed either way). A bad folder, or a damaged file in it, is one
@@ -81,7 +103,7 @@ def handler(args: argparse.Namespace) -> int:
                 if damaged is None:
                     raise
                 raise damaged from None
-            demo.launch(server_name=args.host, server_port=args.port, share=args.share)
+            serve(demo, args, str(folder))
     except (ModelFolderError, SpaceError, FileNotFoundError, ModelLoadError) as exc:
         return report_error(exc)
     return 0

@@ -71,20 +71,16 @@ def decoding_error(args: argparse.Namespace, task: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     """Load the folder and its recipe's data, score with the recipe's task, print a table."""
     import sys
-    from pathlib import Path
 
     from ..orchestration.run import check_data_source
     from ..recipes import RecipeError, default_recipe, load_recipe
-    from ..storage.model_folder import ADAPTER_CONFIG_FILE, CONFIG_FILE
     from ..storage.run_folder import recipe_path
+    from .loading import ModelLoadError, locate_local_folder, report_error
 
-    model_dir = Path(args.model_dir)
-    if not any((model_dir / name).is_file() for name in (CONFIG_FILE, ADAPTER_CONFIG_FILE)):
-        print(
-            f"error: model_dir: {model_dir} has neither config.json nor adapter_config.json",
-            file=sys.stderr,
-        )
-        return 2
+    try:  # a missing folder, or one without a config, fails at once
+        model_dir = locate_local_folder(args.model_dir)
+    except ModelLoadError as err:
+        return report_error(err)
     recipe_file = recipe_path(model_dir)
     if args.batch_size is not None and args.batch_size < 1:
         print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
@@ -117,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from ..tasks import get_task
-    from .loading import ModelLoadError, load_model_and_tokenizer
+    from .loading import load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()

@@ -1,10 +1,15 @@
-"""``hfattn generate DIR --prompt ... [--temperature] [--top-k] [--top-p] [--num-beams]``."""
+"""``hfattn generate DIR --prompt ... [--temperature] [--top-k] [--top-p] [--num-beams]``.
+
+It decodes with the model's saved generation config (``generation_config.json``: the recipe's
+``generation:`` section); each option given overrides one setting (:mod:`hfattn.tasks.decoding`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ..tasks.decoding import TEXT_GENERATION_FALLBACK, saved_decoding
 from .arguments import MODEL_HELP
 
 
@@ -17,14 +22,18 @@ def register(subparsers) -> None:
     )
     parser.add_argument("model_dir", help=MODEL_HELP)
     parser.add_argument("--prompt", default="", help="text to continue (empty: start from <bos>)")
-    saved = " (default: the model's generation_config.json)"
-    parser.add_argument("--max-new-tokens", type=int, help="new tokens" + saved)
+
+    def saved(name: str, unset: str = "") -> str:
+        fallback = unset or str(TEXT_GENERATION_FALLBACK[name])
+        return f" (default: the model's saved generation config; {fallback} when it sets none)"
+
+    parser.add_argument("--max-new-tokens", type=int, help="new tokens" + saved("max_new_tokens"))
     parser.add_argument(
-        "--temperature", type=float, help="sampling temperature, 0 = greedy" + saved
+        "--temperature", type=float, help="sampling temperature, 0 = greedy" + saved("temperature")
     )
-    parser.add_argument("--top-k", type=int, help="top-k sampling, 0 = off" + saved)
-    parser.add_argument("--top-p", type=float, help="nucleus sampling" + saved)
-    parser.add_argument("--num-beams", type=int, help="beam width" + saved)
+    parser.add_argument("--top-k", type=int, help="top-k sampling, 0 = off" + saved("top_k", "off"))
+    parser.add_argument("--top-p", type=float, help="nucleus sampling" + saved("top_p", "off"))
+    parser.add_argument("--num-beams", type=int, help="beam width" + saved("num_beams"))
     parser.add_argument("--greedy", action="store_true", help="argmax decoding (no sampling)")
     parser.add_argument(
         "--seed",
@@ -78,16 +87,13 @@ def fresh_seed() -> int:
 
 def _settings(args: argparse.Namespace, model) -> dict:
     """``generate`` settings: each option given on the command line, else the value saved in
-    the model's ``generation_config.json`` (the recipe's ``generation:`` section), else the
-    CLI's own default."""
+    the model's ``generation_config.json`` (the recipe's ``generation:`` section), else
+    :data:`~hfattn.tasks.decoding.TEXT_GENERATION_FALLBACK`
+    (:func:`~hfattn.tasks.decoding.saved_decoding`); sampling unless the saved config or
+    ``--greedy`` says otherwise, or beam search is asked for."""
     saved = model.generation_config
-    fallback = {"max_new_tokens": 300, "temperature": 1.0, "num_beams": 1}
-    chosen = {}
-    for name in ("max_new_tokens", "temperature", "top_k", "top_p", "num_beams"):
-        value = getattr(args, name)
-        chosen[name] = value if value is not None else getattr(saved, name, None)
-        if chosen[name] is None:
-            chosen[name] = fallback.get(name)
+    given = {name: getattr(args, name) for name in TEXT_GENERATION_FALLBACK}
+    chosen = saved_decoding(saved, TEXT_GENERATION_FALLBACK, **given)
     if chosen["top_k"] == 0:
         chosen["top_k"] = None
     sample = saved.do_sample if saved.do_sample is not None else True

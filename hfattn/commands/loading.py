@@ -10,9 +10,11 @@ once, before torch is imported (:mod:`hfattn.storage.location`): a name that is 
 (``./x``, ``/x``, ``~/x``, ``a/b/c``, or ``runs/x`` where ``runs/`` is a local folder), that is
 no valid repo id, or any name while the Hub is offline (``HF_HUB_OFFLINE=1``) and not in the
 Hub cache, and that does not exist is ``model folder not found: runs/x``, never a minute of
-Hub retries. An existing folder that holds no model says what it lacks (``config.json``, the
-weights, the tokenizer), or, for a training run interrupted before it saved its model, the
-step it reached and how to continue it (:func:`hfattn.storage.run_folder.interrupted_run_message`).
+Hub retries; a command that reads a local folder only (``evaluate``, ``push``) says so of any
+name that is no folder (:func:`locate_local_folder`). An existing folder that holds no model
+says what it lacks (``config.json``, the weights, the tokenizer), or, for a training run
+interrupted before it saved its model, the step it reached and how to continue it
+(:func:`hfattn.storage.run_folder.interrupted_run_message`).
 A model of another task than the command's (a translation model given to ``hfattn
 generate``) is refused from its ``config.json`` before the weights are read, naming the
 command that fits it (:func:`check_model_fits`).
@@ -37,6 +39,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+from ..storage.atomic import read_utf8_text
 from ..storage.location import hub_offline, in_local_cache, is_repo_id, looks_like_path
 from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
@@ -123,9 +126,9 @@ def text_command_inputs(
     try:
         if args.file == "-":
             texts += sys.stdin.read().splitlines()
-        elif args.file:
-            texts += Path(args.file).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
+        elif args.file:  # not UTF-8: the file, line and column (read_utf8_text)
+            texts += read_utf8_text(args.file).splitlines()
+    except (OSError, ValueError) as err:  # (UnicodeDecodeError is a ValueError)
         raise ValueError(f"--file: {err}") from None
     if not texts:
         raise ValueError(f"give {what} or --file")
@@ -173,13 +176,59 @@ def locate_model(name: str) -> Path | None:
         check_model_folder(folder, name)
         return folder
     if looks_like_path(name) or not is_repo_id(name):
-        raise ModelLoadError(f"model folder not found: {name}{_did_you_mean(folder)}")
+        raise _folder_not_found(name, folder)
     if hub_offline() and not in_local_cache(name):
         raise ModelLoadError(
             f"model folder not found: {name} (and the Hub is offline, HF_HUB_OFFLINE=1, with no "
             f"copy of a Hub model {name} in the cache)"
         )
     return None
+
+
+def locate_local_folder(name: str, *, check: bool = True) -> Path:
+    """The existing local folder that ``name`` names, for a command that reads a local folder
+    only (``hfattn evaluate``, ``hfattn push``): unlike :func:`locate_model`, a name that could
+    be a Hub repo id is no exception. With ``check``, the folder must have a config
+    (:func:`check_model_config`; its weights and tokenizer are checked when it is loaded).
+    Light and quick: no torch, no transformers, no network.
+
+    Raises:
+        ModelLoadError: ``model folder not found: NAME`` (with a close sibling's name when there
+            is one) when nothing exists there; with ``check``, a file or a folder without a
+            config.
+    """
+    if not name.strip():
+        raise ModelLoadError("model folder not found: the name is empty")
+    folder = Path(name).expanduser()
+    if not folder.exists():
+        raise _folder_not_found(name, folder)
+    if check:
+        check_model_config(folder, name)
+    return folder
+
+
+def _folder_not_found(name: str, folder: Path) -> ModelLoadError:
+    """``model folder not found: runs/x; did you mean runs/x2?`` (:func:`_did_you_mean`)."""
+    return ModelLoadError(f"model folder not found: {name}{_did_you_mean(folder)}")
+
+
+def check_model_config(folder: Path, name: str | None = None) -> None:
+    """Refuse a ``folder`` (shown as ``name``) that is a file, or that has neither
+    ``config.json`` nor ``adapter_config.json`` (for a training run interrupted before it saved
+    its model: its step and how to continue it).
+
+    Raises:
+        ModelLoadError: ``runs/x holds no model: config.json is missing``.
+    """
+    from ..storage.run_folder import interrupted_run_message
+
+    name = name or str(folder)
+    if not folder.is_dir():
+        raise ModelLoadError(f"{name} is a file, not a model folder")
+    if not (folder / ADAPTER_CONFIG_FILE).is_file() and not (folder / CONFIG_FILE).is_file():
+        raise ModelLoadError(
+            interrupted_run_message(folder) or f"{name} holds no model: {CONFIG_FILE} is missing"
+        )
 
 
 def check_model_folder(folder: Path, name: str | None = None) -> None:
@@ -192,16 +241,9 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
             ``adapter_config.json``); no weights (a CTranslate2 export: which engine reads it);
             no tokenizer files.
     """
-    from ..storage.run_folder import interrupted_run_message
-
     name = name or str(folder)
-    if not folder.is_dir():
-        raise ModelLoadError(f"{name} is a file, not a model folder")
+    check_model_config(folder, name)
     adapter = (folder / ADAPTER_CONFIG_FILE).is_file()
-    if not adapter and not (folder / CONFIG_FILE).is_file():
-        raise ModelLoadError(
-            interrupted_run_message(folder) or f"{name} holds no model: {CONFIG_FILE} is missing"
-        )
     weights = ADAPTER_WEIGHTS_FILE if adapter else WEIGHTS_FILE
     if not any(folder.glob("*.safetensors")) and not pickle_weights(folder):
         from ..export.folder import is_export
@@ -430,6 +472,7 @@ __all__ = [
     "TASK_COMMANDS",
     "ModelLoadError",
     "allow_pickle",
+    "check_model_config",
     "check_model_fits",
     "check_model_folder",
     "check_weights_are_safe",
@@ -437,6 +480,7 @@ __all__ = [
     "first_line",
     "load_model_and_tokenizer",
     "load_recipe_or_report",
+    "locate_local_folder",
     "locate_model",
     "model_task",
     "pickle_weights",

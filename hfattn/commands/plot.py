@@ -90,7 +90,12 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("args", nargs="*", metavar="ARG", help='attention: DIR "source sentence"')
     parser.add_argument("--out", metavar="FILE", help="output PNG path (default: NAME.png)")
-    parser.add_argument("--num-beams", type=int, default=1, help="attention: beam width")
+    parser.add_argument(
+        "--num-beams",
+        type=int,
+        help="attention: beam width (default: the model's saved generation config; 1 when it "
+        "sets none)",
+    )
     parser.add_argument(
         "--layer",
         type=_positive,

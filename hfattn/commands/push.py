@@ -53,12 +53,13 @@ def handler(args: argparse.Namespace) -> int:
     status 2, as for the other commands."""
     from hfattn.hub import HubPushError, push_model_folder
 
-    from .loading import report_error
+    from .loading import ModelLoadError, locate_local_folder, report_error
     from .logging_setup import configure_logging
 
     configure_logging()
 
-    try:
+    try:  # the folder first: its contents are checked before the token (push_model_folder)
+        locate_local_folder(args.dir, check=False)
         url = push_model_folder(
             args.dir,
             args.repo_id,
@@ -70,7 +71,7 @@ def handler(args: argparse.Namespace) -> int:
             force=args.force,
             license=args.license,
         )
-    except (HubPushError, FileExistsError) as exc:
+    except (ModelLoadError, HubPushError, FileExistsError) as exc:
         return report_error(exc)
     if args.dry_run is None:
         print(url)

@@ -8,10 +8,9 @@ def print_metrics(metrics: dict[str, dict], title: str, note: str | None = None)
     (tasks report many metrics; splits are few, so the table stays narrow), and ``note`` (what
     a metric means) as a paragraph under it."""
     from rich.console import Console
-    from rich.table import Table
 
     names = list(dict.fromkeys(k for scores in metrics.values() for k in scores))
-    table = Table(title=title)
+    table = titled_table(title)
     table.add_column("metric")
     for split in metrics:
         table.add_column(split, justify="right")
@@ -21,6 +20,15 @@ def print_metrics(metrics: dict[str, dict], title: str, note: str | None = None)
     console.print(table)
     if note:
         console.print(note, highlight=False, markup=False)
+
+
+def titled_table(title: str, **options):
+    """A ``rich.table.Table`` whose ``title`` stays on one line: the table is at least as wide
+    as its title (rich wraps a title to the table's width: ``evaluation (step`` / ``40)``)."""
+    from rich.cells import cell_len
+    from rich.table import Table
+
+    return Table(title=title, min_width=cell_len(title), **options)
 
 
 def _fmt(value) -> str:

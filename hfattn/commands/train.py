@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from .arguments import add_recipe_arguments
@@ -117,14 +118,16 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..storage.run_folder import finished_run_message, resume_command
+    from .logging_setup import configure_logging
 
+    configure_logging()  # before the recipe is loaded: its warnings in hfattn's format
     recipe = _recipe_of(args)
     if recipe is None:
         return 2
     resume = bool(args.resume)
 
     from ..orchestration.run import check_run_folder, run_recipe
-    from ..recipes import RecipeError, load_recipe
+    from ..recipes import RecipeError, recipe_outline
 
     try:  # another run's folder fails here, before the model and data load
         changes = check_run_folder(recipe, resume=resume, overwrite=args.overwrite)
@@ -138,12 +141,16 @@ def run(args: argparse.Namespace) -> int:
         for change in changes:
             print(f"--resume: {change} (the run's recipe is updated)", file=sys.stderr)
 
-    from .logging_setup import configure_logging
+    from ..common.launch import lone_launch_warning
     from .report import print_metrics
 
-    configure_logging()
+    lone_launch = lone_launch_warning()
+    if lone_launch is not None:
+        logging.getLogger(__name__).warning(lone_launch)
     try:
-        planned = load_recipe(args.recipe) if args.overrides and not resume else None
+        # the steps the recipe file plans (its training section alone: the recipe was
+        # loaded and its model checked once, above)
+        planned = recipe_outline(args.recipe) if args.overrides and not resume else None
         result = run_recipe(
             recipe, resume=resume, overwrite=args.overwrite, planned=planned, checked=True
         )
@@ -154,11 +161,14 @@ def run(args: argparse.Namespace) -> int:
     if not PartialState().is_main_process:
         return 0
     if result.interrupted:
-        print(
-            f"interrupted at step {result.progress.step}; checkpoint saved. Continue with:\n"
-            f"  {resume_command(result.output_dir)}",
-            file=sys.stderr,
+        step = result.progress.step
+        what = (
+            f"interrupted after training (step {step}); its checkpoint holds the trained "
+            "weights. Finish the run (validation, evaluation, model folder) with:"
+            if result.progress.training_end is not None
+            else f"interrupted at step {step}; checkpoint saved. Continue with:"
         )
+        print(f"{what}\n  {resume_command(result.output_dir)}", file=sys.stderr)
         return 130
     from ..evaluation.language_modeling import explain_zero_state
 

@@ -1,10 +1,17 @@
 """``hfattn translate DIR "text" [...] [--file F] [--num-beams N]``: translate with a saved
-seq2seq model folder (or Hub repo id), in batches, one translation per line."""
+seq2seq model folder (or Hub repo id), in batches, one translation per line.
+
+It decodes with the model's saved generation config (``generation_config.json``: the recipe's
+``generation:`` section, what the end of training and ``hfattn evaluate`` use); ``--num-beams``
+and ``--max-new-tokens`` override it (:mod:`hfattn.tasks.decoding`). Options and texts come in
+any order (``hfattn translate DIR --num-beams 4 "7/4/76"``).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from ..tasks.decoding import TRANSLATION_FALLBACK
 from .arguments import ENGINES, add_text_arguments
 
 
@@ -19,8 +26,18 @@ def register(subparsers) -> None:
         ),
     )
     add_text_arguments(parser, what="sentences to translate", item="sentence")
-    parser.add_argument("--num-beams", type=int, help="beam width (default: generation_config)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument(
+        "--num-beams",
+        type=int,
+        help="beam width (default: the model's saved generation config; "
+        f"{TRANSLATION_FALLBACK['num_beams']}, greedy, when it sets none)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="most tokens per translation (default: the model's saved generation config; "
+        f"{TRANSLATION_FALLBACK['max_new_tokens']} when it sets none)",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(
         "--refuse-long",
@@ -80,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             tokenizer,
             texts,
             batch_size=args.batch_size,
-            num_beams=args.num_beams or model.generation_config.num_beams or 1,
+            num_beams=args.num_beams,  # None: the model's saved setting
             max_new_tokens=args.max_new_tokens,
             on_too_long="error" if args.refuse_long else "warn",
         )

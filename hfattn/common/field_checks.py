@@ -7,7 +7,10 @@ data sources and the training loop included, can check its fields the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import types
+import typing
 from collections.abc import Iterable, Sequence
 
 
@@ -49,6 +52,49 @@ def require_known_key(key: str, field_name: str, known: Iterable[str], section: 
     )
 
 
+_TYPE_NAMES = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    tuple: "a list",
+    dict: "a mapping",
+}
+"""How a type error names the allowed type (:func:`describe_type`)."""
+
+
+def describe_type(hint) -> str | None:
+    """The type hint of a field as a type error names it: ``int`` → "an integer", ``float |
+    int`` → "a number", ``int | None`` → "an integer or null", ``list[str]`` → "a list", a
+    section (a dataclass) → "a mapping of fields"; ``None`` for a hint it cannot name
+    (``Any``)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        names = [describe_type(arg) for arg in args if arg is not type(None)]
+        if not names or None in names:
+            return None
+        if "a number" in names and "an integer" in names:  # an integer is a number
+            names.remove("an integer")
+        names = list(dict.fromkeys(names))
+        if type(None) in args:
+            names.append("null")
+        return " or ".join(names)
+    if hint is type(None):
+        return "null"
+    if dataclasses.is_dataclass(hint):
+        return "a mapping of fields"
+    return _TYPE_NAMES.get(typing.get_origin(hint) or hint)
+
+
+def type_error(field_name: str, value: object, hint) -> RecipeError:
+    """The one type error of every field: ``model.hidden_size: 'big' is not an integer``
+    (``value``, ``null`` for ``None``, and the type that ``hint`` allows, :func:`describe_type`)."""
+    allowed = describe_type(hint) or f"of type {getattr(hint, '__name__', hint)}"
+    shown = "null" if value is None else repr(value)
+    return RecipeError(f"{field_name}: {shown} is not {allowed}")
+
+
 def require_positive(section: object, prefix: str, *names: str) -> None:
     """Every named field of ``section`` must be ``None`` or > 0."""
     for name in names:
@@ -76,6 +122,7 @@ def require_reported_metric(metric: str, reported: Sequence[str]) -> None:
 
 __all__ = [
     "RecipeError",
+    "describe_type",
     "did_you_mean",
     "require",
     "require_choice",
@@ -83,4 +130,5 @@ __all__ = [
     "require_known_key",
     "require_positive",
     "require_reported_metric",
+    "type_error",
 ]

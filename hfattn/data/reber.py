@@ -23,8 +23,8 @@ the recogniser rejects it (a mutation can land on another valid string, e.g. ``B
 ``BTSXSE``; those are redrawn). The swap is there because uniform edits almost never test
 the long-range dependency: very few near-misses of uniform edits are ``BT…PE`` / ``BP…TE``
 with a valid inner string, so a classifier that sees only local context (a linear SVM on
-symbol 1–3-grams) misses only those and looks nearly perfect (``benchmarks/NOTES.md`` has the
-count). With the swap a quarter of the near-misses need the long-range memory.
+symbol 1–3-grams) misses only those and looks nearly perfect (``benchmarks/NOTES.md`` says how it
+is counted). With the swap a quarter of the near-misses need the long-range memory.
 
 :func:`load_reber` builds the classification task ``reber``: balanced embedded-Reber strings
 (label 1 ``valid``) and near-misses (label 0 ``invalid``), :data:`REBER_SPLIT_SIZES` examples

@@ -29,8 +29,8 @@ class DecodingSettings:
       still beat the worst of the ``num_beams`` kept hypotheses, which CTranslate2 cannot
       express. With ``length_penalty=0`` the answer is the same (both stop once the best beam
       has ended); with a length penalty ``generate`` may search on and find a longer
-      hypothesis. ``patience=2`` comes nearest (the agreement of each setting on the Bible
-      books is in ``benchmarks/NOTES.md``).
+      hypothesis. ``patience=2`` comes nearest (how the agreement of each setting on the
+      Bible books is measured: ``benchmarks/NOTES.md``).
 
     ``patience`` ``None`` follows ``early_stopping``: 1 for ``True``, else 2.
 

@@ -27,8 +27,8 @@ def require_ctranslate2():
     Before its first import, on a CPU where :func:`needs_mkl_int8_gemm` holds, it sets
     ``CT2_USE_MKL=1`` unless the user set the variable. There CTranslate2 would multiply int8
     matrices with oneDNN's AVX2 u8×s8 kernel, whose 16-bit pair sums (``vpmaddubsw``)
-    saturate: an int8 export then decodes much text differently from the model (the measured
-    shares are in ``benchmarks/NOTES.md``). MKL's int8 product does not saturate. CTranslate2
+    saturate: an int8 export then decodes much text differently from the model (how the shares
+    are measured: ``benchmarks/NOTES.md``). MKL's int8 product does not saturate. CTranslate2
     reads the variable once, when it is imported, so it is set here and nowhere else: not when
     :mod:`hfattn.export` is imported, and not once ``ctranslate2`` has been imported already
     (then it would change nothing).

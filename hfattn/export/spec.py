@@ -64,7 +64,7 @@ def _set_attention(spec, attention, norm, self_attention: bool) -> None:
     groups = [(q, k, v)] if self_attention else [(q,), (k, v)]
     for linear_spec, linears in zip(spec.linear, [*groups, (attention.o_proj,)], strict=True):
         _set_linear(linear_spec, *linears)
-    scale = np.float32(attention.score.scale)
+    scale = np.float32(attention.scaling)
     if scale != np.float32(attention.key_dim**-0.5):  # CTranslate2's default: 1 / sqrt(d_head)
         spec.queries_scale = scale
     _set_layer_norm(spec.layer_norm, norm)

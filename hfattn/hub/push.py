@@ -1,6 +1,6 @@
 """Publish a model folder (and optionally its Gradio Space) to the Hugging Face Hub.
 
-One call to :func:`push_model_folder` validates everything first (repo id, token, folder),
+One call to :func:`push_model_folder` validates everything first (repo id, folder, token),
 stages the exact folder to upload (see :mod:`hfattn.hub.staging`), then creates the
 repository and uploads the folder as a single commit (``HfApi.create_commit`` with every
 file): a failed push leaves nothing half-committed. Server errors, timeouts and dropped
@@ -397,10 +397,9 @@ def push_model_folder(
     from huggingface_hub import HfApi, constants
 
     validate_repo_id(repo_id)
-    if dry_run_dir is None:
-        token = resolve_token(token)
-    elif Path(dry_run_dir).exists() and (
-        not Path(dry_run_dir).is_dir() or any(Path(dry_run_dir).iterdir())
+    if dry_run_dir is not None and (
+        Path(dry_run_dir).exists()
+        and (not Path(dry_run_dir).is_dir() or any(Path(dry_run_dir).iterdir()))
     ):
         raise FileExistsError(
             f"dry-run output {dry_run_dir} exists and is not empty; pass a new folder"
@@ -416,6 +415,8 @@ def push_model_folder(
             app_dir_for(model_folder.task)
     except (ModelFolderError, SpaceError, FileNotFoundError) as exc:
         raise HubPushError(str(exc)) from None
+    if dry_run_dir is None:  # after the folder's checks: a wrong folder is named first
+        token = resolve_token(token)
     endpoint = (_endpoint() or constants.ENDPOINT).rstrip("/")
     url = f"{endpoint}/{repo_id}"
 

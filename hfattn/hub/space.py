@@ -2,10 +2,11 @@
 
 A staged Space is self-contained: the task's ``app.py`` (from ``spaces/<task>/``), the shared
 ``frame.py`` (from ``spaces/common/``), ``requirements.txt`` and a README whose
-:class:`huggingface_hub.SpaceCardData` front matter names the model. An app that ships an
-``examples.json`` gets it replaced by the model card's examples (:func:`example_inputs`); a
-classification adapter's Space gets the adapter's ``labels.json`` (the app reads the model's
-own first). A translation model published with its CTranslate2 export (``ct2/``) gets
+:class:`huggingface_hub.SpaceCardData` front matter names the model. Every app ships an
+``examples.json``, replaced by the model's own examples, those of its card: the recipe's
+``generation.examples`` or prompt (:func:`example_inputs`); the app decodes them with the
+model's saved generation settings (``generation_config.json``). A classification adapter's
+Space gets the adapter's ``labels.json`` (the app reads the model's own first). A translation model published with its CTranslate2 export (``ct2/``) gets
 ``ctranslate2`` in the Space's requirements, and the app decodes with it (the README says
 which engine runs). ``hfattn demo`` runs the very same files on a local model folder.
 """

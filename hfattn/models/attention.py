@@ -29,7 +29,8 @@ from .distributions import DISTRIBUTIONS, get_distribution
 from .masking import (
     causal_mask,
     combine_masks,
-    hides_nothing,
+    keep_mask,
+    kernel_mask,
     make_attention_mask,
     padding_mask,
     to_additive_mask,
@@ -198,7 +199,8 @@ def eager_attention_forward(
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention ``Concat(head_1, ..., head_h) W_O``, ``head_i = Attention(Q W_Qi, K W_Ki, V W_Vi)``.
+    """Multi-head attention ``Concat(head_1, ..., head_h) W_O`` with
+    ``head_i = Attention(Q W_Qi, K W_Ki, V W_Vi)``.
 
     Args:
         hidden_size: size of the query input states (``d_model``) and, by default, of the output.
@@ -344,29 +346,6 @@ class MultiHeadAttention(nn.Module):
                 cache.is_updated[self.layer_idx] = True
         return key, value
 
-    def _keep_mask(
-        self,
-        attention_mask: torch.Tensor | None,
-        query_length: int,
-        key_length: int,
-        causal: bool,
-        device: torch.device,
-    ) -> torch.Tensor | None:
-        """Normalise the given mask to a 4-D keep mask and add the causal part if needed."""
-        if attention_mask is not None:
-            if attention_mask.dim() == 2:
-                attention_mask = padding_mask(attention_mask, ndim=4)
-            elif attention_mask.dim() == 3:
-                attention_mask = attention_mask.unsqueeze(1)
-            elif attention_mask.dim() != 4:
-                raise ValueError(
-                    "attention_mask must be [B, Tk] (padding), [B, Tq, Tk] or [B, 1|h, Tq, Tk]; "
-                    f"got shape {tuple(attention_mask.shape)}"
-                )
-            attention_mask = attention_mask[..., -key_length:]
-        causal_keep = causal_mask(query_length, key_length, device=device) if causal else None
-        return combine_masks(attention_mask, causal_keep)
-
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -411,9 +390,7 @@ class MultiHeadAttention(nn.Module):
                 **kwargs,
             )
         else:
-            keep = self._keep_mask(
-                attention_mask, query.shape[-2], key.shape[-2], causal, query.device
-            )
+            keep = keep_mask(attention_mask, query.shape[-2], key.shape[-2], causal, query.device)
             output, weights = attend(
                 query, key, value, self.score, self.distribution, keep, dropout, self.training
             )
@@ -451,21 +428,8 @@ class MultiHeadAttention(nn.Module):
         key, its output must be ``o_proj``'s bias) or ``None`` when no row can be empty or the
         rows were already zeroed here (per-head masks).
 
-        The mask each kernel gets, with ``keep`` = the given mask AND the causal one (True =
-        attend), is the cheapest one that gives the same outputs:
-
-        - a given mask that hides nothing is dropped (``eager`` and ``sdpa``; read only where
-          that is free, see :func:`~.masking.hides_nothing`: a CPU tensor outside compile,
-          export and tracing; elsewhere the mask is kept, which is always exact);
-        - then, for a causal self-attention with no given mask: nothing for one query at the
-          end of the keys (a cached step sees every key); ``is_causal=True`` (the kernel's
-          fused causal path) and no mask when ``Tq == Tk`` (except ``eager``);
-        - otherwise ``sdpa`` gets ``keep`` as a boolean mask ``[B|1, 1|h, 1|Tq, Tk]`` (as
-          transformers' ``sdpa_mask`` builds), its empty rows (a query with no visible key)
-          opened to every key so that no kernel or torch version meets a fully masked row
-          (their outputs are replaced below); ``eager`` gets ``keep`` as an additive float mask
-          (:func:`~.masking.to_additive_mask`); any other kernel (flash, flex, ...) gets the
-          given mask as is and ``is_causal``.
+        The mask is :func:`~.masking.kernel_mask`'s (the cheapest one that gives the outputs of
+        the given mask AND the causal one).
         """
         implementation = self.attn_implementation
         if output_attentions and implementation != "eager":
@@ -473,37 +437,15 @@ class MultiHeadAttention(nn.Module):
         interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             implementation, eager_attention_forward
         )
-        query_length, key_length = query.shape[-2], key.shape[-2]
-        own_mask = implementation in ("eager", "sdpa")  # kernels that get the mask built here
-        if (
-            own_mask
-            and given_mask is not None
-            and given_mask.dim() in (2, 3, 4)  # other shapes are refused by _keep_mask
-            and given_mask.shape[-1] >= key_length  # shorter ones by the kernel
-            and hides_nothing(given_mask)
-        ):
-            given_mask = None
-        only_causal = given_mask is None and causal
-        keep = row_has_key = None
-        if given_mask is None and not causal:
-            mask, is_causal = None, False
-        elif only_causal and query_length == 1:
-            # One query at the end of the keys (a cached decoding step) sees every key.
-            mask, is_causal = None, False
-        elif only_causal and query_length == key_length and implementation != "eager":
-            mask, is_causal = None, True  # let the kernel use its fused causal path
-        else:
-            keep = self._keep_mask(given_mask, query_length, key_length, causal, query.device)
-            # Only a given mask can hide every key of a query (the causal one always shows key 0).
-            if given_mask is not None:
-                row_has_key = keep.any(dim=-1, keepdim=True)  # [B|1, h|1, Tq, 1]
-            if implementation == "eager":
-                mask, is_causal = to_additive_mask(keep, query.dtype), False
-            elif implementation == "sdpa":
-                mask = keep if row_has_key is None else keep | ~row_has_key
-                is_causal = False
-            else:
-                mask, is_causal = given_mask, causal
+        mask, is_causal, row_has_key = kernel_mask(
+            given_mask,
+            query.shape[-2],
+            key.shape[-2],
+            causal,
+            implementation,
+            query.dtype,
+            query.device,
+        )
         output, weights = interface(
             self,
             query,

@@ -155,3 +155,86 @@ def hides_nothing(mask: torch.Tensor | None) -> bool:
     if mask is None:
         return True
     return mask_values_are_free(mask) and bool(to_keep_mask(mask).all())
+
+
+def keep_mask(
+    attention_mask: torch.Tensor | None,
+    query_length: int,
+    key_length: int,
+    causal: bool,
+    device: torch.device | str | None = None,
+) -> torch.Tensor | None:
+    """A given mask as a 4-D keep mask ``[B, 1|h, 1|Tq, Tk]``, ANDed with the causal one.
+
+    ``attention_mask`` is a keep mask (bool) or an additive float mask shaped ``[B, Tk]``
+    (padding), ``[B, Tq, Tk]`` or ``[B, 1|h, Tq, Tk]``; its last ``key_length`` columns are
+    the keys. ``causal`` adds :func:`causal_mask` (aligned to the end of the keys, so that it
+    is right with a KV cache). ``None`` when there is nothing to mask.
+    """
+    if attention_mask is not None:
+        if attention_mask.dim() == 2:
+            attention_mask = padding_mask(attention_mask, ndim=4)
+        elif attention_mask.dim() == 3:
+            attention_mask = attention_mask.unsqueeze(1)
+        elif attention_mask.dim() != 4:
+            raise ValueError(
+                "attention_mask must be [B, Tk] (padding), [B, Tq, Tk] or [B, 1|h, Tq, Tk]; "
+                f"got shape {tuple(attention_mask.shape)}"
+            )
+        attention_mask = attention_mask[..., -key_length:]
+    causal_keep = causal_mask(query_length, key_length, device=device) if causal else None
+    return combine_masks(attention_mask, causal_keep)
+
+
+def kernel_mask(
+    attention_mask: torch.Tensor | None,
+    query_length: int,
+    key_length: int,
+    causal: bool,
+    implementation: str,
+    dtype: torch.dtype,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor | None, bool, torch.Tensor | None]:
+    """``(mask, is_causal, row_has_key)`` for a ``transformers`` attention kernel.
+
+    The cheapest mask that gives the outputs of ``keep`` = the given mask AND the causal one
+    (True = attend):
+
+    - a given mask that hides nothing is dropped (``eager`` and ``sdpa``; read only where
+      that is free, see :func:`hides_nothing`; elsewhere the mask is kept, which is exact);
+    - then, for a causal self-attention with no given mask: nothing for one query at the end
+      of the keys (a cached step sees every key); ``is_causal=True`` (the kernel's fused
+      causal path) and no mask when ``Tq == Tk`` (except ``eager``);
+    - otherwise ``sdpa`` gets ``keep`` as a boolean mask ``[B|1, 1|h, 1|Tq, Tk]`` (as
+      transformers' ``sdpa_mask`` builds), its empty rows (a query with no visible key)
+      opened to every key so that no kernel or torch version meets a fully masked row;
+      ``eager`` gets ``keep`` as an additive ``dtype`` mask (:func:`to_additive_mask`); any
+      other kernel (flash, flex, ...) gets the given mask as is and ``is_causal``.
+
+    ``row_has_key [B|1, 1|h, Tq, 1]`` (False = the query sees no key: the caller gives it a
+    zero context) is ``None`` when no row can be empty (the causal mask always shows key 0).
+    """
+    own_mask = implementation in ("eager", "sdpa")  # kernels that get the mask built here
+    if (
+        own_mask
+        and attention_mask is not None
+        and attention_mask.dim() in (2, 3, 4)  # other shapes are refused by keep_mask
+        and attention_mask.shape[-1] >= key_length  # shorter ones by the kernel
+        and hides_nothing(attention_mask)
+    ):
+        attention_mask = None
+    only_causal = attention_mask is None and causal
+    if attention_mask is None and not causal:
+        return None, False, None
+    if only_causal and query_length == 1:
+        return None, False, None  # one query at the end of the keys sees every key
+    if only_causal and query_length == key_length and implementation != "eager":
+        return None, True, None  # the kernel's fused causal path
+    keep = keep_mask(attention_mask, query_length, key_length, causal, device)
+    # Only a given mask can hide every key of a query (the causal one always shows key 0).
+    row_has_key = keep.any(dim=-1, keepdim=True) if attention_mask is not None else None
+    if implementation == "eager":
+        return to_additive_mask(keep, dtype), False, row_has_key
+    if implementation == "sdpa":
+        return (keep if row_has_key is None else keep | ~row_has_key), False, row_has_key
+    return attention_mask, causal, row_has_key

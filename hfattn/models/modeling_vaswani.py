@@ -7,14 +7,15 @@ cross-attention ``MHA(Q = decoder, K = V = encoder output)``) + ``lm_head``.
 - Sub-layers: ``x ← Norm(x + Drop(Sublayer(x)))`` (post-LN, the paper) or
   ``x ← x + Drop(Sublayer(Norm(x)))`` (pre-LN, with a final norm per stack); with T-Fixup
   initialisation there is no norm at all.
-- Attention is :class:`~.attention.MultiHeadAttention`: scaled dot + softmax runs through
-  the transformers attention interface (``eager`` / ``sdpa`` / flash), every other score /
-  distribution of :mod:`.attention` through the generic path.
+- Attention is :class:`VaswaniAttention`: scaled dot + softmax through the transformers
+  attention interface (``eager`` / ``sdpa`` / flash). A config that names another score or
+  distribution gets the general :class:`~.attention.MultiHeadAttention` instead (same
+  projections, same parameter names), imported only then (:func:`build_attention`).
 - Masks are the ``[B, S]`` / ``[B, T]`` padding masks (1 = token); each attention call turns
-  them into what its kernel takes best (``MultiHeadAttention._interface_attention``): for
-  ``sdpa`` a boolean keep mask, or none at all when nothing is hidden; the decoder
-  self-attention without a target mask (right-padded targets, as in training) runs the
-  kernel's fused causal path (``is_causal=True``).
+  them into what its kernel takes best (:func:`~.masking.kernel_mask`): for ``sdpa`` a boolean
+  keep mask, or none at all when nothing is hidden; the decoder self-attention without a
+  target mask (right-padded targets, as in training) runs the kernel's fused causal path
+  (``is_causal=True``).
 - Generation cache: an ``EncoderDecoderCache``. Decoder self-attention keys/values grow by
   one row per token; cross-attention keys/values are projected once from the encoder output.
 - The transformers contracts: ``output_attentions`` / ``output_hidden_states`` / ``use_cache``
@@ -24,13 +25,17 @@ cross-attention ``MHA(Q = decoder, K = V = encoder output)``) + ``lm_head``.
   (the sinusoidal table is built in it); ``torch.export`` / ``torch.compile(fullgraph=True)``
   trace the forward (positions come from shapes, never from data).
 
-Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
-this file (and its siblings) next to the weights for ``trust_remote_code`` loading.
+A layer reads in this file alone, as Marian's does: attention, residuals and norms are
+written out here ("Copied from" where a piece also serves elsewhere). Only torch,
+transformers, :mod:`.configuration_vaswani`, :mod:`.positional` and :mod:`.masking` are
+imported (and :mod:`.attention` for a non-default score or distribution): ``save_pretrained``
+copies this file and those siblings next to the weights for ``trust_remote_code`` loading.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -45,24 +50,19 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
-from transformers.utils import can_return_tuple
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import can_return_tuple, logging
 from transformers.utils.deprecation import deprecate_kwarg
 
-from .attention import MultiHeadAttention
 from .configuration_vaswani import VaswaniConfig
+from .masking import kernel_mask, to_keep_mask
 from .positional import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEmbedding,
     build_positional_encoding,
 )
-from .seq2seq_utils import (
-    ConfigTiedWeightsMixin,
-    EncoderDecoderEmbeddingsMixin,
-    Seq2SeqLMAccessorsMixin,
-    resolve_output_flags,
-    resolve_use_cache,
-    seq2seq_lm_output,
-)
+
+logger = logging.get_logger(__name__)
 
 
 def _norm(config: VaswaniConfig) -> nn.Module:
@@ -99,6 +99,202 @@ def dropout(hidden_states: torch.Tensor, p: float, module: nn.Module) -> torch.T
     return hidden_states
 
 
+# Copied from hfattn.models.seq2seq_utils.shift_tokens_right
+def shift_tokens_right(
+    labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None
+) -> torch.Tensor:
+    """Teacher forcing inputs: ``y_in = [start, y_1, …, y_{T-1}]`` (``-100`` → ``pad``), as BART."""
+    if decoder_start_token_id is None:
+        raise ValueError("config.decoder_start_token_id must be set to shift labels")
+    if pad_token_id is None:
+        raise ValueError("config.pad_token_id must be set to shift labels")
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+# Copied from hfattn.models.attention.eager_attention_forward
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference ``eager`` kernel: ``softmax(Q K^T * scaling + M) V``.
+
+    ``query [B, H, Tq, dk]``, ``key [B, H, Tk, dk]``, ``value [B, H, Tk, dv]``, additive
+    mask ``M`` broadcastable to ``[B, H, Tq, Tk]``; returns ``([B, Tq, H, dv], weights)``
+    as every ``transformers`` attention function does. The weights are the ones that
+    multiply ``V`` (after dropout, as in Bart and Marian), so they carry gradients; a query
+    whose keys are all masked gets zero weights (hence a zero context).
+    """
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    energies = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        energies = energies + attention_mask
+    weights = torch.softmax(energies, dim=-1)
+    if attention_mask is not None:
+        row_has_key = to_keep_mask(attention_mask).any(dim=-1, keepdim=True)
+        weights = weights.masked_fill(~row_has_key, 0.0)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+class VaswaniAttention(nn.Module):
+    r"""Multi-head attention of the paper (§3.2.2), through the transformers attention interface:
+
+    .. math:: \mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(head_1, …, head_h)\, W^O, \quad
+        head_i = \mathrm{softmax}\big(Q W_i^Q (K W_i^K)^\top / \sqrt{d_k}\big)\, V W_i^V
+
+    ``h = config.num_heads`` heads of ``d_k = d_v = config.head_dim`` (Chollet and Géron give
+    each head ``d_model``); ``config._attn_implementation`` picks the kernel (``eager`` /
+    ``sdpa`` / flash ...), read at every call so that ``set_attn_implementation`` works;
+    ``output_attentions=True`` runs ``eager`` for that call (the one kernel that returns the
+    weights). ``is_causal`` adds the causal mask to a self-attention; ``layer_idx`` is the
+    layer's slot in the KV cache. The parameters are those of the scaled-dot + softmax
+    :class:`~.attention.MultiHeadAttention` (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``).
+    """
+
+    def __init__(
+        self, config: VaswaniConfig, is_causal: bool = False, layer_idx: int | None = None
+    ):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_heads
+        self.head_dim = self.key_dim = self.value_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout or 0.0
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+        width, bias = config.num_heads * config.head_dim, config.attention_bias
+        self.q_proj = nn.Linear(config.d_model, width, bias=bias)
+        self.k_proj = nn.Linear(config.d_model, width, bias=bias)
+        self.v_proj = nn.Linear(config.d_model, width, bias=bias)
+        self.o_proj = nn.Linear(width, config.d_model, bias=bias)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``hidden_states [B, Tq, d]`` to themselves, or to ``key_value_states
+        [B, Tk, d]`` (cross-attention); returns ``(output [B, Tq, d], weights [B, h, Tq, Tk]
+        or None)``.
+
+        ``attention_mask``: a keep mask (bool, True = attend) or an additive float mask,
+        ``[B, Tk]`` (padding), ``[B, Tq, Tk]`` or ``[B, 1|h, Tq, Tk]``; ``cache``: a ``Cache``
+        / ``EncoderDecoderCache``. A query whose keys are all masked gets a zero context, so
+        its output is ``o_proj``'s bias."""
+        is_cross_attention = key_value_states is not None
+        input_shape = hidden_states.shape[:-1]
+        head_shape = (self.num_heads, self.head_dim)
+        query = self.q_proj(hidden_states).view(*input_shape, *head_shape).transpose(1, 2)
+
+        # Keys and values, read from / written to the KV cache (Bart's pattern): the
+        # cross-attention projects the encoder output once, at the first decoding step.
+        layer_cache, is_updated = cache, False
+        if isinstance(cache, EncoderDecoderCache):
+            is_updated = bool(cache.is_updated.get(self.layer_idx))
+            layer_cache = (
+                cache.cross_attention_cache if is_cross_attention else cache.self_attention_cache
+            )
+        if is_cross_attention and layer_cache is not None and is_updated:
+            key = layer_cache.layers[self.layer_idx].keys
+            value = layer_cache.layers[self.layer_idx].values
+        else:
+            states = key_value_states if is_cross_attention else hidden_states
+            key = self.k_proj(states).view(*states.shape[:-1], *head_shape).transpose(1, 2)
+            value = self.v_proj(states).view(*states.shape[:-1], *head_shape).transpose(1, 2)
+            if layer_cache is not None:
+                key, value = layer_cache.update(key, value, self.layer_idx)
+                if is_cross_attention and isinstance(cache, EncoderDecoderCache):
+                    cache.is_updated[self.layer_idx] = True
+
+        implementation = "eager" if output_attentions else self.config._attn_implementation
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            implementation, eager_attention_forward
+        )
+        mask, is_causal, row_has_key = kernel_mask(
+            attention_mask,
+            query.shape[-2],
+            key.shape[-2],
+            self.is_causal and not is_cross_attention,
+            implementation,
+            query.dtype,
+            query.device,
+        )
+        output, weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            is_causal=is_causal,
+            **kwargs,
+        )
+        # The weights stay as the kernel made them: they multiplied V, so they carry gradients.
+        if row_has_key is not None and row_has_key.shape[1] > 1:
+            # A per-head mask: zero each head's context of a query that sees no key before
+            # o_proj mixes the heads.
+            output = output * row_has_key.transpose(1, 2).to(output.dtype)
+            row_has_key = None
+        output = output.reshape(*input_shape, self.num_heads * self.head_dim).contiguous()
+        output = self.o_proj(output)
+        if row_has_key is not None:
+            # A query with no visible key has a zero context, hence the output o_proj(0) = bias.
+            # Set here rather than by zeroing the context before o_proj, so that o_proj reads
+            # the kernel's own output (which autograd already keeps) instead of a masked copy.
+            # On CPU, reading the flag costs nothing, so the usual case (no empty row) skips
+            # the select; on an accelerator (or under torch.compile) reading it would stall the
+            # queue (or break the graph), so there the select always runs.
+            empty_rows = ~row_has_key[:, 0]  # [B|1, Tq, 1]
+            if empty_rows.device.type != "cpu" or torch.compiler.is_compiling() or empty_rows.any():
+                bias = self.o_proj.bias
+                fill = output.new_zeros(()) if bias is None else bias.to(output.dtype)
+                output = torch.where(empty_rows, fill, output)
+        return output, weights
+
+
+def uses_vaswani_attention(config: VaswaniConfig) -> bool:
+    """True for the paper's attention, scaled dot + softmax with no score options, which
+    :class:`VaswaniAttention` computes; any other ``attention_score``,
+    ``attention_distribution`` or ``attention_score_params`` needs the general machinery."""
+    return (
+        config.attention_score == "scaled_dot"
+        and config.attention_distribution in (None, "softmax")
+        and not config.attention_score_params
+    )
+
+
+def build_attention(
+    config: VaswaniConfig, is_causal: bool = False, layer_idx: int | None = None
+) -> nn.Module:
+    """:class:`VaswaniAttention` for the default attention (:func:`uses_vaswani_attention`),
+    else :class:`~.attention.MultiHeadAttention` with the config's score and distribution.
+
+    Both take the same ``forward`` arguments, return ``(output, weights)`` and name their
+    projections alike, so a layer and its checkpoints are the same either way."""
+    if uses_vaswani_attention(config):
+        return VaswaniAttention(config, is_causal=is_causal, layer_idx=layer_idx)
+    # The general score / distribution machinery, loaded only for a config that asks for it.
+    from .attention import MultiHeadAttention
+
+    return MultiHeadAttention.from_config(config, is_causal=is_causal, layer_idx=layer_idx)
+
+
 class VaswaniFeedForward(nn.Module):
     """Position-wise ``FFN(x) = act(x W₁ + b₁) W₂ + b₂`` (ReLU in the paper)."""
 
@@ -114,34 +310,17 @@ class VaswaniFeedForward(nn.Module):
         return self.fc2(hidden)
 
 
-class _SublayerMixin:
-    """``Norm(x + Drop(f(x)))`` (post) or ``x + Drop(f(Norm(x)))`` (pre) around a sub-layer."""
-
-    def _init_residual(self, config: VaswaniConfig) -> None:
-        """Keep the residual dropout rate and the norm position as plain attributes: they are
-        read at every sub-layer call, where the config's attribute lookup costs more."""
-        self.dropout = config.dropout
-        self.pre_norm = config.norm_position == "pre"
-
-    def _residual(self, hidden_states, norm: nn.Module, sublayer, *args, **kwargs):
-        pre = self.pre_norm
-        out = sublayer(norm(hidden_states) if pre else hidden_states, *args, **kwargs)
-        extra = None
-        if isinstance(out, tuple):
-            out, extra = out
-        hidden_states = hidden_states + dropout(out, self.dropout, self)
-        return (hidden_states if pre else norm(hidden_states)), extra
-
-
 def _value_output_ffn(layer: nn.Module) -> list[nn.Linear]:
-    """The matrices T-Fixup scales in a layer: every attention's ``W_V`` and ``W_O``, and the FFN's."""
+    """The matrices T-Fixup scales in a layer: every attention's ``W_V`` and ``W_O``, and the
+    FFN's."""
     attentions = [m for m in (layer.self_attn, getattr(layer, "encoder_attn", None)) if m]
     projections = [p for a in attentions for p in (a.v_proj, a.o_proj)]
     return projections + [layer.feed_forward.fc1, layer.feed_forward.fc2]
 
 
-class VaswaniEncoderLayer(_SublayerMixin, GradientCheckpointingLayer):
-    """Self-attention then feed-forward, each wrapped in a residual connection and a norm.
+class VaswaniEncoderLayer(GradientCheckpointingLayer):
+    """Self-attention then feed-forward, each sub-layer ``f`` wrapped in a residual connection
+    and a norm: ``x ← Norm(x + Drop(f(x)))`` (post-LN) or ``x ← x + Drop(f(Norm(x)))`` (pre-LN).
 
     A ``GradientCheckpointingLayer`` (as Bart's): with gradient checkpointing on, training
     recomputes it in the backward pass; tensors that need gradients are passed positionally
@@ -150,11 +329,12 @@ class VaswaniEncoderLayer(_SublayerMixin, GradientCheckpointingLayer):
     def __init__(self, config: VaswaniConfig, layer_idx: int):
         super().__init__()
         self.config = config
-        self.self_attn = MultiHeadAttention.from_config(config, layer_idx=layer_idx)
+        self.self_attn = build_attention(config, layer_idx=layer_idx)
         self.self_attn_layer_norm = _norm(config)
         self.feed_forward = VaswaniFeedForward(config)
         self.final_layer_norm = _norm(config)
-        self._init_residual(config)
+        self.dropout = config.dropout
+        self.pre_norm = config.norm_position == "pre"
         mark_tfixup(config, tfixup_scales(config)[0], *_value_output_ffn(self))
 
     def forward(
@@ -163,19 +343,29 @@ class VaswaniEncoderLayer(_SublayerMixin, GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        hidden_states, weights = self._residual(
-            hidden_states,
-            self.self_attn_layer_norm,
-            self.self_attn,
-            attention_mask=attention_mask,
-            output_attentions=output_attentions,
+        residual = hidden_states
+        if self.pre_norm:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states, attn_weights = self.self_attn(
+            hidden_states, attention_mask=attention_mask, output_attentions=output_attentions
         )
-        hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, self.feed_forward)
-        return hidden_states, weights
+        hidden_states = residual + dropout(hidden_states, self.dropout, self)
+        if not self.pre_norm:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+
+        residual = hidden_states
+        if self.pre_norm:
+            hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        hidden_states = residual + dropout(hidden_states, self.dropout, self)
+        if not self.pre_norm:
+            hidden_states = self.final_layer_norm(hidden_states)
+        return hidden_states, attn_weights
 
 
-class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
-    """Causal self-attention, cross-attention to the encoder output, then feed-forward.
+class VaswaniDecoderLayer(GradientCheckpointingLayer):
+    """Causal self-attention, cross-attention to the encoder output, then feed-forward, each
+    wrapped in a residual connection and a norm as in :class:`VaswaniEncoderLayer`.
 
     A ``GradientCheckpointingLayer``: ``hidden_states`` and ``encoder_hidden_states`` (both
     need gradients) are positional; under checkpointing in training the wrapper drops
@@ -184,13 +374,14 @@ class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
     def __init__(self, config: VaswaniConfig, layer_idx: int):
         super().__init__()
         self.config = config
-        self.self_attn = MultiHeadAttention.from_config(config, is_causal=True, layer_idx=layer_idx)
+        self.self_attn = build_attention(config, is_causal=True, layer_idx=layer_idx)
         self.self_attn_layer_norm = _norm(config)
-        self.encoder_attn = MultiHeadAttention.from_config(config, layer_idx=layer_idx)
+        self.encoder_attn = build_attention(config, layer_idx=layer_idx)
         self.encoder_attn_layer_norm = _norm(config)
         self.feed_forward = VaswaniFeedForward(config)
         self.final_layer_norm = _norm(config)
-        self._init_residual(config)
+        self.dropout = config.dropout
+        self.pre_norm = config.norm_position == "pre"
         mark_tfixup(config, tfixup_scales(config)[1], *_value_output_ffn(self))
 
     def forward(
@@ -202,28 +393,47 @@ class VaswaniDecoderLayer(_SublayerMixin, GradientCheckpointingLayer):
         cache: Cache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        hidden_states, self_weights = self._residual(
+        # Self-attention
+        residual = hidden_states
+        if self.pre_norm:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(
             hidden_states,
-            self.self_attn_layer_norm,
-            self.self_attn,
             attention_mask=self_attention_mask,
             cache=cache,
             output_attentions=output_attentions,
         )
-        hidden_states, cross_weights = self._residual(
+        hidden_states = residual + dropout(hidden_states, self.dropout, self)
+        if not self.pre_norm:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+
+        # Cross-attention
+        residual = hidden_states
+        if self.pre_norm:
+            hidden_states = self.encoder_attn_layer_norm(hidden_states)
+        hidden_states, cross_attn_weights = self.encoder_attn(
             hidden_states,
-            self.encoder_attn_layer_norm,
-            self.encoder_attn,
             key_value_states=encoder_hidden_states,
             attention_mask=cross_attention_mask,
             cache=cache,
             output_attentions=output_attentions,
         )
-        hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, self.feed_forward)
-        return hidden_states, self_weights, cross_weights
+        hidden_states = residual + dropout(hidden_states, self.dropout, self)
+        if not self.pre_norm:
+            hidden_states = self.encoder_attn_layer_norm(hidden_states)
+
+        # Feed-forward
+        residual = hidden_states
+        if self.pre_norm:
+            hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        hidden_states = residual + dropout(hidden_states, self.dropout, self)
+        if not self.pre_norm:
+            hidden_states = self.final_layer_norm(hidden_states)
+        return hidden_states, self_attn_weights, cross_attn_weights
 
 
-class VaswaniPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
+class VaswaniPreTrainedModel(PreTrainedModel):
     """Weight initialisation (Xavier, normal or T-Fixup), tied weights and HF plumbing."""
 
     config_class = VaswaniConfig
@@ -261,6 +471,23 @@ class VaswaniPreTrainedModel(ConfigTiedWeightsMixin, PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        """``{target: source}`` parameter names shared in this module (none in a stack)."""
+        return {}
+
+    @property
+    def _tied_weights_keys(self) -> dict[str, str]:
+        return self._own_tied_weights()
+
+    # Copied from hfattn.models.seq2seq_utils.ConfigTiedWeightsMixin.get_expanded_tied_weights_keys
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """``{target: source}`` of the shared parameters. Unlike the base class (which ties only
+        when ``tie_word_embeddings``), shared encoder/decoder embeddings are tied whenever
+        ``share_encoder_decoder_embeddings`` is set."""
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return self._own_tied_weights()
 
 
 class _VaswaniStack(VaswaniPreTrainedModel):
@@ -363,9 +590,10 @@ class VaswaniEncoder(_VaswaniStack):
         ``hidden_states`` holds the embeddings and every layer's output (``encoder_layers + 1``
         tensors; with pre-LN the last one after the final norm, as mBART). ``return_dict=False``
         (or ``config.return_dict=False``) returns the tuple of the non-``None`` fields."""
-        output_attentions, output_hidden_states = resolve_output_flags(
-            self.config, output_attentions, output_hidden_states
-        )
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         hidden_states = self.embed(input_ids, inputs_embeds)
         all_hidden = [hidden_states] if output_hidden_states else None
         all_weights = [] if output_attentions else None
@@ -452,10 +680,18 @@ class VaswaniDecoder(_VaswaniStack):
         ``config.return_dict=False``) returns the tuple of the non-``None`` fields."""
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states")
-        output_attentions, output_hidden_states = resolve_output_flags(
-            self.config, output_attentions, output_hidden_states
-        )
-        use_cache = resolve_use_cache(self, use_cache)
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        if use_cache is None:
+            use_cache = self.config.use_cache
+        if use_cache and self.training and self.gradient_checkpointing:
+            logger.warning_once(
+                "`use_cache=True` is incompatible with gradient checkpointing. "
+                "Setting `use_cache=False`."
+            )
+            use_cache = False
         if use_cache and cache is None:
             cache = EncoderDecoderCache(
                 DynamicCache(config=self.config), DynamicCache(config=self.config)
@@ -499,14 +735,34 @@ class VaswaniDecoder(_VaswaniStack):
         )
 
 
-class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
-    """Encoder + decoder without the output layer (BART's ``BartModel``)."""
+class VaswaniModel(VaswaniPreTrainedModel):
+    """Encoder + decoder without the output layer (BART's ``BartModel``); with
+    ``share_encoder_decoder_embeddings`` the decoder's token embedding is the encoder's."""
 
     def __init__(self, config: VaswaniConfig):
         super().__init__(config)
         self.encoder = VaswaniEncoder(config)
         self.decoder = VaswaniDecoder(config)
         self.post_init()
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if self.config.share_encoder_decoder_embeddings:
+            return {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
+        return {}
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embed_tokens = value
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
 
     @can_return_tuple
     @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
@@ -529,9 +785,10 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
         """Encode (unless ``encoder_outputs`` are given), then decode ``decoder_input_ids``.
         See :meth:`VaswaniForConditionalGeneration.forward`. ``return_dict=False`` (or
         ``config.return_dict=False``) returns ``Seq2SeqModelOutput.to_tuple()``."""
-        output_attentions, output_hidden_states = resolve_output_flags(
-            self.config, output_attentions, output_hidden_states
-        )
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -571,9 +828,38 @@ class VaswaniModel(EncoderDecoderEmbeddingsMixin, VaswaniPreTrainedModel):
         )
 
 
-class VaswaniForConditionalGeneration(
-    Seq2SeqLMAccessorsMixin, VaswaniPreTrainedModel, GenerationMixin
-):
+# Copied from hfattn.models.seq2seq_utils.token_cross_entropy
+def token_cross_entropy(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    num_items_in_batch: int | torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    r"""Token cross-entropy of ``logits [B, T, V]`` against ``labels [B, T]`` (``-100`` ignored).
+
+    With label smoothing ``ε`` the target distribution is ``(1 - ε)·onehot(y) + ε/V``:
+
+    .. math:: \ell_t = -(1-\varepsilon)\log p(y_t) - \tfrac{\varepsilon}{V}\sum_v \log p(v)
+
+    The per-token losses are summed and divided by ``num_items_in_batch`` when the Trainer
+    passes it (exact gradient accumulation), else by the number of labelled tokens.
+    """
+    labels = labels.to(logits.device)
+    total = nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),
+        labels.reshape(-1),
+        ignore_index=-100,
+        reduction="sum",
+        label_smoothing=label_smoothing,
+    )
+    if num_items_in_batch is None:
+        count = (labels != -100).sum().clamp_min(1)
+    else:
+        count = torch.as_tensor(num_items_in_batch, device=logits.device)
+    return total / count
+
+
+class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
     r"""The Transformer with its output layer:
 
     .. math:: p(y_t \mid y_{<t}, x) = \mathrm{softmax}(W_o\, \mathrm{Drop}(h_t) + b_o)
@@ -590,6 +876,37 @@ class VaswaniForConditionalGeneration(
         self.head_dropout = config.head_dropout
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
+
+    def _own_tied_weights(self) -> dict[str, str]:
+        if not self.config.tie_word_embeddings:
+            return {}
+        if self.config.share_encoder_decoder_embeddings:
+            return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+        return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+
+    def get_encoder(self, modality: str | None = None):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """``shift_tokens_right(labels)`` (used by data collators)."""
+        return shift_tokens_right(
+            labels, self.config.pad_token_id, self.config.decoder_start_token_id
+        )
 
     @can_return_tuple
     @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
@@ -654,8 +971,21 @@ class VaswaniForConditionalGeneration(
             return_dict=True,
         )
         logits = self.lm_head(dropout(outputs.last_hidden_state, self.head_dropout, self))
-        return seq2seq_lm_output(
-            logits, outputs, labels, num_items_in_batch, self.config.label_smoothing
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(
+                logits, labels, num_items_in_batch, self.config.label_smoothing
+            )
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            cache=outputs.cache,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
         )
 
 

@@ -179,7 +179,7 @@ def scores_figure(num_keys: int = 10, dim: int = 2, seed: int = 0):
 def attention_figure(
     model_dir: str,
     text: str,
-    num_beams: int = 1,
+    num_beams: int | None = None,
     layer: int | None = None,
     head: int | None = None,
     *,
@@ -189,7 +189,8 @@ def attention_figure(
     output tokens on y, cell = the cross-attention weight of decoder ``layer`` (1-based,
     default the last) and ``head`` (1-based, default the mean over heads); see
     :func:`hfattn.tasks.translation.inference.cross_attention_maps`. A model with a single
-    attention over the source (Bahdanau) has one layer and one head.
+    attention over the source (Bahdanau) has one layer and one head. The translation is decoded
+    with the model's saved generation settings, ``num_beams`` overriding its beam width.
 
     ``loader(model_dir)`` returns ``(model, tokenizer)``; ``hfattn plot`` passes the commands'
     own loader (:func:`hfattn.commands.loading.load_model_and_tokenizer`), which refuses a

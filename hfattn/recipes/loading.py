@@ -24,10 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-from ..common.field_checks import require_known_key
-from .model_section import check_model_choices, normalize_model_section, validate_model_section
+from ..common.field_checks import describe_type, require_known_key, type_error
+from .model_section import (
+    check_model_choices,
+    check_model_types,
+    normalize_model_section,
+    validate_model_section,
+)
 from .schema import (
     HubSection,
     RecipeBase,
@@ -133,6 +138,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     raw = _read_yaml(path)
     if isinstance(raw.get("model"), str):  # model: <hub id | folder>
         raw.model = normalize_model_section(raw.model)
+    cls = None
     try:
         dotlist = OmegaConf.from_dotlist(list(overrides))
         if isinstance(dotlist.get("model"), str):  # --set model=<hub id | folder>
@@ -147,7 +153,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         check_finite(OmegaConf.to_container(merged))
         recipe = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
-        raise _field_error(err, path) from None
+        raise _field_error(err, path, cls) from None
     recipe.model_config = validate_model_section(recipe.model)
     return recipe
 
@@ -276,8 +282,10 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
             "training", _section_class(hints["training"]), {}
         )
     except OmegaConfBaseException as err:
-        raise _field_error(err, path) from None
-    check_model_choices(_given_model(recipe_class(task), given.get("model")))
+        raise _field_error(err, path, recipe_class(task)) from None
+    model = _given_model(recipe_class(task), given.get("model"))
+    check_model_types(model)
+    check_model_choices(model)
     source = (given.get("data") or {}).get("source")
     return RecipeOutline(
         task=task,
@@ -332,10 +340,44 @@ def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
         raise _field_error(err, path) from None
 
 
-def _field_error(err: OmegaConfBaseException, path: Path) -> RecipeError:
-    """OmegaConf's error as one line naming the field (else the recipe file)."""
+def _field_error(err: OmegaConfBaseException, path: Path, cls: type | None = None) -> RecipeError:
+    """OmegaConf's error as one line naming the field (else the recipe file); a value that
+    does not convert to the type of its field of the recipe class ``cls`` in the words of every
+    type error (:func:`~hfattn.common.field_checks.type_error`): ``training.max_steps: 'twenty'
+    is not an integer``, not OmegaConf's ``Value 'twenty' of type 'str' could not be converted
+    to Integer``."""
+    key = getattr(err, "full_key", None)
+    if isinstance(err, ValidationError) and key and cls is not None:
+        hint = _field_hint(cls, key)
+        if hint is not None and describe_type(hint) is not None:
+            value = err.value
+            value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+            return type_error(key, value, hint)
     reason = str(err).splitlines()[0]
-    return RecipeError(f"{getattr(err, 'full_key', None) or path}: {reason}")
+    return RecipeError(f"{key or path}: {reason}")
+
+
+def _field_hint(cls: type, key: str):
+    """The type hint of the field ``key`` (``training.max_steps``, ``data.splits[1]``: a list's
+    item) of the recipe class ``cls``, or ``None`` when ``key`` names no typed field."""
+    hint = cls
+    for part in key.split("."):
+        name, *indices = part.replace("]", "").split("[")
+        section = _section_class(hint)
+        if section is None or name not in field_hints(section):
+            return None
+        hint = field_hints(section)[name]
+        for _ in indices:  # an item of a list field: the list's item type
+            hint = _item_type(hint)
+    return hint
+
+
+def _item_type(hint):
+    """The item type of a list field's hint (``list[str] | None`` → ``str``), or ``None``."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next((h for h in typing.get_args(hint) if h is not type(None)), None)
+    args = typing.get_args(hint)
+    return args[0] if args else None
 
 
 __all__ = [

@@ -3,7 +3,10 @@ checkpoint (``model: <hub id | folder>``, loaded by :mod:`hfattn.tasks.pretraine
 
 :func:`validate_model_section` checks every key and value type against the config class of
 ``model.type`` (a key the config does not have, a string where it wants an int) and builds the
-config, so that a bad model section fails when the recipe is loaded, naming the field.
+config, so that a bad model section fails when the recipe is loaded, naming the field; the
+types of the fields that hfattn's config classes declare are checked before torch is imported
+(:func:`check_model_types`), in the words of every type error
+(:func:`~hfattn.common.field_checks.type_error`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import types
 import typing
 from typing import Any
 
-from ..common.family_facts import load_models_module
-from ..common.field_checks import RecipeError, did_you_mean, require
+from ..common.family_facts import config_field_types, load_models_module
+from ..common.field_checks import RecipeError, did_you_mean, require, type_error
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +80,28 @@ def check_model_choices(model: dict[str, Any]) -> None:
     )
 
 
+def check_model_types(model: dict[str, Any]) -> None:
+    """Every value of ``model:`` that names a field of hfattn's config class of ``model.type``
+    must have that field's type, checked in a few milliseconds from the class's source
+    (:func:`~hfattn.common.family_facts.config_field_types`), before torch is imported; the
+    other keys are :func:`validate_model_section`'s. A pretrained checkpoint's section holds
+    only its keys (:func:`check_pretrained_section`).
+
+    Raises:
+        RecipeError: ``model.hidden_size: 'big' is not an integer``.
+    """
+    if not isinstance(model, dict):
+        return
+    if is_pretrained(model):
+        check_pretrained_section(model)
+        return
+    model_type = model.get("type")
+    fields = config_field_types(model_type) if isinstance(model_type, str) else {}
+    for key, value in model.items():
+        if key in fields and not _matches(value, fields[key]):
+            raise type_error(f"model.{key}", value, fields[key])
+
+
 def validate_model_section(model: dict[str, Any]):
     """Check ``model:`` against the config class of ``model.type`` and build that config.
 
@@ -120,11 +145,8 @@ def validate_model_section(model: dict[str, Any]):
             f"model.{key}",
             f"is not a field of {config_cls.__name__}{did_you_mean(key, known)}",
         )
-        require(
-            _matches(value, hints.get(key)),
-            f"model.{key}",
-            f"{value!r} is not of type {_type_name(hints.get(key))}",
-        )
+        if not _matches(value, hints.get(key)):
+            raise type_error(f"model.{key}", value, hints.get(key))
     if preset is not None:
         overridden = sorted(set(model) & set(getattr(config_cls, "PRESETS", {}).get(preset, {})))
         if overridden:
@@ -186,14 +208,11 @@ def _field_type(config_cls, field):
         return None
 
 
-def _type_name(hint) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
-
-
 __all__ = [
     "PRETRAINED_KEYS",
     "SPECIAL_TOKEN_IDS",
     "check_model_choices",
+    "check_model_types",
     "check_pretrained_section",
     "is_pretrained",
     "normalize_model_section",

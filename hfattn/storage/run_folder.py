@@ -285,15 +285,34 @@ def interrupted_run_message(folder: str | Path) -> str | None:
     """For a run stopped before it saved its model (:func:`run_state` ``"interrupted"``):
     one sentence with the step of its newest checkpoint, how to continue it, and how to save
     the model of that checkpoint now (resuming with ``training.max_steps`` at that step ends
-    the run at once: it evaluates and saves the model). ``None`` for any other folder."""
+    the run at once: it evaluates and saves the model); for a run interrupted after its last
+    step, that ``--resume`` finishes it. ``None`` for any other folder."""
     if run_state(folder) != "interrupted":
         return None
-    step = checkpoint_step(require_checkpoint(folder))
+    checkpoint = require_checkpoint(folder)
+    step = checkpoint_step(checkpoint)
+    if _training_ended(checkpoint):
+        return (
+            f"{folder} is a training run interrupted after its last step ({step:,}): its "
+            "checkpoint holds the trained weights, the model folder is not saved yet. Finish it "
+            f"with `{resume_command(folder)}`"
+        )
     return (
         f"{folder} is a training run interrupted at step {step:,}: it holds checkpoints but no "
         f"saved model yet. Continue it with `{resume_command(folder)}`, or save the model of "
         f"its last checkpoint with `{resume_command(folder)} --set training.max_steps={step}`"
     )
+
+
+def _training_ended(checkpoint: Path) -> bool:
+    """Whether the ``progress.json`` of ``checkpoint`` records that training had ended
+    (``training_end``: the final validation, evaluation and model folder were still to come);
+    ``False`` when it cannot be read (``--resume`` reports a damaged checkpoint)."""
+    try:
+        progress = json.loads((checkpoint / PROGRESS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(progress, dict) and progress.get("training_end") is not None
 
 
 def finished_run_message(folder: str | Path, training) -> str | None:

@@ -5,7 +5,9 @@ A checkpoint is the folder ``checkpoints/step-N`` of the run (names from
 process), the carried recurrent state of a stateful job (``recurrent_state_<rank>.safetensors``)
 and :class:`Progress` (``progress.json``: the data position, the best score, the seconds of
 training, of evaluation and of the whole run, the length of ``metrics.jsonl`` at that moment,
-the train losses not yet logged).
+the train losses not yet logged). The checkpoint of the last step also says that training had
+ended, and records what followed it once done (the final validation, the averaged checkpoints'
+score: :func:`record_progress`).
 
 Writes are atomic: the checkpoint is written under ``.tmp-step-N`` and renamed once whole, so
 a crash (even SIGKILL) in the middle of a write leaves the previous checkpoint the newest one.
@@ -91,12 +93,26 @@ class Progress:
     of every global batch)."""
     metrics_bytes: int | None = None
     """Length of ``metrics.jsonl`` when the checkpoint was written (resume cuts it back)."""
+    training_end: str | None = None
+    """Why training ended, once it has: ``"completed"`` (its step or epoch budget), ``"time
+    budget"`` or a callback's ``stop_reason``. Recorded in the checkpoint of the last step,
+    which is written before the final validation: a resume of it skips the training loop and
+    goes on with the phases after it (unless a larger budget reopens training)."""
+    averaged: bool = False
+    """Whether the average of the last checkpoints (``training.average_checkpoints``) has been
+    scored at the end of training (recorded with its result: a resume does not score it
+    again)."""
     should_stop: bool = False
     stop_reason: str | None = None
+    interrupted: bool = False
+    """A SIGINT/SIGTERM asked the run to stop
+    (:func:`~hfattn.training.stop_signals.stop_on_signals`), whatever ``stop_reason`` says (a run
+    stopping for its time budget keeps that reason)."""
 
     def state_dict(self) -> dict:
         """The fields saved in ``progress.json`` (all but the stop request)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("should_stop", "stop_reason")}
+        request = ("should_stop", "stop_reason", "interrupted")
+        return {k: v for k, v in asdict(self).items() if k not in request}
 
 
 def write_checkpoint(
@@ -163,6 +179,19 @@ def _write(accelerator, tmp: Path, progress: Progress, state, metrics_path, on_s
     if accelerator.is_main_process:
         progress.metrics_bytes = metrics_path.stat().st_size if metrics_path.exists() else 0
         atomic_write_json(tmp / PROGRESS_FILE, progress.state_dict())
+    accelerator.wait_for_everyone()
+
+
+def record_progress(accelerator, output_dir: Path, progress: Progress, metrics_path: Path) -> None:
+    """Rewrite ``progress.json`` of the checkpoint of ``progress.step`` (atomically) with
+    ``progress`` as it stands and the current length of ``metrics_path``: what was done since the
+    checkpoint was written (the end of training, the final validation and its best weights,
+    the averaged checkpoints' score) is recorded in it, so that a resume neither repeats it nor
+    cuts its records from the log."""
+    if accelerator.is_main_process:
+        folder = checkpoints_dir(output_dir) / f"{CHECKPOINT_PREFIX}{progress.step}"
+        progress.metrics_bytes = metrics_path.stat().st_size if metrics_path.exists() else 0
+        atomic_write_json(folder / PROGRESS_FILE, progress.state_dict())
     accelerator.wait_for_everyone()
 
 
@@ -337,6 +366,7 @@ __all__ = [
     "load_best_weights",
     "load_saved_weights",
     "load_checkpoint",
+    "record_progress",
     "save_best_weights",
     "write_checkpoint",
 ]

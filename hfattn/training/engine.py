@@ -6,7 +6,10 @@ backward (with gradient accumulation and clipping, mixed precision), the schedul
 (the best model kept), a checkpoint every ``save_every`` steps; it stops at the step budget,
 the time budget (``max_minutes``, the schedule then follows the clock) or a first
 Ctrl-C / SIGTERM (a resumable checkpoint is written). A finished run is evaluated on its
-splits and saved as a model folder (:mod:`hfattn.training.results`). Evaluations are timed
+splits and saved as a model folder (:mod:`hfattn.training.results`). The checkpoint of the last
+step comes first: the final validation, checkpoint averaging, final evaluation, sample and model
+folder follow it, a signal stops any of them at once (:mod:`hfattn.training.stop_signals`) and
+``resume=True`` goes on with what is left, training no step again. Evaluations are timed
 and kept off the training clock: ``elapsed_s`` (what ``max_minutes``, ``train_runtime_s`` and
 tokens/s read) counts training only; each validation record of ``metrics.jsonl`` carries its
 ``eval_s``, and ``eval_results.json`` the evaluation seconds during training, those of the
@@ -39,6 +42,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -65,6 +69,7 @@ from .checkpoints import (
     load_best_weights,
     load_checkpoint,
     load_saved_weights,
+    record_progress,
     save_best_weights,
     write_checkpoint,
 )
@@ -81,7 +86,7 @@ from .precision import resolve_mixed_precision
 from .prefetch import prefetched
 from .results import eval_results, save_run_results, training_summary
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
-from .stop_signals import stop_on_signals
+from .stop_signals import Interrupted, signals_held, stop_at_once, stop_on_signals
 from .throughput import FlopCounter, device_peak_flops, mfu
 
 logger = logging.getLogger(__name__)
@@ -216,9 +221,30 @@ class _Run:
         )
 
     def resume_from(self, checkpoint: Path) -> None:
-        """Continue from ``checkpoint`` (:func:`~hfattn.training.checkpoints.load_checkpoint`)."""
+        """Continue from ``checkpoint`` (:func:`~hfattn.training.checkpoints.load_checkpoint`).
+        A checkpoint written once training had ended (``progress.training_end``) goes on with
+        what follows training, the loop skipped, unless this run's budget is larger: a higher
+        ``training.max_steps`` (epochs left) after the step budget, a higher (or no)
+        ``training.max_minutes`` after the time budget. A callback's stop stands."""
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
         self.wall_before = self.progress.wall_s
+        p, cfg = self.progress, self.cfg
+        if p.training_end == "completed":
+            reopened = p.step < self.total_steps and p.epoch < cfg.epochs
+        elif p.training_end == "time budget":
+            reopened = cfg.max_minutes is None or p.elapsed_s < 60 * cfg.max_minutes
+        else:
+            reopened = False
+        if reopened:
+            p.training_end, p.averaged = None, False
+        elif p.training_end not in (None, "completed"):
+            p.should_stop, p.stop_reason = True, p.training_end  # the loop is skipped
+
+    def record_in_checkpoint(self) -> None:
+        """Record the progress made since the checkpoint of the current step was written in
+        that checkpoint (:func:`~hfattn.training.checkpoints.record_progress`)."""
+        self.progress.wall_s = self.wall_seconds()
+        record_progress(self.accelerator, self.output_dir, self.progress, self.metrics_path)
 
     def wall_seconds(self) -> float:
         """Wall-clock seconds of the whole run so far: this session's since :func:`train` set
@@ -255,7 +281,11 @@ class _Run:
     def periodic_eval(self) -> None:
         """Score the validation split now and keep the weights when they are the best."""
         self.check_gathered_losses()
-        scores, seconds = self.validate()
+        self.keep_validation(*self.validate())
+
+    def keep_validation(self, scores: dict, seconds: float) -> None:
+        """Log the validation ``scores`` of the current step (scored in ``seconds``), mark the
+        step validated and keep the weights when they are the best."""
         p = self.progress
         self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores,
                   "eval_s": round(seconds, 3)})  # fmt: skip
@@ -279,23 +309,33 @@ class _Run:
         checkpoints (:func:`~hfattn.training.checkpoints.average_checkpoint_weights`), score
         them on the validation split (logged as split ``validation-averaged``, with the
         checkpoint steps) and keep them as the best model when they beat it; the model's own
-        weights are restored afterwards."""
+        weights are restored afterwards (an interrupt too). The record, the best weights and
+        ``progress.averaged`` land together in the checkpoint of the current step
+        (:func:`~hfattn.training.stop_signals.signals_held`)."""
         p = self.progress
         folders = complete_checkpoints(self.output_dir)[-self.cfg.average_checkpoints :]
         if len(folders) < 2:
             logger.info("training.average_checkpoints: only %d checkpoint, nothing to average",
                         len(folders))  # fmt: skip
+            p.averaged = True
+            self.record_in_checkpoint()
             return
         model = self.accelerator.unwrap_model(self.model)
         own = {k: v.detach().clone() for k, v in model.state_dict().items()}
         load_saved_weights(model, average_checkpoint_weights(folders))
         steps = [checkpoint_step(folder) for folder in folders]
-        scores, seconds = self.validate()
-        self.log({"step": p.step, "epoch": p.epoch, "split": "validation-averaged",
-                  "averaged_steps": steps, **scores, "eval_s": round(seconds, 3)})  # fmt: skip
-        if self.keep_if_best(scores):
-            p.best_averaged_steps = steps
-        model.load_state_dict(own)
+        try:
+            scores, seconds = self.validate()
+            with signals_held():
+                self.log({"step": p.step, "epoch": p.epoch, "split": "validation-averaged",
+                          "averaged_steps": steps, **scores,
+                          "eval_s": round(seconds, 3)})  # fmt: skip
+                if self.keep_if_best(scores):
+                    p.best_averaged_steps = steps
+                p.averaged = True
+                self.record_in_checkpoint()
+        finally:
+            model.load_state_dict(own)
 
     def train_step(self, batch) -> torch.Tensor | None:
         """One micro-batch: forward, backward and, when it ends an accumulation, the optimizer
@@ -451,6 +491,9 @@ class _Run:
                 for batch in self.speed.timed(epoch):
                     p.train_tokens += trained_tokens(batch)
                     flops = self.count_flops(batch)  # the global batch's, from its shapes
+                    if not self.run_flops:  # this session's first batch, before its step
+                        step_flops = flops * cfg.gradient_accumulation_steps / acc.num_processes
+                        warn_if_sized_for_gpu(step_flops, acc.device)
                     self.speed.flops += flops
                     self.run_flops += flops
                     rows = _rows_of(batch, acc.process_index, acc.num_processes, acc.device)
@@ -473,7 +516,7 @@ class _Run:
                         self.check_gathered_losses()
                         losses[:] = _floats(losses)  # the one read of the interval's losses
                         record = {"step": p.step, "epoch": p.epoch, "split": "train",
-                                  "loss": sum(losses) / len(losses) if losses else math.nan,
+                                  "loss": _logged_loss(acc, losses),
                                   "learning_rate": self.scheduler.get_last_lr()[0],
                                   "tokens": p.train_tokens,
                                   "elapsed_s": round(p.elapsed_s, 2)}  # fmt: skip
@@ -508,16 +551,35 @@ class _Run:
                     p.epoch += 1
                     p.batch_in_epoch = 0
                     self.state = None  # a new epoch starts every stream from the beginning
-        bar.close()
-        p.elapsed_s = time.monotonic() - start - p.eval_s
-        finished = p.stop_reason != "interrupted"
-        if finished and cfg.eval_every and (p.evaluated_step or 0) != p.step:
-            self.periodic_eval()  # best-model tracking also sees the last steps
-        if p.step != last_saved:  # the last state is always resumable
-            self.save_checkpoint()
-        if finished and cfg.average_checkpoints:
+            bar.close()
+            p.elapsed_s = time.monotonic() - start - p.eval_s
+            interrupted = _any_process(acc, p.interrupted or p.stop_reason == "interrupted")
+            reason = None if p.stop_reason == "interrupted" else p.stop_reason
+            if reason is not None or p.step >= self.total_steps or p.epoch >= cfg.epochs:
+                p.training_end = reason or "completed"
+            # the last state is always resumable, and says whether training is over: written
+            # before the final validation, averaging, evaluation and model folder
+            if p.step != last_saved or p.step == 0:
+                self.save_checkpoint()
+            elif p.training_end is not None:
+                self.record_in_checkpoint()
+        return interrupted
+
+    def finish_training(self) -> None:
+        """What follows the checkpoint of the last step before the final evaluation, each part
+        recorded in that checkpoint once done (its log record, best weights and progress land
+        together, :func:`~hfattn.training.stop_signals.signals_held`), so that a resume goes
+        on after the last part done: the validation of the last steps (best-model tracking
+        sees them) and, with ``training.average_checkpoints``, the score of the averaged
+        checkpoints."""
+        cfg, p = self.cfg, self.progress
+        if cfg.eval_every and (p.evaluated_step or 0) != p.step:
+            scores, seconds = self.validate()
+            with signals_held():
+                self.keep_validation(scores, seconds)
+                self.record_in_checkpoint()
+        if cfg.average_checkpoints and not p.averaged:
             self.score_checkpoint_average()
-        return p.stop_reason == "interrupted"
 
 
 class _Speedometer:
@@ -568,6 +630,43 @@ def checks_every_loss(on_nonfinite_loss: str, device: torch.device) -> bool:
     host tensor costs nothing). Else (``stop`` on an accelerator) the check waits for the next
     log, evaluation or checkpoint step, so that the device is never waited for between them."""
     return on_nonfinite_loss == "skip" or torch.device(device).type == "cpu"
+
+
+def _logged_loss(accelerator: Accelerator, losses: list[float]) -> float:
+    """The ``loss`` of a train record: the mean of the interval's ``losses`` (NaN without
+    one); with several processes, the mean over the processes of each one's mean
+    (``accelerator.reduce(..., "mean")``, once a record), which is the mean over the whole
+    global batches when every process trains on the same number of rows and each row weighs
+    the same (a classifier's rows: one label each), as one process on those batches logs."""
+    loss = sum(losses) / len(losses) if losses else math.nan
+    if accelerator.num_processes == 1:
+        return loss
+    mean = torch.tensor([loss], dtype=torch.float64, device=accelerator.device)
+    return accelerator.reduce(mean, reduction="mean").item()
+
+
+GPU_STEP_FLOPS = 5e11
+"""The training FLOPs of an optimizer step (each process's share, counted by
+:class:`~hfattn.training.throughput.FlopCounter`) above which a step is sized for a GPU: the
+GPU recipes' steps count 1.6 to 8.6 TFLOP, those of the recipes made for a CPU at most 0.08
+TFLOP; a CPU takes seconds to minutes for one of them."""
+
+
+def warn_if_sized_for_gpu(step_flops: float, device) -> bool:
+    """Warn, in one line, when a run on a CPU ``device`` has optimizer steps of more than
+    :data:`GPU_STEP_FLOPS` training FLOPs each (``step_flops``: one process's share of the
+    first step); returns whether it warned."""
+    if torch.device(device).type != "cpu" or step_flops <= GPU_STEP_FLOPS:
+        return False
+    with tqdm.external_write_mode(file=sys.stderr):  # above the progress bar, not in it
+        logger.warning(
+            "this recipe's steps are sized for a GPU: each is %.3g TFLOP of training "
+            "arithmetic (above %.3g), which takes a CPU seconds to minutes a step; docs/"
+            "training.md, 'Training on a GPU', says how to run it on one",
+            step_flops / 1e12,
+            GPU_STEP_FLOPS / 1e12,
+        )
+    return True
 
 
 def _floats(values: list) -> list[float]:
@@ -729,11 +828,28 @@ def train(
     interrupted = run.run()
     p = run.progress
     result = TrainResult(output_dir=output_dir, progress=p, interrupted=interrupted)
-    if interrupted:
+    if not interrupted:
+        try:  # the checkpoint of the last step is written: a first signal stops at once
+            with stop_at_once(p.step):
+                run.finish_training()
+                _evaluate_and_save(run, result, recipe_name, generation_defaults)
+        except Interrupted:
+            p.should_stop = p.interrupted = result.interrupted = True
+    if result.interrupted:
         # the caller says so (`hfattn train` prints how to continue): logged once, not twice
         logger.debug("stopped at step %d; continue with %s", p.step, resume_command(output_dir))
-        return result
+    return result
 
+
+def _evaluate_and_save(
+    run: _Run, result: TrainResult, recipe_name: str | None, generation_defaults: dict | None
+) -> None:
+    """The end of a run whose training is over: the best weights loaded (with
+    ``training.load_best_at_end``), every split of ``job.eval_splits`` scored into
+    ``result.metrics``, the sample drawn, and the model folder saved with
+    ``eval_results.json`` written last (:func:`~hfattn.training.results.save_run_results`):
+    a folder without it is not finished, and ``--resume`` does all of this again."""
+    job, cfg, acc, p, output_dir = run.job, run.cfg, run.accelerator, run.progress, run.output_dir
     model = acc.unwrap_model(run.model)
     if cfg.load_best_at_end and p.best_step is not None:
         load_best_weights(model, output_dir)
@@ -756,17 +872,18 @@ def train(
             wall_s=run.wall_seconds(),
         )
         results = eval_results(result.metrics, job.card_metadata, training)
-        save_run_results(output_dir, model, job.tokenizer, results, run.metrics_path)
         if job.sample is not None:
             result.sample = job.sample(model)
+        save_run_results(output_dir, model, job.tokenizer, results, run.metrics_path)
     acc.wait_for_everyone()
-    return result
 
 
 __all__ = [
+    "GPU_STEP_FLOPS",
     "check_process_group",
     "check_rows_per_process",
     "checks_every_loss",
     "train",
     "trained_tokens",
+    "warn_if_sized_for_gpu",
 ]

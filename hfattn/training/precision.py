@@ -3,7 +3,7 @@
 ``auto`` asks for bf16 autocast only where the device has bf16 kernels: a CUDA GPU that
 supports bf16, or a CPU for which oneDNN has them (AVX-512 or AMX on x86; the check is
 oneDNN's own, ``torch.ops.mkldnn._is_mkldnn_bf16_supported``). Elsewhere bf16 is emulated
-and slower than fp32, so ``auto`` trains in fp32 there (the measured steps are in
+and slower than fp32, so ``auto`` trains in fp32 there (how it is measured:
 ``benchmarks/NOTES.md``).
 """
 

@@ -121,13 +121,14 @@ def eval_results(metrics: dict[str, dict], card_metadata: dict, training: dict) 
 
 def save_run_results(output_dir: Path, model, tokenizer, results: dict, metrics_path: Path):
     """Save the model folder of a finished run: weights, config and generation config,
-    tokenizer, ``eval_results.json`` (``results``, see :func:`eval_results`) and the loss
-    curve drawn from ``metrics_path``."""
+    tokenizer, the loss curve drawn from ``metrics_path`` and, last, ``eval_results.json``
+    (``results``, see :func:`eval_results`): a folder that has it is a finished run
+    (:func:`hfattn.storage.run_folder.run_state`), one cut short before it is resumed."""
     with atomic_files(output_dir) as staged:  # each file renamed in whole, with a plain mode
         model.save_pretrained(staged)
         tokenizer.save_pretrained(staged)
-    atomic_write_json(output_dir / EVAL_RESULTS_FILE, results)
     plot_loss_curve(metrics_path, output_dir / LOSS_CURVE_FILE)
+    atomic_write_json(output_dir / EVAL_RESULTS_FILE, results)
 
 
 def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:

@@ -1,5 +1,12 @@
-"""Clean stops on Ctrl-C and SIGTERM: the first asks the training loop to checkpoint and stop
-after the current step, a second one aborts at once."""
+"""Clean stops on Ctrl-C and SIGTERM.
+
+During training (:func:`stop_on_signals`) the first signal asks the loop to checkpoint and stop
+after the current step; a second one aborts at once. Once the checkpoint of the last step is
+on disk, what follows (the final validation, checkpoint averaging, the final evaluation, saving
+the model folder) runs under :func:`stop_at_once`: the first signal stops it there
+(:class:`Interrupted`), since ``--resume`` redoes the phase from that checkpoint and nothing
+is lost; the few file writes that must land together run under :func:`signals_held`.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +17,23 @@ from contextlib import contextmanager
 
 logger = logging.getLogger(__name__)
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop a run (Ctrl-C, and what schedulers and ``kill`` send)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A first SIGINT/SIGTERM in a phase after the checkpoint of the last step: the run stops
+    there and ``--resume`` goes on from that checkpoint."""
+
 
 @contextmanager
-def stop_on_signals(progress):
-    """While in this context, the first SIGINT/SIGTERM sets ``progress.should_stop`` (reason
-    ``"interrupted"``: the loop checkpoints and stops), a second one raises
-    ``KeyboardInterrupt``. Outside the main thread (where signals cannot be caught) it does
-    nothing."""
+def _handling(handler):
+    """``handler`` for :data:`SIGNALS` while in this context (the previous handlers are put
+    back after it); nothing outside the main thread, where signals cannot be caught."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum, frame):
-        if progress.should_stop and progress.stop_reason == "interrupted":
-            raise KeyboardInterrupt
-        progress.should_stop, progress.stop_reason = True, "interrupted"
-        logger.warning("%s received: saving a checkpoint and stopping", signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handler) for s in SIGNALS}
     try:
         yield
     finally:
@@ -35,4 +41,59 @@ def stop_on_signals(progress):
             signal.signal(s, h)
 
 
-__all__ = ["stop_on_signals"]
+@contextmanager
+def stop_on_signals(progress):
+    """While in this context, the first SIGINT/SIGTERM sets ``progress.should_stop`` and
+    ``progress.interrupted`` (reason ``"interrupted"`` unless the run is already stopping for
+    another one, such as its time budget: the loop checkpoints and stops), a second one
+    raises ``KeyboardInterrupt``. Outside the main thread it does nothing."""
+
+    def handler(signum, frame):
+        if progress.interrupted or (progress.should_stop and progress.stop_reason == "interrupted"):
+            raise KeyboardInterrupt
+        if not progress.should_stop:
+            progress.stop_reason = "interrupted"
+        progress.should_stop = progress.interrupted = True
+        logger.warning("%s received: saving a checkpoint and stopping", signal.Signals(signum).name)
+
+    with _handling(handler):
+        yield
+
+
+@contextmanager
+def stop_at_once(step: int):
+    """While in this context, a SIGINT/SIGTERM raises :class:`Interrupted` at once: for the
+    phases after the checkpoint of the last step (``step``), which ``--resume`` redoes.
+    Outside the main thread it does nothing."""
+
+    def handler(signum, frame):
+        logger.warning("%s received: stopping; the checkpoint of step %d holds the trained "
+                       "weights", signal.Signals(signum).name, step)  # fmt: skip
+        raise Interrupted
+
+    with _handling(handler):
+        yield
+
+
+@contextmanager
+def signals_held():
+    """A block that a first SIGINT/SIGTERM does not cut (writes that must land together, such
+    as a validation's record, its best weights and the progress that names them): the signal
+    is raised as :class:`Interrupted` when the block ends; a second one raises
+    ``KeyboardInterrupt`` at once. Outside the main thread it does nothing."""
+    received = []
+
+    def handler(signum, frame):
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+        logger.warning("%s received: stopping once this write is done",
+                       signal.Signals(signum).name)  # fmt: skip
+
+    with _handling(handler):
+        yield
+    if received:
+        raise Interrupted
+
+
+__all__ = ["Interrupted", "SIGNALS", "signals_held", "stop_at_once", "stop_on_signals"]

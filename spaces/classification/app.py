@@ -29,7 +29,7 @@ except ImportError:  # in the hfattn source tree: spaces/common/frame.py
 AUTO_CLASS = "AutoModelForSequenceClassification"
 LABELS_FILE = "labels.json"
 """An adapter's label names, in label-id order (``{"labels": [...]}``)."""
-EXAMPLES_FILE = "examples.json"
+EXAMPLES_FILE = frame.EXAMPLES_FILE
 """The Space's example texts (a JSON list): ``hfattn push`` / ``hfattn demo`` replace the
 source tree's Shakespeare lines with the model card's examples."""
 
@@ -127,9 +127,7 @@ def classify(context: frame.Context, text):
 
 def _examples(app_dir: Path = Path(__file__).parent) -> list[list[str]]:
     """The rows of ``examples.json`` next to the app (none when it is missing)."""
-    path = app_dir / EXAMPLES_FILE
-    texts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
-    return [[text] for text in texts if isinstance(text, str) and text]
+    return [[text] for text in frame.example_texts(app_dir)]
 
 
 TASK = frame.Task(

@@ -6,11 +6,17 @@ entry of ``models:`` in the Space's README front matter) on CPU with
 ``trust_remote_code=True``, enforces input and output caps, and lays out the page: a header
 naming the model, the task's inputs and a Run button on the left, its outputs on the right,
 examples and the limits underneath. A task app only describes its :class:`Task`.
+
+The example inputs are the model's own: ``hfattn push --space`` and ``hfattn demo`` write the
+recipe's ``generation.examples`` (or prompt) into the Space's ``examples.json``
+(:func:`example_texts`), and an app fills the other inputs of an example row with the model's
+saved generation settings (``model.generation_config``), the values its controls start at.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +27,9 @@ import gradio as gr
 
 MODEL_ENV = "HFATTN_MODEL_ID"
 """Environment variable naming the model: a Hub repo id or a local model folder."""
+EXAMPLES_FILE = "examples.json"
+"""The Space's example inputs (a JSON list of strings), next to its ``app.py``: the model's
+own, written by hfattn when it stages the Space (the source tree ships generic ones)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,9 @@ class Task:
 
     ``inputs(context)`` and ``outputs(context)`` create the Gradio components (called inside
     the page layout); ``predict(context, *input_values)`` returns the output value(s), or
-    yields successive values to stream them. ``examples`` are rows of input values.
+    yields successive values to stream them. ``description`` is the page's Markdown text, or a
+    function of the :class:`Context` that gives it (words that fit the loaded model).
+    ``examples`` are rows of input values, or a function of the context that gives them.
     ``load(model_id)`` returns ``(model, tokenizer)`` for a task that needs more than
     :func:`load_model` with ``auto_class`` (default: that), or ``(model, tokenizer, engine)``
     (:attr:`Context.engine`). ``generates``: the task generates tokens (the page then states
@@ -109,14 +120,14 @@ class Task:
     """
 
     title: str
-    description: str
+    description: str | Callable[[Context], str]
     auto_class: str
     inputs: Callable[[Context], list]
     outputs: Callable[[Context], list]
     predict: Callable[..., Any]
     api_name: str
     button: str = "Run"
-    examples: list[list] = field(default_factory=list)
+    examples: list[list] | Callable[[Context], list[list]] = field(default_factory=list)
     load: Callable[[str], tuple] | None = None
     generates: bool = True
 
@@ -141,6 +152,22 @@ def resolve_model_id(app_dir: str | Path | None = None) -> str:
         f"no model to serve: set {MODEL_ENV} to a Hub repo id or a model folder, or list it "
         f"under 'models:' in {readme}"
     )
+
+
+def example_texts(app_dir: str | Path) -> list[str]:
+    """The example inputs in the :data:`EXAMPLES_FILE` next to the app (its non-empty strings,
+    in order); none when there is no such file."""
+    path = Path(app_dir) / EXAMPLES_FILE
+    texts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    return [text for text in texts if isinstance(text, str) and text]
+
+
+def saved_setting(model, name: str, fallback):
+    """The model's saved generation setting ``name`` (``model.generation_config``, what
+    ``generation_config.json`` holds), or ``fallback`` when it sets none: where the page's
+    controls start (hfattn's commands decode by the same rule)."""
+    value = getattr(getattr(model, "generation_config", None), name, None)
+    return fallback if value is None else value
 
 
 def load_model(model_id: str, auto_class: str, **model_kwargs):
@@ -231,8 +258,10 @@ def build_app(
     link = (
         model_id if Path(model_id).exists() else f"[{model_id}](https://huggingface.co/{model_id})"
     )
+    description = task.description(context) if callable(task.description) else task.description
+    examples = task.examples(context) if callable(task.examples) else task.examples
     with gr.Blocks(title=f"{task.title}: {model_id}") as demo:
-        gr.Markdown(f"# {task.title}\n\nModel: {link}\n\n{task.description}")
+        gr.Markdown(f"# {task.title}\n\nModel: {link}\n\n{description}")
         with gr.Row():
             with gr.Column():
                 inputs = task.inputs(context)
@@ -240,8 +269,8 @@ def build_app(
             with gr.Column():
                 outputs = task.outputs(context)
         button.click(_bind(task, context), inputs, outputs, api_name=task.api_name)
-        if task.examples:
-            gr.Examples(task.examples, inputs, cache_examples=False)
+        if examples:
+            gr.Examples(examples, inputs, cache_examples=False)
         note = f"Runs on CPU. Inputs are limited to {limits.max_input_chars} characters"
         if task.generates:
             note += f" and outputs to {limits.max_new_tokens} new tokens"

@@ -1,9 +1,11 @@
 """Text-generation Space: sample from a causal language model published with hfattn.
 
-Prompt, temperature (0 = greedy), top-k, top-p and the number of new tokens; the output
-streams as it is generated. Runs with only transformers, torch and gradio installed: the
-model comes from ``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with
-``trust_remote_code=True``.
+Prompt, temperature (0 = greedy), top-k (0 = off), top-p and the number of new tokens, which
+start at the model's saved ``generation_config`` (the recipe's ``generation:`` section; unset
+ones as ``hfattn generate`` takes them: temperature 1, no top-k or top-p, 300 new tokens); the
+examples are the recipe's prompt (the Space's ``examples.json``). The output streams as it is
+generated. Runs with only transformers, torch and gradio installed: the model comes from
+``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with ``trust_remote_code=True``.
 """
 
 from __future__ import annotations
@@ -21,20 +23,61 @@ except ImportError:  # in the hfattn source tree: spaces/common/frame.py
     import frame
 
 
+APP_DIR = Path(__file__).parent
+FALLBACK = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_new_tokens": 300}
+"""The settings the page starts at when the model's generation config sets none (hfattn's
+``tasks.decoding.TEXT_GENERATION_FALLBACK``; top-k 0 and top-p 1 are off)."""
+
+
+def saved_settings(context: frame.Context) -> dict:
+    """``{temperature, top_k, top_p, max_new_tokens}`` the page starts at: the model's saved
+    generation settings (temperature 0 when it decodes greedily, ``do_sample: false``), else
+    :data:`FALLBACK`, each within its control's range."""
+    model = context.model
+    settings = {name: frame.saved_setting(model, name, value) for name, value in FALLBACK.items()}
+    if frame.saved_setting(model, "do_sample", True) is False:
+        settings["temperature"] = 0.0
+    return {
+        "temperature": min(max(float(settings["temperature"]), 0.0), 2.0),
+        "top_k": min(max(int(settings["top_k"]), 0), 200),
+        "top_p": min(max(float(settings["top_p"]), 0.05), 1.0),
+        "max_new_tokens": min(
+            max(int(settings["max_new_tokens"]), 1), context.limits.max_new_tokens
+        ),
+    }
+
+
 def _inputs(context: frame.Context) -> list:
+    start = saved_settings(context)
+    examples = frame.example_texts(APP_DIR)
     return [
-        gr.Textbox(label="Prompt", lines=4, placeholder="ROMEO:", elem_id="prompt"),
-        gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)"),
-        gr.Slider(0, 200, value=50, step=1, label="Top-k (0 = off)"),
-        gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p"),
+        gr.Textbox(
+            label="Prompt",
+            lines=4,
+            placeholder=examples[0] if examples else "",
+            elem_id="prompt",
+        ),
+        gr.Slider(
+            0.0, 2.0, value=start["temperature"], step=0.05, label="Temperature (0 = greedy)"
+        ),
+        gr.Slider(0, 200, value=start["top_k"], step=1, label="Top-k (0 = off)"),
+        gr.Slider(0.05, 1.0, value=start["top_p"], step=0.05, label="Top-p"),
         gr.Slider(
             1,
             context.limits.max_new_tokens,
-            value=min(200, context.limits.max_new_tokens),
+            value=start["max_new_tokens"],
             step=1,
             label="New tokens",
         ),
     ]
+
+
+def _examples(context: frame.Context) -> list[list]:
+    """One example row per prompt of the Space's ``examples.json`` (the recipe's
+    ``generation.prompt``), with the settings the page starts at (:func:`saved_settings`)."""
+    start = saved_settings(context)
+    settings = [start[name] for name in ("temperature", "top_k", "top_p", "max_new_tokens")]
+    return [[prompt, *settings] for prompt in frame.example_texts(APP_DIR)]
 
 
 def _outputs(context: frame.Context) -> list:
@@ -135,7 +178,7 @@ TASK = frame.Task(
     predict=generate,
     api_name="generate",
     button="Generate",
-    examples=[["ROMEO:", 0.8, 50, 0.95, 200], ["To be, or not to be", 0.5, 20, 0.9, 200]],
+    examples=_examples,
 )
 
 

@@ -2,11 +2,14 @@
 show where the model looked.
 
 One sentence per line, each translated with beam search (beam width and new-token cap set on
-the page); the first sentence's cross-attention is drawn as a heatmap (source tokens across,
-output tokens down) as a Vega-Lite chart that the browser draws (the server only sends the
-weights: a matplotlib figure cost ~130 ms of CPU a request, more than decoding). For a
-Transformer the page offers a decoder layer (default the last) and a head (default the mean
-over heads); a model with a single attention (Bahdanau) has one of each. Runs with only
+the page, starting at the model's saved ``generation_config``: the recipe's ``num_beams`` and
+``max_new_tokens``, else greedy and 128, as ``hfattn translate`` decodes); the examples are the
+recipe's ``generation.examples`` (the Space's ``examples.json``). The first sentence's
+cross-attention is drawn as a heatmap (source tokens across, output tokens down) as a Vega-Lite
+chart that the browser draws (the server only sends the weights: a matplotlib figure cost
+~130 ms of CPU a request, more than decoding). For a Transformer the page offers a decoder
+layer (default the last) and a head (default the mean over heads); a model with a single
+attention (Bahdanau) has one of each, and the page shows no choice. Runs with only
 transformers, torch and gradio installed: the model comes
 from ``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with ``trust_remote_code=True``.
 
@@ -39,6 +42,10 @@ except ImportError:  # in the hfattn source tree: spaces/common/frame.py
     import frame
 
 MAX_BEAMS = 8
+FALLBACK_NEW_TOKENS = 128
+"""The new-token cap when the model's generation config sets none (hfattn's
+``tasks.decoding.TRANSLATION_FALLBACK``)."""
+APP_DIR = Path(__file__).parent
 MEAN = "mean"
 """The head selector's value for the mean over heads."""
 ENGINE_ENV = "HFATTN_ENGINE"
@@ -67,18 +74,19 @@ def beam_patience(early_stopping) -> float:
 
 
 def _inputs(context: frame.Context) -> list:
+    examples = frame.example_texts(APP_DIR)
     return [
         gr.Textbox(
             label="Source text (one sentence per line)",
             lines=5,
-            placeholder="April 22, 2019",
+            placeholder=examples[0] if examples else "",
             elem_id="source",
         ),
         gr.Slider(1, MAX_BEAMS, value=_default_beams(context), step=1, label="Beam width"),
         gr.Slider(
             1,
             context.limits.max_new_tokens,
-            value=min(64, context.limits.max_new_tokens),
+            value=_default_new_tokens(context),
             step=1,
             label="Max new tokens",
         ),
@@ -88,22 +96,54 @@ def _inputs(context: frame.Context) -> list:
 
 def _default_beams(context: frame.Context) -> int:
     """The beam width the page starts with: the model's ``generation_config.num_beams`` (the
-    width its recipe chose; transformers' default 1, greedy, when it sets none), within 1 to
-    :data:`MAX_BEAMS`."""
-    beams = getattr(context.model.generation_config, "num_beams", None) or 1
+    width its recipe chose; 1, greedy, when it sets none), within 1 to :data:`MAX_BEAMS`."""
+    beams = frame.saved_setting(context.model, "num_beams", 1)
     return max(1, min(int(beams), MAX_BEAMS))
 
 
-def _attention_selectors(context: frame.Context) -> list:
-    """The layer and head dropdowns of the heatmap, sized to the model (a single, fixed
-    choice each for a model with one attention layer and one head)."""
+def _default_new_tokens(context: frame.Context) -> int:
+    """The new-token cap the page starts with: the model's ``generation_config.max_new_tokens``
+    (its recipe's; :data:`FALLBACK_NEW_TOKENS` when it sets none), within the Space's cap."""
+    wanted = frame.saved_setting(context.model, "max_new_tokens", FALLBACK_NEW_TOKENS)
+    return max(1, min(int(wanted), context.limits.max_new_tokens))
+
+
+def _examples(context: frame.Context) -> list[list]:
+    """One example row per text of the Space's ``examples.json`` (the recipe's
+    ``generation.examples``), decoded with the model's saved beam width and new-token cap."""
+    beams, new_tokens = _default_beams(context), _default_new_tokens(context)
+    return [[text, beams, new_tokens] for text in frame.example_texts(APP_DIR)]
+
+
+def _description(context: frame.Context) -> str:
+    """The page's instructions; the sentence on choosing a layer and a head only for a model
+    that has more than one of either (a Transformer, not Bahdanau's single attention)."""
+    text = (
+        "Type one sentence per line and press **Translate**. A wider beam searches more "
+        "candidate translations. The heatmap shows, for the first sentence, how much each "
+        "output token attended to each source token"
+    )
     layers, heads = _attention_shape(context)
+    if (layers, heads) == (1, 1):
+        return text + "."
+    return text + (
+        f"; pick one of the decoder's {layers} layers and one of its {heads} heads, or the "
+        "mean over heads."
+    )
+
+
+def _attention_selectors(context: frame.Context) -> list:
+    """The layer and head dropdowns of the heatmap, sized to the model; hidden for a model
+    with one attention layer and one head (their single choice is still the API's value)."""
+    layers, heads = _attention_shape(context)
+    visible = (layers, heads) != (1, 1)
     return [
         gr.Dropdown(  # string values: the API advertises (and accepts) "1", "2", ...
             [(str(layer), str(layer)) for layer in range(1, layers + 1)],
             value=str(layers),
             label="Attention layer (decoder cross-attention)",
             interactive=layers > 1,
+            visible=visible,
             elem_id="layer",
         ),
         gr.Dropdown(
@@ -111,6 +151,7 @@ def _attention_selectors(context: frame.Context) -> list:
             value=MEAN,
             label="Attention head",
             interactive=heads > 1,
+            visible=visible,
             elem_id="head",
         ),
     ]
@@ -525,19 +566,14 @@ def translate(context: frame.Context, text, num_beams, max_new_tokens, layer=Non
 
 TASK = frame.Task(
     title="Translation",
-    description=(
-        "Type one sentence per line and press **Translate**. A wider beam searches more "
-        "candidate translations. The heatmap shows, for the first sentence, how much each "
-        "output token attended to each source token; for a Transformer, pick the decoder "
-        "layer and one head or the mean over heads."
-    ),
+    description=_description,
     auto_class="AutoModelForSeq2SeqLM",
     inputs=_inputs,
     outputs=_outputs,
     predict=translate,
     api_name="translate",
     button="Translate",
-    examples=[["April 22, 2019", 4, 64], ["I love you.\nWhere is the station?", 4, 64]],
+    examples=_examples,
     load=_load,
 )
 

@@ -46,6 +46,17 @@ from .recipe import (
 logger = logging.getLogger(__name__)
 
 
+SAMPLE_WIDTH = 70
+"""The most characters of a text that the end-of-training sample shows."""
+
+
+def sample_text(text: str, width: int = SAMPLE_WIDTH) -> str:
+    """``text`` on one line (runs of whitespace as one space) as the end-of-training sample
+    shows it: cut to ``width`` characters and ended with ``…`` only when it was longer."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[:width] + "…"
+
+
 def word_vector_matrix(recipe: ClassificationRecipe, tokenizer, config, texts: list[str]):
     """The ``[vocab_size, embedding_dim]`` initial embeddings of the ``word_vectors:`` section
     (and the share of the vocabulary they cover)."""
@@ -171,8 +182,7 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
         )
         truth = data.labels("test")[:3]
         return "\n".join(
-            f"{' '.join(text.split())[:70]}…  →  {data.label_names[int(p)]} "
-            f"(true: {data.label_names[t]})"
+            f"{sample_text(text)}  →  {data.label_names[int(p)]} (true: {data.label_names[t]})"
             for text, p, t in zip(texts, logits.argmax(-1), truth, strict=True)
         )
 
@@ -189,4 +199,11 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
     )
 
 
-__all__ = ["build_job", "build_model", "classification_loss", "word_vector_matrix"]
+__all__ = [
+    "SAMPLE_WIDTH",
+    "build_job",
+    "build_model",
+    "classification_loss",
+    "sample_text",
+    "word_vector_matrix",
+]

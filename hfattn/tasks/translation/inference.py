@@ -3,8 +3,9 @@
 :func:`translate_texts` batches sources (sorted by length, order restored), truncates sources
 longer than the model allows (warning, or
 :class:`~hfattn.tasks.translation.encoding.SourceTooLongError` when asked to refuse), returns
-``""`` for an empty source, and decodes with ``generate`` (greedy, sampling or beam search);
-sources already encoded (``source_ids``: a split scored at every validation) are not
+``""`` for an empty source, and decodes with ``generate`` (greedy, sampling or beam search)
+with the model's saved generation settings, the ``num_beams`` / ``max_new_tokens`` given
+overriding them (:func:`decoding_settings`); sources already encoded (``source_ids``: a split scored at every validation) are not
 tokenized again. It is
 what ``hfattn translate``, the scoring of a split and the sample after training use;
 :func:`translate_n_best` returns the ``n`` best of each.
@@ -22,6 +23,7 @@ import torch
 from ...data.seq2seq import pad_sources
 from ...evaluation.translation import source_limit
 from ...tokenization.characters import require_text
+from ..decoding import TRANSLATION_FALLBACK, saved_decoding
 from .encoding import encode_sources
 
 logger = logging.getLogger(__name__)
@@ -41,19 +43,37 @@ def target_limit(model) -> int | None:
     return int(value) if value else None
 
 
+def decoding_settings(
+    model, num_beams: int | None = None, max_new_tokens: int | None = None
+) -> tuple[int, int]:
+    """``(num_beams, max_new_tokens)`` a translation decodes with: each one given (not
+    ``None``), else the model's saved ``generation_config``, else
+    :data:`~hfattn.tasks.decoding.TRANSLATION_FALLBACK` (greedy, 128): the saved-settings rule
+    (:func:`~hfattn.tasks.decoding.saved_decoding`)."""
+    chosen = saved_decoding(
+        getattr(model, "generation_config", None),
+        TRANSLATION_FALLBACK,
+        num_beams=num_beams,
+        max_new_tokens=max_new_tokens,
+    )
+    return int(chosen["num_beams"]), int(chosen["max_new_tokens"])
+
+
 def translate_texts(
     model,
     tokenizer,
     texts: Sequence[str],
     *,
     batch_size: int = 32,
-    num_beams: int = 1,
-    max_new_tokens: int = 128,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
     on_too_long: str = "warn",
     source_ids: Sequence[Sequence[int]] | None = None,
     **generate_kwargs,
 ) -> list[str]:
     """Translate ``texts`` (any order and lengths); an empty or blank source gives ``""``.
+    ``num_beams`` and ``max_new_tokens`` left ``None`` are the model's saved ones
+    (``model.generation_config``), else greedy and 128 (:func:`decoding_settings`);
     ``max_new_tokens`` beyond the decoder's positions (:func:`target_limit`) are cut to them,
     with a warning. ``source_ids``: the token ids of ``texts`` already encoded, one list per
     text, as :func:`~hfattn.tasks.translation.encoding.encode_sources` gives them for the
@@ -88,16 +108,17 @@ def translate_n_best(
     texts: Sequence[str],
     *,
     batch_size: int = 32,
-    num_beams: int = 1,
+    num_beams: int | None = None,
     num_return_sequences: int = 1,
-    max_new_tokens: int = 128,
+    max_new_tokens: int | None = None,
     on_too_long: str = "warn",
     source_ids: Sequence[Sequence[int]] | None = None,
     **generate_kwargs,
 ) -> list[list[str]]:
     """The ``num_return_sequences`` best translations of each of ``texts``, best first (beam
     search keeps at most ``num_beams``), as :func:`translate_texts` translates (``source_ids``
-    too); an empty or blank source gives ``[""]``.
+    too, the saved ``num_beams`` / ``max_new_tokens`` included); an empty or blank source gives
+    ``[""]``.
 
     Raises:
         ValueError: ``batch_size`` < 1, a source that is not valid text
@@ -112,6 +133,7 @@ def translate_n_best(
         )
     for i, text in enumerate(texts):
         require_text(text, f"source {i}")
+    num_beams, max_new_tokens = decoding_settings(model, num_beams, max_new_tokens)
     outputs: list[list[str]] = [[""] for _ in texts]
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:  # the tokenizer refuses an empty batch
@@ -157,9 +179,15 @@ def translate_n_best(
 
 @torch.no_grad()
 def cross_attention_maps(
-    model, tokenizer, text: str, *, num_beams: int = 1, max_new_tokens: int = 64
+    model,
+    tokenizer,
+    text: str,
+    *,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
 ):
-    """Translate ``text`` and return ``(source_tokens, output_tokens, maps)``: ``maps``
+    """Translate ``text`` (``num_beams`` and ``max_new_tokens`` left ``None``: the model's
+    saved ones, :func:`decoding_settings`) and return ``(source_tokens, output_tokens, maps)``: ``maps``
     [layers, heads, output, source] holds every decoder layer's cross-attention, read from one
     teacher-forced pass over the decoded output, so it is the alignment of the translation
     whatever the decoding (beam search included). A model with one attention over the source
@@ -170,6 +198,7 @@ def cross_attention_maps(
     """
     if not text.strip():
         raise ValueError("text: the source sentence is empty")
+    num_beams, max_new_tokens = decoding_settings(model, num_beams, max_new_tokens)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -232,8 +261,8 @@ def alignment(
     tokenizer,
     text: str,
     *,
-    num_beams: int = 1,
-    max_new_tokens: int = 64,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
     layer: int | None = None,
     head: int | None = None,
 ):
@@ -255,6 +284,7 @@ def alignment(
 __all__ = [
     "alignment",
     "cross_attention_maps",
+    "decoding_settings",
     "select_attention",
     "target_limit",
     "translate_n_best",

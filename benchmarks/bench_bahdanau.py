@@ -59,7 +59,8 @@ def make_batch(batch: int = BATCH, seed: int = 0):
 
 def per_step_loss(model, ids, mask, labels, fused_cell: bool = False) -> torch.Tensor:
     """The same model, step by step: keys projected again at every step, output layer and
-    cross-entropy per step; the RNN step is each layer's ``nn.LSTM`` kernel on one token, or with ``fused_cell``
+    cross-entropy per step; the RNN step is each layer's ``nn.LSTM`` kernel on one token, or with
+    ``fused_cell``
     the model's own per-token kernel (``torch.lstm_cell``), which isolates the gain of the
     precomputed keys and of the one-pass parts."""
     config = model.config

@@ -139,7 +139,12 @@ def host_ms_per_step(job, batches, steps: int) -> float:
                                      save_every=None, log_every=50, compile=False,
                                      optimizer="adamw", schedule="linear")  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
-        train(stand_in, cfg, Path(folder) / "run", callbacks=[lambda p: marks.append(time.perf_counter())])  # fmt: skip
+        train(
+            stand_in,
+            cfg,
+            Path(folder) / "run",
+            callbacks=[lambda p: marks.append(time.perf_counter())],
+        )
     gaps = [b - a for a, b in zip(marks[20:], marks[21:], strict=False)]
     return round(1000 * statistics.median(gaps), 3)
 
@@ -212,16 +217,27 @@ def main(argv: list[str] | None = None) -> int:
     budget = recipe.training.token_budget
     widest = recipe.data.max_source_length + recipe.data.max_target_length
     # the same rows padded from lists at each step, about the same target tokens a step
-    _, listed = recipe_job("vaswani_bible_en_es_base", **{
-        "training.token_budget": "null", "training.batch_size": 100_000,
-        "training.max_tokens": max(2 * budget, widest), "training.group_by_length": "target"})  # fmt: skip
+    _, listed = recipe_job(
+        "vaswani_bible_en_es_base",
+        **{
+            "training.token_budget": "null",
+            "training.batch_size": 100_000,
+            "training.max_tokens": max(2 * budget, widest),
+            "training.group_by_length": "target",
+        },
+    )
     results["host_ms_per_step_25k"] = host_ms_per_step(job, job.batches, args.host_steps)
     results["host_ms_per_step_25k_pad_pairs"] = host_ms_per_step(
         job, listed.batches, args.host_steps
     )
-    report.add("host ms a step at 25k target tokens (buckets)", results["host_ms_per_step_25k"],
-               "ms", 2.0, "<=",
-               detail=f"lists padded each step: {results['host_ms_per_step_25k_pad_pairs']} ms")  # fmt: skip
+    report.add(
+        "host ms a step at 25k target tokens (buckets)",
+        results["host_ms_per_step_25k"],
+        "ms",
+        2.0,
+        "<=",
+        detail=f"lists padded each step: {results['host_ms_per_step_25k_pad_pairs']} ms",
+    )
 
     if not args.skip_compile:
         _, small = recipe_job("vaswani_bible_en_es_base",

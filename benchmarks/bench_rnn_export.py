@@ -58,7 +58,8 @@ Usage::
 ``--quick``: tiny models, batch 1 and 4, eager and export only, 3 rounds (checks that the
 script runs, in a few seconds; measures nothing worth reporting). The default run compiles
 AOTInductor and ``torch.compile`` programs for each family and batch: about 2-3 minutes on a
-2-core CPU (less once Inductor's cache holds them). No target: the figures say whether shipping an exported step is worth it
+2-core CPU (less once Inductor's cache holds them). No target: the figures say whether shipping an
+exported step is worth it
 (``docs/serving.md``).
 """
 

@@ -2,7 +2,7 @@
 
 With ``training.max_minutes`` the engine runs the learning-rate schedule on the share of the
 run already done, ``max(step / total_steps, elapsed / budget)``
-(``follow_time_budget`` in :mod:`hfattn.training.engine`), so a run that the clock stops
+(``TrainingClock.follow_time_budget``, :mod:`hfattn.training.clock`), so a run that the clock stops
 before its last step still ends with the schedule's final (annealed) learning rate.
 
 This benchmark trains one recipe twice under the same wall-clock budget:
@@ -17,7 +17,8 @@ and reports the steps each run reached, its last learning rate and its final val
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_time_budget.py                   # make run's recipe, 10 min each
+    .venv/bin/python benchmarks/bench_time_budget.py                   # make run's recipe, 10 min
+    each
     .venv/bin/python benchmarks/bench_time_budget.py --minutes 2 --json out.json
 """
 

@@ -188,7 +188,8 @@ class BenchReport:
 
     def to_dict(self) -> dict:
         """The JSON object of the module docstring, with the run's ``provenance``: the hfattn
-        commit, the command line, the date and the machine (:func:`hfattn.common.machine.provenance`;
+        commit, the command line, the date and the machine
+        (:func:`hfattn.common.machine.provenance`;
         the GPU's name on ``cuda``)."""
         return {
             "benchmark": self.benchmark,

@@ -2,7 +2,8 @@
 
 Every figure of the README's headline table, of its speed and GPU paragraphs, of the docs'
 results page (``docs/results/index.md``), of the attention-variants table of
-``docs/models/bahdanau.md`` and of the GPU feed of ``docs/training.md`` is read here from the results file that measured it; what no file
+``docs/models/bahdanau.md`` and of the GPU feed of ``docs/training.md`` is read here from the
+results file that measured it; what no file
 holds (the command) is written once in :data:`ROWS`, :data:`SPEED` and :data:`GPU_SPEED`.
 ``make results`` (``python benchmarks/results_tables.py --write``) rewrites the README and
 those pages between their ``<!-- results:NAME:start -->`` / ``<!-- results:NAME:end -->``

@@ -1,4 +1,5 @@
-"""The ``hfattn`` command line: ``hfattn train|evaluate|generate|translate|classify|push|demo|plot|baseline``.
+"""The ``hfattn`` command line:
+``hfattn train|evaluate|generate|translate|classify|push|demo|plot|baseline``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the

@@ -130,7 +130,8 @@ class HubServer:
         echo_auth: bool = False,
         when: str = "before",
     ) -> Failure:
-        """Make the next ``times`` requests matching the regex ``pattern`` fail (see :class:`Failure`)."""
+        """Make the next ``times`` requests matching the regex ``pattern`` fail (see
+        :class:`Failure`)."""
         if when not in ("before", "mid-body", "after") or (when != "before" and status):
             raise ValueError(f"when={when!r}: 'before', or with status=None 'mid-body' / 'after'")
         failure = Failure(pattern, status, times, echo_auth, when)

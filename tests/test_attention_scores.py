@@ -207,8 +207,11 @@ def test_mahalanobis_precision_is_positive_definite():
 
 def test_kernel_features_are_positive_and_approximate_softmax_kernel():
     score = build_score("kernel", D, D, num_features=20000, seed=1)
-    query = 0.5 * torch.randn(3, D, dtype=torch.float64)
-    key = 0.5 * torch.randn(3, D, dtype=torch.float64)
+    # seeded: with 20,000 features the estimate of these pairs is within 5 % (a draw from the
+    # global generator depends on the tests that ran before on the worker)
+    generator = torch.Generator().manual_seed(0)
+    query = 0.5 * torch.randn(3, D, dtype=torch.float64, generator=generator)
+    key = 0.5 * torch.randn(3, D, dtype=torch.float64, generator=generator)
     assert (score.feature_map(query) > 0).all()
     approx = score(query, key)
     exact = torch.exp(query @ key.T / math.sqrt(D))

@@ -4,7 +4,8 @@ Prompts and sources that are empty, very long (past a model's positions), full o
 characters, mixed scripts (Arabic + CJK + emoji), or not text at all (a lone surrogate, what an
 undecodable command-line byte becomes), and sampling settings at and past their limits
 (temperature 0 / 1e-300 / 1e4 / NaN, top-p 0 and 1, top-k 0, 1 to 64 beams) go through the
-public entry points: :func:`~hfattn.tasks.causal_lm.inference.generate_text` and ``hfattn generate``,
+public entry points: :func:`~hfattn.tasks.causal_lm.inference.generate_text` and ``hfattn
+generate``,
 :func:`~hfattn.tasks.translation.inference.translate_texts` and ``hfattn translate``, and the Space
 handlers called directly. Each gives a valid output (text, one translation per input) or one
 clear error naming the parameter and its allowed values.

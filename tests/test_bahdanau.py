@@ -108,7 +108,8 @@ def lstm_cell(x, h, c, rnn, layer=0):
 
 
 def gru_cell(x, h, rnn, layer=0):
-    """GRU equations: r, z = σ(W_i x + b_i + W_h h + b_h); n = tanh(W_in x + b_in + r (W_hn h + b_hn));
+    """GRU equations: r, z = σ(W_i x + b_i + W_h h + b_h); n = tanh(W_in x + b_in + r (W_hn h +
+    b_hn));
     h' = (1 − z) n + z h."""
     xi = x @ getattr(rnn, f"weight_ih_l{layer}").T + getattr(rnn, f"bias_ih_l{layer}")
     hh = h @ getattr(rnn, f"weight_hh_l{layer}").T + getattr(rnn, f"bias_hh_l{layer}")

@@ -143,7 +143,10 @@ def test_push_refuses_an_unknown_license_until_one_is_given(
 
 def test_public_domain_data_gives_other_with_its_name_and_link(char_rnn_run, tmp_path):
     run = _copy_with(char_rnn_run, tmp_path / "run", source="shakespeare")
-    assert main(["push", str(run), "--repo-id", "me/pd", "--space", "--dry-run", str(tmp_path / "d")]) == 0  # fmt: skip
+    assert (
+        main(["push", str(run), "--repo-id", "me/pd", "--space", "--dry-run", str(tmp_path / "d")])
+        == 0
+    )
     card = ModelCard.load(tmp_path / "d" / "model" / "README.md")
     assert (card.data.license, card.data.license_name, card.data.license_link) == (
         "other",

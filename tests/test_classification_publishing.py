@@ -330,6 +330,7 @@ def test_demo_command_serves_an_adapter_run(lora_run, tiny_base, monkeypatch):
             self.close()
 
     monkeypatch.setattr(gr.Blocks, "launch", launch_and_query)
+    monkeypatch.setattr("hfattn.commands.demo.wait_for_interrupt", lambda: None)
     assert cli_main(["demo", str(lora_run)]) == 0
     check_scores(
         served["answer"][0], expected_scores(*load_classifier(lora_run, tiny_base), TEXTS[1])

@@ -1,7 +1,9 @@
 """Fail fast (issue 21): every check of ``hfattn train`` that needs neither data nor the run
-folder answers within 2 s, before torch is imported (``hfattn.orchestration.run.check_before_training``
+folder answers within 2 s, before torch is imported
+(``hfattn.orchestration.run.check_before_training``
 on the recipe's outline); the run folder is checked once the recipe is fully loaded, so that
-any bad field comes first; a ``data.source`` typo fails at once for every task; a time-bounded run's progress
+any bad field comes first; a ``data.source`` typo fails at once for every task; a time-bounded
+run's progress
 bar follows the clock to 100 %; other libraries' noise is quiet unless ``hfattn -v``.
 
 The timed checks run in fresh interpreters: this test process has imported torch already.

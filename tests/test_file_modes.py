@@ -34,9 +34,16 @@ def test_a_trained_run_and_a_plot_are_readable_by_all_under_umask_022(tmp_path, 
     recipe = write_recipe(tmp_path, training=training, hub={"license": "mit"})
     assert main(["train", str(recipe)]) == 0
     run = tmp_path / "run"
-    named = ["model.safetensors", "recipe.yaml", "eval_results.json", "loss_curve.png",
-             "samples.md", "checkpoints/best/model.safetensors",
-             "checkpoints/step-2/model.safetensors", "checkpoints/step-2/progress.json"]  # fmt: skip
+    named = [
+        "model.safetensors",
+        "recipe.yaml",
+        "eval_results.json",
+        "loss_curve.png",
+        "samples.md",
+        "checkpoints/best/model.safetensors",
+        "checkpoints/step-2/model.safetensors",
+        "checkpoints/step-2/progress.json",
+    ]
     assert {name: oct(_mode(run / name)) for name in named} == {n: "0o644" for n in named}
     modes = {str(p.relative_to(run)): _mode(p) for p in run.rglob("*")}
     assert {p: oct(m) for p, m in modes.items() if m not in (0o644, 0o755)} == {}

@@ -43,9 +43,21 @@ def char_rnn():
 
 def tiny_vaswani(**overrides):
     torch.manual_seed(0)
-    config = dict(vocab_size=40, encoder_layers=2, decoder_layers=1, d_model=16, num_heads=2,
-                  ffn_dim=24, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-                  pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)  # fmt: skip
+    config = dict(
+        vocab_size=40,
+        encoder_layers=2,
+        decoder_layers=1,
+        d_model=16,
+        num_heads=2,
+        ffn_dim=24,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+    )
     return VaswaniForConditionalGeneration(VaswaniConfig(**{**config, **overrides}))
 
 
@@ -250,8 +262,12 @@ def test_the_model_card_gives_the_mfu_and_its_peak_only_where_there_is_one():
 
     from hfattn.hub.card import _training_rows
 
-    gpu = {"train_tokens_per_s": 5e5, "mfu": 0.3512, "peak_flops_per_device": 989e12,
-           "peak_flops_source": "NVIDIA H100 80GB HBM3 bf16 dense, datasheet 989 TFLOP/s"}  # fmt: skip
+    gpu = {
+        "train_tokens_per_s": 5e5,
+        "mfu": 0.3512,
+        "peak_flops_per_device": 989e12,
+        "peak_flops_source": "NVIDIA H100 80GB HBM3 bf16 dense, datasheet 989 TFLOP/s",
+    }
     rows = dict(_training_rows(SimpleNamespace(training=gpu, recipe=None)))
     assert rows["Model FLOPs utilisation (MFU)"] == "35.1%"
     assert rows["Peak FLOP/s of the MFU"] == gpu["peak_flops_source"]

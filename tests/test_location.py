@@ -1,7 +1,8 @@
 """One rule for "is this a local path or a Hub id?" (:mod:`hfattn.storage.location`), shared by the
 model commands (:func:`hfattn.commands.loading.locate_model`), the recipe's ``data.source``
 (:func:`hfattn.data.sources.check_source`) and the Hub card (:mod:`hfattn.hub.folder`); and the
-file names of a model folder (:mod:`hfattn.storage.model_folder`), which are those of transformers and
+file names of a model folder (:mod:`hfattn.storage.model_folder`), which are those of transformers
+and
 peft."""
 
 from __future__ import annotations

@@ -548,7 +548,8 @@ def test_translate_refuses_blank_text_in_one_line(models, capsys, engine, texts,
 
 # ---- 5. what the tokenizer cannot represent ----------------------------------------------------
 def unknown_warnings(caplog) -> list[str]:
-    """The warnings of :func:`hfattn.tokenization.characters.warn_unknown`, the one function that names
+    """The warnings of :func:`hfattn.tokenization.characters.warn_unknown`, the one function that
+    names
     ``<unk>`` input for every command."""
     return [
         r.getMessage()

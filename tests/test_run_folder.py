@@ -1,4 +1,5 @@
-"""A run is its folder (:mod:`hfattn.storage.run_folder`): ``hfattn train --resume FOLDER`` continues
+"""A run is its folder (:mod:`hfattn.storage.run_folder`): ``hfattn train --resume FOLDER``
+continues
 it from the recipe stored there, the interrupt hint says exactly that, a recipe that is not
 the run's is refused before anything slow loads (naming the fields), ``--resume --overwrite``
 is one clear error, an intact checkpoint that does not fit the recipe is not called damaged,

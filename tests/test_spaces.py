@@ -127,6 +127,10 @@ def test_demo_stopped_by_sigterm_removes_its_staged_space(char_rnn_run, tmp_path
         # stopped as Ctrl-C stops it: Gradio closes the server and returns (0), or the
         # interrupt reaches the command line (130); not killed by the signal (-15)
         assert demo.wait(timeout=30) in (0, 130)
+        # one line of hfattn's on stdout; none of Gradio's banner, share hint or
+        # "Keyboard interruption" on stderr
+        errors = demo.stderr.read()
+        assert "Keyboard interruption" not in errors and "share=True" not in errors, errors
     finally:
         if demo.poll() is None:
             demo.kill()

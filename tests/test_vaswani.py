@@ -450,7 +450,8 @@ def test_seq2seq_trainer_lowers_the_loss(tmp_path):
     assert after < 0.6 * before
 
 
-# --------------------------------------------------------------------------- positions, checkpointing
+# --------------------------------------------------------------------------- positions,
+# checkpointing
 
 
 def test_contiguous_positions_are_table_slices_checked_on_the_shape():

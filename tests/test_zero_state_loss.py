@@ -6,7 +6,8 @@ starts from, and that loss is reported beside the state-carried one in ``eval_re
 The model whose carried loss is good and zero-state loss bad is a real ``CharRNNForCausalLM``
 with hand-set weights: a one-unit GRU that latches to 1 on a trigger character and then keeps
 its value, and a head that, latched, bets a little against a never-seen token (better than
-uniform) and, unlatched, puts a large logit ``M`` on it. Its expected losses are simulated here, token by
+uniform) and, unlatched, puts a large logit ``M`` on it. Its expected losses are simulated here,
+token by
 token, from the stream and passage layouts."""
 
 from __future__ import annotations

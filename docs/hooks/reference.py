@@ -253,7 +253,8 @@ def config_fields(config_class: type) -> list[FieldDoc]:
 TOKENIZER_SET = {
     "vocab_size": "Set from the tokenizer: a recipe may not give it.",
 }
-"""Config fields that training sets itself (:func:`hfattn.recipes.model_section.validate_model_section`)."""
+"""Config fields that training sets itself
+(:func:`hfattn.recipes.model_section.validate_model_section`)."""
 
 
 # ---- Markdown helpers --------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 build, so a built site never shows a table its files no longer give.
 
 A page of :data:`results_tables.BLOCKS` (``docs/results/index.md``,
-``docs/models/bahdanau.md``, ``docs/training.md``) has its blocks between ``<!-- results:NAME:start -->`` /
-``<!-- results:NAME:end -->`` rendered by ``benchmarks/results_tables.py``, the module ``make results`` runs on the committed files
+``docs/models/bahdanau.md``, ``docs/training.md``) has its blocks between ``<!-- results:NAME:start
+-->`` /
+``<!-- results:NAME:end -->`` rendered by ``benchmarks/results_tables.py``, the module ``make
+results`` runs on the committed files
 (the README, which the site does not publish, is rewritten by ``make results`` only).
 """
 

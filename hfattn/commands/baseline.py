@@ -1,6 +1,7 @@
 """``hfattn baseline RECIPE.yaml [--vectorizer ...] [--classifier ...]``: the classic
-bag-of-words / TF-IDF + Naive Bayes / linear SVM baselines (:mod:`hfattn.tasks.classification.baselines`) on a
-classification recipe's data, splits and metric files."""
+bag-of-words / TF-IDF + Naive Bayes / linear SVM baselines
+(:mod:`hfattn.tasks.classification.baselines`) on a classification recipe's data, splits and
+metric files."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import argparse
 from .arguments import add_recipe_arguments
 from .loading import load_recipe_or_report, report_error
 
-# Literal copies of hfattn.tasks.classification.baselines' choices: importing it here would load scikit-learn for
-# `hfattn --help` (tests/test_baselines.py checks that both stay equal).
+# Literal copies of hfattn.tasks.classification.baselines' choices: importing it here would
+# load scikit-learn for `hfattn --help` (tests/test_baselines.py checks that both stay equal).
 VECTORIZER_CHOICES = ("count", "tfidf", "tfidf-thesis")
 CLASSIFIER_CHOICES = ("nb", "svm", "linear-svc")
 STOP_WORD_CHOICES = ("none", "spanish", "english")
@@ -47,8 +48,8 @@ def register(subparsers) -> None:
         nargs="+",
         choices=CLASSIFIER_CHOICES,
         default=["nb"],
-        help="nb: MultinomialNB; svm: SVC(kernel='linear'), Navarro Castillo's; linear-svc: LinearSVC "
-        "(default: nb)",
+        help="nb: MultinomialNB; svm: SVC(kernel='linear'), Navarro Castillo's; "
+        "linear-svc: LinearSVC (default: nb)",
     )
     parser.add_argument(
         "--stop-words",
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_pairs(recipe, args: argparse.Namespace) -> list:
     """``[(folder, BaselineResult)]`` of every ``--vectorizer`` × ``--classifier`` pair, each
-    written to its folder with the recipe (:func:`hfattn.tasks.classification.baselines.write_baseline`)."""
+    written to its folder with the recipe
+    (:func:`hfattn.tasks.classification.baselines.write_baseline`)."""
     from ..storage.run_folder import write_recipe
     from ..tasks import get_task
     from ..tasks.classification.baselines import (

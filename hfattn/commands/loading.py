@@ -166,7 +166,8 @@ def locate_model(name: str) -> Path | None:
 
     Raises:
         ModelLoadError: ``model folder not found: NAME`` for a missing folder that
-            :func:`~hfattn.storage.location.looks_like_path`, is no valid repo id, or is not in the Hub cache while the
+            :func:`~hfattn.storage.location.looks_like_path`, is no valid repo id, or is not in the
+            Hub cache while the
             Hub is offline; or what an existing folder lacks (:func:`check_model_folder`).
     """
     if not name.strip():
@@ -313,7 +314,8 @@ def check_model_fits(name: str, config: dict, adapter_config: dict | None, auto_
 
 
 def pickle_weights(folder: Path) -> list[Path]:
-    """The pickle weight files (:data:`~hfattn.storage.model_folder.PICKLE_WEIGHTS`) directly in ``folder``, sorted."""
+    """The pickle weight files (:data:`~hfattn.storage.model_folder.PICKLE_WEIGHTS`) directly in
+    ``folder``, sorted."""
     return sorted({p for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern) if p.is_file()})
 
 

@@ -80,7 +80,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "plot",
         help="draw a figure (positional encodings, Noam, warmups, sigmoid, scores, an alignment)",
-        description="Draw a figure of the attention-era models (positional encodings, schedules, scores, attention maps) as a PNG file.",
+        description="Draw a figure of the attention-era models (positional encodings, schedules, "
+        "scores, attention maps) as a PNG file.",
     )
     parser.add_argument(
         "name",

@@ -30,7 +30,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--dry-run",
         metavar="OUT_DIR",
-        help="write the folders that would be uploaded to OUT_DIR, print their tree, upload nothing",
+        help="write the folders that would be uploaded to OUT_DIR, print their tree, "
+        "upload nothing",
     )
     parser.add_argument(
         "--license",

@@ -41,6 +41,25 @@ def load_models_module(name: str) -> types.ModuleType:
 
 
 @functools.cache
+def models_literal(module: str, name: str):
+    """The value of the top-level assignment ``name = <literal>`` in ``hfattn/models/<module>.py``,
+    read with ``ast.literal_eval`` (nothing in the file is executed, ``hfattn.models`` and torch
+    are not imported): ``models_literal("config_fields", "CONFIG_FIELDS")``.
+
+    Raises:
+        LookupError: the file assigns no literal to ``name``.
+    """
+    tree = ast.parse((_MODELS_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise LookupError(f"hfattn/models/{module}.py assigns no literal {name}")
+
+
+@functools.cache
 def config_field_types(model_type: str) -> dict[str, type]:
     """The fields of hfattn's config class of ``model_type`` and their types, read from the
     class body in ``hfattn/models/configuration_*.py`` (the class that sets ``model_type =
@@ -89,4 +108,4 @@ def _annotation_type(node: ast.expr):
     return None
 
 
-__all__ = ["config_field_types", "load_models_module"]
+__all__ = ["config_field_types", "load_models_module", "models_literal"]

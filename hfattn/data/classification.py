@@ -5,8 +5,8 @@
 ``label`` column (int, a ``ClassLabel`` over ``label_names``). Sources:
 
 - an embedded name from :data:`EMBEDDED_SOURCES` (``genre``: the genre of a Shakespeare passage,
-  ``reber``: Reber-grammar strings, ``reviews-es``: the 14 Spanish reviews of Navarro Castillo, 2022),
-  each a loader ``(seed) -> ClassificationData`` imported when first used;
+  ``reber``: Reber-grammar strings, ``reviews-es``: the 14 Spanish reviews of Navarro Castillo,
+  2022), each a loader ``(seed) -> ClassificationData`` imported when first used;
 - a local ``.csv`` / ``.tsv`` / ``.json`` / ``.jsonl`` file (one split: test and validation are
   carved from it), a folder written by ``Dataset(Dict).save_to_disk``, or a local dataset folder;
 - a Hub dataset id (``datasets.load_dataset``), e.g. ``imdb`` (train/test: validation is carved
@@ -50,7 +50,8 @@ EMBEDDED_SOURCES = {
     "reber": "hfattn.data.reber:load_reber",
     "reviews-es": "hfattn.data.reviews_es:load_reviews",
 }
-"""Embedded task name → ``"module:function"`` of its loader ``(seed: int) -> ClassificationData``."""
+"""Embedded task name → ``"module:function"`` of its loader
+``(seed: int) -> ClassificationData``."""
 
 SPLIT_NAMES = ("train", "validation", "test")
 FILE_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}

@@ -5,7 +5,8 @@ is loaded: an embedded dataset, an existing local file or folder, or a Hub datas
 them: a missing path, a name that is not a valid Hub dataset id, any Hub id while the Hub is
 offline (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``) and the dataset is not in the local
 cache (the rules of :mod:`hfattn.storage.location`), and a name close to an embedded one (a typo:
-``genr`` for ``genre``), which the message suggests. Each data module calls it with its embedded names (:mod:`hfattn.data.text`,
+``genr`` for ``genre``), which the message suggests. Each data module calls it with its embedded
+names (:mod:`hfattn.data.text`,
 :mod:`hfattn.data.translation`, :mod:`hfattn.data.classification`); ``hfattn train`` calls it
 through them before the task is imported. Light: no ``datasets``, no torch.
 """
@@ -34,7 +35,8 @@ def check_source(
         urls: the loader also downloads ``http(s)://`` URLs.
 
     Raises:
-        FileNotFoundError: ``source`` is meant as a path (:func:`hfattn.storage.location.looks_like_path`) and does not
+        FileNotFoundError: ``source`` is meant as a path
+        (:func:`hfattn.storage.location.looks_like_path`) and does not
             exist.
         ValueError: ``data.source: 'genr' is not an embedded dataset (genre, reber,
             reviews-es), an existing file, or a Hub dataset id; did you mean 'genre'?``

@@ -156,7 +156,8 @@ def explain_zero_state(metrics: dict[str, dict]) -> str | None:
     )
     return (
         f"The zero-state loss is the mean loss of passages of {length:,} tokens (characters, "
-        "for a character model) spread over the split, each read from the all-zero state that generate(), the samples and "
+        "for a character model) spread over the split, each read from the all-zero state that "
+        "generate(), the samples and "
         "the Space start from; the other loss reads the split as long streams with the "
         "recurrent state carried from window to window. Passages scored worse than guessing "
         f"uniformly over the vocabulary: {worse}. A zero-state loss far above "

@@ -3,7 +3,8 @@ r"""Scoring a seq2seq model on held-out pairs, and the longest source it accepts
 :func:`teacher_forced_scores` gives the teacher-forced figures of padded batches:
 
 .. math:: L = -\frac{1}{N}\sum_{b,t:\,y_{b,t}\neq\text{pad}} \ln p(y_{b,t}\mid y_{b,<t}, x_b),
-          \qquad \mathrm{acc} = \frac{1}{N}\sum_{b,t} 1[\arg\max p(\cdot\mid y_{b,<t}, x_b) = y_{b,t}]
+          \qquad \mathrm{acc} = \frac{1}{N}\sum_{b,t}
+          1[\arg\max p(\cdot\mid y_{b,<t}, x_b) = y_{b,t}]
 
 (masked next-token accuracy, the figure Keras reports for Chollet's ch. 11 Transformer);
 :func:`text_scores` corpus BLEU, chrF and exact match of decoded translations (bundled

@@ -333,8 +333,8 @@ def _usage(folder: ModelFolder, repo_id: str) -> dict[str, str]:
         else f"{imports}\n\n{plain}"
     )
     with_hfattn = (
-        f"import hfattn.models  # registers the hfattn architectures with the Auto classes\n{imports}\n\n"
-        f"{plain}"
+        "import hfattn.models  # registers the hfattn architectures with the Auto classes\n"
+        f"{imports}\n\n{plain}"
     )
     base = folder.base_model or "BASE_MODEL_ID"
     labels_line, label_kwargs = _label_kwargs_source(folder)

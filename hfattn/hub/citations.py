@@ -49,7 +49,8 @@ HOCHREITER_1997 = Citation(
 )
 CHO_2014 = Citation(
     "cho2014gru",
-    "Cho et al. (2014). Learning Phrase Representations using RNN Encoder-Decoder for Statistical Machine Translation. EMNLP.",
+    "Cho et al. (2014). Learning Phrase Representations using RNN Encoder-Decoder for "
+    "Statistical Machine Translation. EMNLP.",
     "https://arxiv.org/abs/1406.1078",
 )
 GRAVES_2013 = Citation(
@@ -64,12 +65,14 @@ KARPATHY_2015 = Citation(
 )
 BAHDANAU_2015 = Citation(
     "bahdanau2015neural",
-    "Bahdanau, Cho & Bengio (2015). Neural Machine Translation by Jointly Learning to Align and Translate. ICLR.",
+    "Bahdanau, Cho & Bengio (2015). Neural Machine Translation by Jointly Learning to Align "
+    "and Translate. ICLR.",
     "https://arxiv.org/abs/1409.0473",
 )
 LUONG_2015 = Citation(
     "luong2015effective",
-    "Luong, Pham & Manning (2015). Effective Approaches to Attention-based Neural Machine Translation. EMNLP.",
+    "Luong, Pham & Manning (2015). Effective Approaches to Attention-based Neural Machine "
+    "Translation. EMNLP.",
     "https://arxiv.org/abs/1508.04025",
 )
 VASWANI_2017 = Citation(

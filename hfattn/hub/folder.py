@@ -202,7 +202,8 @@ def validate_eval_results(data: dict, source: str = EVAL_RESULTS_FILE) -> dict:
         for key in ("split", "metric_type"):
             if not isinstance(result.get(key), str) or not result[key]:
                 raise ModelFolderError(
-                    f"{source}: results[{i}].{key} must be a non-empty string, got {result.get(key)!r}"
+                    f"{source}: results[{i}].{key} must be a non-empty string, got "
+                    f"{result.get(key)!r}"
                 )
         value = result.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -358,7 +359,8 @@ def inspect_folder(path: str | Path) -> ModelFolder:
         _check_remote_code(config, path)
     if not any(any(path.glob(pattern)) for pattern in TOKENIZER_FILES):
         raise ModelFolderError(
-            f"{path}: no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the tokenizer next to the model"
+            f"{path}: no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the tokenizer next to "
+            f"the model"
         )
     eval_results, training = None, None
     if (path / EVAL_RESULTS_FILE).is_file():

@@ -165,14 +165,17 @@ def _describe(exc: BaseException) -> tuple[str, bool]:
         if exc.server_message and exc.server_message not in detail:
             detail += f" ({exc.server_message.strip()})"
         if status in (401, 403):
-            detail = f"the Hub refused the token (HTTP {status}): check it has write access to the namespace; {detail}"
+            detail = (
+                f"the Hub refused the token (HTTP {status}): check it has write access to the "
+                f"namespace; {detail}"
+            )
         return f"HTTP {status}: {detail}", status in RETRY_STATUS_CODES
     if isinstance(exc, _unreachable_exceptions()):
         from huggingface_hub import constants
 
         return (
-            f"cannot reach the Hub at {_endpoint() or constants.ENDPOINT} ({type(exc).__name__}: {exc}); check the network "
-            "connection and HF_ENDPOINT",
+            f"cannot reach the Hub at {_endpoint() or constants.ENDPOINT} "
+            f"({type(exc).__name__}: {exc}); check the network connection and HF_ENDPOINT",
             False,
         )
     if isinstance(exc, _transient_exceptions()):
@@ -319,7 +322,8 @@ def with_license(folder: ModelFolder, license: str | None) -> ModelFolder:
     recipe's or its data's; ``folder`` itself when ``license`` is ``None``.
 
     Raises:
-        HubPushError: ``license`` is not a Hub license id (:data:`hfattn.recipes.schema.LICENSE_FORM`).
+        HubPushError: ``license`` is not a Hub license id
+            (:data:`hfattn.recipes.schema.LICENSE_FORM`).
     """
     if license is None:
         return folder
@@ -376,9 +380,10 @@ def push_model_folder(
         merge: for a LoRA adapter folder, publish the merged full model instead of the adapter.
         dry_run_dir: write what would be uploaded to ``dry_run_dir/model`` (and ``/space``),
             print its tree and upload nothing.
-        force: publish a run that stopped early (:func:`hfattn.storage.run_folder.training_shortfall`;
-            its card says so either way). A dry run previews such a run without it, with a
-            warning that a real push is refused.
+        force: publish a run that stopped early
+            (:func:`hfattn.storage.run_folder.training_shortfall`; its card says so either way).
+            A dry run previews such a run without it, with a warning that a real push is
+            refused.
         license: the card's Hub license id, in place of the recipe's ``hub.license`` or the
             declared licence of its data (:class:`~hfattn.hub.folder.HubSettings`). A folder
             whose licence is still unknown is refused (a dry run only warns: its preview shows

@@ -6,9 +6,10 @@ A staged Space is self-contained: the task's ``app.py`` (from ``spaces/<task>/``
 ``examples.json``, replaced by the model's own examples, those of its card: the recipe's
 ``generation.examples`` or prompt (:func:`example_inputs`); the app decodes them with the
 model's saved generation settings (``generation_config.json``). A classification adapter's
-Space gets the adapter's ``labels.json`` (the app reads the model's own first). A translation model published with its CTranslate2 export (``ct2/``) gets
-``ctranslate2`` in the Space's requirements, and the app decodes with it (the README says
-which engine runs). ``hfattn demo`` runs the very same files on a local model folder.
+Space gets the adapter's ``labels.json`` (the app reads the model's own first). A translation
+model published with its CTranslate2 export (``ct2/``) gets ``ctranslate2`` in the Space's
+requirements, and the app decodes with it (the README says which engine runs). ``hfattn demo``
+runs the very same files on a local model folder.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def app_dir_for(task: TaskInfo) -> Path:
     available = [tag for tag, info in task_infos().items() if info.space_app]
     if task.space_app is None:
         raise SpaceError(
-            f"no Space app for task {task.pipeline_tag!r} yet; apps exist for: {', '.join(available)}"
+            f"no Space app for task {task.pipeline_tag!r} yet; apps exist for: "
+            f"{', '.join(available)}"
         )
     path = asset_dir("spaces") / task.space_app
     if not (path / APP_FILE).is_file():
@@ -66,7 +68,8 @@ def app_dir_for(task: TaskInfo) -> Path:
 
 
 def gradio_sdk_version() -> str:
-    """The installed gradio version (what the app was tested with), for the Space's ``sdk_version``."""
+    """The installed gradio version (what the app was tested with), for the Space's
+    ``sdk_version``."""
     try:
         return importlib.metadata.version("gradio")
     except importlib.metadata.PackageNotFoundError:

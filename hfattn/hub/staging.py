@@ -143,13 +143,15 @@ def stage_model(
     ``(name, reason)`` of every entry left out.
 
     Raises:
-        ModelFolderError: ``merge`` on a folder that is not a LoRA adapter, or the folder is invalid.
+        ModelFolderError: ``merge`` on a folder that is not a LoRA adapter, or the folder is
+            invalid.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if merge and not folder.is_adapter:
         raise ModelFolderError(
-            f"--merge applies to LoRA adapter folders (with adapter_config.json); {folder.path} is a full model"
+            "--merge applies to LoRA adapter folders (with adapter_config.json); "
+            f"{folder.path} is a full model"
         )
     included, excluded = select_files(folder.path)
     for src in included:

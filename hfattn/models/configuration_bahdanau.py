@@ -64,7 +64,8 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
             et al. 2017): the target distribution is ``(1 - ε)·onehot(y) + ε/V``.
         max_source_positions: longest source (also the ``location`` score's ``max_length``).
         initializer_range: kept for transformers compatibility; the weights are initialised as
-            ``BahdanauPreTrainedModel._init_weights`` describes (Glorot linears, N(0, 1) embeddings).
+            ``BahdanauPreTrainedModel._init_weights`` describes (Glorot linears, N(0, 1)
+            embeddings).
         use_cache: return the decoder state as ``cache`` in ``generate``.
     """
 
@@ -199,7 +200,8 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
             score_cls = SCORES[self.attention_score]
             if score_cls.same_dim and self.decoder_hidden_size != self.annotation_size:
                 raise ValueError(
-                    f"score {self.attention_score!r} needs decoder_hidden_size == encoder_hidden_size "
+                    f"score {self.attention_score!r} needs decoder_hidden_size == "
+                    "encoder_hidden_size "
                     f"× directions; got {self.decoder_hidden_size} and {self.annotation_size} (use "
                     "'general', 'additive', 'deep', 'biased_general', 'activated_general' or "
                     "'location', or change the sizes)"

@@ -1,4 +1,5 @@
-"""Configuration of the Vaswani et al. (2017) Transformer encoder-decoder (``model_type="vaswani"``)."""
+"""Configuration of the Vaswani et al. (2017) Transformer encoder-decoder
+(``model_type="vaswani"``)."""
 
 from typing import ClassVar
 
@@ -60,10 +61,10 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
             default) runs through the transformers attention interface (eager / sdpa / flash).
         attention_bias: biases in the Q, K, V and output projections.
         layer_norm_eps: epsilon of the LayerNorms.
-        chollet_cross_attention_mask: reproduce the decoder of Chollet's Keras example (*Deep Learning with
-            Python*, ch. 11), whose
-            cross-attention is masked with the *target's* causal-and-padding mask laid over the
-            source positions, and whose self-attention ignores target padding. Off by default;
+        chollet_cross_attention_mask: reproduce the decoder of Chollet's Keras example (*Deep
+            Learning with Python*, ch. 11), whose cross-attention is masked with the *target's*
+            causal-and-padding mask laid over the source positions, and whose self-attention
+            ignores target padding. Off by default;
             only meaningful when source and target lengths coincide, as in that example.
         initializer_range: standard deviation of ``init_method="normal"``.
         use_cache: return the key/value cache in ``generate``.
@@ -128,10 +129,10 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
             "position_embedding": "sinusoidal",
             "norm_position": "post",
         },
-        # Chollet's Keras model (Deep Learning with Python, ch. 11): 1+1 layers, embed 256, 8 heads of
-        # key_dim 256, FFN 2048, learned positions, dropout 0.5 before the head, no √d scale,
-        # separate source/target embeddings and output layer (19,960,216 parameters at vocab
-        # 15000, length 20).
+        # Chollet's Keras model (Deep Learning with Python, ch. 11): 1+1 layers, embed 256, 8
+        # heads of key_dim 256, FFN 2048, learned positions, dropout 0.5 before the head, no √d
+        # scale, separate source/target embeddings and output layer (19,960,216 parameters at
+        # vocab 15000, length 20).
         "chollet": {
             "encoder_layers": 1,
             "decoder_layers": 1,

@@ -9,10 +9,10 @@ Float masks are accepted wherever a mask is taken, in the *additive* convention 
 ``transformers`` (``0`` = attend, a large negative number or ``-inf`` = masked, as built
 by ``transformers.masking_utils``); :func:`to_keep_mask` converts them (negative = masked).
 
-Keras-style code (Sánchez Arrabal, *Las matemáticas de la atención*; Chollet ch. 11) masks by adding ``-1e6`` to masked scores before
-the softmax; here
-the masked energies are removed exactly (``-inf`` for the softmax, exact zeros for the
-other distributions), and a query row whose keys are all masked gets all-zero weights.
+Keras-style code (Sánchez Arrabal, *Las matemáticas de la atención*; Chollet ch. 11) masks by
+adding ``-1e6`` to masked scores before the softmax; here the masked energies are removed
+exactly (``-inf`` for the softmax, exact zeros for the other distributions), and a query row
+whose keys are all masked gets all-zero weights.
 
 This module imports only torch: it is copied next to saved weights for remote code.
 """

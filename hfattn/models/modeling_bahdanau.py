@@ -86,9 +86,10 @@ class BahdanauEncoderOutput(BaseModelOutput):
 class BahdanauDecoderOutput(BaseModelOutput):
     """Decoder readout ``o_t`` ``[batch, tgt_len, readout]`` (``last_hidden_state``), the state
     after the last step (``state``: names → batch-first tensors) and, when asked, the
-    alignment ``α`` ``[batch, 1, tgt_len, src_len]`` (``attentions``, one head) and ``decoder_layers + 1``
-    ``hidden_states``: the target embeddings ``[batch, tgt_len, embedding_dim]``, then every
-    layer's outputs ``[batch, tgt_len, decoder_hidden]`` (``s_t`` of that layer at each step)."""
+    alignment ``α`` ``[batch, 1, tgt_len, src_len]`` (``attentions``, one head) and
+    ``decoder_layers + 1`` ``hidden_states``: the target embeddings
+    ``[batch, tgt_len, embedding_dim]``, then every layer's outputs
+    ``[batch, tgt_len, decoder_hidden]`` (``s_t`` of that layer at each step)."""
 
     state: dict | None = None
 

@@ -7,7 +7,8 @@ returned by ``generate`` continues the text where it stopped. The same state, ca
 batches and detached, gives stateful (truncated-BPTT) training.
 
 Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
-this file (and ``recurrent_cache.py``, ``rnn_layers.py``) next to the weights for ``trust_remote_code`` loading.
+this file (and ``recurrent_cache.py``, ``rnn_layers.py``) next to the weights for
+``trust_remote_code`` loading.
 """
 
 from __future__ import annotations
@@ -142,9 +143,10 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
     Every layer is its own single-layer :class:`~.rnn_layers.RecurrentLayer` (``layers[l]``),
     so that ``output_hidden_states`` can return each layer's outputs and gradient
     checkpointing (``activation_checkpointing_enable()``) recomputes one layer at a time; each
-    runs the whole sequence in one fused call (packed when right-padded). Dropout is applied to the embeddings,
-    between layers and before the head. With ``tie_word_embeddings`` the output matrix is
-    ``E`` itself and ``h_t`` is first projected to ``embedding_dim`` when the sizes differ.
+    runs the whole sequence in one fused call (packed when right-padded). Dropout is applied to
+    the embeddings, between layers and before the head. With ``tie_word_embeddings`` the output
+    matrix is ``E`` itself and ``h_t`` is first projected to ``embedding_dim`` when the sizes
+    differ.
     ``torch.export`` and ``torch.compile(fullgraph=True)`` trace the forward (a padded
     ``attention_mask`` is then stepped position by position, never branched on).
     """
@@ -231,7 +233,8 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         ``output_hidden_states``.
 
         Args:
-            input_ids: [batch, seq] character ids (or ``inputs_embeds`` [batch, seq, embedding_dim]).
+            input_ids: [batch, seq] character ids (or ``inputs_embeds``
+                [batch, seq, embedding_dim]).
             attention_mask: [batch, seq] or [batch, past+seq] (1 = real token). Only the last
                 ``seq`` columns are used; zeros make the state skip those positions.
             cache: the state to start from: a :class:`RecurrentCache` (returned by a

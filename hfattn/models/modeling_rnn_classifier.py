@@ -1,9 +1,9 @@
 """Recurrent text classifier: the IMDb models of Géron (HOML ch. 16) and Chollet (DLwP ch. 11).
 
 ``RNNForSequenceClassification`` embeds the tokens (optionally with frozen pretrained vectors,
-Chollet's GloVe model), reads the real tokens only with a (bi)GRU/LSTM (the padding that Géron's and
-Chollet's Keras ``mask_zero=True`` skips is never read, so a padded text gets the logits it gets alone),
-pools the outputs (final states or attention) and classifies them.
+Chollet's GloVe model), reads the real tokens only with a (bi)GRU/LSTM (the padding that
+Géron's and Chollet's Keras ``mask_zero=True`` skips is never read, so a padded text gets the
+logits it gets alone), pools the outputs (final states or attention) and classifies them.
 
 The RNN is one :class:`~.rnn_layers.RecurrentLayer` per layer (``rnn.0``, ``rnn.1``, ...):
 ``output_hidden_states`` returns every layer's outputs, gradient checkpointing recomputes one
@@ -117,13 +117,14 @@ class RNNClassifierPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Keras' defaults, the framework of Géron's and Chollet's models, for the RNN and the linears: Glorot-uniform
-        input and orthogonal recurrent matrices, zero biases except an LSTM forget-gate bias of
-        1 (``unit_forget_bias``); Glorot-uniform linears with zero biases. Embeddings
-        ``N(0, 1)`` (PyTorch's default; pretrained word vectors have entries of that order):
-        the usual transformers ``N(0, 0.02)`` leaves the RNN's states and the features near 0,
-        so that a model trained through a few layers only (LoRA, a frozen body) barely moves
-        from the uniform prediction. The attention-pooling query is ``N(0, 1/size)``."""
+        """Keras' defaults, the framework of Géron's and Chollet's models, for the RNN and the
+        linears: Glorot-uniform input and orthogonal recurrent matrices, zero biases except an
+        LSTM forget-gate bias of 1 (``unit_forget_bias``); Glorot-uniform linears with zero
+        biases. Embeddings ``N(0, 1)`` (PyTorch's default; pretrained word vectors have entries
+        of that order): the usual transformers ``N(0, 0.02)`` leaves the RNN's states and the
+        features near 0, so that a model trained through a few layers only (LoRA, a frozen body)
+        barely moves from the uniform prediction. The attention-pooling query is
+        ``N(0, 1/size)``."""
         if init_recurrent_model_weights(module, unit_forget_bias=True):
             return
         if isinstance(module, AttentionPooling):

@@ -47,7 +47,8 @@ def sinusoidal_position_encoding(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """The ``[num_positions, dim]`` table ``PE[t, 2i] = sin(omega_i t)``, ``PE[t, 2i+1] = cos(omega_i t)``.
+    """The ``[num_positions, dim]`` table ``PE[t, 2i] = sin(omega_i t)``,
+    ``PE[t, 2i+1] = cos(omega_i t)``.
 
     Computed in float64 then cast to ``dtype``; positions are ``t = 0 .. num_positions - 1``.
     """
@@ -224,6 +225,7 @@ def build_positional_encoding(kind: str, num_positions: int, dim: int, **params)
 def position_ids_for(
     batch_size: int, length: int, past_length: int = 0, device: torch.device | str | None = None
 ) -> torch.Tensor:
-    """Positions ``past_length .. past_length + length - 1`` as a ``[batch_size, length]`` tensor."""
+    """Positions ``past_length .. past_length + length - 1`` as a ``[batch_size, length]``
+    tensor."""
     ids = torch.arange(past_length, past_length + length, device=device)
     return ids.unsqueeze(0).expand(batch_size, length)

@@ -3,9 +3,9 @@
 Only the standard library is imported, and nothing else of hfattn: a recipe's ``model:``
 section is checked against these names before torch is imported
 (:func:`hfattn.recipes.model_section.check_model_choices` reads this file by path,
-:func:`hfattn.common.family_facts.load_models_module`), and ``save_pretrained`` copies it next to the
-configurations that use it (``trust_remote_code``). Which config field of each model type takes
-one is :data:`hfattn.models.families.SCORE_FIELDS`.
+:func:`hfattn.common.family_facts.load_models_module`), and ``save_pretrained`` copies it next
+to the configurations that use it (``trust_remote_code``). Which config field of each model type
+takes one is :data:`hfattn.models.families.SCORE_FIELDS`.
 """
 
 SCORE_NAMES = (

@@ -1,4 +1,5 @@
-"""Attention scoring functions a(q, k): queries ``[..., Tq, dq]``, keys ``[..., Tk, dk]`` -> ``[..., Tq, Tk]``.
+"""Attention scoring functions a(q, k): queries ``[..., Tq, dq]``, keys ``[..., Tk, dk]``
+-> ``[..., Tq, Tk]``.
 
 Every score is an ``nn.Module`` subclass of :class:`AttentionScore`, registered by name in
 :data:`SCORES` and built with :func:`build_score`. Leading dimensions (batch, heads, ...)
@@ -58,7 +59,8 @@ def pairwise_difference(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 
 
 def pairwise_distance(query: torch.Tensor, key: torch.Tensor, p: float = 2.0) -> torch.Tensor:
-    """Minkowski distances ``d_p(q_i, k_j) = (sum_l |q_il - k_jl|^p)^(1/p)``, shape ``[..., Tq, Tk]``.
+    """Minkowski distances ``d_p(q_i, k_j) = (sum_l |q_il - k_jl|^p)^(1/p)``, shape
+    ``[..., Tq, Tk]``.
 
     ``p = 1`` is Manhattan, ``p = 2`` Euclidean and ``p = inf`` Chebyshev (``max_l |.|``).
     The gradient at ``q = k`` is taken as 0.
@@ -334,9 +336,11 @@ class LocationScore(AttentionScore):
 
 
 class GaussianScore(AttentionScore):
-    """Gaussian kernel (Nadaraya-Watson): ``K(q, k) = exp(-||q - k||^2 / (2 h^2))``, ``h = bandwidth``.
+    """Gaussian kernel (Nadaraya-Watson): ``K(q, k) = exp(-||q - k||^2 / (2 h^2))``,
+    ``h = bandwidth``.
 
-    With ``h = 1`` this is the ``exp(-1/2 ||q - k||^2)`` of Sánchez Arrabal, *Las matemáticas de la atención*.
+    With ``h = 1`` this is the ``exp(-1/2 ||q - k||^2)`` of Sánchez Arrabal, *Las matemáticas de
+    la atención*.
     """
 
     name = "gaussian"
@@ -402,7 +406,8 @@ class KernelScore(AttentionScore):
         )
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
-        """Positive random features ``phi(x) = exp(W x' - ||x'||^2 / 2) / sqrt(m)``, ``[..., T, m]``.
+        """Positive random features ``phi(x) = exp(W x' - ||x'||^2 / 2) / sqrt(m)``,
+        ``[..., T, m]``.
 
         Computed as ``exp(x (sW)^T - (s^2 ||x||^2 + log m) / 2)`` with in-place ``sub_``/``exp_``
         so that only one ``[..., T, m]`` tensor is allocated.
@@ -611,7 +616,8 @@ def get_score_class(name: str) -> type[AttentionScore]:
 
 
 def build_score(name: str, query_dim: int, key_dim: int | None = None, **params) -> AttentionScore:
-    """Instantiate the score ``name`` for queries of size ``query_dim`` and keys of size ``key_dim``.
+    """Instantiate the score ``name`` for queries of size ``query_dim`` and keys of size
+    ``key_dim``.
 
     ``params`` are the score's own options (``hidden_size``, ``num_layers``, ``activation``,
     ``max_length``, ``num_features``, ``p``, ``bandwidth``, ``width``, ``scale``, ...).

@@ -1,6 +1,7 @@
 """Pieces every hfattn encoder-decoder shares: label shifting, the token loss and the
-language-model output built on it, the resolution of the output flags and of ``use_cache`` (argument, else config) and the
-bookkeeping of embeddings shared between encoder, decoder and output layer.
+language-model output built on it, the resolution of the output flags and of ``use_cache``
+(argument, else config) and the bookkeeping of embeddings shared between encoder, decoder and
+output layer.
 
 Only torch and transformers are imported: ``save_pretrained`` copies this file next to the
 weights of the models that use it (``trust_remote_code``).
@@ -37,7 +38,8 @@ def resolve_use_cache(module: nn.Module, use_cache: bool | None = None) -> bool:
         use_cache = getattr(module.config, "use_cache", False)
     if use_cache and module.training and getattr(module, "gradient_checkpointing", False):
         logger.warning_once(
-            "`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`."
+            "`use_cache=True` is incompatible with gradient checkpointing. "
+            "Setting `use_cache=False`."
         )
         use_cache = False
     return bool(use_cache)

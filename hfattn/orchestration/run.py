@@ -83,8 +83,8 @@ def check_run_folder(
     Raises:
         FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
         FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint.
-        hfattn.storage.run_folder.RunFolderError: ``resume`` with a recipe that differs from the run's
-            stored one in more than :data:`hfattn.storage.run_folder.RESUMABLE_FIELDS`.
+        hfattn.storage.run_folder.RunFolderError: ``resume`` with a recipe that differs from the
+            run's stored one in more than :data:`hfattn.storage.run_folder.RESUMABLE_FIELDS`.
     """
     if resume:
         return check_resume(recipe.output_dir, recipe.to_yaml())

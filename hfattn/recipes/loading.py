@@ -14,6 +14,7 @@ Parsing only: a run from its recipe is :mod:`hfattn.orchestration.run`'s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import logging
 import math
@@ -29,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException, ValidationError
 from ..common.field_checks import describe_type, require_known_key, type_error
 from .model_section import (
     check_model_choices,
+    check_model_fields,
     check_model_types,
     normalize_model_section,
     validate_model_section,
@@ -100,7 +102,18 @@ def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
 
 def _read_yaml(path: Path):
     """The recipe file as an OmegaConf mapping; YAML syntax errors, a top level that is not a
-    mapping and non-UTF-8 bytes become one :class:`RecipeError` naming the file (and line)."""
+    mapping and non-UTF-8 bytes become one :class:`RecipeError` naming the file (and line).
+    The file is parsed once per version (its path, size and modification time,
+    :func:`_parsed_yaml`): the outline, the full load and the planned steps of one
+    ``hfattn train`` read the same parse."""
+    stat = path.stat()
+    return OmegaConf.create(_parsed_yaml(path, stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_yaml(path: Path, size: int, mtime_ns: int) -> dict:
+    """The YAML of the recipe file ``path`` as plain data, parsed once per ``(size,
+    mtime_ns)``; callers get it through :func:`_read_yaml` (a fresh OmegaConf copy each)."""
     import yaml
 
     try:
@@ -119,7 +132,7 @@ def _read_yaml(path: Path):
         str(path),
         f"a recipe is a mapping of sections (name, task, model, ...), got a {type(data).__name__}",
     )
-    return OmegaConf.create(data)
+    return data
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RecipeBase:
@@ -246,7 +259,8 @@ class RecipeOutline:
     task: str
     output_dir: str
     training: Any
-    """The recipe's :class:`~hfattn.recipes.schema.TrainingSection` fields (an OmegaConf mapping)."""
+    """The recipe's :class:`~hfattn.recipes.schema.TrainingSection` fields (an OmegaConf
+    mapping)."""
     hub: HubSection
     data: types.SimpleNamespace
 
@@ -257,7 +271,8 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
 
     Every key of every section is checked against the task's recipe class (its light
     ``recipe`` module), every section's values against their types, and the attention score
-    that ``model:`` names (:func:`~hfattn.recipes.model_section.check_model_choices`); the value checks
+    that ``model:`` names (:func:`~hfattn.recipes.model_section.check_model_choices`); the value
+    checks
     of the sections and the rest of ``model:`` are :func:`load_recipe`'s.
 
     Raises:
@@ -286,6 +301,7 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     model = _given_model(recipe_class(task), given.get("model"))
     check_model_types(model)
     check_model_choices(model)
+    check_model_fields(model)
     source = (given.get("data") or {}).get("source")
     return RecipeOutline(
         task=task,

@@ -19,7 +19,7 @@ import types
 import typing
 from typing import Any
 
-from ..common.family_facts import config_field_types, load_models_module
+from ..common.family_facts import config_field_types, load_models_module, models_literal
 from ..common.field_checks import RecipeError, did_you_mean, require, type_error
 
 logger = logging.getLogger(__name__)
@@ -67,16 +67,15 @@ def check_model_choices(model: dict[str, Any]) -> None:
     """
     if not isinstance(model, dict) or is_pretrained(model):
         return
-    names = load_models_module("score_names")
+    score_names = models_literal("score_names", "SCORE_NAMES")
     field_name = load_models_module("families").SCORE_FIELDS.get(model.get("type"))
     value = model.get(field_name)
     if field_name is None or value is None:
         return
     require(
-        value in names.SCORE_NAMES,
+        value in score_names,
         f"model.{field_name}",
-        f"{value!r} is not one of {', '.join(names.SCORE_NAMES)}"
-        f"{did_you_mean(value, names.SCORE_NAMES)}",
+        f"{value!r} is not one of {', '.join(score_names)}{did_you_mean(value, score_names)}",
     )
 
 
@@ -102,6 +101,73 @@ def check_model_types(model: dict[str, Any]) -> None:
             raise type_error(f"model.{key}", value, fields[key])
 
 
+def require_config_key(key: str, class_name: str, known) -> None:
+    """``key`` of ``model:`` must be a field of the config class ``class_name`` (fields
+    ``known``); ``vocab_size`` is the tokenizer's.
+
+    Raises:
+        RecipeError: ``model.hiden_size: is not a field of CharRNNConfig; did you mean
+            'hidden_size'?`` or ``model.vocab_size: is set from the tokenizer``.
+    """
+    require(key != "vocab_size", "model.vocab_size", "is set from the tokenizer")
+    require(
+        key in known,
+        f"model.{key}",
+        f"is not a field of {class_name}{did_you_mean(key, known)}",
+    )
+
+
+def check_model_fields(model: dict[str, Any]) -> None:
+    """Every key of ``model:`` must be a field of the config class of ``model.type`` and every
+    value within that field's rule (a positive integer, a rate in [0, 1), one of its choices),
+    checked in a few milliseconds from the torch-free lists of :mod:`hfattn.models.config_fields`
+    (read by :func:`~hfattn.common.family_facts.models_literal`), before torch is imported; the
+    config class makes the same checks once it is built (:func:`validate_model_section`). Run
+    after :func:`check_model_types` (a value of the wrong type is its error). A pretrained
+    checkpoint, or a type hfattn does not define, is left to :func:`validate_model_section`.
+
+    Raises:
+        RecipeError: ``model.hiden_size: is not a field of CharRNNConfig; did you mean
+            'hidden_size'?``, ``model.hidden_size must be a positive integer, got -3``,
+            ``model.dropout must be in [0, 1), got 1.5``, ``model.cell must be one of gru, lstm,
+            rnn; got 'grux'; did you mean 'gru'?``.
+    """
+    if not isinstance(model, dict) or is_pretrained(model):
+        return
+    model_type = model.get("type")
+    classes = models_literal("config_fields", "CONFIG_CLASSES")
+    if not isinstance(model_type, str) or model_type not in classes:
+        return
+    known = models_literal("config_fields", "CONFIG_FIELDS")[model_type]
+    positive = models_literal("config_fields", "POSITIVE_INT_FIELDS")[model_type]
+    unit = models_literal("config_fields", "UNIT_INTERVAL_FIELDS")[model_type]
+    choices = models_literal("config_fields", "CHOICES")[model_type]
+    for key, value in model.items():
+        if key in ("type", "preset"):
+            continue
+        require_config_key(key, classes[model_type], known)
+        name = f"model.{key}"
+        if key in positive and isinstance(value, int) and not isinstance(value, bool):
+            _require_value(value >= 1, f"{name} must be a positive integer, got {value}")
+        elif key in unit and isinstance(value, (int, float)) and not isinstance(value, bool):
+            _require_value(0 <= value < 1, f"{name} must be in [0, 1), got {value}")
+        elif key in choices:
+            allowed = choices[key]
+            shown = [str(c) if c is not None else "null" for c in allowed]
+            _require_value(
+                value in allowed,
+                f"{name} must be one of {', '.join(shown)}; got {value!r}"
+                f"{did_you_mean(str(value), shown)}",
+            )
+
+
+def _require_value(ok: bool, message: str) -> None:
+    """Raise :class:`RecipeError` with ``message`` unless ``ok``: a value the config class
+    would refuse, worded as :func:`validate_model_section` reports the config's own refusal."""
+    if not ok:
+        raise RecipeError(message)
+
+
 def validate_model_section(model: dict[str, Any]):
     """Check ``model:`` against the config class of ``model.type`` and build that config.
 
@@ -124,7 +190,6 @@ def validate_model_section(model: dict[str, Any]):
         f"unknown model type {model_type!r}",
     )
     config_cls = CONFIG_MAPPING[model_type]
-    require("vocab_size" not in model, "model.vocab_size", "is set from the tokenizer")
     preset = model.pop("preset", None)
     require(
         preset is None or isinstance(preset, str),
@@ -140,11 +205,7 @@ def validate_model_section(model: dict[str, Any]):
     known = set(fields)
     hints = {key: _field_type(config_cls, fields[key]) for key in model if key in fields}
     for key, value in model.items():
-        require(
-            key in known,
-            f"model.{key}",
-            f"is not a field of {config_cls.__name__}{did_you_mean(key, known)}",
-        )
+        require_config_key(key, config_cls.__name__, known)
         if not _matches(value, hints.get(key)):
             raise type_error(f"model.{key}", value, hints.get(key))
     if preset is not None:
@@ -212,10 +273,12 @@ __all__ = [
     "PRETRAINED_KEYS",
     "SPECIAL_TOKEN_IDS",
     "check_model_choices",
+    "check_model_fields",
     "check_model_types",
     "check_pretrained_section",
     "is_pretrained",
     "normalize_model_section",
+    "require_config_key",
     "sized_model_config",
     "validate_model_section",
 ]

@@ -2,9 +2,10 @@
 :mod:`hfattn.common.field_checks`).
 
 A recipe is ``name``, ``task``, ``output_dir``, ``model`` (validated against the model's config
-class), ``training`` (the engine's options, :class:`TrainingSection`; a task may subclass it to
-add its own batching fields), ``evaluation`` / ``generation`` (bases here, extended by each
-task), the task's own ``tokenizer`` and ``data`` sections (bases here where tasks share them:
+class), ``training`` (the engine's options, :class:`TrainingSection`, declared in
+:mod:`hfattn.recipes.training_section` and imported here; a task may subclass it to add its own
+batching fields), ``evaluation`` / ``generation`` (bases here, extended by each task), the
+task's own ``tokenizer`` and ``data`` sections (bases here where tasks share them:
 :class:`BuiltTokenizerSection`, :class:`SplitTextDataSection`), and ``hub``. Each task module
 (:mod:`hfattn.tasks`) declares its recipe class as a subclass of :class:`RecipeBase`; OmegaConf
 then rejects unknown keys and wrong types with the dotted name of the field, and every
@@ -29,203 +30,16 @@ from ..common.field_checks import (
     require_positive,
     require_reported_metric,
 )
-from ..training.schedules import SCHEDULES
+from .training_section import (
+    MIXED_PRECISION,
+    ON_NONFINITE_LOSS,
+    TokenBatchingSection,
+    TrainingSection,
+)
 
-MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
-ON_NONFINITE_LOSS = ("stop", "skip")
 SPLITS = ("train", "validation", "test")
 TOKENIZER_KINDS = ("word", "char", "bpe", "unigram")
 """The tokenizers a ``tokenizer:`` section can build on the training texts."""
-
-
-@dataclass
-class TrainingSection:
-    """``training:`` — the Accelerate loop (see :mod:`hfattn.training.engine`).
-
-    ``on_nonfinite_loss``: on a NaN / infinite training loss, ``stop`` (keep the last good
-    checkpoint) or ``skip`` that optimizer step (its gradients are dropped; counted in
-    ``metrics.jsonl`` and ``eval_results.json``); after ``max_skipped_steps`` skipped steps the
-    next one stops the run."""
-
-    batch_size: int = 32
-    """Examples per micro-batch, over all processes (divisible by their number)."""
-    gradient_accumulation_steps: int = 1
-    """Micro-batches whose gradients are summed into one optimizer step."""
-    epochs: int = 1
-    """Passes over the training data (the run ends at ``max_steps`` if that comes first)."""
-    max_steps: int | None = None
-    """The most optimizer steps; ``null``: as many as ``epochs`` give."""
-    max_minutes: float | None = None
-    """A budget of training time in minutes: the run stops (evaluated and saved) when it is used
-    up, and the learning-rate schedule follows the clock so that it still ends annealed. It
-    counts the training steps (with their checkpoints) only, not the evaluations: the periodic
-    validations and the final scoring come on top (``eval_runtime_s``, ``final_eval_runtime_s``
-    in ``eval_results.json``)."""
-    optimizer: str = "adamw"
-    """The optimizer by name: ``adamw``, ``nadam`` (Géron ch. 16), ``rmsprop`` (Chollet ch. 11),
-    ``radam`` (Liu et al. 2020), ``sgd`` or ``muon`` (Jordan et al. 2024: Muon on the hidden
-    weight matrices, AdamW with ``betas`` on embeddings, output layer and biases)."""
-    learning_rate: float = 1e-3
-    """The peak learning rate (the factor of ``schedule``; for ``noam``, a multiplier)."""
-    weight_decay: float = 0.0
-    """Decoupled weight decay (AdamW) or L2 penalty (the others)."""
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    """Adam's ``[beta1, beta2]``."""
-    schedule: str = "constant"
-    """The learning-rate schedule: ``constant``, ``linear``, ``cosine``, ``noam`` (Vaswani et
-    al. 2017, §5.3), or a warmup of Ma & Yarats (2021) (``warmup_linear``, ...)."""
-    warmup_steps: int = 0
-    """Steps of linear (or the schedule's own) warmup to the peak learning rate."""
-    max_grad_norm: float | None = 1.0
-    """Clip the gradients' global L2 norm to this; ``null``: no clipping."""
-    mixed_precision: str = "no"
-    """``no``, ``bf16`` (CPU and recent GPUs) or ``fp16`` (GPU), as in Accelerate, or ``auto``:
-    bf16 where the device has bf16 kernels (a bf16 GPU; a CPU with AVX-512 or AMX), else
-    ``no`` (an AVX2-only CPU emulates bf16, many times slower than fp32)."""
-    log_every: int = 50
-    """Write the mean train loss and the learning rate to ``metrics.jsonl`` every N steps."""
-    eval_every: int | None = 500
-    """Score the validation split every N steps (and keep the best model); ``null``: only at
-    the end."""
-    save_every: int | None = 500
-    """Write a resumable checkpoint every N steps (and always when the run stops)."""
-    keep_checkpoints: int = 2
-    """How many of the newest checkpoints are kept."""
-    average_checkpoints: int | None = None
-    """At the end of training, average the weights of the newest N checkpoints (Vaswani et
-    al. 2017, §6.1), score the average on the validation split and keep it as the model when
-    it beats the best checkpoint by ``metric_for_best_model`` (with ``load_best_at_end``, the
-    default); ``null``: no averaging. Needs
-    ``keep_checkpoints >= N`` and ``eval_every``; ``save_every`` sets how far apart the
-    averaged checkpoints are."""
-    load_best_at_end: bool = True
-    """Load the weights of the best validation before the final evaluation and save."""
-    metric_for_best_model: str = "loss"
-    """The validation metric that picks the best checkpoint (``loss``, or e.g. ``macro_f1``,
-    ``accuracy``, ``bleu``: any number the task's evaluation reports)."""
-    greater_is_better: bool | None = None
-    """Whether a larger ``metric_for_best_model`` is better; ``None``: not for names ending in
-    ``loss``, yes otherwise (as ``transformers.TrainingArguments``)."""
-    seed: int = 1337
-    """Seeds Python, NumPy and torch (weights, dropout, shuffling)."""
-    on_nonfinite_loss: str = "stop"
-    """On a NaN / infinite training loss: ``stop`` or ``skip`` that optimizer step."""
-    max_skipped_steps: int = 10
-    """With ``on_nonfinite_loss: skip``, the most steps skipped before the run stops."""
-    reuse_freed_memory: bool = False
-    """On a CPU under glibc (Linux), keep the memory a training step frees in the process's
-    heap for the next step, instead of glibc's fresh ``mmap`` (and page faults) for every
-    block above 32 MiB, such as a batch's logits over the vocabulary
-    (:mod:`hfattn.training.host_memory`). The process keeps its peak heap while it trains;
-    ignored on a GPU, and with a warning where the C library is not glibc."""
-    compile: bool | str = "auto"
-    """Compile the training step with ``torch.compile`` (default mode, TorchInductor): the loss
-    step (forward and backward) runs fused kernels, while evaluation, generation,
-    checkpoints and the saved weights use the model itself (the same state-dict keys). The
-    first steps are slower while it compiles (and once more at the first batch of another
-    length); a compiled run pads its translation and classification batches to a multiple of
-    8 positions (masked: the loss is the same), so that it compiles a few shapes. ``auto``:
-    on a CUDA device, on for the char-RNN (one batch shape) and for the Vaswani Transformer
-    when ``training.token_budget`` is set (its batches in ``length_buckets`` fixed shapes: one
-    static graph a bucket, each compiled once), off for the other models and for a
-    Transformer without buckets (its batch lengths vary: each compile takes about a minute
-    on a GPU); off on a CPU; ``true`` / ``false`` force it. ``true`` is refused for
-    ``bahdanau`` and ``rnn-classifier`` models, whose recurrence over padded batches would
-    compile anew at every batch length.
-    ``benchmarks/bench_compile.py`` measures each model's step both ways."""
-
-    @property
-    def larger_metric_is_better(self) -> bool:
-        """``greater_is_better``, or inferred from ``metric_for_best_model``'s name."""
-        if self.greater_is_better is not None:
-            return self.greater_is_better
-        return not self.metric_for_best_model.endswith("loss")
-
-    def __post_init__(self):
-        from ..training.optim import OPTIMIZERS  # torch: not needed to import the sections
-
-        require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
-        require(
-            self.max_skipped_steps >= 0,
-            "training.max_skipped_steps",
-            f"must be >= 0, got {self.max_skipped_steps}",
-        )
-        require_choice(self.optimizer, "training.optimizer", tuple(OPTIMIZERS))
-        require(
-            self.compile in (True, False, "auto"),
-            "training.compile",
-            f"must be auto, true or false, got {self.compile!r}",
-        )
-        require_choice(self.schedule, "training.schedule", tuple(SCHEDULES))
-        # YAML 1.1 reads a bare `no` (in the file or in --set) as false, which OmegaConf then
-        # stores in this str field as "False": the user wrote "no".
-        if self.mixed_precision in (False, "False"):
-            self.mixed_precision = "no"
-        require_choice(self.mixed_precision, "training.mixed_precision", MIXED_PRECISION)
-        require_positive(
-            self,
-            "training",
-            "batch_size",
-            "gradient_accumulation_steps",
-            "epochs",
-            "max_steps",
-            "max_minutes",
-            "learning_rate",
-            "log_every",
-            "eval_every",
-            "save_every",
-            "keep_checkpoints",
-            "max_grad_norm",
-        )
-        if self.average_checkpoints is not None:
-            require(
-                2 <= self.average_checkpoints <= self.keep_checkpoints,
-                "training.average_checkpoints",
-                f"must be from 2 to training.keep_checkpoints={self.keep_checkpoints} "
-                f"(the checkpoints kept), got {self.average_checkpoints}",
-            )
-            require(
-                self.eval_every is not None,
-                "training.average_checkpoints",
-                "needs training.eval_every: the average competes with the best validated "
-                "checkpoint",
-            )
-        require(
-            bool(self.metric_for_best_model.strip()),
-            "training.metric_for_best_model",
-            "must name a validation metric such as loss, accuracy or macro_f1",
-        )
-        require(self.warmup_steps >= 0, "training.warmup_steps", "must be >= 0")
-        require(self.weight_decay >= 0, "training.weight_decay", "must be >= 0")
-        require(len(self.betas) == 2, "training.betas", "must be two numbers [beta1, beta2]")
-        require(
-            all(0 <= b < 1 for b in self.betas),
-            "training.betas",
-            f"each must be in [0, 1), got {list(self.betas)}",
-        )
-
-
-@dataclass
-class TokenBatchingSection(TrainingSection):
-    """``training:`` of the tasks whose batches can come in a few fixed shapes (translation,
-    classification): :class:`TrainingSection` and ``token_budget`` / ``length_buckets``
-    (:mod:`hfattn.data.token_buckets`)."""
-
-    token_budget: int | None = None
-    """Batches of about this many tokens a step (target tokens for translation, as the 25,000
-    of Vaswani et al. 2017, §5.1; input tokens for classification), in ``length_buckets``
-    fixed shapes: the rows of a bucket's batch are the budget over its mean length, so a
-    step's cost is the same whatever its lengths, and a compiled step compiles once a bucket
-    (``compile: auto`` then compiles the Transformer on CUDA). The split is padded once into
-    tensors (on the GPU when it fits) and a batch is an index gather. ``batch_size`` is not
-    used; ``null``: ``batch_size`` examples a batch."""
-    length_buckets: int = 8
-    """With ``token_budget``, the number of length buckets (fixed batch shapes): their widths
-    are chosen to pad the training split least."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        require_positive(self, "training", "token_budget", "length_buckets")
 
 
 @dataclass
@@ -496,6 +310,8 @@ class RecipeBase:
 
 
 __all__ = [
+    "MIXED_PRECISION",
+    "ON_NONFINITE_LOSS",
     "SPLITS",
     "TOKENIZER_KINDS",
     "BuiltTokenizerSection",
@@ -509,6 +325,7 @@ __all__ = [
     "RecipeBase",
     "RecipeError",
     "SplitTextDataSection",
+    "TokenBatchingSection",
     "TrainingSection",
     "require",
     "require_choice",

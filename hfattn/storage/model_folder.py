@@ -58,7 +58,8 @@ CHECKED_FILES = (
 
 def first_damaged_file(folder: Path, patterns: Iterable[str] = ("*",)) -> Path | None:
     """The first file (sorted by path) directly in ``folder`` that matches one of the glob
-    ``patterns`` and does not read back whole (:func:`hfattn.storage.atomic.reads_back`: JSON that does
+    ``patterns`` and does not read back whole (:func:`hfattn.storage.atomic.reads_back`: JSON that
+    does
     not parse, a safetensors file with a tensor that cannot be read, a ``torch.save`` zip that
     fails its checksums), or ``None`` when every one reads back."""
     files = sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()})

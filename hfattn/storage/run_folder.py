@@ -218,7 +218,8 @@ def check_resume(folder: str | Path, recipe_yaml: str) -> list[FieldChange]:
 
     Raises:
         FileNotFoundError: there is no checkpoint to resume from.
-        RunFolderError: the recipe differs from the stored one in other fields (the message names them: ``model.hidden_size: 64 vs
+        RunFolderError: the recipe differs from the stored one in other fields (the message names
+        them: ``model.hidden_size: 64 vs
             128``).
     """
     folder = Path(folder)

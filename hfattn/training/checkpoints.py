@@ -89,7 +89,7 @@ class Progress:
     skipped_steps: int = 0
     """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
     train_tokens: int = 0
-    """Tokens trained on so far, over all processes (:func:`~hfattn.training.engine.trained_tokens`
+    """Tokens trained on so far, over all processes (:func:`~hfattn.training.speed.trained_tokens`
     of every global batch)."""
     metrics_bytes: int | None = None
     """Length of ``metrics.jsonl`` when the checkpoint was written (resume cuts it back)."""

@@ -84,7 +84,8 @@ def muon_param_groups(model: nn.Module) -> list[dict]:
 
 class MuonAdamW(torch.optim.Optimizer):
     r"""Muon on the parameter groups with ``use_muon=True`` (2-D tensors only), AdamW on the others
-    (``torch.optim.AdamW``'s own update, through its functional form); see the module docstring for the Muon
+    (``torch.optim.AdamW``'s own update, through its functional form); see the module docstring for
+    the Muon
     update. One ``lr`` per group, so any ``LambdaLR`` schedule drives both.
 
     Args:

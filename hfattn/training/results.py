@@ -25,7 +25,8 @@ def gpu_name(accelerator) -> str | None:
 
 def hardware(accelerator, machine: dict) -> str:
     """What the run trained on, in words: ``"2× NVIDIA H100 80GB HBM3"`` or ``"1 process(es)
-    on a 2-core AMD EPYC 7B13, AVX2"`` (``machine``: :func:`hfattn.common.machine.describe_machine`)."""
+    on a 2-core AMD EPYC 7B13, AVX2"`` (``machine``:
+    :func:`hfattn.common.machine.describe_machine`)."""
     if machine.get("gpu"):
         return f"{accelerator.num_processes}× {machine['gpu']}"
     return f"{accelerator.num_processes} process(es) on a {machine_words(machine)}"

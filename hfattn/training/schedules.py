@@ -281,7 +281,8 @@ def schedule_factor(
     warmup_factor: str | None = None,
     beta2: float = 0.999,
 ) -> Callable[[int], float]:
-    """The lambda ``f(e)`` (``e`` = scheduler counter, 0-based) of schedule ``name``; validates args."""
+    """The lambda ``f(e)`` (``e`` = scheduler counter, 0-based) of schedule ``name``; validates
+    args."""
     make = _get(SCHEDULES, name, "lr_scheduler")
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0; got {warmup_steps}")

@@ -67,7 +67,8 @@ class LMTokenizerSection:
 
 @dataclass
 class TextDataSection(SplitTextDataSection):
-    """``data:`` — ``source`` is ``shakespeare`` (embedded), a text file path or a Hub dataset id."""
+    """``data:`` — ``source`` is ``shakespeare`` (embedded), a text file path or a Hub dataset
+    id."""
 
     source: str = "shakespeare"
     validation_fraction: float = 0.05

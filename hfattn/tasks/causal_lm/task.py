@@ -31,7 +31,8 @@ class CausalLMTask(Task):
         auto_class="AutoModelForCausalLM",
         usage=(
             'inputs = tokenizer({example}, return_tensors="pt")\n'
-            "output = model.generate(**inputs, max_new_tokens=200, do_sample=True, temperature=0.8, top_k=50)\n"
+            "output = model.generate(**inputs, max_new_tokens=200, do_sample=True, "
+            "temperature=0.8, top_k=50)\n"
             "print(tokenizer.decode(output[0], skip_special_tokens=True))"
         ),
         intended_use=(

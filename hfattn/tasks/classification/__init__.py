@@ -17,14 +17,14 @@ Models:
 - ``model: {type: rnn-classifier, ...}``: :class:`~hfattn.models.RNNClassifierConfig` fields;
   the ``tokenizer:`` section (``word`` / ``char`` / ``bpe``, :mod:`hfattn.tokenization.translation`;
   ``whitespace: ignore`` makes a ``char`` tokenizer read symbols whatever their spacing, as the
-  Reber recipe does) is built on the training texts, and ``word_vectors:`` optionally initialises the embeddings
-  with word2vec / fastText vectors trained on the training texts or read from a GloVe /
-  word2vec text file (:mod:`hfattn.data.word_vectors`); ``model.freeze_embeddings`` keeps them
-  fixed.
+  Reber recipe does) is built on the training texts, and ``word_vectors:`` optionally
+  initialises the embeddings with word2vec / fastText vectors trained on the training texts or
+  read from a GloVe / word2vec text file (:mod:`hfattn.data.word_vectors`);
+  ``model.freeze_embeddings`` keeps them fixed.
 
 New texts are labelled by :func:`~hfattn.tasks.classification.inference.classify_texts`
-(``hfattn classify``). Texts are cut to ``data.max_length`` tokens; training batches are length-grouped and padded
-per batch (:class:`~hfattn.data.seq2seq.LabelBatches`). The loss is
+(``hfattn classify``). Texts are cut to ``data.max_length`` tokens; training batches are
+length-grouped and padded per batch (:class:`~hfattn.data.seq2seq.LabelBatches`). The loss is
 
 .. math:: \mathcal{L} = -\frac{1}{B}\sum_{b} \ln \operatorname{softmax}(z_b)_{y_b}
 

@@ -5,16 +5,18 @@ Naive Bayes or a linear SVM, on the same data, splits and metric files as the ne
 Every vectorizer starts from the counts :math:`f(t, d)` of scikit-learn's ``CountVectorizer``
 (lowercased, optional stop words removed, n-grams of 1 to ``ngram_max`` tokens), fitted on
 ``train`` only. Tokens (:data:`TOKEN_PATTERNS`) are ``words`` — scikit-learn's default
-``\b\w\w+\b``, words of two or more characters, as in Navarro Castillo's code — or ``symbols``: every
-run of non-space characters, one-character ones included (the Reber task's ``"B P B T …"``).
+``\b\w\w+\b``, words of two or more characters, as in Navarro Castillo's code — or
+``symbols``: every run of non-space characters, one-character ones included (the Reber task's
+``"B P B T …"``).
 
 - ``count``: :math:`x_{d,t} = f(t, d)` (bag of words).
 - ``tfidf``: scikit-learn's ``TfidfVectorizer`` default, i.e. what Navarro Castillo's code computes
   (``TfidfTransformer()``): :math:`x_{d,t} = f(t, d)\,\bigl(\ln\frac{1 + n}{1 + \mathrm{df}(t)}
   + 1\bigr)`, each row then scaled to unit L2 norm (:math:`n` training documents,
   :math:`\mathrm{df}(t)` of them containing :math:`t`).
-- ``tfidf-thesis``: the formula written in Navarro Castillo's §2.3.3, :class:`ThesisTfidfTransformer`:
-  :math:`\mathrm{tf}(t, d) = f(t, d) / |d|`, :math:`\mathrm{idf}(t, C) = \ln(|C| / \mathrm{df}(t))`,
+- ``tfidf-thesis``: the formula written in Navarro Castillo's §2.3.3,
+  :class:`ThesisTfidfTransformer`: :math:`\mathrm{tf}(t, d) = f(t, d) / |d|`,
+  :math:`\mathrm{idf}(t, C) = \ln(|C| / \mathrm{df}(t))`,
   :math:`x_{d,t} = \mathrm{tf}\cdot\mathrm{idf}` without normalisation; :math:`|d| = \sum_t
   f(t, d)` counts the document's kept tokens and :math:`C` is the training set.
 
@@ -68,7 +70,8 @@ DEFAULT_STOP_WORDS = {"reviews-es": "spanish"}
 
 
 class ThesisTfidfTransformer(TransformerMixin, BaseEstimator):
-    r"""Counts → the TF-IDF written in Navarro Castillo's §2.3.3: :math:`x_{d,t} = \frac{f(t,d)}{|d|}\,\ln\frac{|C|}{\mathrm{df}(t)}`.
+    r"""Counts → the TF-IDF written in Navarro Castillo's §2.3.3:
+    :math:`x_{d,t} = \frac{f(t,d)}{|d|}\,\ln\frac{|C|}{\mathrm{df}(t)}`.
 
     ``fit`` learns ``idf_`` from the document frequencies of the count matrix (a term seen in
     no fitted document gets idf 0: it cannot be scored); ``transform`` divides each row by its
@@ -244,9 +247,10 @@ def write_baseline(
 ) -> list[Path]:
     """Write ``eval_results.json`` (the schema the training engine writes: task / dataset
     names, ``results`` rows of the reported metrics, ``all_metrics``, and a ``training`` block
-    describing the baseline, with its :func:`~hfattn.common.machine.provenance`) and ``confusion_matrix.json`` (``{"split", "data", "labels",
-    "matrix"}`` of the last evaluated split, as the classification task writes it, plus
-    ``"splits"``: every evaluated split's matrix), atomically. ``card_metadata`` is the
+    describing the baseline, with its :func:`~hfattn.common.machine.provenance`) and
+    ``confusion_matrix.json`` (``{"split", "data", "labels", "matrix"}`` of the last evaluated
+    split, as the classification task writes it, plus ``"splits"``: every evaluated split's
+    matrix), atomically. ``card_metadata`` is the
     classification task's :meth:`~hfattn.tasks.base.Task.card_metadata`. Returns the paths."""
     output_dir = Path(output_dir)
     reported = card_metadata["reported_metrics"]

@@ -30,8 +30,9 @@ def classify_texts(
     """The ``top_k`` most probable labels of each text (all of them when ``top_k`` is larger
     than the model's labels) with their probabilities, the softmax of the model's logits, most
     probable first, in input order. Parts of a text that the tokenizer maps to ``<unk>`` are
-    named in a warning (:func:`~hfattn.tokenization.characters.warn_unknown`); texts longer than the model
-    accepts (:func:`~hfattn.evaluation.translation.source_limit`) are cut, with a warning.
+    named in a warning (:func:`~hfattn.tokenization.characters.warn_unknown`); texts longer than
+    the model accepts (:func:`~hfattn.evaluation.translation.source_limit`) are cut, with a
+    warning.
 
     Raises:
         ValueError: ``top_k`` or ``batch_size`` below 1, or a text that is blank or not valid

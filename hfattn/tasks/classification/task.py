@@ -33,7 +33,8 @@ class ClassificationTask(Task):
         usage=(
             'inputs = tokenizer({example}, return_tensors="pt", truncation=True)\n'
             "probabilities = model(**inputs).logits.softmax(-1)[0]\n"
-            "print({{model.config.id2label[i]: round(float(p), 3) for i, p in enumerate(probabilities)}})"
+            "print({{model.config.id2label[i]: round(float(p), 3) "
+            "for i, p in enumerate(probabilities)}})"
         ),
         intended_use=(
             "Teaching and experimentation: comparing recurrent classifiers, pretrained encoders "

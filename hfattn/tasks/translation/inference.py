@@ -5,9 +5,9 @@ longer than the model allows (warning, or
 :class:`~hfattn.tasks.translation.encoding.SourceTooLongError` when asked to refuse), returns
 ``""`` for an empty source, and decodes with ``generate`` (greedy, sampling or beam search)
 with the model's saved generation settings, the ``num_beams`` / ``max_new_tokens`` given
-overriding them (:func:`decoding_settings`); sources already encoded (``source_ids``: a split scored at every validation) are not
-tokenized again. It is
-what ``hfattn translate``, the scoring of a split and the sample after training use;
+overriding them (:func:`decoding_settings`); sources already encoded (``source_ids``: a split
+scored at every validation) are not tokenized again. It is what ``hfattn translate``, the
+scoring of a split and the sample after training use;
 :func:`translate_n_best` returns the ``n`` best of each.
 :func:`cross_attention_maps` (and :func:`alignment`, one layer and head of it) gives the
 cross-attention of a translation, what ``hfattn plot attention`` draws.
@@ -187,11 +187,12 @@ def cross_attention_maps(
     max_new_tokens: int | None = None,
 ):
     """Translate ``text`` (``num_beams`` and ``max_new_tokens`` left ``None``: the model's
-    saved ones, :func:`decoding_settings`) and return ``(source_tokens, output_tokens, maps)``: ``maps``
-    [layers, heads, output, source] holds every decoder layer's cross-attention, read from one
-    teacher-forced pass over the decoded output, so it is the alignment of the translation
-    whatever the decoding (beam search included). A model with one attention over the source
-    (Bahdanau, Luong) gives ``[1, 1, output, source]``; a Transformer one map per layer and head.
+    saved ones, :func:`decoding_settings`) and return ``(source_tokens, output_tokens, maps)``:
+    ``maps`` [layers, heads, output, source] holds every decoder layer's cross-attention, read
+    from one teacher-forced pass over the decoded output, so it is the alignment of the
+    translation whatever the decoding (beam search included). A model with one attention over
+    the source (Bahdanau, Luong) gives ``[1, 1, output, source]``; a Transformer one map per
+    layer and head.
 
     Raises:
         ValueError: for an empty source, or a model that returns no cross-attention.

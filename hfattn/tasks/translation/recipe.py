@@ -39,7 +39,8 @@ REPORTED_METRICS = tuple(METRIC_NAMES)
 
 @dataclass
 class Seq2SeqTokenizerSection(BuiltTokenizerSection):
-    """``tokenizer:`` — built on the training pairs (:class:`~hfattn.recipes.schema.BuiltTokenizerSection`):
+    """``tokenizer:`` — built on the training pairs
+    (:class:`~hfattn.recipes.schema.BuiltTokenizerSection`):
     one vocabulary for both languages (``joint``) or one per language merged into one id
     space."""
 
@@ -79,7 +80,8 @@ class PairDataSection:
 
 @dataclass
 class TranslationTrainingSection(TokenBatchingSection):
-    """``training:`` — :class:`~hfattn.recipes.schema.TokenBatchingSection`, the length that groups pairs
+    """``training:`` — :class:`~hfattn.recipes.schema.TokenBatchingSection`, the length that groups
+    pairs
     into batches (``group_by_length``) and batches cut by size: ``max_tokens`` (``null``:
     ``batch_size`` pairs a batch)."""
 

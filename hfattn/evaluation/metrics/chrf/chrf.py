@@ -19,7 +19,9 @@ class ChrF(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description="Character n-gram F-score computed by sacrebleu.",
-            citation="Popović, 'chrF: character n-gram F-score for automatic MT evaluation', WMT 2015.",
+            citation=(
+                "Popović, 'chrF: character n-gram F-score for automatic MT evaluation', WMT 2015."
+            ),
             inputs_description="predictions: list of strings; references: list of strings",
             features=datasets.Features(
                 {"predictions": datasets.Value("string"), "references": datasets.Value("string")}

@@ -10,7 +10,8 @@ For a class :math:`c` with :math:`TP_c` true positives, :math:`FP_c` false posit
 and :math:`F1_c = 0` when :math:`TP_c = 0` (scikit-learn's ``zero_division=0``).
 
 - ``average="macro"`` (default): :math:`\frac{1}{|C|}\sum_c F1_c`, every class weighing the same;
-- ``"weighted"``: :math:`\sum_c \frac{n_c}{N} F1_c` with :math:`n_c` the references of class :math:`c`;
+- ``"weighted"``: :math:`\sum_c \frac{n_c}{N} F1_c` with :math:`n_c` the references of class
+  :math:`c`;
 - ``"micro"``: :math:`\frac{2\sum_c TP_c}{\sum_c (2\,TP_c + FP_c + FN_c)}` (= accuracy for
   single-label data);
 - ``None``: the list of :math:`F1_c`.

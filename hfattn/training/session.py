@@ -1,0 +1,223 @@
+"""One training run's state: the prepared model, optimizer and schedule, its progress, and the
+files of its ``output_dir`` (``metrics.jsonl``, checkpoints, best weights).
+
+:class:`TrainingSession` sets a run up (batch-size checks, optimizer, schedule, Accelerate's
+``prepare``, ``training.compile``), writes and resumes its checkpoints
+(:mod:`hfattn.training.checkpoints`) and scores the validation split off the training clock;
+:func:`hfattn.training.engine.train` runs its loop.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list
+
+from ..storage.run_folder import METRICS_FILE
+from .checkpoints import (
+    Progress,
+    load_checkpoint,
+    record_progress,
+    save_best_weights,
+    write_checkpoint,
+)
+from .clock import TrainingClock
+from .compiling import COMPILE_PAD_MULTIPLE, CompileClock, compile_for_training, resolve_compile
+from .job import TrainingJob, as_callbacks
+from .nonfinite import NonFiniteLosses
+from .optim import build_optimizer
+from .processes import check_batch_size, check_rows_per_process
+from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
+from .speed import SessionFlops, Speedometer, floats
+
+
+class TrainingSession:
+    """One training run of ``job`` with the ``training:`` section ``cfg`` on ``accelerator``:
+    owns the optimizer, the schedule and the files of ``output_dir``; ``nonfinite`` is its
+    non-finite-loss policy, ``planned_training`` the recipe file's own ``training:`` section."""
+
+    def __init__(
+        self,
+        job: TrainingJob,
+        cfg,
+        output_dir: Path,
+        accelerator: Accelerator,
+        nonfinite: NonFiniteLosses,
+        callbacks=(),
+        planned_training=None,
+    ):
+        self.job, self.cfg, self.output_dir = job, cfg, output_dir
+        self.accelerator = acc = accelerator
+        self.nonfinite = nonfinite
+        self.callbacks = as_callbacks(callbacks)
+        check_batch_size(job.batches.batch_size, acc.num_processes)
+        check_rows_per_process(job.batches, acc.num_processes)
+        steps_per_epoch = max(1, len(job.batches) // cfg.gradient_accumulation_steps)
+        check_warmup_fits_epochs(cfg, steps_per_epoch)
+        self.total_steps = schedule_steps(cfg, steps_per_epoch)
+        optimizer = build_optimizer(
+            cfg.optimizer,
+            job.model,
+            lr=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            betas=tuple(cfg.betas),
+            device=acc.device,
+        )
+        config = job.model.config
+        self.scheduler = build_lr_scheduler(
+            cfg.schedule,
+            optimizer,
+            warmup_steps=cfg.warmup_steps,
+            total_steps=self.total_steps,
+            d_model=getattr(config, "d_model", None) or getattr(config, "hidden_size", None),
+        )
+        self.model, self.optimizer = acc.prepare(job.model, optimizer)
+        # training.compile: the loss step calls a compiled view of the prepared module; its
+        # checkpoints, evaluations and saved folder use the module itself (the same parameters,
+        # the state-dict keys without torch.compile's `_orig_mod.` prefix)
+        # batches in fixed shapes (length buckets) live on the device when they fit there
+        shapes = getattr(job.batches, "shapes", None)
+        if shapes is not None:
+            job.batches.to(acc.device)
+        self.compiled = resolve_compile(
+            cfg.compile, config.model_type, acc.device, fixed_shapes=shapes is not None
+        )
+        self.loss_model = (
+            compile_for_training(self.model, None if shapes is None else len(shapes))
+            if self.compiled
+            else self.model
+        )
+        if self.compiled and shapes is None and hasattr(job.batches, "pad_to_multiple_of"):
+            job.batches.pad_to_multiple_of = COMPILE_PAD_MULTIPLE  # a handful of shapes
+        self.compile_clock = CompileClock(acc.device, enabled=self.compiled)
+        self.flops = SessionFlops(job.model, acc.device, acc.mixed_precision, acc.num_processes)
+        self.speed = Speedometer()
+        self.clock = TrainingClock(cfg, self.scheduler, self.total_steps, acc)
+        self.session_start, self.wall_before = time.monotonic(), 0.0  # see wall_seconds
+        acc.register_for_checkpointing(self.scheduler)
+        planned = planned_training or cfg
+        self.progress = Progress(
+            planned_steps=schedule_steps(planned, steps_per_epoch),
+            planned_minutes=planned.max_minutes,
+        )
+        self.state = None  # the recurrent state carried from batch to batch (stateful jobs)
+        self.metrics_path = output_dir / METRICS_FILE
+        self.grad_norm = None  # the last optimizer step's gradient norm (a device tensor)
+
+    # ---- files -------------------------------------------------------------------------
+    def log(self, record: dict) -> None:
+        """Append one record to ``metrics.jsonl`` (main process)."""
+        if self.accelerator.is_main_process:
+            with open(self.metrics_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def save_checkpoint(self) -> None:
+        """:func:`~hfattn.training.checkpoints.write_checkpoint` of the current step."""
+        p = self.progress
+        self.nonfinite.check_gathered(p)
+        p.unlogged_losses[:] = floats(p.unlogged_losses)  # progress.json holds numbers
+        p.wall_s = self.wall_seconds()
+
+        def state_saved(folder: Path) -> None:
+            for callback in self.callbacks:
+                callback.on_checkpoint_state_saved(p, folder)
+
+        write_checkpoint(
+            self.accelerator,
+            self.output_dir,
+            p,
+            self.state,
+            keep=self.cfg.keep_checkpoints,
+            metrics_path=self.metrics_path,
+            on_state_saved=state_saved,
+        )
+
+    def resume_from(self, checkpoint: Path) -> None:
+        """Continue from ``checkpoint`` (:func:`~hfattn.training.checkpoints.load_checkpoint`).
+        A checkpoint written once training had ended (``progress.training_end``) goes on with
+        what follows training, the loop skipped, unless this run's budget is larger: a higher
+        ``training.max_steps`` (epochs left) after the step budget, a higher (or no)
+        ``training.max_minutes`` after the time budget. A callback's stop stands."""
+        self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
+        self.wall_before = self.progress.wall_s
+        p, cfg = self.progress, self.cfg
+        if p.training_end == "completed":
+            reopened = p.step < self.total_steps and p.epoch < cfg.epochs
+        elif p.training_end == "time budget":
+            reopened = cfg.max_minutes is None or p.elapsed_s < 60 * cfg.max_minutes
+        else:
+            reopened = False
+        if reopened:
+            p.training_end, p.averaged = None, False
+        elif p.training_end not in (None, "completed"):
+            p.should_stop, p.stop_reason = True, p.training_end  # the loop is skipped
+
+    def record_in_checkpoint(self) -> None:
+        """Record the progress made since the checkpoint of the current step was written in
+        that checkpoint (:func:`~hfattn.training.checkpoints.record_progress`)."""
+        self.progress.wall_s = self.wall_seconds()
+        record_progress(self.accelerator, self.output_dir, self.progress, self.metrics_path)
+
+    def wall_seconds(self) -> float:
+        """Wall-clock seconds of the whole run so far: this session's since :func:`train` set
+        it up, plus the sessions before a resume up to their last checkpoint (``wall_s`` of
+        :class:`~hfattn.training.checkpoints.Progress`)."""
+        return self.wall_before + time.monotonic() - self.session_start
+
+    # ---- evaluation --------------------------------------------------------------------
+    def evaluate(self, split: str, final: bool = False) -> tuple[dict, float]:
+        """Score ``split`` on the main process and share the result with every process
+        (``final``: with the job's ``final_evaluate`` when it has one). Returns the scores and
+        the seconds the main process's evaluation took (shared too: every process takes the
+        same seconds off its training clock)."""
+        acc = self.accelerator
+        result = [None]
+        if acc.is_main_process:
+            began = time.monotonic()
+            score = (final and self.job.final_evaluate) or self.job.evaluate
+            scores = score(acc.unwrap_model(self.model), split)
+            result[0] = (scores, time.monotonic() - began)
+        broadcast_object_list(result)
+        return result[0]
+
+    def validate(self) -> tuple[dict, float]:
+        """:meth:`evaluate` the validation split in the middle of training, off the training
+        clock: its seconds are added to ``progress.eval_s`` (which the loop takes off
+        ``elapsed_s``, so that ``max_minutes``, the schedule that follows it and tokens/s count
+        training only) and taken out of the speedometer's interval."""
+        scores, seconds = self.evaluate("validation")
+        self.progress.eval_s += seconds
+        self.speed.exclude(seconds)
+        return scores, seconds
+
+    def periodic_eval(self) -> None:
+        """Score the validation split now and keep the weights when they are the best."""
+        self.nonfinite.check_gathered(self.progress)
+        self.keep_validation(*self.validate())
+
+    def keep_validation(self, scores: dict, seconds: float) -> None:
+        """Log the validation ``scores`` of the current step (scored in ``seconds``), mark the
+        step validated and keep the weights when they are the best."""
+        p = self.progress
+        self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores,
+                  "eval_s": round(seconds, 3)})  # fmt: skip
+        p.evaluated_step = p.step
+        if self.keep_if_best(scores):
+            p.best_averaged_steps = None
+
+    def keep_if_best(self, scores: dict) -> bool:
+        """Save the model's current weights as the best when ``scores`` (a validation) beat
+        the best so far by ``training.metric_for_best_model``; returns whether they did."""
+        p = self.progress
+        score, greater = scores[self.cfg.metric_for_best_model], self.cfg.larger_metric_is_better
+        if p.best_score is None or (score > p.best_score if greater else score < p.best_score):
+            p.best_score, p.best_step = score, p.step
+            save_best_weights(self.accelerator, self.model, self.output_dir)
+            return True
+        return False
+
+
+__all__ = ["TrainingSession"]

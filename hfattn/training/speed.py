@@ -1,0 +1,121 @@
+"""The speed of a run: target tokens, training FLOPs, tokens/s and MFU of its train records.
+
+:class:`Speedometer` times the steps between two ``metrics.jsonl`` train records (the seconds
+waiting for batches apart, evaluations left out); :class:`SessionFlops` adds up the FLOPs of a
+session's batches for ``train_flops_per_token`` and holds the device's peak FLOP/s
+(:mod:`hfattn.training.throughput`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..data.seq2seq import IGNORE_INDEX
+from .throughput import FlopCounter, device_peak_flops, mfu
+
+
+def trained_tokens(batch) -> int:
+    """The tokens a global batch trains on: the per-token labels that count (not
+    ``IGNORE_INDEX``) when the labels are ``[B, T]`` (a language model's or a translation's
+    targets); else the non-padding inputs (``attention_mask``) or every input id (a
+    classifier); for a bare ``[B, T + 1]`` window of a language model, its ``B × T``
+    next-token targets."""
+    counted = getattr(batch, "num_tokens", None)  # counted on the host by the batcher
+    if counted is not None:
+        return counted
+    if isinstance(batch, dict):
+        labels = batch.get("labels")
+        if labels is not None and labels.dim() == 2:
+            return int((labels != IGNORE_INDEX).sum())
+        if batch.get("attention_mask") is not None:
+            return int(batch["attention_mask"].sum())
+        return batch["input_ids"].numel()
+    return batch[:, 1:].numel()
+
+
+def floats(values: list) -> list[float]:
+    """``values`` (numbers, and scalar tensors on the device) as numbers, in one read."""
+    tensors = [value for value in values if isinstance(value, torch.Tensor)]
+    if not tensors:
+        return list(values)
+    read = iter(torch.stack(tensors).tolist())
+    return [next(read) if isinstance(value, torch.Tensor) else value for value in values]
+
+
+class SessionFlops:
+    """The training FLOPs of this session's global batches (:class:`FlopCounter` of ``model``)
+    and the peak FLOP/s of ``device`` in ``mixed_precision`` (``None`` on CPUs)."""
+
+    def __init__(self, model, device, mixed_precision: str, num_processes: int):
+        self.count = FlopCounter(model)
+        self.peak_flops, self.peak_source = device_peak_flops(device, mixed_precision)
+        self.num_processes = num_processes
+        self.tokens_from, self.flops = 0, 0.0
+
+    def start(self, tokens: int) -> None:
+        """Open the session with ``tokens`` trained before it."""
+        self.tokens_from, self.flops = tokens, 0.0
+
+    def add(self, batch) -> float:
+        """Count the FLOPs of a global ``batch`` (from its shapes) and return them."""
+        flops = self.count(batch)
+        self.flops += flops
+        return flops
+
+    def per_token(self, tokens: int) -> float | None:
+        """Training FLOPs per target token of this session's steps, ``tokens`` trained so far
+        (``None`` before any)."""
+        trained = tokens - self.tokens_from
+        return self.flops / trained if trained else None
+
+    @property
+    def total_peak(self) -> float | None:
+        """The peak FLOP/s of all processes together (``None`` on CPUs)."""
+        return None if self.peak_flops is None else self.peak_flops * self.num_processes
+
+
+class Speedometer:
+    """The speed of the steps since the last ``metrics.jsonl`` train record: the seconds, the
+    target tokens, the FLOPs (:class:`~hfattn.training.throughput.FlopCounter` of each global
+    batch, added by the loop) and the seconds spent waiting for the next batch."""
+
+    def __init__(self):
+        self.since, self.tokens, self.flops, self.data_wait_s = time.monotonic(), 0, 0.0, 0.0
+
+    def start(self, tokens: int) -> None:
+        """Open an interval at the current time, ``tokens`` trained so far."""
+        self.since, self.tokens, self.flops, self.data_wait_s = time.monotonic(), tokens, 0.0, 0.0
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` (an evaluation's) out of the current interval."""
+        self.since += seconds
+
+    def timed(self, batches):
+        """Yield ``batches``, adding the time each ``next`` takes to ``data_wait_s``."""
+        iterator = iter(batches)
+        while True:
+            asked = time.monotonic()
+            batch = next(iterator, None)
+            self.data_wait_s += time.monotonic() - asked
+            if batch is None:
+                return
+            yield batch
+
+    def interval(self, tokens: int, peak_flops: float | None) -> dict:
+        """The fields of the interval's train record (``tokens_per_s``, ``mfu``: ``None``
+        without a peak, ``data_wait_s``); opens the next interval."""
+        seconds = time.monotonic() - self.since
+        fields = {
+            "tokens_per_s": round((tokens - self.tokens) / seconds, 1) if seconds > 0 else None,
+            "mfu": mfu(self.flops, seconds, peak_flops),
+            "data_wait_s": round(self.data_wait_s, 3),
+        }
+        if fields["mfu"] is not None:
+            fields["mfu"] = round(fields["mfu"], 4)
+        self.start(tokens)
+        return fields
+
+
+__all__ = ["SessionFlops", "Speedometer", "floats", "trained_tokens"]

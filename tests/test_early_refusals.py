@@ -1,0 +1,109 @@
+"""``hfattn train`` refuses a misspelt ``model:`` field and an invalid ``model:`` value before
+torch is imported (within 0.5 s of work), and the torch-free lists it checks them against
+(``hfattn/models/config_fields.py``) are those of the config
+classes. Each CLI check runs in a fresh interpreter: this test process has imported torch."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPE = ROOT / "recipes" / "char_rnn_shakespeare.yaml"
+
+_TRAIN = """
+import json, sys, time
+start = time.perf_counter()
+from hfattn.cli import main
+code = main(["train", *sys.argv[1:]])
+print(json.dumps({"code": code, "seconds": time.perf_counter() - start,
+                  "torch": "torch" in sys.modules}))
+"""
+
+
+def train(*args: str) -> tuple[dict, str]:
+    """``hfattn train ARGS`` in a fresh interpreter: its exit code, the seconds from importing
+    the CLI to the refusal, whether torch was imported; and its stderr."""
+    result = subprocess.run(
+        [sys.executable, "-c", _TRAIN, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "model.hiden_size=5",
+            "model.hiden_size: is not a field of CharRNNConfig; did you mean 'hidden_size'?",
+        ),  # noqa: E501
+        ("model.hidden_size=-3", "model.hidden_size must be a positive integer, got -3"),
+        ("model.dropout=1.5", "model.dropout must be in [0, 1), got 1.5"),
+        (
+            "model.cell=grux",
+            "model.cell must be one of gru, lstm, rnn; got 'grux'; did you mean 'gru'?",
+        ),
+    ],
+)
+def test_bad_model_field_is_refused_before_torch(tmp_path, override, message):
+    out, err = train(str(RECIPE), "--set", override, "--set", f"output_dir={tmp_path / 'run'}")
+    assert out["code"] == 2
+    assert err.strip().splitlines()[-1] == f"error: {message}"
+    assert not out["torch"]
+    assert out["seconds"] <= 0.5
+
+
+def test_config_field_lists_are_the_config_classes():
+    """Every list of ``config_fields.py`` (read without executing it) matches its class: the
+    fields, and each rule refused by the class itself."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    import hfattn.models  # noqa: F401  (registers the model types)
+    from hfattn.common.family_facts import models_literal
+
+    classes = models_literal("config_fields", "CONFIG_CLASSES")
+    fields = models_literal("config_fields", "CONFIG_FIELDS")
+    positive = models_literal("config_fields", "POSITIVE_INT_FIELDS")
+    unit = models_literal("config_fields", "UNIT_INTERVAL_FIELDS")
+    choices = models_literal("config_fields", "CHOICES")
+    for model_type, name in classes.items():
+        config_cls = CONFIG_MAPPING[model_type]
+        assert config_cls.__name__ == name
+        assert fields[model_type] == tuple(f.name for f in dataclasses.fields(config_cls))
+        for field in positive[model_type]:
+            with pytest.raises(ValueError, match=field):
+                config_cls(**{field: -3})
+        for field in unit[model_type]:
+            with pytest.raises(ValueError, match=field):
+                config_cls(**{field: 1.0})
+        for field, allowed in choices[model_type].items():
+            for value in allowed:
+                config_cls(**{field: value})
+            with pytest.raises(ValueError, match=field):
+                config_cls(**{field: "no-such-choice"})
+
+
+def test_recipe_yaml_parsed_once(monkeypatch):
+    """The outline, the full load and the planned steps of one ``hfattn train --set`` read
+    one parse of the recipe file."""
+    import yaml
+
+    from hfattn.recipes import load_recipe, recipe_outline
+
+    calls = []
+    safe_load = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda text: calls.append(1) or safe_load(text))
+    overrides = ["training.max_steps=3"]
+    recipe_outline(RECIPE, overrides)
+    load_recipe(RECIPE, overrides)
+    recipe_outline(RECIPE)
+    assert len(calls) <= 1

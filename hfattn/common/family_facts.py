@@ -40,7 +40,6 @@ def load_models_module(name: str) -> types.ModuleType:
     return module
 
 
-@functools.cache
 def models_literal(module: str, name: str):
     """The value of the top-level assignment ``name = <literal>`` in ``hfattn/models/<module>.py``,
     read with ``ast.literal_eval`` (nothing in the file is executed, ``hfattn.models`` and torch
@@ -49,14 +48,28 @@ def models_literal(module: str, name: str):
     Raises:
         LookupError: the file assigns no literal to ``name``.
     """
+    literals = _models_literals(module)
+    if name not in literals:
+        raise LookupError(f"hfattn/models/{module}.py assigns no literal {name}")
+    return literals[name]
+
+
+@functools.cache
+def _models_literals(module: str) -> dict:
+    """Every top-level ``name = <literal>`` of ``hfattn/models/<module>.py``, the file parsed
+    once."""
     tree = ast.parse((_MODELS_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    literals = {}
     for node in tree.body:
         target = node.target if isinstance(node, ast.AnnAssign) else None
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
-            return ast.literal_eval(node.value)
-    raise LookupError(f"hfattn/models/{module}.py assigns no literal {name}")
+        if isinstance(target, ast.Name) and node.value is not None:
+            try:
+                literals[target.id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError):
+                continue  # not a literal (an expression): not readable without executing
+    return literals
 
 
 @functools.cache

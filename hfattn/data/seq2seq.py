@@ -49,17 +49,25 @@ def padded_width(lengths, pad_to_multiple_of: int | None = None) -> int:
     return width
 
 
+def pad_rows(
+    rows: Sequence[Sequence[int]], width: int, fill: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rows`` right-padded with ``fill`` to ``[len(rows), width]`` in one vectorised write,
+    and the mask of their tokens (1 = token, 0 = padding)."""
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    keep = torch.arange(width)[None, :] < lengths[:, None]
+    out = torch.full((len(rows), width), fill, dtype=torch.long)
+    out[keep] = torch.tensor([i for r in rows for i in r], dtype=torch.long)
+    return out, keep.long()
+
+
 def pad_sources(
     sources: Sequence[Sequence[int]], pad_token_id: int, pad_to_multiple_of: int | None = None
 ) -> dict[str, torch.Tensor]:
     """Right-pad ``sources`` with ``pad_token_id`` (to :func:`padded_width`): ``input_ids``
     and ``attention_mask``."""
     width = padded_width(map(len, sources), pad_to_multiple_of)
-    input_ids = torch.full((len(sources), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sources), width), dtype=torch.long)
-    for row, ids in enumerate(sources):
-        input_ids[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
-        attention_mask[row, : len(ids)] = 1
+    input_ids, attention_mask = pad_rows(sources, width, pad_token_id)
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
@@ -72,9 +80,7 @@ def pad_pairs(
     """Right-pad ``sources`` (pad id, with an attention mask) and ``targets`` (``-100``), each
     to :func:`padded_width`."""
     label_width = padded_width(map(len, targets), pad_to_multiple_of)
-    labels = torch.full((len(targets), label_width), IGNORE_INDEX, dtype=torch.long)
-    for row, ids in enumerate(targets):
-        labels[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+    labels, _ = pad_rows(targets, label_width, IGNORE_INDEX)
     return {**pad_sources(sources, pad_token_id, pad_to_multiple_of), "labels": labels}
 
 
@@ -215,6 +221,7 @@ __all__ = [
     "LabelBatches",
     "PairBatches",
     "pad_pairs",
+    "pad_rows",
     "pad_sources",
     "padded_width",
 ]

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from .seq2seq import IGNORE_INDEX
+from .seq2seq import IGNORE_INDEX, pad_rows
 
 ROW_MULTIPLE = 8
 """Rows of a bucket's batch are a multiple of this (tensor-core tiles; process shares)."""
@@ -123,16 +123,6 @@ def bucket_of(
     return bucket
 
 
-def _padded(rows: Sequence[Sequence[int]], width: int, fill: int) -> tuple[torch.Tensor, ...]:
-    """``rows`` right-padded with ``fill`` to ``[len(rows), width]`` in one vectorised write,
-    and the mask of their tokens (1 = token, 0 = padding)."""
-    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    keep = torch.arange(width)[None, :] < lengths[:, None]
-    out = torch.full((len(rows), width), fill, dtype=torch.long)
-    out[keep] = torch.tensor([i for r in rows for i in r], dtype=torch.long)
-    return out, keep.long()
-
-
 class BucketedBatches:
     """Batches of about ``token_budget`` tokens in at most ``num_buckets`` shapes, gathered
     from tensors padded once (see the module docstring): ``input_ids`` / ``attention_mask``
@@ -176,13 +166,13 @@ class BucketedBatches:
             rows = max(row_multiple, round(token_budget / (row_multiple * mean)) * row_multiple)
             self.members.append(members)
             self.rows.append(min(rows, len(members)))
-            ids, mask = _padded([sources[i] for i in members], source_width, pad_token_id)
+            ids, mask = pad_rows([sources[i] for i in members], source_width, pad_token_id)
             tensors = {"input_ids": ids, "attention_mask": mask}
             if self.classes:
                 tensors["labels"] = torch.tensor([targets[i] for i in members], dtype=torch.long)
             else:
                 labels = [targets[i] for i in members]
-                tensors["labels"] = _padded(labels, target_width, IGNORE_INDEX)[0]
+                tensors["labels"] = pad_rows(labels, target_width, IGNORE_INDEX)[0]
             self.tensors.append(tensors)
             self.tokens.append(counted[members])
         self.batch_size = self.min_rows = min(self.rows)

@@ -376,10 +376,13 @@ GPU_SPEED = (
     "`MarianMTModel` of the same size as transformers ships it (eager, AdamW defaults): an MFU "
     "of {v_mfu:.1%} against Marian's {m_mfu:.1%} ({peak}). Teacher-forced training runs "
     "{b_additive:.2f}× the per-step loop with Bahdanau's additive attention and "
-    "{b_luong:.2f}× with Luong's. Trained by `hfattn train` on batches of 128 verses, the "
+    "{b_luong:.2f}× with Luong's. Trained by `hfattn train` on batches of 128 verses padded "
+    "from lists at each step (`training.batch_size: 128`, no `token_budget`), the two GPU "
     "recipes keep the GPU far from busy: `vaswani_bible_en_es_base` {vr_tps:,.0f} target "
     "tokens/s (MFU {vr_mfu:.1%}), `bahdanau_bible_en_es_rnnsearch` {rr_tps:,.0f} (MFU "
-    "{rr_mfu:.1%}), over runs of {vr_min:g} and {rr_min:g} minutes."
+    "{rr_mfu:.1%}), over runs of {vr_min:g} and {rr_min:g} minutes. The recipes as shipped "
+    "batch 25,000 target tokens in 8 length buckets (docs/training.md, Training on a GPU); "
+    "their speed on a GPU has no measurement in this release."
 )
 BAHDANAU_GPU = f"bahdanau_cuda_{GPU_TAG}.json"
 GPU_FIGURES = {

@@ -60,6 +60,7 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
+import hfattn.tasks  # noqa: F401  (registers the tasks whose recipes it loads)
 from hfattn.recipes import load_recipe
 from hfattn.tasks.base import model_loss
 from hfattn.tasks.causal_lm.job import causal_lm_loss

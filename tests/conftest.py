@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import hfattn.tasks  # noqa: F401  (registers the tasks that recipes name, as the CLI does)
+
 # The test models are tiny: a second intra-op thread only spins against the first (and
 # against any other process on a 2-core machine). Subprocesses inherit the variable.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

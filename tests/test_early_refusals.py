@@ -62,13 +62,40 @@ def test_bad_model_field_is_refused_before_torch(tmp_path, override, message):
     assert out["seconds"] <= 0.5
 
 
+def test_a_folder_holding_a_run_is_refused_before_torch(tmp_path):
+    """A second ``hfattn train`` into a folder that holds a run: refused in 0.5 s, torch not
+    imported; with a bad training value as well, the value is reported first."""
+    (tmp_path / "run" / "checkpoints" / "step-5").mkdir(parents=True)
+    out, err = train(str(RECIPE), "--set", f"output_dir={tmp_path / 'run'}")
+    assert out["code"] == 2 and not out["torch"] and out["seconds"] <= 0.5
+    assert err.strip().splitlines()[-1].startswith(f"error: output_dir {tmp_path / 'run'} already")
+    out, err = train(
+        str(RECIPE), "--set", f"output_dir={tmp_path / 'run'}", "--set", "training.optimizer=adamm"
+    )
+    assert out["code"] == 2 and not out["torch"] and out["seconds"] <= 0.5
+    assert err.strip().splitlines()[-1] == (
+        "error: training.optimizer: 'adamm' is not one of adamw, nadam, rmsprop, radam, sgd, muon"
+    )
+
+
+def test_optimizer_names_are_the_optimizers_built():
+    """The torch-free names the recipe checks accept are the optimizers training builds."""
+    from hfattn.training.optim import OPTIMIZERS
+    from hfattn.training.optimizer_names import OPTIMIZER_NAMES
+
+    assert tuple(OPTIMIZERS) == OPTIMIZER_NAMES
+    assert (
+        OPTIMIZERS["rmsprop"].__name__ == "RMSprop" and OPTIMIZERS["muon"].__name__ == "MuonAdamW"
+    )
+
+
 def test_config_field_lists_are_the_config_classes():
     """Every list of ``config_fields.py`` (read without executing it) matches its class: the
     fields, and each rule refused by the class itself."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     import hfattn.models  # noqa: F401  (registers the model types)
-    from hfattn.common.family_facts import models_literal
+    from hfattn.common.models_source import models_literal
 
     classes = models_literal("config_fields", "CONFIG_CLASSES")
     fields = models_literal("config_fields", "CONFIG_FIELDS")

@@ -14,7 +14,7 @@ import pytest
 from recipe_helpers import write_recipe
 
 from hfattn.cli import main
-from hfattn.common.family_facts import config_field_types
+from hfattn.common.models_source import config_field_types
 from hfattn.common.field_checks import describe_type
 from hfattn.recipes import RecipeError, load_recipe, recipe_outline
 
@@ -95,7 +95,7 @@ def test_a_model_field_of_the_wrong_type_is_refused_before_torch_is_imported(tmp
 def test_a_pretrained_model_section_is_checked_before_torch_is_imported(tmp_path):
     recipe = ROOT / "recipes" / "minilm_genre.yaml"
     code = (
-        "import sys; from hfattn.recipes import RecipeError, recipe_outline\n"
+        "import sys, hfattn.tasks; from hfattn.recipes import RecipeError, recipe_outline\n"
         "try:\n"
         f"    recipe_outline({str(recipe)!r}, ['model.hidden_size=big'])\n"
         "except RecipeError as err:\n"

@@ -23,7 +23,7 @@ import pytest
 from recipe_helpers import write_recipe
 
 from hfattn.data.sources import check_source
-from hfattn.recipes import task_recipe_module
+from hfattn.recipes import task_recipe
 from hfattn.tasks import TASK_NAMES, get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,12 +220,14 @@ def test_the_default_output_folder_of_a_finished_run_does_not_hide_a_typo(tmp_pa
 
 
 def test_every_shipped_recipe_passes_the_outline_without_torch():
-    """The outline's key, type and score checks accept every shipped recipe (no false alarm),
-    and import no heavy library."""
+    """The outline's key, type and score checks and every section's value checks accept every
+    shipped recipe (no false alarm), and import no heavy library."""
     probe = (
-        "import glob, json, sys; from hfattn.recipes import recipe_outline\n"
+        "import glob, json, sys, hfattn.tasks\n"
+        "from hfattn.recipes import check_recipe_values, recipe_outline\n"
         f"names = sorted(glob.glob({str(RECIPES / '*.yaml')!r}))\n"
         "tasks = [recipe_outline(name).task for name in names]\n"
+        "recipes = [check_recipe_values(name) for name in names]\n"
         f"print(json.dumps([len(names), [m for m in {list(HEAVY)!r} if m in sys.modules]]))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
@@ -237,13 +239,13 @@ def test_every_shipped_recipe_passes_the_outline_without_torch():
 def test_the_torch_free_score_names_are_the_registered_scores():
     """:data:`SCORE_NAMES` (read before torch) lists :data:`SCORES` in order, and the field
     :data:`SCORE_FIELDS` names for each model type is the one its config checks."""
-    from hfattn.common.family_facts import load_models_module
+    from hfattn.common.families import SCORE_FIELDS
+    from hfattn.common.models_source import models_literal
     from hfattn.models import AUTO_CLASSES
-    from hfattn.models.families import SCORE_FIELDS
     from hfattn.models.score_names import SCORE_NAMES
     from hfattn.models.scores import SCORES
 
-    assert SCORE_NAMES == tuple(SCORES) == load_models_module("score_names").SCORE_NAMES
+    assert SCORE_NAMES == tuple(SCORES) == models_literal("score_names", "SCORE_NAMES")
     assert [cls.name for cls in SCORES.values()] == list(SCORE_NAMES)
     configs = {config.model_type: config for config, _, _ in AUTO_CLASSES}
     named = {t: {f.name for f in dataclasses.fields(c)} & {"score", "attention_score"}
@@ -329,15 +331,15 @@ def test_each_task_recipe_module_is_light_and_names_what_validation_reports():
     """The checks before training read ``REPORTED_METRICS`` from the task's ``recipe`` module,
     which imports no heavy library; the task's job records the same metrics."""
     probe = (
-        "import json, sys; from hfattn.recipes import TASK_NAMES, task_recipe_module\n"
-        "metrics = {t: list(task_recipe_module(t).REPORTED_METRICS) for t in TASK_NAMES}\n"
+        "import json, sys, hfattn.tasks; from hfattn.recipes import task_names, task_recipe\n"
+        "metrics = {t: list(task_recipe(t).reported_metrics) for t in task_names()}\n"
         f"print(json.dumps([metrics, [m for m in {list(HEAVY)!r} if m in sys.modules]]))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     metrics, heavy = json.loads(out.stdout)
     assert heavy == [] and set(metrics) == set(TASK_NAMES)
     for name in TASK_NAMES:
-        recipe_module = task_recipe_module(name)
+        recipe_module = sys.modules[task_recipe(name).recipe_class.__module__]
         metadata = get_task(name).card_metadata(("d", "d"), recipe_module.METRIC_NAMES)
         assert metrics[name] == list(metadata["reported_metrics"]), name
 

@@ -3,8 +3,10 @@
 A command that runs a recipe (``train``, ``baseline``) takes it as
 :func:`add_recipe_arguments` defines; a command that runs a model on texts (``translate``,
 ``classify``) takes them as :func:`add_text_arguments` defines, and reads them back with
-:func:`hfattn.commands.loading.text_command_inputs`. Only :mod:`argparse` is imported here:
-every command registers its arguments for ``hfattn --help``, which must stay fast.
+:func:`hfattn.commands.loading.text_command_inputs`; an option that overrides a saved
+generation setting says so in its help with :func:`saved_setting_help`. Only :mod:`argparse`
+is imported here: every command registers its arguments for ``hfattn --help``, which must stay
+fast.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ ENGINES = ("torch", "ctranslate2")
 ``generate()``, or its CTranslate2 export."""
 MODEL_HELP = "a model folder (or a Hub repo id)"
 """The help of the ``model_dir`` argument of the commands that run a saved model."""
+
+
+def saved_setting_help(fallback) -> str:
+    """The end of the help of an option that overrides one setting of the model's saved
+    generation config (the saved-settings rule, :mod:`hfattn.tasks.decoding`): where its
+    default comes from, and ``fallback``, the value used when the config sets none."""
+    return f" (default: the model's saved generation config; {fallback} when it sets none)"
 
 
 def add_recipe_arguments(

@@ -106,6 +106,7 @@ def run_pairs(recipe, args: argparse.Namespace) -> list:
     (:func:`hfattn.tasks.classification.baselines.write_baseline`)."""
     from ..storage.run_folder import write_recipe
     from ..tasks import get_task
+    from ..tasks.base import dataset_card_names
     from ..tasks.classification.baselines import (
         DEFAULT_STOP_WORDS,
         DEFAULT_TOKENS,
@@ -121,7 +122,7 @@ def run_pairs(recipe, args: argparse.Namespace) -> list:
     stop_words = args.stop_words or DEFAULT_STOP_WORDS.get(source, "none")
     tokens = args.tokens or DEFAULT_TOKENS.get(source, "words")
     metadata = get_task("classification").card_metadata(
-        DATASET_NAMES.get(source, (source, source)), METRIC_NAMES
+        dataset_card_names(source, DATASET_NAMES), METRIC_NAMES
     )
     results = []
     for vectorizer in dict.fromkeys(args.vectorizer):

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from ..tasks.decoding import TEXT_GENERATION_FALLBACK, saved_decoding
-from .arguments import MODEL_HELP
+from .arguments import MODEL_HELP, saved_setting_help
 
 
 def register(subparsers) -> None:
@@ -24,8 +24,7 @@ def register(subparsers) -> None:
     parser.add_argument("--prompt", default="", help="text to continue (empty: start from <bos>)")
 
     def saved(name: str, unset: str = "") -> str:
-        fallback = unset or str(TEXT_GENERATION_FALLBACK[name])
-        return f" (default: the model's saved generation config; {fallback} when it sets none)"
+        return saved_setting_help(unset or TEXT_GENERATION_FALLBACK[name])
 
     parser.add_argument("--max-new-tokens", type=int, help="new tokens" + saved("max_new_tokens"))
     parser.add_argument(

@@ -7,6 +7,9 @@ import argparse
 
 from hfattn.plotting.figures import MODEL_PLOTS, PLOTS
 
+from ..tasks.decoding import TRANSLATION_FALLBACK
+from .arguments import saved_setting_help
+
 
 def run(args: argparse.Namespace) -> int:
     """Write the figure ``args.name`` to ``args.out`` (default ``<name>.png``)."""
@@ -94,8 +97,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--num-beams",
         type=int,
-        help="attention: beam width (default: the model's saved generation config; 1 when it "
-        "sets none)",
+        help="attention: beam width" + saved_setting_help(TRANSLATION_FALLBACK["num_beams"]),
     )
     parser.add_argument(
         "--layer",

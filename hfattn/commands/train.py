@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from .arguments import add_recipe_arguments
-from .loading import load_recipe_or_report, report_error
+from .loading import report_error
 
 
 def register(subparsers) -> None:
@@ -61,9 +61,7 @@ def _recipe_of(args: argparse.Namespace):
             report_error("give a recipe (hfattn train RECIPE) or a run to continue "
                          "(hfattn train --resume RUN_FOLDER)")  # fmt: skip
             return None
-        if not _checked_early(args, args.recipe):
-            return None
-        return load_recipe_or_report(args)
+        return _with_model_config(_checked_early(args, args.recipe))
     if args.recipe is not None:
         report_error(
             f"give a recipe or a run folder, not both: `{resume_command(folder)}` continues "
@@ -76,26 +74,36 @@ def _recipe_of(args: argparse.Namespace):
         what = "does not exist" if not Path(folder).is_dir() else f"has no {stored.name}"
         report_error(f"--resume {folder}: the folder {what}; it is not a run to continue")
         return None
-    if not _checked_early(args, stored, output_dir=str(folder)):
+    return _with_model_config(_checked_early(args, stored, output_dir=str(folder)))
+
+
+def _with_model_config(recipe):
+    """``recipe`` with its model config built (:func:`~hfattn.recipes.with_model_config`:
+    torch, seconds), or ``None`` after reporting why not (or when ``recipe`` is ``None``)."""
+    if recipe is None:
         return None
-    from ..recipes import RecipeError, load_recipe  # after the cheap checks (seconds of imports)
+    from ..recipes import RecipeError, with_model_config
 
     try:
-        recipe = load_recipe(stored, args.overrides)
-    except (RecipeError, FileNotFoundError) as err:
+        return with_model_config(recipe)
+    except RecipeError as err:
         report_error(err)
         return None
-    recipe.output_dir = str(folder)  # the folder is the run, wherever it now lies
-    return recipe
 
 
-def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None) -> bool:
-    """Whether the recipe file ``path`` (with ``args.overrides``; its run in ``output_dir``
-    when given) passes every check that needs neither data nor the run folder, made on its
-    outline before the task and torch are imported
-    (:func:`hfattn.orchestration.run.check_before_training`, in a fraction of a second); the first
-    failure is reported."""
-    from ..recipes import RecipeError, recipe_outline
+def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None):
+    """The recipe file ``path`` (with ``args.overrides``; its run in ``output_dir`` when
+    given), or ``None`` after reporting the first failure of every check that needs no data,
+    model config or checkpoint, made before torch is imported, in a fraction of a second: its
+    outline
+    (:func:`~hfattn.recipes.recipe_outline`), the checks before training
+    (:func:`hfattn.orchestration.run.check_before_training`), every field's value
+    (:func:`~hfattn.recipes.check_recipe_values`) and, for a new run, a folder that already
+    holds one (:func:`~hfattn.storage.run_folder.check_output_dir`). The recipe's model config
+    is not built yet (:func:`_with_model_config`)."""
+    from .. import tasks  # noqa: F401  (registers every task's recipe)
+    from ..recipes import RecipeError, check_recipe_values, recipe_outline
+    from ..storage.run_folder import check_output_dir
 
     try:
         outline = recipe_outline(path, args.overrides)
@@ -104,10 +112,14 @@ def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None
         from ..orchestration.run import check_before_training  # after the outline's own checks
 
         check_before_training(outline, resume=bool(args.resume), overwrite=args.overwrite)
+        recipe = check_recipe_values(path, args.overrides)
+        recipe.output_dir = outline.output_dir  # a run folder given to --resume is the run
+        if not args.resume:
+            check_output_dir(recipe.output_dir, args.overwrite)
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
         report_error(err)
-        return False
-    return True
+        return None
+    return recipe
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
     from ..orchestration.run import check_run_folder, run_recipe
     from ..recipes import RecipeError, recipe_outline
 
-    try:  # another run's folder fails here, before the model and data load
-        changes = check_run_folder(recipe, resume=resume, overwrite=args.overwrite)
+    try:  # the run to resume, checked against the loaded recipe before the data load
+        changes = check_run_folder(recipe, resume=True) if resume else []
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         return report_error(err)
     if resume:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ..tasks.decoding import TRANSLATION_FALLBACK
-from .arguments import ENGINES, add_text_arguments
+from .arguments import ENGINES, add_text_arguments, saved_setting_help
 
 
 def register(subparsers) -> None:
@@ -29,14 +29,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--num-beams",
         type=int,
-        help="beam width (default: the model's saved generation config; "
-        f"{TRANSLATION_FALLBACK['num_beams']}, greedy, when it sets none)",
+        help="beam width" + saved_setting_help(f"{TRANSLATION_FALLBACK['num_beams']}, greedy,"),
     )
     parser.add_argument(
         "--max-new-tokens",
         type=int,
-        help="most tokens per translation (default: the model's saved generation config; "
-        f"{TRANSLATION_FALLBACK['max_new_tokens']} when it sets none)",
+        help="most tokens per translation"
+        + saved_setting_help(TRANSLATION_FALLBACK["max_new_tokens"]),
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(

@@ -18,7 +18,7 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
-from ..common.family_facts import load_models_module
+from ..common.families import FAMILIES, card_value
 from ..export.folder import EXPORT_INFO_FILE, export_of
 from ..storage.run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
 from .assets import asset_dir
@@ -26,8 +26,6 @@ from .citations import citations_for
 from .folder import HubSettings, ModelFolder
 
 TEMPLATE_NAME = "model_card_template.md"
-_FAMILIES = load_models_module("families")
-"""What each model family's card says about it (:mod:`hfattn.models.families`)."""
 
 _META_CONFIG_KEYS = frozenset(
     {
@@ -84,7 +82,7 @@ def _human_count(n: int) -> str:
     return f"{n:,}"
 
 
-_format_value = _FAMILIES.card_value
+_format_value = card_value
 
 
 def _format_seconds(seconds: float) -> str:
@@ -146,7 +144,7 @@ def card_data_for(folder: ModelFolder, repo_id: str, *, merged: bool = False) ->
 
 
 def _attention_row(config: dict) -> tuple[str, str] | None:
-    family = _FAMILIES.FAMILIES.get(config.get("model_type") or "")
+    family = FAMILIES.get(config.get("model_type") or "")
     describe = family.describe_attention if family else None
     text = describe(config) if describe else None
     return ("Attention", text) if text else None

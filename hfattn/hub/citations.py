@@ -1,6 +1,6 @@
 """Papers each ``model_type`` implements, cited in its model card.
 
-Each model family names its papers by BibTeX key (:attr:`hfattn.models.families.Family.papers`);
+Each model family names its papers by BibTeX key (:attr:`hfattn.common.families.Family.papers`);
 the BibTeX entries live in ``citations.bib`` beside this module, verbatim as a card prints
 them, and each :class:`Citation` names its entry by key. A model type that names none gets a
 card without a references section.
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..common.family_facts import load_models_module
+from ..common.families import FAMILIES
 
 BIBTEX_FILE = Path(__file__).with_name("citations.bib")
 """The BibTeX entries of every paper cited, as a card prints them."""
@@ -93,7 +93,7 @@ PAPERS: dict[str, Citation] = {
 
 CITATIONS: dict[str, tuple[Citation, ...]] = {
     model_type: tuple(PAPERS[key] for key in family.papers)
-    for model_type, family in load_models_module("families").FAMILIES.items()
+    for model_type, family in FAMILIES.items()
 }
 """``model_type`` → the papers its architecture implements, most specific first."""
 

@@ -13,11 +13,11 @@ sequence-to-sequence models (:mod:`.translation_pipeline`: transformers 5 refuse
 
 import transformers
 
+from ..common.families import FAMILIES
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_char_rnn import CharRNNConfig
 from .configuration_rnn_classifier import RNNClassifierConfig
 from .configuration_vaswani import VaswaniConfig
-from .families import FAMILIES
 from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauModel
 from .modeling_char_rnn import CharRNNForCausalLM
 from .modeling_rnn_classifier import RNNForSequenceClassification
@@ -35,7 +35,7 @@ AUTO_CLASSES = tuple(
     )
 )
 """One row per architecture: its config class, its model class and the name of its Auto class
-in ``transformers`` (:attr:`.families.Family.auto_class`)."""
+in ``transformers`` (:attr:`hfattn.common.families.Family.auto_class`)."""
 
 
 def register_auto_classes() -> None:

@@ -1,6 +1,6 @@
 """The fields of each hfattn config class and the value rules its ``__post_init__`` applies, as
 plain data (standard library only, no import): the recipe checks read them with
-:func:`hfattn.common.family_facts.models_literal` (``ast.literal_eval``, nothing executed) and
+:func:`hfattn.common.models_source.models_literal` (``ast.literal_eval``, nothing executed) and
 refuse a misspelt or invalid ``model:`` field before torch is imported. A test keeps every list
 equal to what the config classes accept (``tests/test_early_refusals.py``).
 """

@@ -5,7 +5,13 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
-from .config_checks import PresetsMixin, check_choice, check_positive_int
+from .config_checks import (
+    PresetsMixin,
+    check_choice,
+    check_positive_int,
+    check_positive_ints,
+    check_rates,
+)
 from .distributions import DISTRIBUTIONS
 from .score_names import SCORE_NAMES
 from .scores import SCORES
@@ -160,29 +166,26 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
 
     def validate_fields(self) -> None:
         """Raise ``ValueError`` naming the field and the allowed values for any bad setting."""
-        for name in (
-            "vocab_size",
-            "embedding_dim",
-            "encoder_hidden_size",
-            "encoder_layers",
-            "decoder_hidden_size",
-            "decoder_layers",
-            "max_source_positions",
-        ):
-            check_positive_int(name, getattr(self, name))
+        check_positive_ints(
+            self,
+            (
+                "vocab_size",
+                "embedding_dim",
+                "encoder_hidden_size",
+                "encoder_layers",
+                "decoder_hidden_size",
+                "decoder_layers",
+                "max_source_positions",
+            ),
+        )
         if self.attention_size is not None:
             check_positive_int("attention_size", self.attention_size)
         check_choice("cell", self.cell, CELL_TYPES)
         check_choice("bridge", self.bridge, BRIDGES)
         check_choice("attention", self.attention, ATTENTIONS)
-        if self.score is not None:
-            check_choice("score", self.score, SCORE_NAMES)
-        if self.distribution is not None:
-            check_choice("distribution", self.distribution, tuple(DISTRIBUTIONS))
-        for name in ("dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+        check_choice("score", self.score, SCORE_NAMES, optional=True)
+        check_choice("distribution", self.distribution, tuple(DISTRIBUTIONS), optional=True)
+        check_rates(self, ("dropout", "label_smoothing"))
         if self.input_feeding and self.attention != "luong":
             raise ValueError(
                 f"input_feeding needs attention='luong'; got attention={self.attention!r}"

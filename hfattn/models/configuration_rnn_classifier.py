@@ -5,7 +5,7 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
-from .config_checks import PresetsMixin, check_choice, check_positive_int
+from .config_checks import PresetsMixin, check_choice, check_positive_ints, check_rates
 from .distributions import DISTRIBUTIONS
 from .score_names import SCORE_NAMES
 
@@ -105,8 +105,9 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
 
     def validate_fields(self) -> None:
         """Raise ``ValueError`` naming the field and the allowed values for any bad setting."""
-        for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "num_labels"):
-            check_positive_int(name, getattr(self, name))
+        check_positive_ints(
+            self, ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "num_labels")
+        )
         check_choice("cell", self.cell, CELL_TYPES)
         check_choice("pooling", self.pooling, POOLINGS)
         check_choice("attention_score", self.attention_score, SCORE_NAMES)
@@ -114,10 +115,7 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
             check_choice(
                 "attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS)
             )
-        for name in ("input_dropout", "rnn_dropout", "dropout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+        check_rates(self, ("input_dropout", "rnn_dropout", "dropout"))
 
     @property
     def num_directions(self) -> int:

@@ -7,7 +7,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
 
-from .config_checks import PresetsMixin, check_choice, check_positive_int
+from .config_checks import PresetsMixin, check_choice, check_positive_ints, check_rates
 from .distributions import DISTRIBUTIONS
 from .positional import POSITIONAL_ENCODINGS
 from .score_names import SCORE_NAMES
@@ -181,17 +181,19 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
 
     def validate_fields(self) -> None:
         """Raise ``ValueError`` naming the field and the allowed values for any bad setting."""
-        for name in (
-            "vocab_size",
-            "encoder_layers",
-            "decoder_layers",
-            "d_model",
-            "num_heads",
-            "head_dim",
-            "ffn_dim",
-            "max_position_embeddings",
-        ):
-            check_positive_int(name, getattr(self, name))
+        check_positive_ints(
+            self,
+            (
+                "vocab_size",
+                "encoder_layers",
+                "decoder_layers",
+                "d_model",
+                "num_heads",
+                "head_dim",
+                "ffn_dim",
+                "max_position_embeddings",
+            ),
+        )
         check_choice("activation", self.activation, tuple(ACT2FN))
         check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         check_choice("position_embedding", self.position_embedding, tuple(POSITIONAL_ENCODINGS))
@@ -203,17 +205,17 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
             )
         if self.position_embedding == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"d_model must be even for sinusoidal positions; got {self.d_model}")
-        for name in (
-            "dropout",
-            "attention_dropout",
-            "activation_dropout",
-            "embedding_dropout",
-            "head_dropout",
-            "label_smoothing",
-        ):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not 0.0 <= value < 1.0):
-                raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+        check_rates(
+            self,
+            (
+                "dropout",
+                "attention_dropout",
+                "activation_dropout",
+                "embedding_dropout",
+                "head_dropout",
+                "label_smoothing",
+            ),
+        )
 
     @property
     def use_layer_norm(self) -> bool:

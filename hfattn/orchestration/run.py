@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..common.field_checks import RecipeError, require, require_reported_metric
 from ..common.machine import hfattn_commit
 from ..data.licenses import data_license
-from ..recipes import task_recipe_module
+from ..recipes import task_recipe
 from ..recipes.schema import LICENSE_FORM, HubSection, RecipeBase
 from ..storage.run_folder import (
     RESUME_AND_OVERWRITE,
@@ -65,7 +65,7 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
     except ValueError as err:
         raise RecipeError(str(err)) from None
     require_reported_metric(
-        recipe.training.metric_for_best_model, task_recipe_module(recipe.task).REPORTED_METRICS
+        recipe.training.metric_for_best_model, task_recipe(recipe.task).reported_metrics
     )
     check_data_source(recipe.task, recipe.data.source)
     check_hub_settings(recipe.hub, recipe.data.source)
@@ -95,14 +95,14 @@ def check_run_folder(
 def check_data_source(task: str, source: str | None) -> None:
     """``data.source`` (``None``: the task's embedded default) must name a dataset that the
     task can load: the ``check_data_source`` of the task's light ``recipe`` module
-    (:func:`hfattn.recipes.task_recipe_module`; :meth:`hfattn.tasks.Task.check_data_source`
+    (:func:`hfattn.recipes.task_recipe`; :meth:`hfattn.tasks.Task.check_data_source`
     is the same check).
 
     Raises:
         ValueError, FileNotFoundError: as :func:`hfattn.data.sources.check_source`.
     """
     if source is not None:
-        task_recipe_module(task).check_data_source(source)
+        task_recipe(task).check_data_source(source)
 
 
 def check_hub_settings(hub: HubSection, data_source: str | None = None) -> None:

@@ -9,7 +9,9 @@ The package holds every piece of recipe parsing:
   type's config class (which it builds) or naming a pretrained checkpoint;
 - :mod:`~hfattn.recipes.loading`: :func:`load_recipe` (the YAML, its ``--set`` overrides, every
   check, the built model config on ``recipe.model_config``) and :func:`recipe_outline` (the
-  few fields the checks before training read, without torch).
+  few fields the checks before training read, without torch);
+- :mod:`~hfattn.recipes.registry`: the tasks a recipe may name, each registered by the task's
+  own light ``recipe`` module (importing :mod:`hfattn.tasks` registers them all).
 
 The field checks themselves (:class:`RecipeError`, ``require*``) live in
 :mod:`hfattn.common.field_checks`, below the data and training layers that use them too.
@@ -19,6 +21,14 @@ from __future__ import annotations
 
 from . import loading
 from .loading import *  # noqa: F403  (its public names: loading.__all__)
+from .registry import TaskRecipe, register_task_recipe, task_names, task_recipe
 from .schema import RecipeBase
 
-__all__ = [*loading.__all__, "RecipeBase"]
+__all__ = [
+    *loading.__all__,
+    "RecipeBase",
+    "TaskRecipe",
+    "register_task_recipe",
+    "task_names",
+    "task_recipe",
+]

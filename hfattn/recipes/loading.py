@@ -1,12 +1,14 @@
 """Recipes: one YAML file per experiment, parsed and validated before anything is trained.
 
 :func:`load_recipe` reads the YAML (plus ``--set key=value`` overrides), finds its ``task:``
-(:data:`TASK_PACKAGES`) and merges everything into that task's structured recipe class
-(:class:`~hfattn.recipes.schema.RecipeBase` + the task's own sections, declared in the task's light
-``recipe`` module). Unknown keys and wrong types are rejected with the dotted name of the
-field; value checks (ranges, choices) follow in each section's ``__post_init__``; ``model:`` is
-checked against its config class (:mod:`hfattn.recipes.model_section`). :func:`recipe_outline` reads
-the few fields that the checks before training need, in a fraction of a second.
+among the registered ones (:mod:`hfattn.recipes.registry`) and merges everything into that
+task's structured recipe class (:class:`~hfattn.recipes.schema.RecipeBase` + the task's own
+sections, declared and registered by the task's light ``recipe`` module). Unknown keys and
+wrong types are rejected with the dotted name of the field; value checks (ranges, choices)
+follow in each section's ``__post_init__`` (:func:`check_recipe_values`, no torch); ``model:``
+is checked against its config class (:func:`with_model_config`).
+
+:func:`recipe_outline` reads the few fields that the checks before training need.
 
 Parsing only: a run from its recipe is :mod:`hfattn.orchestration.run`'s.
 """
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import logging
 import math
 import types
@@ -35,6 +36,7 @@ from .model_section import (
     normalize_model_section,
     validate_model_section,
 )
+from .registry import task_recipe
 from .schema import (
     HubSection,
     RecipeBase,
@@ -47,32 +49,11 @@ logger = logging.getLogger(__name__)
 Recipe = RecipeBase
 """Every task's recipe class subclasses this one."""
 
-TASK_PACKAGES = {
-    "causal-lm": "hfattn.tasks.causal_lm",
-    "classification": "hfattn.tasks.classification",
-    "translation": "hfattn.tasks.translation",
-}
-"""Recipe ``task:`` name → the task's package (:mod:`hfattn.tasks`). Its ``recipe`` module
-(light: no torch) declares ``RECIPE_CLASS`` and ``REPORTED_METRICS``; its ``task`` module
-``TASK``. Named by strings, as ``transformers``' Auto mappings name their classes: parsing a
-recipe sits below the tasks and imports only the recipe module of the one it reads."""
-
-TASK_NAMES = tuple(TASK_PACKAGES)
-
-
-def task_recipe_module(task: str):
-    """The ``recipe`` module of ``task`` (its sections, ``RECIPE_CLASS``, ``REPORTED_METRICS``).
-
-    Raises:
-        RecipeError: ``task: 'x' is not one of causal-lm, classification, translation``.
-    """
-    require(task in TASK_PACKAGES, "task", f"{task!r} is not one of {', '.join(TASK_NAMES)}")
-    return importlib.import_module(f"{TASK_PACKAGES[task]}.recipe")
-
 
 def recipe_class(task: str) -> type[RecipeBase]:
-    """The recipe dataclass of ``task``."""
-    return task_recipe_module(task).RECIPE_CLASS
+    """The recipe dataclass of the registered task ``task``
+    (:func:`~hfattn.recipes.registry.task_recipe`)."""
+    return task_recipe(task).recipe_class
 
 
 def default_recipe(task: str = "causal-lm") -> RecipeBase:
@@ -83,8 +64,7 @@ def default_recipe(task: str = "causal-lm") -> RecipeBase:
 def _task_of(*configs) -> str:
     merged = OmegaConf.merge(*configs)
     name = merged.get("task", "causal-lm") if OmegaConf.is_dict(merged) else None
-    require(name in TASK_NAMES, "task", f"{name!r} is not one of {', '.join(TASK_NAMES)}")
-    return name
+    return task_recipe(name).name
 
 
 def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
@@ -144,6 +124,32 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         RecipeError: naming the offending field (``training.batch_size: ...``).
         FileNotFoundError: when ``path`` does not exist.
     """
+    return with_model_config(check_recipe_values(path, overrides))
+
+
+def with_model_config(recipe: RecipeBase) -> RecipeBase:
+    """``recipe`` (from :func:`check_recipe_values`) with ``recipe.model_config`` built from its
+    ``model:`` section (:func:`~hfattn.recipes.model_section.validate_model_section`: imports
+    ``transformers`` and torch).
+
+    Raises:
+        RecipeError: a ``model:`` field its config class refuses.
+    """
+    recipe.model_config = validate_model_section(recipe.model)
+    return recipe
+
+
+def check_recipe_values(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = ()
+) -> RecipeBase:
+    """The recipe file ``path`` with its ``--set`` overrides, every field's key, type and value
+    checked (each section's ``__post_init__``), but its ``model:`` section not yet built into a
+    config: what :func:`load_recipe` does short of importing ``transformers`` and torch (a
+    fraction of a second). ``recipe.model_config`` is left unset.
+
+    Raises:
+        RecipeError, FileNotFoundError: as :func:`load_recipe`.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"recipe file not found: {path}")
@@ -164,11 +170,9 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
             merged.model = given_model  # not merged into the task's default ``type``
         check_finite(OmegaConf.to_container(merged))
-        recipe = OmegaConf.to_object(merged)
+        return OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         raise _field_error(err, path, cls) from None
-    recipe.model_config = validate_model_section(recipe.model)
-    return recipe
 
 
 def field_hints(cls: type) -> dict[str, Any]:
@@ -397,17 +401,16 @@ def _item_type(hint):
 
 
 __all__ = [
-    "TASK_NAMES",
-    "TASK_PACKAGES",
     "Recipe",
     "RecipeError",
     "RecipeOutline",
     "check_finite",
     "check_overrides",
+    "check_recipe_values",
     "check_shapes",
     "default_recipe",
     "load_recipe",
     "recipe_class",
     "recipe_outline",
-    "task_recipe_module",
+    "with_model_config",
 ]

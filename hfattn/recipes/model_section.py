@@ -19,8 +19,9 @@ import types
 import typing
 from typing import Any
 
-from ..common.family_facts import config_field_types, load_models_module, models_literal
+from ..common.families import SCORE_FIELDS
 from ..common.field_checks import RecipeError, did_you_mean, require, type_error
+from ..common.models_source import config_field_types, models_literal
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def check_pretrained_section(model: dict[str, Any]) -> None:
 
 def check_model_choices(model: dict[str, Any]) -> None:
     """The attention score that ``model:`` names (``score`` / ``attention_score``, as
-    :data:`~hfattn.models.families.SCORE_FIELDS` has it for ``model.type``) must be one of
+    :data:`~hfattn.common.families.SCORE_FIELDS` has it for ``model.type``) must be one of
     :data:`~hfattn.models.score_names.SCORE_NAMES`, checked in a few milliseconds, before
     torch is imported (:func:`validate_model_section` checks everything else once it is).
 
@@ -68,7 +69,7 @@ def check_model_choices(model: dict[str, Any]) -> None:
     if not isinstance(model, dict) or is_pretrained(model):
         return
     score_names = models_literal("score_names", "SCORE_NAMES")
-    field_name = load_models_module("families").SCORE_FIELDS.get(model.get("type"))
+    field_name = SCORE_FIELDS.get(model.get("type"))
     value = model.get(field_name)
     if field_name is None or value is None:
         return
@@ -82,7 +83,7 @@ def check_model_choices(model: dict[str, Any]) -> None:
 def check_model_types(model: dict[str, Any]) -> None:
     """Every value of ``model:`` that names a field of hfattn's config class of ``model.type``
     must have that field's type, checked in a few milliseconds from the class's source
-    (:func:`~hfattn.common.family_facts.config_field_types`), before torch is imported; the
+    (:func:`~hfattn.common.models_source.config_field_types`), before torch is imported; the
     other keys are :func:`validate_model_section`'s. A pretrained checkpoint's section holds
     only its keys (:func:`check_pretrained_section`).
 
@@ -121,7 +122,7 @@ def check_model_fields(model: dict[str, Any]) -> None:
     """Every key of ``model:`` must be a field of the config class of ``model.type`` and every
     value within that field's rule (a positive integer, a rate in [0, 1), one of its choices),
     checked in a few milliseconds from the torch-free lists of :mod:`hfattn.models.config_fields`
-    (read by :func:`~hfattn.common.family_facts.models_literal`), before torch is imported; the
+    (read by :func:`~hfattn.common.models_source.models_literal`), before torch is imported; the
     config class makes the same checks once it is built (:func:`validate_model_section`). Run
     after :func:`check_model_types` (a value of the wrong type is its error). A pretrained
     checkpoint, or a type hfattn does not define, is left to :func:`validate_model_section`.

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
-from ..common.family_facts import load_models_module
+from ..common.families import UNROLLED_PER_LENGTH
 from ..common.field_checks import (
     RecipeError,
     require,
@@ -295,7 +295,7 @@ class RecipeBase:
             not (
                 training is not None
                 and training.compile is True
-                and model_type in load_models_module("families").UNROLLED_PER_LENGTH
+                and model_type in UNROLLED_PER_LENGTH
             ),
             "training.compile",
             f"model.type {model_type} runs its recurrence over padded batches of varying "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..common.field_checks import require, require_choice, require_positive
+from ..training.optimizer_names import OPTIMIZER_NAMES
 from ..training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
@@ -119,15 +120,13 @@ class TrainingSection:
         return not self.metric_for_best_model.endswith("loss")
 
     def __post_init__(self):
-        from ..training.optim import OPTIMIZERS  # torch: not needed to import the sections
-
         require_choice(self.on_nonfinite_loss, "training.on_nonfinite_loss", ON_NONFINITE_LOSS)
         require(
             self.max_skipped_steps >= 0,
             "training.max_skipped_steps",
             f"must be >= 0, got {self.max_skipped_steps}",
         )
-        require_choice(self.optimizer, "training.optimizer", tuple(OPTIMIZERS))
+        require_choice(self.optimizer, "training.optimizer", OPTIMIZER_NAMES)
         require(
             self.compile in (True, False, "auto"),
             "training.compile",

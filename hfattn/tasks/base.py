@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from ..recipes import task_recipe_module
+from ..recipes import task_recipe
+
+if TYPE_CHECKING:
+    from ..training.job import TrainingJob
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,21 @@ class TaskInfo:
     """Model class-name endings (``ForCausalLM``) whose folders belong to this task."""
     peft_task_type: str | None = None
     """PEFT ``task_type`` of this task's adapters (``CAUSAL_LM``)."""
+
+
+def dataset_card_names(source: str, known: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """``(name, type)`` the model card gives the dataset ``source``: its entry in ``known`` (a
+    task's embedded sources), else ``source`` itself for both (a Hub id or a file)."""
+    return known.get(source, (source, source))
+
+
+def split_settings(data) -> dict:
+    """The keywords a split loader takes from a ``data:`` section: the shares of ``train``
+    carved out for a missing validation / test split (``validation_fraction``,
+    ``test_fraction``), the size of the ``train`` subset kept (``train_size``) and the
+    ``seed`` that draws them."""
+    names = ("validation_fraction", "test_fraction", "seed", "train_size")
+    return {name: getattr(data, name) for name in names}
 
 
 def model_loss(model, batch: dict, state, stateful: bool):
@@ -68,7 +86,7 @@ class Task:
         Raises:
             ValueError, FileNotFoundError: as :func:`hfattn.data.sources.check_source`.
         """
-        task_recipe_module(self.name).check_data_source(source)
+        task_recipe(self.name).check_data_source(source)
 
     def card_metadata(self, dataset: tuple[str, str], metric_names: dict[str, str]) -> dict:
         """The task / dataset / metric names that training records in ``eval_results.json``
@@ -83,6 +101,27 @@ class Task:
             "reported_metrics": tuple(metric_names),
         }
 
+    def training_job(
+        self,
+        recipe,
+        dataset_names: dict[str, tuple[str, str]],
+        metric_names: dict[str, str],
+        **parts,
+    ) -> TrainingJob:
+        """The :class:`~hfattn.training.job.TrainingJob` of ``recipe`` made of ``parts`` (its
+        ``model``, ``tokenizer``, ``batches``, ``compute_loss``, ``evaluate``, ``sample``, ...),
+        scored at the end on ``evaluation.splits``, its card metadata naming the data source
+        by ``dataset_names`` (:func:`dataset_card_names`) and the metrics by
+        ``metric_names``."""
+        from ..training.job import TrainingJob  # torch: ``import hfattn.tasks`` stays light
+
+        dataset = dataset_card_names(recipe.data.source, dataset_names)
+        return TrainingJob(
+            eval_splits=tuple(recipe.evaluation.splits),
+            card_metadata=self.card_metadata(dataset, metric_names),
+            **parts,
+        )
+
     def generation_defaults(self, recipe) -> dict:
         """``generate()`` defaults saved in the model's ``generation_config.json``."""
         return {k: v for k, v in recipe.generation.generate_kwargs().items() if k != "seed"}
@@ -95,4 +134,4 @@ class Task:
         raise NotImplementedError
 
 
-__all__ = ["Task", "TaskInfo", "model_loss"]
+__all__ = ["Task", "TaskInfo", "dataset_card_names", "model_loss", "split_settings"]

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 import torch
 
-from ..models.families import COMPILED_BY_AUTO, COMPILED_BY_AUTO_IN_BUCKETS
+from ..common.families import COMPILED_BY_AUTO, COMPILED_BY_AUTO_IN_BUCKETS
 
 COMPILE_PAD_MULTIPLE = 8
 """Batches of a compiled run are padded to a multiple of this length (the padded positions
@@ -32,8 +32,8 @@ def resolve_compile(
     setting: bool | str, model_type: str | None, device, fixed_shapes: bool = False
 ) -> bool:
     """Whether the loss step is compiled: ``setting`` itself when ``True`` / ``False``;
-    ``auto``: on CUDA for :data:`~hfattn.models.families.COMPILED_BY_AUTO`, and for
-    :data:`~hfattn.models.families.COMPILED_BY_AUTO_IN_BUCKETS` when the batches come in a few
+    ``auto``: on CUDA for :data:`~hfattn.common.families.COMPILED_BY_AUTO`, and for
+    :data:`~hfattn.common.families.COMPILED_BY_AUTO_IN_BUCKETS` when the batches come in a few
     ``fixed_shapes`` (``training.token_budget``), else off (on a CPU the first steps' compile
     time is rarely won back within a run)."""
     if setting == "auto":

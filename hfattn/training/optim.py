@@ -6,15 +6,23 @@ import torch
 from torch import nn
 
 from .muon import MuonAdamW, muon_param_groups
+from .optimizer_names import OPTIMIZER_NAMES
 
-OPTIMIZERS = {
-    "adamw": torch.optim.AdamW,
-    "nadam": torch.optim.NAdam,  # Géron's char-RNN
-    "rmsprop": torch.optim.RMSprop,  # Chollet's Transformer
-    "radam": torch.optim.RAdam,  # Liu et al., rectified Adam
-    "sgd": torch.optim.SGD,
-    "muon": MuonAdamW,  # Jordan et al. 2024: Muon on the hidden matrices, AdamW on the rest
-}
+OPTIMIZERS = dict(
+    zip(
+        OPTIMIZER_NAMES,
+        (
+            torch.optim.AdamW,
+            torch.optim.NAdam,
+            torch.optim.RMSprop,
+            torch.optim.RAdam,
+            torch.optim.SGD,
+            MuonAdamW,
+        ),
+        strict=True,
+    )
+)
+"""Each of :data:`~.optimizer_names.OPTIMIZER_NAMES` → its optimizer class."""
 
 
 FUSED_ADAMW = ("adamw", "muon")

@@ -18,4 +18,10 @@ The package:
   model card).
 - :mod:`~hfattn.tasks.causal_lm.task`: ``TASK``, the :class:`~hfattn.tasks.base.Task` with the
   card facts, ``build_job`` and ``evaluate_folder``.
+
+Imports only ``recipe`` (light: no torch), which registers the task with :mod:`hfattn.recipes`.
 """
+
+from .recipe import TASK_RECIPE
+
+__all__ = ["TASK_RECIPE"]

@@ -240,16 +240,16 @@ def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
         write_sample(Path(recipe.output_dir) / SAMPLES_FILE, text, g)
         return text
 
-    dataset = DATASET_NAMES.get(recipe.data.source, (recipe.data.source,) * 2)
-    return TrainingJob(
+    return task.training_job(
+        recipe,
+        DATASET_NAMES,
+        metric_names(model, tokenizer),
         model=model,
         tokenizer=tokenizer,
         batches=batches,
         compute_loss=causal_lm_loss,
         evaluate=evaluate,
-        eval_splits=tuple(e.splits),
         sample=sample,
-        card_metadata=task.card_metadata(dataset, metric_names(model, tokenizer)),
     )
 
 

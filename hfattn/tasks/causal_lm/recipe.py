@@ -18,6 +18,7 @@ from typing import Any
 
 from ...common.field_checks import require, require_choice, require_positive
 from ...data.text import check_text_source
+from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     EvaluationSection,
     GenerationSection,
@@ -147,7 +148,11 @@ def check_data_source(source: str) -> None:
     check_text_source(source)
 
 
+TASK_RECIPE = register_task_recipe("causal-lm", RECIPE_CLASS, REPORTED_METRICS, check_data_source)
+"""The task ``causal-lm`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`)."""
+
 __all__ = [
+    "TASK_RECIPE",
     "METRIC_NAMES",
     "RECIPE_CLASS",
     "REPORTED_METRICS",

@@ -48,5 +48,9 @@ Modules:
 - ``task``: ``TASK``, the :class:`~hfattn.tasks.base.Task` (card facts, job, re-scoring of a
   saved model, generation defaults).
 
-Imports nothing: parsing a recipe imports ``recipe`` and must stay free of torch.
+Imports only ``recipe`` (light: no torch), which registers the task with :mod:`hfattn.recipes`.
 """
+
+from .recipe import TASK_RECIPE
+
+__all__ = ["TASK_RECIPE"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...data.classification import ClassificationData, load_classification_data
 from ...tokenization.characters import ignore_whitespace
 from ...tokenization.translation import build_translation_tokenizer
+from ..base import split_settings
 from .recipe import ClassificationDataSection, ClassificationTokenizerSection
 
 DATASET_NAMES = {
@@ -28,10 +29,7 @@ def load_data(data: ClassificationDataSection, source: str | None = None) -> Cla
         source or data.source,
         text_column=data.text_column,
         label_column=data.label_column,
-        validation_fraction=data.validation_fraction,
-        test_fraction=data.test_fraction,
-        seed=data.seed,
-        train_size=data.train_size,
+        **split_settings(data),
     )
 
 

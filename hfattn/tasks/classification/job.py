@@ -186,16 +186,16 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
             for text, p, t in zip(texts, logits.argmax(-1), truth, strict=True)
         )
 
-    dataset = DATASET_NAMES.get(recipe.data.source, (recipe.data.source,) * 2)
-    return TrainingJob(
+    return task.training_job(
+        recipe,
+        DATASET_NAMES,
+        METRIC_NAMES,
         model=model,
         tokenizer=tokenizer,
         batches=batches,
         compute_loss=classification_loss,
         evaluate=evaluate,
-        eval_splits=tuple(e.splits),
         sample=sample,
-        card_metadata=task.card_metadata(dataset, METRIC_NAMES),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ...common.field_checks import require, require_choice, require_positive
 from ...data.classification import check_classification_source
 from ...recipes.model_section import is_pretrained
+from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     BuiltTokenizerSection,
     EvaluationSection,
@@ -152,7 +153,13 @@ def check_data_source(source: str) -> None:
     check_classification_source(source)
 
 
+TASK_RECIPE = register_task_recipe(
+    "classification", RECIPE_CLASS, REPORTED_METRICS, check_data_source
+)
+"""The task ``classification`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`)."""
+
 __all__ = [
+    "TASK_RECIPE",
     "METRIC_NAMES",
     "RECIPE_CLASS",
     "REPORTED_METRICS",

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from ...common.field_checks import require
 from ...data.translation import load_translation_splits
+from ..base import split_settings
 from .recipe import PairDataSection
 
 DATASET_NAMES = {
@@ -38,11 +39,8 @@ def load_pairs(data: PairDataSection, source: str | None = None) -> dict[str, tu
         source_lang=data.source_lang,
         target_lang=data.target_lang,
         size=data.size,
-        seed=data.seed,
         preprocessing=data.preprocessing,
-        validation_fraction=data.validation_fraction,
-        test_fraction=data.test_fraction,
-        train_size=data.train_size,
+        **split_settings(data),
     )
     target_lang = target_language(splits["train"], data.source_lang)
     return {

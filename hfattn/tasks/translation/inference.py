@@ -59,46 +59,25 @@ def decoding_settings(
     return int(chosen["num_beams"]), int(chosen["max_new_tokens"])
 
 
-def translate_texts(
-    model,
-    tokenizer,
-    texts: Sequence[str],
-    *,
-    batch_size: int = 32,
-    num_beams: int | None = None,
-    max_new_tokens: int | None = None,
-    on_too_long: str = "warn",
-    source_ids: Sequence[Sequence[int]] | None = None,
-    **generate_kwargs,
-) -> list[str]:
-    """Translate ``texts`` (any order and lengths); an empty or blank source gives ``""``.
-    ``num_beams`` and ``max_new_tokens`` left ``None`` are the model's saved ones
-    (``model.generation_config``), else greedy and 128 (:func:`decoding_settings`);
-    ``max_new_tokens`` beyond the decoder's positions (:func:`target_limit`) are cut to them,
-    with a warning. ``source_ids``: the token ids of ``texts`` already encoded, one list per
-    text, as :func:`~hfattn.tasks.translation.encoding.encode_sources` gives them for the
-    model's :func:`~hfattn.evaluation.translation.source_limit` (a split scored again and
-    again): used as they are, not tokenized again.
+def translate_texts(model, tokenizer, texts: Sequence[str], **options) -> list[str]:
+    """Translate ``texts`` (any order and lengths): the best translation of each, as
+    :func:`translate_n_best` decodes them with the same keyword ``options`` (``batch_size``,
+    ``num_beams``, ``max_new_tokens``, ``on_too_long``, ``source_ids`` and ``generate()``
+    keywords); an empty or blank source gives ``""``. ``num_beams`` and ``max_new_tokens`` left
+    ``None`` are the model's saved ones (``model.generation_config``), else greedy and 128
+    (:func:`decoding_settings`); ``max_new_tokens`` beyond the decoder's positions
+    (:func:`target_limit`) are cut to them, with a warning. ``source_ids``: the token ids of
+    ``texts`` already encoded, one list per text, as
+    :func:`~hfattn.tasks.translation.encoding.encode_sources` gives them for the model's
+    :func:`~hfattn.evaluation.translation.source_limit` (a split scored again and again): used
+    as they are, not tokenized again.
 
     Raises:
         ValueError: ``batch_size`` < 1, a source that is not valid text
             (:func:`~hfattn.tokenization.characters.require_text`), or ``source_ids`` of
             another length than ``texts``.
     """
-    return [
-        best[0]
-        for best in translate_n_best(
-            model,
-            tokenizer,
-            texts,
-            batch_size=batch_size,
-            num_beams=num_beams,
-            max_new_tokens=max_new_tokens,
-            on_too_long=on_too_long,
-            source_ids=source_ids,
-            **generate_kwargs,
-        )
-    ]
+    return [best[0] for best in translate_n_best(model, tokenizer, texts, **options)]
 
 
 @torch.no_grad()
@@ -258,27 +237,19 @@ def select_attention(maps, layer: int | None = None, head: int | None = None):
 
 
 def alignment(
-    model,
-    tokenizer,
-    text: str,
-    *,
-    num_beams: int | None = None,
-    max_new_tokens: int | None = None,
-    layer: int | None = None,
-    head: int | None = None,
+    model, tokenizer, text: str, *, layer: int | None = None, head: int | None = None, **decoding
 ):
     """Translate ``text`` and return ``(source_tokens, output_tokens, weights)``: ``weights``
     [output, source] is the cross-attention each output token paid to each source token in
     decoder ``layer`` (1-based, default the last) and ``head`` (1-based, default the mean over
-    heads); see :func:`cross_attention_maps`.
+    heads); the translation decodes as :func:`cross_attention_maps` does with the
+    ``decoding`` keywords (``num_beams``, ``max_new_tokens``).
 
     Raises:
         ValueError: for an empty source, a model that returns no cross-attention, or a
             ``layer`` / ``head`` the model does not have.
     """
-    source, output, maps = cross_attention_maps(
-        model, tokenizer, text, num_beams=num_beams, max_new_tokens=max_new_tokens
-    )
+    source, output, maps = cross_attention_maps(model, tokenizer, text, **decoding)
     return source, output, select_attention(maps, layer, head)
 
 

@@ -239,18 +239,17 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
         translations = translate_texts(model, tokenizer, examples, **kwargs)
         return "\n".join(f"{s}  →  {t}" for s, t in zip(examples, translations, strict=True))
 
-    return TrainingJob(
+    return task.training_job(
+        recipe,
+        DATASET_NAMES,
+        METRIC_NAMES,
         model=model,
         tokenizer=tokenizer,
         batches=batches,
         compute_loss=translation_loss,
         evaluate=evaluate,
         final_evaluate=final_evaluate,
-        eval_splits=tuple(e.splits),
         sample=sample,
-        card_metadata=task.card_metadata(
-            DATASET_NAMES.get(d.source, (d.source,) * 2), METRIC_NAMES
-        ),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...common.field_checks import require, require_choice, require_positive
 from ...data.translation import check_pair_source
+from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     BuiltTokenizerSection,
     EvaluationSection,
@@ -203,7 +204,11 @@ def check_data_source(source: str) -> None:
     check_pair_source(source)
 
 
+TASK_RECIPE = register_task_recipe("translation", RECIPE_CLASS, REPORTED_METRICS, check_data_source)
+"""The task ``translation`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`)."""
+
 __all__ = [
+    "TASK_RECIPE",
     "METRIC_NAMES",
     "ON_TOO_LONG",
     "PREPROCESSINGS",

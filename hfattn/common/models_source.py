@@ -1,17 +1,17 @@
-"""The torch-free modules of :mod:`hfattn.models` (:mod:`~hfattn.models.families`,
-:mod:`~hfattn.models.score_names`), read from their files, and the field types of its config
-classes, read from their source (:func:`config_field_types`).
+"""What the recipe checks need of :mod:`hfattn.models` before torch: the literals its torch-free
+modules assign (:func:`models_literal`: :data:`~hfattn.models.score_names.SCORE_NAMES`, the
+lists of :mod:`~hfattn.models.config_fields`) and the field types of its config classes
+(:func:`config_field_types`), read from the files' source with :mod:`ast`; nothing there is
+executed.
 
 Importing them through their package would import ``hfattn.models`` (torch and every
-architecture, seconds); the recipe checks and the Hub card need them before that.
+architecture, seconds).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
-import types
 from pathlib import Path
 
 _MODELS_DIR = Path(__file__).parent.parent / "models"
@@ -25,19 +25,6 @@ _ANNOTATION_NAMES = {
     "dict": dict,
 }
 """The names a config field's annotation is read from (:func:`config_field_types`)."""
-
-
-@functools.cache
-def load_models_module(name: str) -> types.ModuleType:
-    """``hfattn/models/<name>.py``, executed from its file without importing
-    ``hfattn.models``; only for the modules there that import nothing but the standard
-    library (``families``, ``score_names``)."""
-    spec = importlib.util.spec_from_file_location(
-        f"hfattn_models_{name}", _MODELS_DIR / f"{name}.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def models_literal(module: str, name: str):
@@ -121,4 +108,4 @@ def _annotation_type(node: ast.expr):
     return None
 
 
-__all__ = ["config_field_types", "load_models_module", "models_literal"]
+__all__ = ["config_field_types", "models_literal"]

@@ -5,9 +5,8 @@ One :class:`Family` per architecture: the ``transformers`` Auto class that loads
 card describes its attention and the papers the card cites. The recipe checks, the training
 engine's ``compile: auto`` and the model card read these facts from here.
 
-Only the standard library is imported, and nothing else of hfattn: the recipe checks and the
-Hub card read this file by path (:func:`hfattn.common.family_facts.load_models_module`) before torch
-is imported.
+Only the standard library is imported: the recipe checks and the Hub card read these facts
+before torch is imported, and :mod:`hfattn.models` registers each family's Auto class from here.
 """
 
 from collections.abc import Callable

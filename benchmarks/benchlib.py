@@ -16,8 +16,8 @@ target`` (``comparison``), ``None`` where the measure has no target. ``series`` 
 points of the charts (time against sequence length or batch size). A script that cannot run
 here (data or a Debian package missing) writes ``not_run`` with the reason and exits 0.
 
-No torch import here (only :mod:`hfattn.common.machine`, which needs nothing beyond the standard
-library): ``run_all.py`` uses this module in a light process.
+No torch import here (only :mod:`hfattn.common.machine` and :mod:`hfattn.storage.atomic`, which
+need nothing beyond the standard library): ``run_all.py`` uses this module in a light process.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import argparse
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hfattn.common.machine import provenance
+from hfattn.storage.atomic import atomic_write_bytes, atomic_write_text
 
 COMPARISONS = (">=", "<=")
 SERIES_KINDS = ("seq_len", "batch")
@@ -51,18 +51,13 @@ def load_average() -> str:
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to a temp file next to ``path``, then rename it over ``path``: a reader
-    never sees a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb" if isinstance(data, bytes) else "w") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write ``data`` (text as UTF-8) to ``path`` with hfattn's atomic writer
+    (:mod:`hfattn.storage.atomic`): a reader never sees a half-written file, and the file gets the
+    mode a plain ``open`` gives (``0o644`` under the usual umask), not ``mkstemp``'s ``0o600``."""
+    if isinstance(data, bytes):
+        atomic_write_bytes(path, data)
+    else:
+        atomic_write_text(path, data)
 
 
 def add_json_argument(parser: argparse.ArgumentParser) -> None:

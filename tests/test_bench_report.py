@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH_DIR))
 
 import run_all  # noqa: E402
-from benchlib import is_met  # noqa: E402
+from benchlib import is_met, write_atomically  # noqa: E402
 
 RECORD_FIELDS = {"benchmark", "name", "value", "unit", "target", "comparison", "met", "device"}
 
@@ -166,3 +167,19 @@ def test_a_real_benchmark_writes_the_json_fields(tmp_path):
     batch = kinds["training_batch"]
     assert batch["kind"] == "batch" and batch["x"] == [2, 4]
     assert all(len(v) == 2 and min(v) > 0 for v in batch["lines"].values())
+
+
+def test_a_benchmark_file_is_written_whole_with_a_plain_files_mode(tmp_path):
+    """``write_atomically`` is hfattn's atomic writer: ``0o644`` under umask 022 (not the
+    ``0o600`` of a temporary file), text as UTF-8, and no temporary file left beside it."""
+    saved = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "results" / "r.md", "ratio ≥ 2\n")
+        write_atomically(tmp_path / "results" / "r.bin", b"\x00\x01")
+    finally:
+        os.umask(saved)
+    files = sorted(tmp_path.joinpath("results").iterdir())
+    assert [f.name for f in files] == ["r.bin", "r.md"]
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o644 for f in files)
+    assert files[1].read_text(encoding="utf-8") == "ratio ≥ 2\n"
+    assert files[0].read_bytes() == b"\x00\x01"

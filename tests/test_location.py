@@ -8,6 +8,7 @@ peft."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import huggingface_hub
 import peft.utils
@@ -15,15 +16,19 @@ import pytest
 import transformers.utils
 
 from hfattn.commands.loading import ModelLoadError, locate_model
+from hfattn.common.field_checks import RecipeError
 from hfattn.data.sources import check_source
 from hfattn.storage import model_folder
+from hfattn.storage.atomic import read_safetensors, reads_back
 from hfattn.storage.location import (
     hub_offline,
     in_local_cache,
     is_repo_id,
+    local_model_path,
     looks_like_hub_id,
     looks_like_path,
 )
+from hfattn.tasks.pretrained import resolve_pretrained
 
 
 @pytest.mark.parametrize(
@@ -61,6 +66,38 @@ def test_a_missing_model_file_name_fails_at_once_without_the_hub(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelLoadError, match=r"^model folder not found: corpus\.txt$"):
         locate_model("corpus.txt")
+
+
+def test_a_model_name_is_a_local_path_when_it_exists_else_a_hub_id(tmp_path, monkeypatch):
+    """One rule for the commands and the recipe's ``model.pretrained``: an existing path (a file
+    too: its holder checks it), else ``None`` for a Hub id, else an error for a missing path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "weights.bin").write_bytes(b"")
+    assert local_model_path("runs/x") == Path("runs/x")
+    assert local_model_path("weights.bin") == Path("weights.bin")
+    assert local_model_path("owner/name") is None and local_model_path("gpt2") is None
+    for name in ("runs/y", "./x", "not a repo id!", ""):
+        with pytest.raises(FileNotFoundError, match="model folder not found"):
+            local_model_path(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("runs/y", r"'runs/y' is neither an existing local model folder nor a Hub repo id"),
+        ("runs/x", r"the folder runs/x has no config\.json"),
+        ("weights.bin", r"weights\.bin is a file, not a model folder"),
+    ],
+)
+def test_a_recipe_model_folder_follows_the_same_rule_at_once(tmp_path, monkeypatch, name, message):
+    """``model.pretrained`` refuses a missing path, a folder without config.json and a file
+    before any trip to the Hub."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "weights.bin").write_bytes(b"")
+    with pytest.raises(RecipeError, match=rf"^model\.pretrained: .*{message}"):
+        resolve_pretrained(name)
 
 
 def test_a_data_source_under_a_local_folder_is_a_missing_file(tmp_path, monkeypatch):
@@ -112,3 +149,18 @@ def test_the_damaged_file_scan_names_the_first_unreadable_file(tmp_path):
     assert damaged == tmp_path / model_folder.TOKENIZER_FILE
     (tmp_path / model_folder.TOKENIZER_FILE).write_text("{}")
     assert model_folder.first_damaged_file(tmp_path, model_folder.CHECKED_FILES) is None
+
+
+def test_a_safetensors_file_reads_back_tensor_by_tensor_or_not_at_all(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    weights = tmp_path / model_folder.WEIGHTS_FILE
+    save_file({"a": torch.arange(3.0), "b": torch.ones(2, 2)}, weights)
+    read = dict(read_safetensors(weights))
+    assert sorted(read) == ["a", "b"] and read["a"].tolist() == [0.0, 1.0, 2.0]
+    assert reads_back(weights)
+    weights.write_bytes(weights.read_bytes()[:-8])  # truncated
+    assert not reads_back(weights)
+    with pytest.raises(Exception):  # noqa: B017 (safetensors raises its own error types)
+        list(read_safetensors(weights))

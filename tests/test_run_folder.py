@@ -174,6 +174,18 @@ def test_resume_of_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert "give a recipe" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("training: [1, 2\n", r"recipe\.yaml: not valid YAML \("), ("- 1\n", "expected a mapping")],
+)
+def test_a_stored_recipe_that_is_no_mapping_is_one_error_naming_it(tmp_path, text, message):
+    """The one reader of ``recipe.yaml`` (``--resume`` and ``hfattn push`` alike)."""
+    assert run_folder.read_recipe(tmp_path) is None
+    (tmp_path / run_folder.RECIPE_FILE).write_text(text)
+    with pytest.raises(run_folder.RunFolderError, match=message):
+        run_folder.read_recipe(tmp_path)
+
+
 def test_recipe_differences_name_dotted_fields():
     stored = yaml.safe_load("model: {hidden_size: 64}\ntraining: {max_steps: 5}\noutput_dir: a")
     given = {"model": {"hidden_size": 128}, "training": {"max_steps": 5}, "output_dir": "b"}

@@ -30,7 +30,6 @@ package (the Auto classes know them), so ``trust_remote_code`` is never needed.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import sys
@@ -39,8 +38,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+from ..common.field_checks import did_you_mean
 from ..storage.atomic import read_utf8_text
-from ..storage.location import hub_offline, in_local_cache, is_repo_id, looks_like_path
+from ..storage.location import hub_offline, in_local_cache, local_model_path
 from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -77,6 +77,7 @@ def report_error(err: BaseException | str, status: int = 2) -> int:
 def load_recipe_or_report(args: argparse.Namespace):
     """The validated recipe of ``args.recipe`` with the ``args.overrides`` applied, or ``None``
     after printing the error (a bad field, a missing file) as :func:`report_error` does."""
+    from .. import tasks  # noqa: F401  (registers every task's recipe)
     from ..recipes import RecipeError, load_recipe
 
     try:
@@ -150,13 +151,13 @@ def allow_pickle(enabled: bool = True) -> Iterator[None]:
 
 
 def _did_you_mean(folder: Path) -> str:
-    """``"; did you mean runs/x2?"`` when a sibling folder has a close name, else ``""``."""
+    """``"; did you mean runs/x2?"`` when a sibling folder has a close name
+    (:func:`~hfattn.common.field_checks.did_you_mean`), else ``""``."""
     parent = folder.parent
     if not parent.is_dir():
         return ""
     names = [p.name for p in parent.iterdir() if p.is_dir()]
-    close = difflib.get_close_matches(folder.name, names, n=1)
-    return f"; did you mean {parent / close[0]}?" if close else ""
+    return did_you_mean(folder.name, names, show=lambda close: str(parent / close))
 
 
 def locate_model(name: str) -> Path | None:
@@ -165,19 +166,20 @@ def locate_model(name: str) -> Path | None:
     transformers, no network.
 
     Raises:
-        ModelLoadError: ``model folder not found: NAME`` for a missing folder that
-            :func:`~hfattn.storage.location.looks_like_path`, is no valid repo id, or is not in the
-            Hub cache while the
-            Hub is offline; or what an existing folder lacks (:func:`check_model_folder`).
+        ModelLoadError: ``model folder not found: NAME`` for a missing folder that is meant as
+            a path or is no valid repo id (:func:`~hfattn.storage.location.local_model_path`), or
+            is not in the Hub cache while the Hub is offline; or what an existing folder lacks
+            (:func:`check_model_folder`).
     """
     if not name.strip():
         raise ModelLoadError("model folder not found: the name is empty")
-    folder = Path(name).expanduser()
-    if folder.exists():
+    try:
+        folder = local_model_path(name)
+    except FileNotFoundError:
+        raise _folder_not_found(name, Path(name).expanduser()) from None
+    if folder is not None:
         check_model_folder(folder, name)
         return folder
-    if looks_like_path(name) or not is_repo_id(name):
-        raise _folder_not_found(name, folder)
     if hub_offline() and not in_local_cache(name):
         raise ModelLoadError(
             f"model folder not found: {name} (and the Hub is offline, HF_HUB_OFFLINE=1, with no "

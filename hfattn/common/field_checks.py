@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 
 class RecipeError(ValueError):
@@ -29,11 +29,13 @@ def require_choice(value: str | None, field_name: str, allowed: tuple[str, ...])
     require(value in allowed, field_name, f"{value!r} is not one of {', '.join(allowed)}")
 
 
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
+def did_you_mean(name: str, choices: Iterable[str], *, show: Callable[[str], str] = repr) -> str:
     """``"; did you mean 'learning_rate'?"`` when one of ``choices`` is close to ``name``
-    (:func:`difflib.get_close_matches`), else ``""``."""
+    (:func:`difflib.get_close_matches`), else ``""``: the one "did you mean" of every message (a
+    recipe field, a data source, a model folder). ``show`` writes the close choice (quoted by
+    default; a model folder shows its path: ``; did you mean runs/x2?``)."""
     close = difflib.get_close_matches(str(name), list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return f"; did you mean {show(close[0])}?" if close else ""
 
 
 def require_known_key(key: str, field_name: str, known: Iterable[str], section: str) -> None:

@@ -5,7 +5,8 @@ is loaded: an embedded dataset, an existing local file or folder, or a Hub datas
 them: a missing path, a name that is not a valid Hub dataset id, any Hub id while the Hub is
 offline (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``) and the dataset is not in the local
 cache (the rules of :mod:`hfattn.storage.location`), and a name close to an embedded one (a typo:
-``genr`` for ``genre``), which the message suggests. Each data module calls it with its embedded
+``genr`` for ``genre``), which the message suggests
+(:func:`hfattn.common.field_checks.did_you_mean`). Each data module calls it with its embedded
 names (:mod:`hfattn.data.text`,
 :mod:`hfattn.data.translation`, :mod:`hfattn.data.classification`); ``hfattn train`` calls it
 through them before the task is imported. Light: no ``datasets``, no torch.
@@ -13,10 +14,10 @@ through them before the task is imported. Light: no ``datasets``, no torch.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..common.field_checks import did_you_mean
 from ..storage.location import hub_offline, in_local_cache, is_repo_id, looks_like_path
 
 
@@ -48,19 +49,20 @@ def check_source(
         return
     if looks_like_path(source):
         raise FileNotFoundError(f"data.source: no such file or folder {source!r}")
-    close = difflib.get_close_matches(source, names, n=1)
-    if close:
-        reason = f"did you mean {close[0]!r}?"
-    elif not is_repo_id(source, bare=bare_hub_ids):
-        form = "owner/name or name" if bare_hub_ids else "owner/name"
-        reason = f"a Hub dataset id is {form} (letters, digits, '-', '_', '.')"
-    elif hub_offline(datasets=True) and not in_local_cache(source, "dataset"):
-        reason = "the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and it is not cached"
-    else:
-        return
+    reason = did_you_mean(source, names)  # a typo of an embedded name first
+    if not reason:
+        if not is_repo_id(source, bare=bare_hub_ids):
+            form = "owner/name or name" if bare_hub_ids else "owner/name"
+            reason = f"; a Hub dataset id is {form} (letters, digits, '-', '_', '.')"
+        elif hub_offline(datasets=True) and not in_local_cache(source, "dataset"):
+            reason = (
+                "; the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and it is not cached"
+            )
+        else:
+            return
     raise ValueError(
         f"data.source: {source!r} is not an embedded dataset ({', '.join(names)}), an existing "
-        f"file, or a Hub dataset id; {reason}"
+        f"file, or a Hub dataset id{reason}"
     )
 
 

@@ -19,10 +19,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from ..data.licenses import data_license
 from ..recipes.schema import RecipeError, require_license
+from ..storage.atomic import read_safetensors
 from ..storage.location import looks_like_hub_id
 from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
@@ -31,7 +30,12 @@ from ..storage.model_folder import (
     LABELS_FILE,
     TOKENIZER_FILES,
 )
-from ..storage.run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE, RECIPE_FILE
+from ..storage.run_folder import (
+    CONFUSION_MATRIX_FILE,
+    EVAL_RESULTS_FILE,
+    RunFolderError,
+    read_recipe,
+)
 from .tasks import TaskInfo, task_for_architectures, task_for_peft
 
 CLASSIFICATION_PEFT_TASK = "SEQ_CLS"
@@ -220,37 +224,28 @@ def validate_eval_results(data: dict, source: str = EVAL_RESULTS_FILE) -> dict:
 
 
 def verify_weights(path: Path) -> None:
-    """Read every tensor of every ``*.safetensors`` file of ``path``: a truncated or corrupt
-    file, or a NaN / infinite value, is an error naming the file (and the tensor)."""
+    """Read every tensor of every ``*.safetensors`` file of ``path``
+    (:func:`hfattn.storage.atomic.read_safetensors`): a truncated or corrupt file, or a NaN /
+    infinite value, is an error naming the file (and the tensor)."""
     import torch
-    from safetensors import safe_open
 
     for file in sorted(path.glob("*.safetensors")):
         try:
-            with safe_open(str(file), framework="pt") as handle:
-                for name in handle.keys():  # noqa: SIM118 (safe_open has no __iter__)
-                    tensor = handle.get_tensor(name)
-                    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                        raise ModelFolderError(
-                            f"{file}: tensor {name!r} holds NaN or infinite values; "
-                            "refusing to publish broken weights"
-                        )
-        except ModelFolderError:
-            raise
+            broken = next(
+                (
+                    name
+                    for name, tensor in read_safetensors(file)
+                    if tensor.is_floating_point() and not torch.isfinite(tensor).all()
+                ),
+                None,
+            )
         except Exception as exc:  # safetensors raises its own error types for bad files
             raise ModelFolderError(f"{file}: not a readable safetensors file ({exc})") from None
-
-
-def _read_recipe(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ModelFolderError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(recipe, dict):
-        raise ModelFolderError(f"{path}: expected a mapping, got {type(recipe).__name__}")
-    return recipe
+        if broken is not None:
+            raise ModelFolderError(
+                f"{file}: tensor {broken!r} holds NaN or infinite values; "
+                "refusing to publish broken weights"
+            )
 
 
 def _check_remote_code(config: dict, path: Path) -> None:
@@ -369,7 +364,10 @@ def inspect_folder(path: str | Path) -> ModelFolder:
         if recorded.get("results"):
             eval_results = validate_eval_results(recorded, str(path / EVAL_RESULTS_FILE))
         training = recorded.get("training") if isinstance(recorded.get("training"), dict) else None
-    recipe = _read_recipe(path / RECIPE_FILE)
+    try:
+        recipe = read_recipe(path)
+    except RunFolderError as err:  # not YAML, not a mapping: the message names the file
+        raise ModelFolderError(str(err)) from None
     return ModelFolder(
         path=path,
         config=config,

@@ -12,7 +12,8 @@ written file reads back whole.
 - :func:`atomic_dir` and :func:`move_dir_into_place`: a whole folder built aside, then renamed
   onto its target (a CTranslate2 export, a converted dataset, a checkpoint).
 
-:func:`read_utf8_text` reads a user's text file, naming the line that is not UTF-8.
+:func:`read_utf8_text` reads a user's text file, naming the line that is not UTF-8;
+:func:`read_safetensors` reads a written weights file back, tensor by tensor.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _umask() -> int:
@@ -167,18 +172,31 @@ def read_utf8_text(path: str | Path) -> str:
         ) from None
 
 
-def reads_back(file: Path) -> bool:
-    """Whether a file reads back whole: every tensor of a safetensors file, a JSON file, or
-    the zip container (with its CRC checksums) of ``torch.save``."""
-    import zipfile
+def read_safetensors(file: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` for every tensor of the safetensors ``file``, each read whole: the one
+    read-back of written weights (:func:`reads_back`, and the weights check before a push).
 
+    Raises:
+        Exception: what ``safetensors`` raises for a truncated or corrupt file (its own error
+            types), when the file is opened or a tensor is read.
+    """
     from safetensors import safe_open
+
+    with safe_open(str(file), framework="pt") as handle:
+        for name in handle.keys():  # noqa: SIM118 (safe_open has no __iter__)
+            yield name, handle.get_tensor(name)
+
+
+def reads_back(file: Path) -> bool:
+    """Whether a file reads back whole: every tensor of a safetensors file
+    (:func:`read_safetensors`), a JSON file, or the zip container (with its CRC checksums) of
+    ``torch.save``."""
+    import zipfile
 
     try:
         if file.suffix == ".safetensors":
-            with safe_open(str(file), framework="pt") as handle:
-                for name in handle.keys():  # noqa: SIM118 (safe_open has no __iter__)
-                    handle.get_tensor(name)
+            for _ in read_safetensors(file):
+                pass
         elif file.suffix == ".json":
             json.loads(file.read_text(encoding="utf-8"))
         else:
@@ -199,6 +217,7 @@ __all__ = [
     "give_plain_modes",
     "move_dir_into_place",
     "plain_mode",
+    "read_safetensors",
     "read_utf8_text",
     "reads_back",
 ]

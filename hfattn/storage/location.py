@@ -3,6 +3,8 @@ in one place for every command and every recipe field, before anything slow is l
 
 A name is meant as a local path (:func:`looks_like_path`) when it exists or is spelt like one;
 otherwise it is a Hub id when ``huggingface_hub``'s own validator accepts it (:func:`is_repo_id`).
+:func:`local_model_path` applies the rule to a model's name (a command's ``MODEL`` argument, a
+recipe's ``model.pretrained``): the local path, or ``None`` for a Hub id.
 A Hub id can be loaded without the network only when it was downloaded before
 (:func:`in_local_cache`), which matters when the Hub is offline (:func:`hub_offline`). The
 callers turn the answers into their own one-line errors (``model folder not found: runs/x``
@@ -65,6 +67,23 @@ def looks_like_hub_id(name: str) -> bool:
     return bool(name) and not looks_like_path(name) and is_repo_id(name)
 
 
+def local_model_path(name: str) -> Path | None:
+    """The local path (``~`` expanded) of the model ``name`` when something exists there (a folder,
+    or a file: the caller checks what it holds), or ``None`` when ``name`` is a Hub repo id to
+    fetch. Light and quick: no torch, no network.
+
+    Raises:
+        FileNotFoundError: nothing exists at ``name`` and it is empty, meant as a local path
+            (:func:`looks_like_path`) or no valid repo id (:func:`is_repo_id`).
+    """
+    path = Path(name).expanduser()
+    if name.strip() and path.exists():
+        return path
+    if not name.strip() or looks_like_path(name) or not is_repo_id(name):
+        raise FileNotFoundError(f"model folder not found: {name}")
+    return None
+
+
 def hub_offline(*, datasets: bool = False) -> bool:
     """Whether the Hub may not be reached: ``HF_HUB_OFFLINE`` as ``huggingface_hub`` reads it;
     with ``datasets``, ``HF_DATASETS_OFFLINE`` first when it is set (as ``datasets`` decides
@@ -102,6 +121,7 @@ __all__ = [
     "hub_offline",
     "in_local_cache",
     "is_repo_id",
+    "local_model_path",
     "looks_like_hub_id",
     "looks_like_path",
 ]

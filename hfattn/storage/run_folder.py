@@ -169,14 +169,23 @@ def write_recipe(folder: str | Path, recipe_yaml: str) -> None:
 
 
 def read_recipe(folder: str | Path) -> dict | None:
-    """The stored recipe of the run in ``folder`` as a plain mapping, or ``None`` when the
-    folder has none (a run from before recipes were stored)."""
+    """The stored recipe (:data:`RECIPE_FILE`) of the run or model ``folder`` as a plain mapping,
+    or ``None`` when the folder has none (a run from before recipes were stored, a bare
+    ``save_pretrained`` folder): the one reader of it, for ``--resume`` and for ``hfattn push``.
+
+    Raises:
+        RunFolderError: ``runs/x/recipe.yaml: not valid YAML (...)`` or ``runs/x/recipe.yaml:
+            expected a mapping, got list``.
+    """
     path = recipe_path(folder)
     if not path.is_file():
         return None
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise RunFolderError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):
-        raise RunFolderError(f"{path} is not a recipe (its top level is not a mapping)")
+        raise RunFolderError(f"{path}: expected a mapping, got {type(data).__name__}")
     return data
 
 

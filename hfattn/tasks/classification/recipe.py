@@ -146,17 +146,12 @@ class ClassificationRecipe(RecipeBase):
 RECIPE_CLASS = ClassificationRecipe
 
 
-def check_data_source(source: str) -> None:
-    """``data.source`` must name labelled texts that this task can load
-    (:func:`hfattn.data.classification.check_classification_source`), checked before any data
-    is read."""
-    check_classification_source(source)
-
-
 TASK_RECIPE = register_task_recipe(
-    "classification", RECIPE_CLASS, REPORTED_METRICS, check_data_source
+    "classification", RECIPE_CLASS, REPORTED_METRICS, check_classification_source
 )
-"""The task ``classification`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`)."""
+"""The task ``classification`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`).
+``data.source`` must name labelled texts it can load, checked before any data is read
+(:func:`hfattn.data.classification.check_classification_source`)."""
 
 __all__ = [
     "TASK_RECIPE",
@@ -170,5 +165,4 @@ __all__ = [
     "ClassificationRecipe",
     "ClassificationTokenizerSection",
     "WordVectorsSection",
-    "check_data_source",
 ]

@@ -198,14 +198,10 @@ class TranslationRecipe(RecipeBase):
 RECIPE_CLASS = TranslationRecipe
 
 
-def check_data_source(source: str) -> None:
-    """``data.source`` must name sentence pairs that this task can load
-    (:func:`hfattn.data.translation.check_pair_source`), checked before any data is read."""
-    check_pair_source(source)
-
-
-TASK_RECIPE = register_task_recipe("translation", RECIPE_CLASS, REPORTED_METRICS, check_data_source)
-"""The task ``translation`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`)."""
+TASK_RECIPE = register_task_recipe("translation", RECIPE_CLASS, REPORTED_METRICS, check_pair_source)
+"""The task ``translation`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`).
+``data.source`` must name sentence pairs it can load, checked before any data is read
+(:func:`hfattn.data.translation.check_pair_source`)."""
 
 __all__ = [
     "TASK_RECIPE",
@@ -220,5 +216,4 @@ __all__ = [
     "TranslationGenerationSection",
     "TranslationRecipe",
     "TranslationTrainingSection",
-    "check_data_source",
 ]

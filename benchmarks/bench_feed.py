@@ -129,7 +129,7 @@ def host_ms_per_step(job, batches, steps: int) -> float:
     from hfattn.tasks.base import model_loss
     from hfattn.tasks.translation.recipe import TranslationTrainingSection
     from hfattn.training.engine import train
-    from hfattn.training.job import TrainingJob
+    from hfattn.training.training_job import TrainingJob
 
     marks = []
     stand_in = TrainingJob(model=stand_in_model(), tokenizer=job.tokenizer, batches=batches,

@@ -222,7 +222,7 @@ def bible_size_run(out: Path, quantization: str) -> Path:
     from bench_export import BIBLE, MAX_POSITIONS, VOCAB
     from bench_vaswani import make_models
 
-    from hfattn.export.folder import export_ctranslate2
+    from hfattn.export.export_folder import export_ctranslate2
     from hfattn.storage.run_folder import CTRANSLATE2_DIR
 
     model = make_models(BIBLE, VOCAB, MAX_POSITIONS, "cpu")[0].eval()

@@ -16,7 +16,7 @@ target`` (``comparison``), ``None`` where the measure has no target. ``series`` 
 points of the charts (time against sequence length or batch size). A script that cannot run
 here (data or a Debian package missing) writes ``not_run`` with the reason and exits 0.
 
-No torch import here (only :mod:`hfattn.common.machine` and :mod:`hfattn.storage.atomic`, which
+No torch import here (only :mod:`hfattn.common.machine` and :mod:`hfattn.storage.file_io`, which
 need nothing beyond the standard library): ``run_all.py`` uses this module in a light process.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hfattn.common.machine import provenance
-from hfattn.storage.atomic import atomic_write_bytes, atomic_write_text
+from hfattn.storage.file_io import atomic_write_bytes, atomic_write_text
 
 COMPARISONS = (">=", "<=")
 SERIES_KINDS = ("seq_len", "batch")
@@ -52,7 +52,7 @@ def load_average() -> str:
 
 def write_atomically(path: Path, data: str | bytes) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` with hfattn's atomic writer
-    (:mod:`hfattn.storage.atomic`): a reader never sees a half-written file, and the file gets the
+    (:mod:`hfattn.storage.file_io`): a reader never sees a half-written file, and the file gets the
     mode a plain ``open`` gives (``0o644`` under the usual umask), not ``mkstemp``'s ``0o600``."""
     if isinstance(data, bytes):
         atomic_write_bytes(path, data)

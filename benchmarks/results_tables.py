@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:  # `make results` runs with any python3, hfattn no
     sys.path.insert(0, str(ROOT))
 
 from hfattn.common.machine import machine_words  # noqa: E402
-from hfattn.storage.atomic import atomic_write_text  # noqa: E402
+from hfattn.storage.file_io import atomic_write_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"

@@ -35,7 +35,7 @@ COMMANDS = (
     "baseline",
 )
 LOADING_COMMANDS = ("evaluate", "generate", "translate", "classify")
-"""Commands that load a model folder through :mod:`hfattn.commands.loading` (safetensors only,
+"""Commands that load a model folder through :mod:`hfattn.commands.inputs` (safetensors only,
 unless ``--allow-pickle``)."""
 VERBOSE_HELP = (
     "also show the other libraries' messages and progress bars (transformers, datasets, "
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hfattn`` console script and of ``python -m hfattn``."""
     args = build_parser().parse_args(argv)
-    from .commands.loading import allow_pickle
+    from .commands.inputs import allow_pickle
     from .commands.logging_setup import set_verbose
     from .common.launch import process_rank
 

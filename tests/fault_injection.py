@@ -1,5 +1,5 @@
 """Crash a training run at a chosen point, as a power cut or the OOM killer would: a
-:class:`~hfattn.training.job.TrainingCallback` that SIGKILLs its own process.
+:class:`~hfattn.training.training_job.TrainingCallback` that SIGKILLs its own process.
 
 A point is ``step:N`` (once step ``N`` is done and logged, before its checkpoint is written)
 or ``checkpoint:N`` (in the middle of writing the checkpoint of step ``N``: after the weights
@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-from hfattn.training.job import TrainingCallback
+from hfattn.training.training_job import TrainingCallback
 
 POINTS = ("step", "checkpoint")
 logger = logging.getLogger(__name__)

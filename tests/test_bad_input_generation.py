@@ -30,7 +30,7 @@ from test_bad_input import MIXED_SCRIPTS, one_error_line, texts
 from tiny_runs import TINY_TRANSLATION_MODELS
 
 from hfattn.cli import main
-from hfattn.commands.loading import load_model_and_tokenizer
+from hfattn.commands.inputs import load_model_and_tokenizer
 from hfattn.hub import load_space_app
 from hfattn.hub.assets import asset_dir
 from hfattn.tasks.causal_lm.inference import generate_text

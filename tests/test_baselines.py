@@ -229,7 +229,7 @@ def test_cli_writes_the_run_files(tmp_path, capsys):
     import json
 
     from hfattn.cli import main
-    from hfattn.hub.folder import validate_eval_results
+    from hfattn.hub.folder_inspection import validate_eval_results
 
     code = main(
         [

@@ -494,7 +494,7 @@ def test_push_uploads_the_export_and_the_card_says_how_to_use_it(
 
 def test_int8_products_avoid_the_saturating_avx2_kernel():
     """``CT2_USE_MKL=1`` on a non-Intel x86 CPU without AVX-512 VNNI, nowhere else."""
-    from hfattn.export.engine import needs_mkl_int8_gemm
+    from hfattn.export.ctranslate2_runtime import needs_mkl_int8_gemm
 
     def cpu(vendor, *flags):
         return f"vendor_id\t: {vendor}\nflags\t\t: fpu sse2 avx {' '.join(flags)}\n"

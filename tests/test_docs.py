@@ -296,3 +296,33 @@ def test_the_link_check_finds_a_broken_link(tmp_path):
         encoding="utf-8",
     )
     assert broken_links(page, set()) == ["missing.png", "gone.md"]
+
+
+SOURCE_PATH = re.compile(
+    r"`((?:hfattn|benchmarks|tests|recipes|spaces)/[\w/.<>-]+\.(?:py|yaml|md|sh))`"
+)
+
+
+def named_source_paths(markdown: str) -> list[str]:
+    """The repository files a page names in code spans (``hfattn/recipes/parsing.py``), leaving
+    out placeholders (``hfattn/tasks/<task>/job.py``, the guides' ``my_task``)."""
+    return [p for p in SOURCE_PATH.findall(markdown) if "<" not in p and "my_task" not in p]
+
+
+def test_every_source_file_the_docs_name_exists():
+    """The guides and pages name modules as they are: a renamed or removed module fails here."""
+    pages = [REPO / "README.md", REPO / "benchmarks" / "NOTES.md", *sorted(DOCS.rglob("*.md"))]
+    missing = {}
+    for page in pages:
+        gone = [
+            p
+            for p in named_source_paths(page.read_text(encoding="utf-8"))
+            if not (REPO / p).exists()
+        ]
+        if gone:
+            missing[str(page.relative_to(REPO))] = gone
+    assert missing == {}
+    guide = (DOCS / "guides" / "recipe-to-loss.md").read_text(encoding="utf-8")
+    found = named_source_paths("`hfattn/recipes/loading.py` and `hfattn/tasks/<task>/job.py`")
+    assert found == ["hfattn/recipes/loading.py"] and not (REPO / found[0]).exists()
+    assert len(named_source_paths(guide)) >= 8

@@ -14,8 +14,8 @@ import pytest
 from recipe_helpers import write_recipe
 
 from hfattn.cli import main
-from hfattn.common.models_source import config_field_types
 from hfattn.common.field_checks import describe_type
+from hfattn.common.models_source import config_field_types
 from hfattn.recipes import RecipeError, load_recipe, recipe_outline
 
 ROOT = Path(__file__).resolve().parents[1]

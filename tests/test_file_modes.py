@@ -1,6 +1,6 @@
 """hfattn's files get the mode a plain ``open`` gives (``0o666 & ~umask``), not the private
 ``0o600`` of a temporary file or of ``safetensors``' writer, and a failed write leaves no
-partial file (:mod:`hfattn.storage.atomic`, the one home of file writes)."""
+partial file (:mod:`hfattn.storage.file_io`, the one home of file writes)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.plotting.figures import plot
-from hfattn.storage import atomic
+from hfattn.storage import file_io
 
 
 @pytest.fixture
@@ -53,8 +53,8 @@ def test_a_trained_run_and_a_plot_are_readable_by_all_under_umask_022(tmp_path, 
 
 def test_the_mode_follows_the_umask(tmp_path, umask):
     umask(0o027)
-    atomic.atomic_write_text(tmp_path / "a.txt", "a")
-    with atomic.atomic_dir(tmp_path / "folder") as tmp:
+    file_io.atomic_write_text(tmp_path / "a.txt", "a")
+    with file_io.atomic_dir(tmp_path / "folder") as tmp:
         (tmp / "b.bin").write_bytes(b"b")
     assert (_mode(tmp_path / "a.txt"), _mode(tmp_path / "folder")) == (0o640, 0o750)
     assert _mode(tmp_path / "folder" / "b.bin") == 0o640
@@ -63,25 +63,25 @@ def test_the_mode_follows_the_umask(tmp_path, umask):
 def test_a_failed_write_leaves_no_partial_file(tmp_path):
     target = tmp_path / "model.safetensors"
     target.write_bytes(b"old")
-    with pytest.raises(OSError, match="disk full"), atomic.atomic_path(target) as tmp:
+    with pytest.raises(OSError, match="disk full"), file_io.atomic_path(target) as tmp:
         tmp.write_bytes(b"half a")
         raise OSError("disk full")
     assert target.read_bytes() == b"old"
-    with pytest.raises(OSError), atomic.atomic_files(tmp_path) as staged:
+    with pytest.raises(OSError), file_io.atomic_files(tmp_path) as staged:
         (staged / "config.json").write_text("{}")
         raise OSError("disk full")
     folder = tmp_path / "ct2"
     folder.mkdir()
     (folder / "model.bin").write_bytes(b"old")
-    with pytest.raises(OSError), atomic.atomic_dir(folder) as tmp:
+    with pytest.raises(OSError), file_io.atomic_dir(folder) as tmp:
         (tmp / "model.bin").write_bytes(b"half")
         raise OSError("disk full")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "model.safetensors"]
     assert [p.name for p in folder.iterdir()] == ["model.bin"]
     assert (folder / "model.bin").read_bytes() == b"old"
     # a whole write replaces the file and the folder
-    atomic.atomic_write_bytes(target, b"new")
-    with atomic.atomic_dir(folder) as tmp:
+    file_io.atomic_write_bytes(target, b"new")
+    with file_io.atomic_dir(folder) as tmp:
         (tmp / "model.bin").write_bytes(b"new")
     assert target.read_bytes() == (folder / "model.bin").read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "model.safetensors"]

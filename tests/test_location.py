@@ -1,6 +1,6 @@
 """One rule for "is this a local path or a Hub id?" (:mod:`hfattn.storage.location`), shared by the
-model commands (:func:`hfattn.commands.loading.locate_model`), the recipe's ``data.source``
-(:func:`hfattn.data.sources.check_source`) and the Hub card (:mod:`hfattn.hub.folder`); and the
+model commands (:func:`hfattn.commands.inputs.locate_model`), the recipe's ``data.source``
+(:func:`hfattn.data.sources.check_source`) and the Hub card (:mod:`hfattn.hub.folder_inspection`); and the
 file names of a model folder (:mod:`hfattn.storage.model_folder`), which are those of transformers
 and
 peft."""
@@ -15,11 +15,11 @@ import peft.utils
 import pytest
 import transformers.utils
 
-from hfattn.commands.loading import ModelLoadError, locate_model
+from hfattn.commands.inputs import ModelLoadError, locate_model
 from hfattn.common.field_checks import RecipeError
 from hfattn.data.sources import check_source
 from hfattn.storage import model_folder
-from hfattn.storage.atomic import read_safetensors, reads_back
+from hfattn.storage.file_io import read_safetensors, reads_back
 from hfattn.storage.location import (
     hub_offline,
     in_local_cache,

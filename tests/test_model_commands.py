@@ -36,7 +36,7 @@ import torch
 from test_bad_input import one_error_line
 
 from hfattn.cli import main
-from hfattn.commands.loading import ModelLoadError, locate_model
+from hfattn.commands.inputs import ModelLoadError, locate_model
 from hfattn.storage.run_folder import CHECKPOINT_PREFIX, RECIPE_FILE, checkpoints_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,7 +290,7 @@ def test_a_folder_without_a_model_says_what_it_lacks(models, tmp_path, capsys):
 
 def test_a_ctranslate2_export_says_which_engine_reads_it(tmp_path, capsys):
     """Once ``--engine torch`` on an export said only "model.safetensors is missing"."""
-    from hfattn.export.folder import EXPORT_FILES
+    from hfattn.export.export_folder import EXPORT_FILES
 
     export = tmp_path / "ct2"
     export.mkdir()

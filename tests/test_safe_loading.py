@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from hfattn.cli import main
-from hfattn.commands.loading import ModelLoadError, allow_pickle, load_model_and_tokenizer
+from hfattn.commands.inputs import ModelLoadError, allow_pickle, load_model_and_tokenizer
 
 GENERATE = ["--prompt", "ROMEO:", "--max-new-tokens", "8", "--greedy"]
 

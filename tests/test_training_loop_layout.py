@@ -13,10 +13,10 @@ import torch
 
 import hfattn
 from hfattn.training.clock import TrainingClock
-from hfattn.training.job import NonFiniteLossError
 from hfattn.training.nonfinite import NonFiniteLosses
 from hfattn.training.processes import build_accelerator
 from hfattn.training.speed import SessionFlops
+from hfattn.training.training_job import NonFiniteLossError
 
 PACKAGE = Path(hfattn.__file__).parent
 

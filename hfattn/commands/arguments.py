@@ -3,7 +3,7 @@
 A command that runs a recipe (``train``, ``baseline``) takes it as
 :func:`add_recipe_arguments` defines; a command that runs a model on texts (``translate``,
 ``classify``) takes them as :func:`add_text_arguments` defines, and reads them back with
-:func:`hfattn.commands.loading.text_command_inputs`; an option that overrides a saved
+:func:`hfattn.commands.inputs.text_command_inputs`; an option that overrides a saved
 generation setting says so in its help with :func:`saved_setting_help`. Only :mod:`argparse`
 is imported here: every command registers its arguments for ``hfattn --help``, which must stay
 fast.

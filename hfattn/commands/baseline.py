@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from .arguments import add_recipe_arguments
-from .loading import load_recipe_or_report, report_error
+from .inputs import load_recipe_or_report, report_error
 
 # Literal copies of hfattn.tasks.classification.baselines' choices: importing it here would
 # load scikit-learn for `hfattn --help` (tests/test_baselines.py checks that both stay equal).

@@ -39,7 +39,7 @@ def format_labels(scores: list[tuple[str, float]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the labels of every input, one line per text."""
-    from .loading import report_error, text_command_inputs
+    from .inputs import report_error, text_command_inputs
 
     try:  # bad options, a missing model folder and unreadable inputs fail before torch loads
         texts = text_command_inputs(args, "texts to classify", ("top_k", "batch_size"))
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         return report_error(err)
 
     from ..tasks.classification.inference import classify_texts
-    from .loading import load_model_and_tokenizer
+    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()

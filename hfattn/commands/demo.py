@@ -87,7 +87,7 @@ def handler(args: argparse.Namespace) -> int:
 
     from hfattn.hub import ModelFolderError, SpaceError, inspect_folder, load_space_app, stage_space
 
-    from .loading import ModelLoadError, damaged_file_error, first_line, report_error
+    from .inputs import ModelLoadError, damaged_file_error, first_line, report_error
     from .logging_setup import configure_logging
 
     configure_logging()

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from ..orchestration.run import check_data_source
     from ..recipes import RecipeError, default_recipe, load_recipe
     from ..storage.run_folder import recipe_path
-    from .loading import ModelLoadError, locate_local_folder, report_error
+    from .inputs import ModelLoadError, locate_local_folder, report_error
 
     try:  # a missing folder, or one without a config, fails at once
         model_dir = locate_local_folder(args.model_dir)
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from ..tasks import get_task
-    from .loading import load_model_and_tokenizer
+    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     splits = args.split or ["test"]
     decoding = {name: getattr(args, name) for name in DECODING_OPTIONS}
     if args.engine == "ctranslate2":
-        from ..export.folder import export_of
+        from ..export.export_folder import export_of
         from ..export.serving import evaluate_export
 
         export = export_of(model_dir)

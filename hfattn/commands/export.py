@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     """Export the model; one ``error: ...`` line (exit status 2) for a missing or unsupported
     model, a taken OUT or a missing ``ctranslate2``, all found before the weights are read."""
     from ..export.checks import check_exportable, check_output_folder
-    from ..export.engine import require_ctranslate2
-    from .loading import locate_model, read_configs, report_error
+    from ..export.ctranslate2_runtime import require_ctranslate2
+    from .inputs import locate_model, read_configs, report_error
 
     try:  # cheap checks first: folders, the package, the config.json alone
         check_output_folder(args.output_dir, args.overwrite, args.model_dir)
@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
     import hfattn.models  # noqa: F401  (registers the model types)
 
-    from ..export.folder import export_ctranslate2
-    from .loading import load_model_and_tokenizer
+    from ..export.export_folder import export_ctranslate2
+    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()

@@ -46,7 +46,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the prompt and its continuation; prompt characters that the tokenizer cannot
     represent (``<unk>``) are named in a warning first."""
-    from .loading import locate_model, report_error
+    from .inputs import locate_model, report_error
 
     try:  # a missing model folder fails at once, before torch loads
         locate_model(args.model_dir)
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tasks.causal_lm.inference import check_generation_settings, generate_text
     from ..tokenization.characters import require_text
-    from .loading import load_model_and_tokenizer
+    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     try:  # bad options fail before the model is loaded

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hfattn.plotting.figures import plot
 
-    from .loading import load_model_and_tokenizer, locate_model, report_error
+    from .inputs import load_model_and_tokenizer, locate_model, report_error
     from .logging_setup import configure_logging
 
     configure_logging()  # transformers' "Loading weights" bar and chatter stay quiet

@@ -54,7 +54,7 @@ def handler(args: argparse.Namespace) -> int:
     status 2, as for the other commands."""
     from hfattn.hub import HubPushError, push_model_folder
 
-    from .loading import ModelLoadError, locate_local_folder, report_error
+    from .inputs import ModelLoadError, locate_local_folder, report_error
     from .logging_setup import configure_logging
 
     configure_logging()

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from .arguments import add_recipe_arguments
-from .loading import report_error
+from .inputs import report_error
 
 
 def register(subparsers) -> None:

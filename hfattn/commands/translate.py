@@ -64,7 +64,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the translation of every input, one per line; parts of a source that the
     tokenizer cannot represent (``<unk>``) are named in a warning first."""
-    from .loading import report_error, text_command_inputs
+    from .inputs import report_error, text_command_inputs
 
     try:  # bad options, a missing model folder and unreadable inputs fail before torch loads
         texts = text_command_inputs(
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tasks.translation.inference import translate_texts
     from ..tokenization.characters import require_text, warn_unknown
-    from .loading import load_model_and_tokenizer
+    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()
@@ -114,7 +114,7 @@ def _ctranslate2_export(model: str):
     """
     from pathlib import Path
 
-    from ..export.folder import download_export, export_of
+    from ..export.export_folder import download_export, export_of
     from ..storage.location import looks_like_hub_id
 
     local = Path(model).expanduser().exists()
@@ -134,7 +134,7 @@ def _run_ctranslate2(args: argparse.Namespace, texts: list[str]) -> int:
     """``--engine ctranslate2``: translate with the model's CTranslate2 export."""
     from ..export.serving import CTranslate2Translation
     from ..tokenization.characters import require_text, warn_unknown
-    from .loading import report_error
+    from .inputs import report_error
     from .logging_setup import configure_logging
 
     configure_logging()

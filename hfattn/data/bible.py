@@ -37,7 +37,7 @@ import re
 import time
 from pathlib import Path
 
-from ..storage.atomic import atomic_dir
+from ..storage.file_io import atomic_dir
 from .cache import hfattn_cache_dir
 from .licenses import PUBLIC_DOMAIN
 

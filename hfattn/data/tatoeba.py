@@ -31,7 +31,7 @@ import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..storage.atomic import atomic_path, read_utf8_text
+from ..storage.file_io import atomic_path, read_utf8_text
 from .cache import hfattn_cache_dir
 
 logger = logging.getLogger(__name__)

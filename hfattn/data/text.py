@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..storage.atomic import read_utf8_text
+from ..storage.file_io import read_utf8_text
 from .shakespeare import load_shakespeare
 from .sources import check_source
 

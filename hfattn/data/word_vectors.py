@@ -28,7 +28,7 @@ import torch
 from gensim.models import FastText, KeyedVectors, Word2Vec
 
 from ..models.config_checks import check_choice
-from ..storage.atomic import atomic_path
+from ..storage.file_io import atomic_path
 
 METHODS = ("word2vec", "fasttext")
 ARCHITECTURES = ("cbow", "skipgram")

@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from ..data.seq2seq import pad_sources
-from ..storage.atomic import atomic_write_json
+from ..storage.file_io import atomic_write_json
 from ..storage.run_folder import CONFUSION_MATRIX_FILE
 from . import load_metric
 

@@ -6,9 +6,10 @@ One module per job:
 
 - :mod:`~hfattn.export.checks`: what can be exported (config, quantization, output folder).
 - :mod:`~hfattn.export.spec`: the model as a ``ctranslate2`` ``TransformerSpec``.
-- :mod:`~hfattn.export.folder`: writing the export folder, finding it locally or on the Hub.
+- :mod:`~hfattn.export.export_folder`: writing the export folder, finding it locally or on the Hub.
 - :mod:`~hfattn.export.decoding`: ``generate``'s settings as CTranslate2's options.
-- :mod:`~hfattn.export.engine`: importing ``ctranslate2`` with the CPU product it should use.
+- :mod:`~hfattn.export.ctranslate2_runtime`: importing ``ctranslate2`` with the CPU product it
+  should use.
 - :mod:`~hfattn.export.serving`: translating and scoring with an export
   (:class:`CTranslate2Translation`).
 
@@ -26,9 +27,9 @@ from .checks import (
     check_quantization,
     unsupported_fields,
 )
+from .ctranslate2_runtime import require_ctranslate2
 from .decoding import DecodingSettings
-from .engine import require_ctranslate2
-from .folder import (
+from .export_folder import (
     EXPORT_FILES,
     EXPORT_INFO_FILE,
     download_export,

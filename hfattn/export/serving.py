@@ -6,8 +6,9 @@ decoder started from ``decoder_start_token_id``, stopped at ``eos_token_id``, de
 n-gram blocking) come from ``generation_config.json``. :func:`evaluate_export` scores an export
 on a recipe's data.
 
-``ctranslate2`` is loaded by :func:`~hfattn.export.engine.require_ctranslate2` (which chooses
-its int8 matrix product); it, torch and transformers are imported inside the functions.
+``ctranslate2`` is loaded by :func:`~hfattn.export.ctranslate2_runtime.require_ctranslate2`
+(which chooses its int8 matrix product); it, torch and transformers are imported inside the
+functions.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from pathlib import Path
 from ..storage.model_folder import GENERATION_CONFIG_FILE
 from ..tasks.translation.encoding import encode_sources, load_pairs
 from .checks import QUANTIZATIONS
+from .ctranslate2_runtime import require_ctranslate2
 from .decoding import DecodingSettings
-from .engine import require_ctranslate2
-from .folder import EXPORT_FILES, EXPORT_INFO_FILE
+from .export_folder import EXPORT_FILES, EXPORT_INFO_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +35,9 @@ DEVICES = ("cpu", "cuda", "auto")
 
 
 class CTranslate2Translation:
-    """Translate with a folder written by :func:`~hfattn.export.folder.export_ctranslate2`, as
-    hfattn's PyTorch path (:func:`~hfattn.tasks.translation.inference.translate_texts`) does
-    with the model.
+    """Translate with a folder written by
+    :func:`~hfattn.export.export_folder.export_ctranslate2`, as hfattn's PyTorch path
+    (:func:`~hfattn.tasks.translation.inference.translate_texts`) does with the model.
 
     Args:
         folder: the export.

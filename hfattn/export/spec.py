@@ -25,7 +25,7 @@ torch and ``ctranslate2`` are imported inside the functions.
 from __future__ import annotations
 
 from .checks import ACTIVATIONS, ExportError, check_exportable
-from .engine import require_ctranslate2
+from .ctranslate2_runtime import require_ctranslate2
 
 SINUSOIDAL_POSITIONS = 1024
 """Rows of the sinusoidal table written for a model whose ``max_position_embeddings`` is

@@ -5,7 +5,7 @@
 """
 
 from .card import render_model_card
-from .folder import HubSettings, ModelFolder, ModelFolderError, inspect_folder
+from .folder_inspection import HubSettings, ModelFolder, ModelFolderError, inspect_folder
 from .push import HubPushError, push_model_folder, validate_repo_id
 from .space import SpaceError, load_space_app, stage_space
 

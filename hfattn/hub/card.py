@@ -19,11 +19,11 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
 from ..common.families import FAMILIES, card_value
-from ..export.folder import EXPORT_INFO_FILE, export_of
+from ..export.export_folder import EXPORT_INFO_FILE, export_of
 from ..storage.run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
 from .assets import asset_dir
 from .citations import citations_for
-from .folder import HubSettings, ModelFolder
+from .folder_inspection import HubSettings, ModelFolder
 
 TEMPLATE_NAME = "model_card_template.md"
 

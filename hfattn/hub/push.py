@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..recipes.schema import LICENSE_FORM, LICENSE_ID
-from ..storage.atomic import atomic_write_text
+from ..storage.file_io import atomic_write_text
 from ..storage.run_folder import (
     RECIPE_FILE,
     interrupted_run_message,
     resume_command,
     training_shortfall,
 )
-from .folder import ModelFolder, ModelFolderError, inspect_folder, verify_weights
+from .folder_inspection import ModelFolder, ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, app_dir_for, stage_space
 from .staging import publish_dir, render_tree, stage_model
 
@@ -385,9 +385,9 @@ def push_model_folder(
             A dry run previews such a run without it, with a warning that a real push is
             refused.
         license: the card's Hub license id, in place of the recipe's ``hub.license`` or the
-            declared licence of its data (:class:`~hfattn.hub.folder.HubSettings`). A folder
-            whose licence is still unknown is refused (a dry run only warns: its preview shows
-            the card without one).
+            declared licence of its data
+            (:class:`~hfattn.hub.folder_inspection.HubSettings`). A folder whose licence is still
+            unknown is refused (a dry run only warns: its preview shows the card without one).
 
     Returns:
         The model repository URL (``{endpoint}/{repo_id}``).

@@ -25,14 +25,14 @@ from types import ModuleType
 
 from huggingface_hub import SpaceCard, SpaceCardData
 
-from ..export.folder import EXPORT_INFO_FILE, is_export
-from ..storage.atomic import atomic_write_text
+from ..export.export_folder import EXPORT_INFO_FILE, is_export
+from ..storage.file_io import atomic_write_text
 from ..storage.location import looks_like_hub_id
 from ..storage.model_folder import LABELS_FILE
 from ..storage.run_folder import CTRANSLATE2_DIR
 from .assets import asset_dir
 from .card import example_inputs
-from .folder import ModelFolder
+from .folder_inspection import ModelFolder
 from .tasks import TaskInfo, task_infos
 
 APP_FILE = "app.py"

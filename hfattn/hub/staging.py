@@ -17,12 +17,12 @@ import os
 import shutil
 from pathlib import Path
 
-from ..export.folder import is_export
-from ..storage.atomic import atomic_files, atomic_write_text
+from ..export.export_folder import is_export
+from ..storage.file_io import atomic_files, atomic_write_text
 from ..storage.model_folder import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, LABELS_FILE
 from ..storage.run_folder import CHECKPOINTS_DIR, CTRANSLATE2_DIR, LOSS_CURVE_FILE, RECIPE_FILE
 from .card import render_model_card
-from .folder import ModelFolder, ModelFolderError, inspect_folder
+from .folder_inspection import ModelFolder, ModelFolderError, inspect_folder
 
 INCLUDE_PATTERNS = (
     "*.safetensors",

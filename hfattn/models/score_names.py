@@ -2,10 +2,10 @@
 
 Only the standard library is imported, and nothing else of hfattn: a recipe's ``model:``
 section is checked against these names before torch is imported
-(:func:`hfattn.recipes.model_section.check_model_choices` reads the tuple from the file's source,
-:func:`hfattn.common.models_source.models_literal`, nothing executed), and ``save_pretrained`` copies it next
-to the configurations that use it (``trust_remote_code``). Which config field of each model type
-takes one is :data:`hfattn.common.families.SCORE_FIELDS`.
+(:func:`hfattn.recipes.model_section.check_model_choices` reads the tuple from the file's
+source, :func:`hfattn.common.models_source.models_literal`, nothing executed), and
+``save_pretrained`` copies it next to the configurations that use it (``trust_remote_code``). Which
+config field of each model type takes one is :data:`hfattn.common.families.SCORE_FIELDS`.
 """
 
 SCORE_NAMES = (

@@ -7,7 +7,7 @@ The package holds every piece of recipe parsing:
   :class:`~hfattn.recipes.schema.RecipeBase`, whose subclasses the tasks declare;
 - :mod:`~hfattn.recipes.model_section`: the ``model:`` section, checked against its model
   type's config class (which it builds) or naming a pretrained checkpoint;
-- :mod:`~hfattn.recipes.loading`: :func:`load_recipe` (the YAML, its ``--set`` overrides, every
+- :mod:`~hfattn.recipes.parsing`: :func:`load_recipe` (the YAML, its ``--set`` overrides, every
   check, the built model config on ``recipe.model_config``) and :func:`recipe_outline` (the
   few fields the checks before training read, without torch);
 - :mod:`~hfattn.recipes.registry`: the tasks a recipe may name, each registered by the task's
@@ -19,13 +19,13 @@ The field checks themselves (:class:`RecipeError`, ``require*``) live in
 
 from __future__ import annotations
 
-from . import loading
-from .loading import *  # noqa: F403  (its public names: loading.__all__)
+from . import parsing
+from .parsing import *  # noqa: F403  (its public names: parsing.__all__)
 from .registry import TaskRecipe, register_task_recipe, task_names, task_recipe
 from .schema import RecipeBase
 
 __all__ = [
-    *loading.__all__,
+    *parsing.__all__,
     "RecipeBase",
     "TaskRecipe",
     "register_task_recipe",

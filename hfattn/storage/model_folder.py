@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .atomic import reads_back
+from .file_io import reads_back
 
 CONFIG_FILE = "config.json"
 """The model's config (``transformers.utils.CONFIG_NAME``)."""
@@ -58,7 +58,7 @@ CHECKED_FILES = (
 
 def first_damaged_file(folder: Path, patterns: Iterable[str] = ("*",)) -> Path | None:
     """The first file (sorted by path) directly in ``folder`` that matches one of the glob
-    ``patterns`` and does not read back whole (:func:`hfattn.storage.atomic.reads_back`: JSON that
+    ``patterns`` and does not read back whole (:func:`hfattn.storage.file_io.reads_back`: JSON that
     does
     not parse, a safetensors file with a tensor that cannot be read, a ``torch.save`` zip that
     fails its checksums), or ``None`` when every one reads back."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from .atomic import atomic_path
+from .file_io import atomic_path
 from .model_folder import WEIGHTS_FILE
 
 RECIPE_FILE = "recipe.yaml"

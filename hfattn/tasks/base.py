@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..recipes import task_recipe
 
 if TYPE_CHECKING:
-    from ..training.job import TrainingJob
+    from ..training.training_job import TrainingJob
 
 
 @dataclass(frozen=True)
@@ -108,12 +108,13 @@ class Task:
         metric_names: dict[str, str],
         **parts,
     ) -> TrainingJob:
-        """The :class:`~hfattn.training.job.TrainingJob` of ``recipe`` made of ``parts`` (its
-        ``model``, ``tokenizer``, ``batches``, ``compute_loss``, ``evaluate``, ``sample``, ...),
-        scored at the end on ``evaluation.splits``, its card metadata naming the data source
-        by ``dataset_names`` (:func:`dataset_card_names`) and the metrics by
+        """The :class:`~hfattn.training.training_job.TrainingJob` of ``recipe`` made of ``parts``
+        (its ``model``, ``tokenizer``, ``batches``, ``compute_loss``, ``evaluate``, ``sample``,
+        ...), scored at the end on ``evaluation.splits``, its card metadata naming the data
+        source by ``dataset_names`` (:func:`dataset_card_names`) and the metrics by
         ``metric_names``."""
-        from ..training.job import TrainingJob  # torch: ``import hfattn.tasks`` stays light
+        # torch (seconds): ``import hfattn.tasks`` stays light
+        from ..training.training_job import TrainingJob
 
         dataset = dataset_card_names(recipe.data.source, dataset_names)
         return TrainingJob(

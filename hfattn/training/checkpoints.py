@@ -28,7 +28,7 @@ import torch
 from accelerate.utils import SAFE_MODEL_NAME
 from safetensors.torch import load_file, save_file
 
-from ..storage.atomic import atomic_path, atomic_write_json, move_dir_into_place, reads_back
+from ..storage.file_io import atomic_path, atomic_write_json, move_dir_into_place, reads_back
 from ..storage.model_folder import first_damaged_file
 from ..storage.run_folder import (
     BEST_WEIGHTS,

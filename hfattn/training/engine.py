@@ -41,7 +41,6 @@ from ..storage.run_folder import clear_output_dir, latest_checkpoint, resume_com
 from .checkpoints import Progress
 from .finishing import evaluate_and_save, finish_training, save_last_step
 from .host_memory import freed_memory_kept
-from .job import TrainingCallback, TrainingJob, TrainResult
 from .nonfinite import NonFiniteLosses, checks_every_loss
 from .prefetch import prefetched
 from .processes import (
@@ -56,6 +55,7 @@ from .processes import (
 from .session import TrainingSession
 from .speed import Speedometer, floats, trained_tokens
 from .stop_signals import Interrupted, stop_at_once, stop_on_signals
+from .training_job import TrainingCallback, TrainingJob, TrainResult
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ import logging
 
 from ..storage.run_folder import checkpoint_step, complete_checkpoints
 from .checkpoints import average_checkpoint_weights, load_best_weights, load_saved_weights
-from .job import TrainResult
 from .processes import any_process
 from .results import eval_results, save_run_results, training_summary
 from .session import TrainingSession
 from .stop_signals import signals_held
+from .training_job import TrainResult
 
 logger = logging.getLogger(__name__)
 

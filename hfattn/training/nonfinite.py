@@ -18,8 +18,8 @@ from accelerate import Accelerator
 
 from ..storage.run_folder import latest_checkpoint
 from .checkpoints import Progress
-from .job import NonFiniteLossError
 from .processes import any_process
+from .training_job import NonFiniteLossError
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from ..common.machine import machine_words, provenance
-from ..storage.atomic import atomic_files, atomic_path, atomic_write_json
+from ..storage.file_io import atomic_files, atomic_path, atomic_write_json
 from ..storage.run_folder import EVAL_RESULTS_FILE, LOSS_CURVE_FILE
 from .throughput import mfu
 

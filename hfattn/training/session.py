@@ -26,12 +26,12 @@ from .checkpoints import (
 )
 from .clock import TrainingClock
 from .compiling import COMPILE_PAD_MULTIPLE, CompileClock, compile_for_training, resolve_compile
-from .job import TrainingJob, as_callbacks
 from .nonfinite import NonFiniteLosses
 from .optim import build_optimizer
 from .processes import check_batch_size, check_rows_per_process
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
 from .speed import SessionFlops, Speedometer, floats
+from .training_job import TrainingJob, as_callbacks
 
 
 class TrainingSession:

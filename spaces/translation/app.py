@@ -58,7 +58,7 @@ EXPORT_DIR = "ct2"
 """The CTranslate2 export's sub-folder of the model folder / repo (hfattn's
 ``run_folder.CTRANSLATE2_DIR``)."""
 EXPORT_FILES = ("model.bin", "hfattn_export.json", "tokenizer.json")
-"""The files of an hfattn CTranslate2 export (hfattn's ``export.folder.EXPORT_FILES``)."""
+"""The files of an hfattn CTranslate2 export (hfattn's ``export.export_folder.EXPORT_FILES``)."""
 GENERATE_LABEL = "transformers generate"
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from ...recipes.schema import GenerationSection
-from ...storage.atomic import atomic_write_text
+from ...storage.file_io import atomic_write_text
 from ...tokenization.characters import encode_prompt, require_text
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 a fresh model built from ``model.type``, or a pretrained checkpoint with its own tokenizer, eos
 as pad, optionally LoRA-wrapped), the encoded corpus cut into the windows of
 ``training.mode``, the next-token loss, the held-out evaluation and the sample after training,
-wired into a :class:`~hfattn.training.job.TrainingJob` by :func:`build_job`.
+wired into a :class:`~hfattn.training.training_job.TrainingJob` by :func:`build_job`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ...recipes.model_section import is_pretrained, sized_model_config
 from ...recipes.schema import RecipeBase
 from ...storage.run_folder import SAMPLES_FILE
 from ...tokenization.characters import build_char_tokenizer
-from ...training.job import TrainingJob
+from ...training.training_job import TrainingJob
 from ..base import Task
 from ..pretrained import apply_lora, load_pretrained
 from .inference import context_length, generate_text, is_char_vocabulary, write_sample

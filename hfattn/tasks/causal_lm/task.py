@@ -12,7 +12,7 @@ from ... import models  # noqa: F401  (registers the hfattn model types with the
 from ...data.lm import encode_corpus
 from ...evaluation.language_modeling import evaluate_causal_lm
 from ...recipes.model_section import is_pretrained
-from ...training.job import TrainingJob
+from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
 from .recipe import RECIPE_CLASS, CausalLMRecipe

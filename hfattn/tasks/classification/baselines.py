@@ -50,7 +50,7 @@ from sklearn.utils.validation import check_is_fitted
 from ...common.machine import machine_words, provenance
 from ...data.reviews_es import STOP_WORDS_ES
 from ...recipes.schema import RecipeError, require, require_choice
-from ...storage.atomic import atomic_write_json
+from ...storage.file_io import atomic_write_json
 from ...storage.run_folder import CONFUSION_MATRIX_FILE, EVAL_RESULTS_FILE
 
 VECTORIZERS = ("count", "tfidf", "tfidf-thesis")

@@ -3,7 +3,7 @@ checkpoint with a new head, LoRA applied when asked, or a fresh ``model.type`` m
 tokenizer built on the training texts, its embeddings optionally initialised by the
 ``word_vectors:`` section, :func:`word_vector_matrix`), the loss (:data:`classification_loss`)
 and the length-grouped batches, split scoring (with the test confusion matrix) and sample,
-wired into a :class:`~hfattn.training.job.TrainingJob` by :func:`build_job`.
+wired into a :class:`~hfattn.training.training_job.TrainingJob` by :func:`build_job`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ...evaluation.classification import (
     write_confusion_matrix,
 )
 from ...recipes.model_section import is_pretrained, sized_model_config
-from ...training.job import TrainingJob
+from ...training.training_job import TrainingJob
 from ..base import Task, model_loss
 from ..pretrained import apply_lora, load_pretrained
 from .encoding import (

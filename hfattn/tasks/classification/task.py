@@ -12,7 +12,7 @@ from ...evaluation.classification import (
     write_confusion_matrix,
 )
 from ...storage.run_folder import CONFUSION_MATRIX_FILE
-from ...training.job import TrainingJob
+from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
 from .encoding import encode_texts, load_data

@@ -19,7 +19,7 @@ from ...data.token_buckets import BucketedBatches
 from ...evaluation.translation import source_limit, teacher_forced_scores, text_scores
 from ...recipes.model_section import sized_model_config
 from ...tokenization.translation import build_translation_tokenizer
-from ...training.job import TrainingJob
+from ...training.training_job import TrainingJob
 from ..base import Task, model_loss
 from .encoding import (
     DATASET_NAMES,

@@ -9,7 +9,7 @@ from pathlib import Path
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from ... import models  # noqa: F401  (registers the model types with the Auto classes)
-from ...training.job import TrainingJob
+from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
 from .encoding import load_pairs

@@ -39,7 +39,7 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from ..common.field_checks import did_you_mean
-from ..storage.atomic import read_utf8_text
+from ..storage.file_io import read_utf8_text
 from ..storage.location import hub_offline, in_local_cache, local_model_path
 from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
@@ -249,7 +249,7 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
     adapter = (folder / ADAPTER_CONFIG_FILE).is_file()
     weights = ADAPTER_WEIGHTS_FILE if adapter else WEIGHTS_FILE
     if not any(folder.glob("*.safetensors")) and not pickle_weights(folder):
-        from ..export.folder import is_export
+        from ..export.export_folder import is_export
 
         if is_export(folder):
             raise ModelLoadError(
@@ -401,7 +401,7 @@ def _adapter_labels(folder: Path | None, adapter_config: dict | None) -> dict:
     Raises:
         ModelLoadError: such an adapter that records no label names.
     """
-    from ..hub.folder import ModelFolderError, read_labels
+    from ..hub.folder_inspection import ModelFolderError, read_labels
 
     if folder is None or adapter_config is None:
         return {}

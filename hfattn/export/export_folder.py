@@ -16,12 +16,12 @@ import json
 import os
 from pathlib import Path
 
-from ..storage.atomic import atomic_dir
+from ..storage.file_io import atomic_dir
 from ..storage.model_folder import TOKENIZER_FILE
 from ..storage.run_folder import CTRANSLATE2_DIR
 from .checks import check_exportable, check_output_folder, check_quantization
+from .ctranslate2_runtime import require_ctranslate2
 from .decoding import DecodingSettings
-from .engine import require_ctranslate2
 from .spec import build_spec, decoding_tokens, position_rows
 
 EXPORT_INFO_FILE = "hfattn_export.json"

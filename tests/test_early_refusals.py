@@ -105,7 +105,10 @@ def test_config_field_lists_are_the_config_classes():
     for model_type, name in classes.items():
         config_cls = CONFIG_MAPPING[model_type]
         assert config_cls.__name__ == name
-        assert fields[model_type] == tuple(f.name for f in dataclasses.fields(config_cls))
+        every_field = (
+            models_literal("config_fields", "PRETRAINED_CONFIG_FIELDS") + fields[model_type]
+        )
+        assert every_field == tuple(f.name for f in dataclasses.fields(config_cls))
         for field in positive[model_type]:
             with pytest.raises(ValueError, match=field):
                 config_cls(**{field: -3})

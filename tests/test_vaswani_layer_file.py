@@ -181,7 +181,7 @@ def copied_blocks() -> list[tuple[str, str]]:
     }
     blocks = []
     for number, line in enumerate(lines, start=1):
-        found = re.match(r"\s*# Copied from (hfattn\.models\.\S+)$", line)
+        found = re.match(r"\s*# Copied from (hfattn\.models\.\S+)(?:  # noqa: E501)?$", line)
         if found:
             node = defs[number + 1]
             blocks.append((found.group(1), "\n".join(lines[node.lineno - 1 : node.end_lineno])))

@@ -13,18 +13,23 @@ CONFIG_CLASSES = {
 }
 """``model_type`` → the name of its config class."""
 
+PRETRAINED_CONFIG_FIELDS = (
+    "transformers_version",
+    "architectures",
+    "output_hidden_states",
+    "return_dict",
+    "dtype",
+    "chunk_size_feed_forward",
+    "is_encoder_decoder",
+    "id2label",
+    "label2id",
+    "problem_type",
+)
+"""The fields every config class inherits from ``transformers``' ``PretrainedConfig``, first in
+``dataclasses.fields`` order."""
+
 CONFIG_FIELDS = {
     "char-rnn": (
-        "transformers_version",
-        "architectures",
-        "output_hidden_states",
-        "return_dict",
-        "dtype",
-        "chunk_size_feed_forward",
-        "is_encoder_decoder",
-        "id2label",
-        "label2id",
-        "problem_type",
         "vocab_size",
         "embedding_dim",
         "hidden_size",
@@ -40,16 +45,6 @@ CONFIG_FIELDS = {
         "eos_token_id",
     ),
     "bahdanau": (
-        "transformers_version",
-        "architectures",
-        "output_hidden_states",
-        "return_dict",
-        "dtype",
-        "chunk_size_feed_forward",
-        "is_encoder_decoder",
-        "id2label",
-        "label2id",
-        "problem_type",
         "vocab_size",
         "embedding_dim",
         "share_encoder_decoder_embeddings",
@@ -79,16 +74,6 @@ CONFIG_FIELDS = {
         "decoder_start_token_id",
     ),
     "vaswani": (
-        "transformers_version",
-        "architectures",
-        "output_hidden_states",
-        "return_dict",
-        "dtype",
-        "chunk_size_feed_forward",
-        "is_encoder_decoder",
-        "id2label",
-        "label2id",
-        "problem_type",
         "vocab_size",
         "encoder_layers",
         "decoder_layers",
@@ -125,16 +110,6 @@ CONFIG_FIELDS = {
         "decoder_start_token_id",
     ),
     "rnn-classifier": (
-        "transformers_version",
-        "architectures",
-        "output_hidden_states",
-        "return_dict",
-        "dtype",
-        "chunk_size_feed_forward",
-        "is_encoder_decoder",
-        "id2label",
-        "label2id",
-        "problem_type",
         "vocab_size",
         "embedding_dim",
         "freeze_embeddings",
@@ -152,8 +127,8 @@ CONFIG_FIELDS = {
         "pad_token_id",
     ),
 }
-"""``model_type`` → every field of its config class (``dataclasses.fields``, base class
-included)."""
+"""``model_type`` → the fields its config class declares after :data:`PRETRAINED_CONFIG_FIELDS`
+(``dataclasses.fields`` order)."""
 
 POSITIVE_INT_FIELDS = {
     "char-rnn": ("embedding_dim", "hidden_size", "num_layers"),

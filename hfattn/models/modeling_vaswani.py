@@ -877,6 +877,7 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin._own_tied_weights
     def _own_tied_weights(self) -> dict[str, str]:
         if not self.config.tie_word_embeddings:
             return {}
@@ -884,24 +885,31 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
             return {"lm_head.weight": "model.encoder.embed_tokens.weight"}
         return {"lm_head.weight": "model.decoder.embed_tokens.weight"}
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin.get_encoder
     def get_encoder(self, modality: str | None = None):
         return self.model.encoder
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin.get_decoder
     def get_decoder(self):
         return self.model.decoder
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin.get_input_embeddings
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.get_input_embeddings()
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin.set_input_embeddings
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.model.set_input_embeddings(value)
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin.get_output_embeddings
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin.set_output_embeddings
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.lm_head = value
 
+    # Copied from hfattn.models.seq2seq_utils.Seq2SeqLMAccessorsMixin.prepare_decoder_input_ids_from_labels  # noqa: E501
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """``shift_tokens_right(labels)`` (used by data collators)."""
         return shift_tokens_right(

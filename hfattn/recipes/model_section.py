@@ -139,7 +139,10 @@ def check_model_fields(model: dict[str, Any]) -> None:
     classes = models_literal("config_fields", "CONFIG_CLASSES")
     if not isinstance(model_type, str) or model_type not in classes:
         return
-    known = models_literal("config_fields", "CONFIG_FIELDS")[model_type]
+    known = (
+        *models_literal("config_fields", "PRETRAINED_CONFIG_FIELDS"),
+        *models_literal("config_fields", "CONFIG_FIELDS")[model_type],
+    )
     positive = models_literal("config_fields", "POSITIVE_INT_FIELDS")[model_type]
     unit = models_literal("config_fields", "UNIT_INTERVAL_FIELDS")[model_type]
     choices = models_literal("config_fields", "CHOICES")[model_type]

@@ -12,32 +12,20 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_vaswani import PAD, VOCAB, tiny_config
 from torch.nn import functional as F
 
-from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
+from hfattn import VaswaniForConditionalGeneration
 from hfattn.models import masking
 from hfattn.models.masking import causal_mask, to_additive_mask
 
-VOCAB, PAD = 16, 0
 SOURCE_LENGTHS = (7, 4, 6)
 TARGET_LENGTHS = (5, 3, 4)
 
 
 def tiny(implementation: str = "sdpa", **kw) -> VaswaniForConditionalGeneration:
     torch.manual_seed(0)
-    config = VaswaniConfig(
-        vocab_size=VOCAB,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=16,
-        num_heads=4,
-        ffn_dim=32,
-        dropout=0.0,
-        max_position_embeddings=32,
-        pad_token_id=PAD,
-        **kw,
-    )
-    model = VaswaniForConditionalGeneration(config).eval()
+    model = VaswaniForConditionalGeneration(tiny_config(pad_token_id=PAD, **kw)).eval()
     model.set_attn_implementation(implementation)
     return model
 

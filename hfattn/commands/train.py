@@ -95,8 +95,7 @@ def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None
     """The recipe file ``path`` (with ``args.overrides``; its run in ``output_dir`` when
     given), or ``None`` after reporting the first failure of every check that needs no data,
     model config or checkpoint, made before torch is imported, in a fraction of a second: its
-    outline
-    (:func:`~hfattn.recipes.recipe_outline`), the checks before training
+    outline (:func:`~hfattn.recipes.recipe_outline`), the checks before training
     (:func:`hfattn.orchestration.run.check_before_training`), every field's value
     (:func:`~hfattn.recipes.check_recipe_values`) and, for a new run, a folder that already
     holds one (:func:`~hfattn.storage.run_folder.check_output_dir`). The recipe's model config

@@ -151,20 +151,8 @@ def check_recipe_values(
         RecipeError, FileNotFoundError: as :func:`load_recipe`.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"recipe file not found: {path}")
-    check_overrides(overrides)
-    raw = _read_yaml(path)
-    if isinstance(raw.get("model"), str):  # model: <hub id | folder>
-        raw.model = normalize_model_section(raw.model)
-    cls = None
+    _, cls, raw, dotlist = _given_configs(path, overrides)
     try:
-        dotlist = OmegaConf.from_dotlist(list(overrides))
-        if isinstance(dotlist.get("model"), str):  # --set model=<hub id | folder>
-            dotlist.model = normalize_model_section(dotlist.model)
-        cls = recipe_class(_task_of(raw, dotlist))
-        for given in (raw, dotlist):
-            check_shapes(OmegaConf.to_container(given), cls)
         merged = OmegaConf.merge(OmegaConf.structured(cls), raw, dotlist)
         given_model = OmegaConf.merge(raw, dotlist).get("model")
         if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
@@ -274,10 +262,10 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     of a second (:func:`load_recipe` imports the task, torch and the model's config: seconds).
 
     Every key of every section is checked against the task's recipe class (its light
-    ``recipe`` module), every section's values against their types, and the attention score
-    that ``model:`` names (:func:`~hfattn.recipes.model_section.check_model_choices`); the value
-    checks
-    of the sections and the rest of ``model:`` are :func:`load_recipe`'s.
+    ``recipe`` module), every section's values against their types, and the ``model:`` fields
+    against the torch-free lists of their config class
+    (:func:`~hfattn.recipes.model_section.check_model_fields`); the value checks of the
+    sections are :func:`check_recipe_values`'s, the model config :func:`with_model_config`'s.
 
     Raises:
         RecipeError: naming the field (YAML syntax, a bad ``--set``, an unknown ``task``, an
@@ -335,10 +323,11 @@ def _typed_section(name: str, section: type, value: dict):
     return OmegaConf.merge(typed, {name: value})[name]
 
 
-def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
-    """The task and the recipe file ``path`` with its ``--set`` overrides merged in, as plain
-    data (interpolations resolved), its keys and section shapes checked against the task's
-    recipe class (:func:`check_shapes`).
+def _given_configs(path: Path, overrides):
+    """The task of the recipe file ``path``, its recipe class, and the file and its ``--set``
+    overrides as OmegaConf mappings (``model: <hub id | folder>`` spelt out as a section), their
+    keys and section shapes checked against the recipe class (:func:`check_shapes`): what
+    :func:`check_recipe_values` and :func:`recipe_outline` both start from.
 
     Raises:
         RecipeError, FileNotFoundError: as :func:`recipe_outline`.
@@ -355,6 +344,20 @@ def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
             if isinstance(given.get("model"), str):  # model: <hub id | folder>
                 given.model = normalize_model_section(given.model)
             check_shapes(OmegaConf.to_container(given), cls)
+    except OmegaConfBaseException as err:
+        raise _field_error(err, path) from None
+    return task, cls, raw, dotlist
+
+
+def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
+    """The task and the recipe file ``path`` with its ``--set`` overrides merged in, as plain
+    data (interpolations resolved), checked as :func:`_given_configs` checks them.
+
+    Raises:
+        RecipeError, FileNotFoundError: as :func:`recipe_outline`.
+    """
+    task, _, raw, dotlist = _given_configs(path, overrides)
+    try:
         return task, OmegaConf.to_container(OmegaConf.merge(raw, dotlist), resolve=True)
     except OmegaConfBaseException as err:
         raise _field_error(err, path) from None

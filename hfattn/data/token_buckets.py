@@ -65,9 +65,7 @@ def _padding_cost(histogram: np.ndarray, widths: list[tuple[int, int]]) -> float
     of ``widths`` ``(S_k, T_k)`` it fits; ``inf`` when some pair fits none."""
     sources = np.arange(histogram.shape[0])[:, None]
     targets = np.arange(histogram.shape[1])[None, :]
-    bucket = np.full(histogram.shape, -1)
-    for k in range(len(widths) - 1, -1, -1):
-        bucket[(sources <= widths[k][0]) & (targets <= widths[k][1])] = k
+    bucket = bucket_of(sources, targets, widths)
     if (histogram[bucket < 0] > 0).any():
         return float("inf")
     table = np.array(widths)
@@ -116,8 +114,10 @@ def choose_buckets(
 def bucket_of(
     source_lengths: np.ndarray, target_lengths: np.ndarray, widths: list[tuple[int, int]]
 ) -> np.ndarray:
-    """The bucket of each pair: the first of ``widths`` that fits its source and target."""
-    bucket = np.full(len(source_lengths), -1)
+    """The bucket of each pair: the first of ``widths`` that fits its source and target (``-1``:
+    none does); the lengths broadcast (a column of sources against a row of targets gives
+    every pair of lengths)."""
+    bucket = np.full(np.broadcast_shapes(source_lengths.shape, target_lengths.shape), -1)
     for k in range(len(widths) - 1, -1, -1):
         bucket[(source_lengths <= widths[k][0]) & (target_lengths <= widths[k][1])] = k
     return bucket

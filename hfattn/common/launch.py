@@ -27,6 +27,12 @@ ACCELERATE_LAUNCH_VARIABLE = "ACCELERATE_DYNAMO_BACKEND"
 """A variable that every ``accelerate launch`` sets for the processes it starts."""
 
 
+def cpu_processes_command(arguments: str = "train RECIPE") -> str:
+    """The command that starts N CPU processes of ``hfattn ARGUMENTS`` (torchrun, which
+    Accelerate joins as one process group)."""
+    return f"ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N -m hfattn {arguments}"
+
+
 def process_rank(environ: Mapping[str, str] | None = None) -> int:
     """This process's global rank: the first of :data:`RANK_VARIABLES` set to an integer in
     ``environ`` (default ``os.environ``), else 0 (a process started alone)."""
@@ -57,7 +63,7 @@ def lone_launch_warning(
         "accelerate launch was asked for several processes and started one: on CPUs its "
         "launcher starts several only for an MPI host file (else for GPUs, TPUs, DeepSpeed or "
         "FSDP); this run trains in one process. Start N CPU processes with "
-        f"`ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N -m hfattn {arguments}`"
+        f"`{cpu_processes_command(arguments)}`"
     )
 
 
@@ -65,6 +71,7 @@ __all__ = [
     "ACCELERATE_LAUNCH_VARIABLE",
     "RANK_VARIABLES",
     "SIZE_VARIABLES",
+    "cpu_processes_command",
     "lone_launch_warning",
     "process_rank",
 ]

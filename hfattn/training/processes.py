@@ -18,6 +18,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState
 from accelerate.utils import parse_flag_from_env
 
+from ..common.launch import cpu_processes_command
 from .precision import resolve_mixed_precision
 
 
@@ -60,9 +61,8 @@ def check_process_group() -> None:
         raise ValueError(
             f"WORLD_SIZE={world} but Accelerate set up a single process: each of the {world} "
             "would train alone into the same output_dir. On CPUs start N processes with "
-            "`ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N -m hfattn train "
-            "RECIPE`; on GPUs with `accelerate launch --multi_gpu --num_processes N -m hfattn "
-            "train RECIPE`"
+            f"`{cpu_processes_command()}`; on GPUs with "
+            "`accelerate launch --multi_gpu --num_processes N -m hfattn train RECIPE`"
         )
 
 

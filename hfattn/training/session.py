@@ -75,9 +75,6 @@ class TrainingSession:
             d_model=getattr(config, "d_model", None) or getattr(config, "hidden_size", None),
         )
         self.model, self.optimizer = acc.prepare(job.model, optimizer)
-        # training.compile: the loss step calls a compiled view of the prepared module; its
-        # checkpoints, evaluations and saved folder use the module itself (the same parameters,
-        # the state-dict keys without torch.compile's `_orig_mod.` prefix)
         # batches in fixed shapes (length buckets) live on the device when they fit there
         shapes = getattr(job.batches, "shapes", None)
         if shapes is not None:
@@ -85,6 +82,9 @@ class TrainingSession:
         self.compiled = resolve_compile(
             cfg.compile, config.model_type, acc.device, fixed_shapes=shapes is not None
         )
+        # training.compile: the loss step calls a compiled view of the prepared module; its
+        # checkpoints, evaluations and saved folder use the module itself (the same parameters,
+        # the state-dict keys without torch.compile's `_orig_mod.` prefix)
         self.loss_model = (
             compile_for_training(self.model, None if shapes is None else len(shapes))
             if self.compiled

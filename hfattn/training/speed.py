@@ -82,7 +82,7 @@ class Speedometer:
     batch, added by the loop) and the seconds spent waiting for the next batch."""
 
     def __init__(self):
-        self.since, self.tokens, self.flops, self.data_wait_s = time.monotonic(), 0, 0.0, 0.0
+        self.start(0)
 
     def start(self, tokens: int) -> None:
         """Open an interval at the current time, ``tokens`` trained so far."""

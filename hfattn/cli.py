@@ -91,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``hfattn`` console script and of ``python -m hfattn``."""
+    """Entry point of the ``hfattn`` console script and of ``python -m hfattn`` (``argv``:
+    the arguments of a command run inside a process that runs other things too)."""
+    from .common.command_clock import mark_command_start
+
+    mark_command_start(process_start=argv is None)
     args = build_parser().parse_args(argv)
     from .commands.inputs import allow_pickle
     from .commands.logging_setup import set_verbose

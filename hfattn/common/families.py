@@ -97,15 +97,11 @@ class Family:
     compiled_by_auto: bool = False
     """``training.compile: auto`` compiles it on CUDA: its training batches have one shape
     (the char-RNN's windows have one length), so the step compiles once or twice in a run.
-    Families whose batches change length from batch to batch (translation, classification)
-    are left eager by ``auto``: their compiles cost more of a recipe's budget than the
-    compiled steps win back (``docs/training.md``). The Vaswani Transformer is compiled by
-    ``auto`` on CUDA when ``training.token_budget`` is set: its batches then come in
-    ``length_buckets`` fixed shapes, one static graph a bucket
-    (:attr:`compiled_by_auto_in_buckets`)."""
-    compiled_by_auto_in_buckets: bool = False
-    """``training.compile: auto`` compiles it on CUDA when its batches come in a few fixed
-    shapes (``training.token_budget``: one static graph a length bucket, each compiled once)."""
+    Families whose batches change shape from batch to batch (translation, classification,
+    length buckets included) are left eager by ``auto``: on an H100 the Transformer base's
+    compile of one graph a bucket took about 35 s a bucket, minutes more than its compiled
+    steps won back in a recipe's run (``benchmarks/NOTES.md``); ``training.compile: true``
+    compiles them (one graph for all buckets)."""
     score_field: str | None = None
     """The config field that names its attention score (one of
     :data:`hfattn.models.score_names.SCORE_NAMES`); ``None``: it has none."""
@@ -131,7 +127,6 @@ FAMILIES: dict[str, Family] = {
     ),
     "vaswani": Family(
         auto_class="AutoModelForSeq2SeqLM",
-        compiled_by_auto_in_buckets=True,
         score_field="attention_score",
         describe_attention=describe_multi_head_attention,
         papers=("vaswani2017attention",),
@@ -150,11 +145,6 @@ UNROLLED_PER_LENGTH = tuple(t for t, f in FAMILIES.items() if f.unrolled_per_len
 COMPILED_BY_AUTO = tuple(t for t, f in FAMILIES.items() if f.compiled_by_auto)
 """Model types that ``training.compile: auto`` compiles on CUDA
 (:attr:`Family.compiled_by_auto`)."""
-COMPILED_BY_AUTO_IN_BUCKETS = tuple(
-    t for t, f in FAMILIES.items() if f.compiled_by_auto or f.compiled_by_auto_in_buckets
-)
-"""Model types that ``training.compile: auto`` compiles on CUDA when the training batches
-come in fixed shapes (:attr:`Family.compiled_by_auto_in_buckets`)."""
 SCORE_FIELDS = {t: f.score_field for t, f in FAMILIES.items() if f.score_field}
 """``model_type`` → the config field that names its attention score (one of
 :data:`~hfattn.models.score_names.SCORE_NAMES`; ``score: null`` is the Bahdanau / Luong
@@ -162,7 +152,6 @@ attention's default)."""
 
 __all__ = [
     "COMPILED_BY_AUTO",
-    "COMPILED_BY_AUTO_IN_BUCKETS",
     "FAMILIES",
     "SCORE_FIELDS",
     "UNROLLED_PER_LENGTH",

@@ -69,6 +69,14 @@ class Progress:
     wall_s: float = 0.0
     """Wall-clock seconds of the whole run up to this checkpoint, over all its sessions
     (training, evaluations, checkpoints, set-up)."""
+    first_step_wall_s: float | None = None
+    """Wall-clock seconds from the command's start to the end of the run's first optimizer step
+    (set-up, data, tokenizer, model and the first step's compile included)."""
+    compile_s: float = 0.0
+    """Seconds of the steps in which ``torch.compile`` compiled a graph, over all sessions
+    (:class:`~hfattn.training.compiling.CompileWatch`)."""
+    compiles: int = 0
+    """Graphs ``torch.compile`` compiled for the training step, over all sessions."""
     best_score: float | None = None
     """The best validation value of ``training.metric_for_best_model`` so far."""
     best_step: int | None = None

@@ -4,7 +4,9 @@
 before a resume) less the evaluations' (``progress.eval_s``), so that ``max_minutes``, the
 schedule that follows it and tokens/s count training only. With ``max_minutes`` the schedule
 follows the clock (:meth:`TrainingClock.follow_time_budget`) and the progress bar shows the share
-of the run done, whichever of the clock and the steps leads.
+of the run done, whichever of the clock and the steps leads. Its ETA counts from steady steps
+only (:class:`StepPace`): the first steps of a session and the steps that compile a graph are
+left out, and the bar names a compile while it runs.
 """
 
 from __future__ import annotations
@@ -17,10 +19,43 @@ from tqdm.auto import tqdm
 from .checkpoints import Progress
 from .processes import max_over_processes
 
-TIMED_BAR_FORMAT = "{l_bar}{bar}| [{elapsed}<{remaining}{postfix}]"
+STEPS_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+"""The progress bar of a run: the steps done out of ``total_steps``, the time so far and the
+postfix, whose ``eta`` is :class:`StepPace`'s (tqdm's own estimate, from the mean of every step
+since the start, would count the compiles and first steps of a run as its pace)."""
+TIMED_BAR_FORMAT = "{l_bar}{bar}| [{elapsed}{postfix}]"
 """The progress bar of a run with ``training.max_minutes``: its percentage is the schedule's
 (what the clock or the steps have used up), so no step count out of ``total_steps`` is shown
 (the step is in the postfix)."""
+BAR_LABEL = "train"
+"""The progress bar's label, but during a step that compiles (:meth:`TrainingClock.label`)."""
+
+
+class StepPace:
+    """The seconds an optimizer step takes once training is steady: the mean over the steps of
+    this session after its first ``settle`` steps, leaving out every step that compiled a
+    graph (and the ``settle`` steps after it: caches and allocators warm up)."""
+
+    def __init__(self, settle: int = 2):
+        self.settle = settle
+        self.steps, self.seconds, self.to_skip = 0, 0.0, settle
+        self.last: float | None = None
+
+    def step(self, elapsed_s: float, compiled: bool) -> None:
+        """A step ended at ``elapsed_s`` training seconds; ``compiled``: it compiled a graph."""
+        last, self.last = self.last, elapsed_s
+        if compiled:
+            self.to_skip = self.settle
+        elif self.to_skip:
+            self.to_skip -= 1
+        elif last is not None:
+            self.steps += 1
+            self.seconds += elapsed_s - last
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        """The steady seconds a step (``None`` before ``settle + 1`` steady steps)."""
+        return self.seconds / self.steps if self.steps >= self.settle + 1 else None
 
 
 class TrainingClock:
@@ -31,6 +66,7 @@ class TrainingClock:
         self.cfg, self.scheduler, self.total_steps = cfg, scheduler, total_steps
         self.accelerator = accelerator
         self.start = time.monotonic()
+        self.pace = StepPace()
 
     def resume(self, p: Progress) -> None:
         """Start the clock at ``p.elapsed_s`` seconds of training (those of earlier sessions)."""
@@ -74,22 +110,48 @@ class TrainingClock:
     def progress_bar(self, step: int) -> tqdm:
         """The run's tqdm bar on stderr: steps out of ``total_steps``; with ``max_minutes``, the
         share of the run done (:meth:`bar_position`: the clock's or the steps', whichever leads),
-        the step next to it."""
+        the step next to it. Its ``eta`` comes from :meth:`show_step`."""
         return tqdm(
             total=self.total_steps,
             initial=self.bar_position(step),
             disable=not self.accelerator.is_local_main_process,
-            desc="train",
-            bar_format=None if self.cfg.max_minutes is None else TIMED_BAR_FORMAT,
+            desc=BAR_LABEL,
+            bar_format=STEPS_BAR_FORMAT if self.cfg.max_minutes is None else TIMED_BAR_FORMAT,
         )
 
-    def show_step(self, bar: tqdm, postfix: dict, step: int) -> None:
-        """Move ``bar`` to :meth:`bar_position` (the step in its ``postfix`` with
-        ``max_minutes``)."""
+    def eta_seconds(self, step: int, elapsed_s: float) -> float | None:
+        """The training seconds left at ``step`` (``elapsed_s`` trained): the steps left at the
+        steady pace (:class:`StepPace`), and no more than the time budget left; ``None`` until
+        the pace is known."""
+        pace = self.pace.seconds_per_step
+        if pace is None:
+            return None
+        left = (self.total_steps - step) * pace
+        if self.cfg.max_minutes is not None:
+            left = min(left, 60 * self.cfg.max_minutes - elapsed_s)
+        return max(left, 0.0)
+
+    def show_step(
+        self, bar: tqdm, postfix: dict, step: int, elapsed_s: float, compiled: bool = False
+    ) -> None:
+        """Move ``bar`` to :meth:`bar_position` after ``step`` ended at ``elapsed_s`` training
+        seconds (``compiled``: the step compiled a graph), with the step (with
+        ``max_minutes``) and the steady ETA in its ``postfix``."""
+        self.pace.step(elapsed_s, compiled)
         if self.cfg.max_minutes is not None:
             postfix["step"] = step
-            bar.set_postfix(postfix, refresh=False)
+        eta = self.eta_seconds(step, elapsed_s)
+        postfix["eta"] = "?" if eta is None else tqdm.format_interval(eta)
+        bar.set_postfix(postfix, refresh=False)
         bar.update(self.bar_position(step) - bar.n)
 
+    @staticmethod
+    def label(bar: tqdm, compiling: str | None) -> None:
+        """Show on ``bar`` what the next step does: ``compiling`` (e.g. "compiling shape 3 of
+        8") while it compiles, the plain label otherwise."""
+        text = compiling or BAR_LABEL
+        if bar.desc != text:
+            bar.set_description_str(text)  # refreshes the bar: seen before the step starts
 
-__all__ = ["TIMED_BAR_FORMAT", "TrainingClock"]
+
+__all__ = ["BAR_LABEL", "STEPS_BAR_FORMAT", "TIMED_BAR_FORMAT", "StepPace", "TrainingClock"]

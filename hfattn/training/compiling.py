@@ -9,6 +9,17 @@ else (checkpoints, evaluation, generation, the saved folder), so state-dict keys
 ``_orig_mod.`` prefix and a checkpoint written with ``compile: true`` resumes with ``false``
 and the other way round.
 
+Batches in a few fixed shapes (length buckets, ``training.token_budget``) are compiled as one
+graph: the row and length dimensions of every batch tensor are marked dynamic
+(:func:`mark_dynamic_dims`), so the first batch compiles a graph whose sizes are symbols and the
+other buckets reuse it. One static graph a bucket (``dynamic=False``) costs a compile per
+bucket: about 35 s each for the Transformer base on an H100 (``benchmarks/NOTES.md``), minutes
+before the run's steps pay anything back.
+
+:class:`CompileWatch` counts the graphs that TorchDynamo compiles during the run's steps and
+the seconds those steps take (``compiles`` and ``compile_s`` of ``metrics.jsonl``), and tells
+the progress bar which steps compile.
+
 Accelerate's own ``Accelerator(dynamo_backend=...)`` is not used: it compiles inside
 ``prepare``, so ``save_state`` writes the compiled wrapper's keys (``_orig_mod.*``) into the
 checkpoints and ``unwrap_model`` returns the compiled model unless told otherwise.
@@ -20,87 +31,128 @@ import time
 from contextlib import contextmanager
 
 import torch
+from torch._dynamo.utils import counters
 
-from ..common.families import COMPILED_BY_AUTO, COMPILED_BY_AUTO_IN_BUCKETS
+from ..common.families import COMPILED_BY_AUTO
 
 COMPILE_PAD_MULTIPLE = 8
-"""Batches of a compiled run are padded to a multiple of this length (the padded positions
-are masked: the loss is the same), so that a run compiles a few shapes, not one per length."""
+"""Batches of a compiled run without length buckets are padded to a multiple of this length
+(the padded positions are masked: the loss is the same), so that a run compiles a few shapes,
+not one per length."""
 
 
-def resolve_compile(
-    setting: bool | str, model_type: str | None, device, fixed_shapes: bool = False
-) -> bool:
+def resolve_compile(setting: bool | str, model_type: str | None, device) -> bool:
     """Whether the loss step is compiled: ``setting`` itself when ``True`` / ``False``;
-    ``auto``: on CUDA for :data:`~hfattn.common.families.COMPILED_BY_AUTO`, and for
-    :data:`~hfattn.common.families.COMPILED_BY_AUTO_IN_BUCKETS` when the batches come in a few
-    ``fixed_shapes`` (``training.token_budget``), else off (on a CPU the first steps' compile
-    time is rarely won back within a run)."""
+    ``auto``: on CUDA for :data:`~hfattn.common.families.COMPILED_BY_AUTO` (families whose
+    measured compile pays for itself within a recipe's run), else off."""
     if setting == "auto":
-        chosen = COMPILED_BY_AUTO_IN_BUCKETS if fixed_shapes else COMPILED_BY_AUTO
-        return torch.device(device).type == "cuda" and model_type in chosen
+        return torch.device(device).type == "cuda" and model_type in COMPILED_BY_AUTO
     return bool(setting)
 
 
-def compile_for_training(model: torch.nn.Module, shapes: int | None = None) -> torch.nn.Module:
+def compile_for_training(model: torch.nn.Module) -> torch.nn.Module:
     """``torch.compile(model)`` with the default mode and backend (``inductor``).
 
-    With ``shapes`` (the batches come in that many fixed shapes: length buckets) every shape
-    is one static graph (``dynamic=False``), compiled at its first batch and never again: the
-    recompile limit of TorchDynamo is raised to ``shapes`` (plus one for the train/eval
-    switch) so that no bucket falls back to eager.
-
-    Without it shapes start static; a batch of a new shape (translation and classification
-    batches are padded to their longest example, rounded up to :data:`COMPILE_PAD_MULTIPLE`)
-    recompiles with the sizes that changed marked dynamic, and a later batch whose shape breaks
-    another of the graph's guards compiles again: a run of varying lengths compiles several
-    times. The char-RNN's first batch of every epoch (no carried state) and the others (a
-    carried state) are two graphs, each compiled once. The first steps are slower while this
-    happens.
+    Batches whose dimensions :func:`mark_dynamic_dims` marked compile once into a graph with
+    symbolic sizes. Other batches start static: a batch of a new shape (translation and
+    classification batches are padded to their longest example, rounded up to
+    :data:`COMPILE_PAD_MULTIPLE`) recompiles with the sizes that changed marked dynamic, and a
+    later batch whose shape breaks another of the graph's guards compiles again. The
+    char-RNN's first batch of every epoch (no carried state) and the others (a carried state)
+    are two graphs, each compiled once.
     """
-    if shapes is None:
-        return torch.compile(model)
-    import torch._dynamo.config as dynamo_config
-
-    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, shapes + 1)
-    return torch.compile(model, dynamic=False)
+    return torch.compile(model)
 
 
-class CompileClock:
-    """The seconds a compiled run spends in the first step of each batch shape, compile
-    included (``compile_s`` of ``metrics.jsonl``): the one step a shape that waits for the
-    device (on CUDA), so that the compile's cost is on the record; the training clock counts
-    these seconds like any other step's."""
+def mark_dynamic_dims(batch) -> None:
+    """Mark the rows (dim 0) and, for 2-D tensors, the positions (dim 1) of every tensor of
+    ``batch`` (a dict of tensors, or a tensor) dynamic for TorchDynamo
+    (``torch._dynamo.mark_dynamic``): batches of different bucket shapes then share one
+    compiled graph."""
+    for tensor in _tensors(batch):
+        for dim in range(min(tensor.dim(), 2)):
+            torch._dynamo.mark_dynamic(tensor, dim)
 
-    def __init__(self, device, enabled: bool = True):
-        self.device, self.enabled = torch.device(device), enabled
-        self.seconds = 0.0
+
+def compiled_graphs() -> int:
+    """The graphs TorchDynamo has compiled in this process so far."""
+    return counters["stats"]["unique_graphs"]
+
+
+class CompileWatch:
+    """The compiles of a run's steps on ``device``: ``compiles`` counts the graphs compiled
+    during them, ``seconds`` the time of the steps that compiled one (``compile_s``: each such
+    step waits for the device on CUDA, so the compile's cost is on the record; the training
+    clock counts it like any other step's). ``enabled``: the step is compiled; ``num_shapes``:
+    the batches come in that many fixed shapes (length buckets), whose dimensions are then
+    marked dynamic (:func:`mark_dynamic_dims`): one graph for all of them."""
+
+    def __init__(self, device, enabled: bool = True, num_shapes: int | None = None):
+        self.device, self.enabled, self.num_shapes = torch.device(device), enabled, num_shapes
+        self.dynamic = num_shapes is not None
+        self.seconds, self.compiles, self.compiled_last = 0.0, 0, False
         self.shapes: set[tuple] = set()
 
     def _wait(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def compiling_label(self, batch) -> str | None:
+        """What the progress bar says during the step on ``batch`` when it is expected to
+        compile (the run's first step; with static shapes, a batch of a shape not seen yet):
+        "compiling shape 3 of 8" (``num_shapes``: the batches' fixed shapes, when known);
+        ``None`` when no compile is expected."""
+        if not self.enabled or (self.dynamic and self.shapes):
+            return None
+        if self.dynamic:
+            return f"compiling one graph for {self.num_shapes} shapes"
+        if _shape(batch) in self.shapes:
+            return None
+        count = f" of {self.num_shapes}" if self.num_shapes else ""
+        return f"compiling shape {len(self.shapes) + 1}{count}"
+
     @contextmanager
-    def timing(self, batch):
-        """Time the step on ``batch`` (a dict of tensors, or a tensor) if its shapes are new
-        (and the clock is ``enabled``: the step is compiled)."""
-        values = batch.values() if isinstance(batch, dict) else (batch,)
-        shape = tuple(tuple(value.shape) for value in values)
-        if not self.enabled or shape in self.shapes:
+    def step(self, batch):
+        """Run the step on ``batch`` (a dict of tensors, or a tensor), its dimensions marked
+        when ``dynamic``. A step in which TorchDynamo compiled a graph counts as a compile
+        (``compiled_last``), its seconds in ``seconds``; a step of a shape not seen yet waits
+        for the device before and after (on CUDA), so that its seconds hold the compile's
+        kernels."""
+        self.compiled_last = False
+        if not self.enabled:
             yield
             return
-        self._wait()
-        began = time.monotonic()
+        if self.dynamic:
+            mark_dynamic_dims(batch)
+        shape = _shape(batch)
+        new_shape = shape not in self.shapes
+        if new_shape:
+            self._wait()
+        began, graphs = time.monotonic(), compiled_graphs()
         yield
-        self._wait()
-        self.seconds += time.monotonic() - began
-        self.shapes.add(shape)
+        if new_shape:
+            self._wait()
+            self.shapes.add(shape)
+        new = compiled_graphs() - graphs
+        if new:
+            self.compiles += new
+            self.seconds += time.monotonic() - began
+            self.compiled_last = True
+
+
+def _tensors(batch) -> tuple:
+    return tuple(batch.values()) if isinstance(batch, dict) else (batch,)
+
+
+def _shape(batch) -> tuple:
+    return tuple(tuple(tensor.shape) for tensor in _tensors(batch))
 
 
 __all__ = [
     "COMPILE_PAD_MULTIPLE",
-    "CompileClock",
+    "CompileWatch",
     "compile_for_training",
+    "compiled_graphs",
+    "mark_dynamic_dims",
     "resolve_compile",
 ]

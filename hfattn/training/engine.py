@@ -159,7 +159,8 @@ def _train_loop(run: TrainingSession) -> bool:
                     warn_if_sized_for_gpu(flops * steps / acc.num_processes, acc.device)
                 run.speed.flops += flops
                 rows = rows_of(batch, acc.process_index, acc.num_processes, acc.device)
-                with run.compile_clock.timing(rows):  # a compiled shape's first step
+                clock.label(bar, run.compile_watch.compiling_label(rows))
+                with run.compile_watch.step(rows):  # counts and times the compiles
                     loss = _train_step(run, rows)
                 if loss is not None:
                     losses.append(loss)
@@ -169,8 +170,10 @@ def _train_loop(run: TrainingSession) -> bool:
                 run.scheduler.step()
                 p.step += 1
                 p.elapsed_s = clock.elapsed(p)
+                if p.first_step_wall_s is None:
+                    p.first_step_wall_s = run.wall_seconds()
                 clock.follow_time_budget(p.elapsed_s)
-                clock.show_step(bar, postfix, p.step)
+                clock.show_step(bar, postfix, p.step, p.elapsed_s, run.compile_watch.compiled_last)
                 if p.step % cfg.log_every == 0 or p.step == run.total_steps:
                     _log_train(run, bar, postfix)
                 if cfg.eval_every and p.step % cfg.eval_every == 0:
@@ -235,13 +238,14 @@ def _log_train(run: TrainingSession, bar: tqdm, postfix: dict) -> None:
               "loss": logged_loss(acc, losses),
               "learning_rate": run.scheduler.get_last_lr()[0],
               "tokens": p.train_tokens,
-              "elapsed_s": round(p.elapsed_s, 2)}  # fmt: skip
+              "elapsed_s": round(p.elapsed_s, 2),
+              "wall_s": round(run.wall_seconds(), 2)}  # fmt: skip
     if run.grad_norm is not None:
         record["grad_norm"] = float(run.grad_norm)
     if p.skipped_steps:
         record["skipped_steps"] = p.skipped_steps
     if run.compiled:
-        record["compile_s"] = round(run.compile_clock.seconds, 2)
+        record["compile_s"], record["compiles"] = run.compile_totals()
     record.update(run.speed.interval(p.train_tokens, run.flops.total_peak))
     run.log(record)
     postfix["loss"] = f"{record['loss']:.4f}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 
+from ..common.command_clock import command_started
 from ..storage.run_folder import METRICS_FILE
 from .checkpoints import (
     Progress,
@@ -25,7 +26,7 @@ from .checkpoints import (
     write_checkpoint,
 )
 from .clock import TrainingClock
-from .compiling import COMPILE_PAD_MULTIPLE, CompileClock, compile_for_training, resolve_compile
+from .compiling import COMPILE_PAD_MULTIPLE, CompileWatch, compile_for_training, resolve_compile
 from .nonfinite import NonFiniteLosses
 from .optim import build_optimizer
 from .processes import check_batch_size, check_rows_per_process
@@ -79,24 +80,23 @@ class TrainingSession:
         shapes = getattr(job.batches, "shapes", None)
         if shapes is not None:
             job.batches.to(acc.device)
-        self.compiled = resolve_compile(
-            cfg.compile, config.model_type, acc.device, fixed_shapes=shapes is not None
-        )
+        self.compiled = resolve_compile(cfg.compile, config.model_type, acc.device)
         # training.compile: the loss step calls a compiled view of the prepared module; its
         # checkpoints, evaluations and saved folder use the module itself (the same parameters,
         # the state-dict keys without torch.compile's `_orig_mod.` prefix)
-        self.loss_model = (
-            compile_for_training(self.model, None if shapes is None else len(shapes))
-            if self.compiled
-            else self.model
-        )
+        self.loss_model = compile_for_training(self.model) if self.compiled else self.model
         if self.compiled and shapes is None and hasattr(job.batches, "pad_to_multiple_of"):
             job.batches.pad_to_multiple_of = COMPILE_PAD_MULTIPLE  # a handful of shapes
-        self.compile_clock = CompileClock(acc.device, enabled=self.compiled)
+        # buckets share one graph: their row and length dimensions are marked dynamic
+        self.compile_watch = CompileWatch(
+            acc.device, enabled=self.compiled, num_shapes=None if shapes is None else len(shapes)
+        )
         self.flops = SessionFlops(job.model, acc.device, acc.mixed_precision, acc.num_processes)
         self.speed = Speedometer()
         self.clock = TrainingClock(cfg, self.scheduler, self.total_steps, acc)
-        self.session_start, self.wall_before = time.monotonic(), 0.0  # see wall_seconds
+        # see wall_seconds: from the command's start, or this session's
+        self.session_start, self.wall_before = command_started() or time.monotonic(), 0.0
+        self.compile_before = (0.0, 0)  # the compiles of the sessions before a resume
         acc.register_for_checkpointing(self.scheduler)
         planned = planned_training or cfg
         self.progress = Progress(
@@ -120,6 +120,7 @@ class TrainingSession:
         self.nonfinite.check_gathered(p)
         p.unlogged_losses[:] = floats(p.unlogged_losses)  # progress.json holds numbers
         p.wall_s = self.wall_seconds()
+        p.compile_s, p.compiles = self.compile_totals()
 
         def state_saved(folder: Path) -> None:
             for callback in self.callbacks:
@@ -143,6 +144,7 @@ class TrainingSession:
         ``training.max_minutes`` after the time budget. A callback's stop stands."""
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
         self.wall_before = self.progress.wall_s
+        self.compile_before = (self.progress.compile_s, self.progress.compiles)
         p, cfg = self.progress, self.cfg
         if p.training_end == "completed":
             reopened = p.step < self.total_steps and p.epoch < cfg.epochs
@@ -159,11 +161,20 @@ class TrainingSession:
         """Record the progress made since the checkpoint of the current step was written in
         that checkpoint (:func:`~hfattn.training.checkpoints.record_progress`)."""
         self.progress.wall_s = self.wall_seconds()
+        self.progress.compile_s, self.progress.compiles = self.compile_totals()
         record_progress(self.accelerator, self.output_dir, self.progress, self.metrics_path)
 
+    def compile_totals(self) -> tuple[float, int]:
+        """The seconds of the steps that compiled a graph and the graphs compiled, over this
+        session and those before a resume (up to their last checkpoint)."""
+        seconds, compiles = self.compile_before
+        watch = self.compile_watch
+        return round(seconds + watch.seconds, 2), compiles + watch.compiles
+
     def wall_seconds(self) -> float:
-        """Wall-clock seconds of the whole run so far: this session's since :func:`train` set
-        it up, plus the sessions before a resume up to their last checkpoint (``wall_s`` of
+        """Wall-clock seconds of the whole run so far: this session's since its command started
+        (:mod:`hfattn.common.command_clock`; without one, since :func:`train` set it up), plus
+        the sessions before a resume up to their last checkpoint (``wall_s`` of
         :class:`~hfattn.training.checkpoints.Progress`)."""
         return self.wall_before + time.monotonic() - self.session_start
 
@@ -203,7 +214,8 @@ class TrainingSession:
         step validated and keep the weights when they are the best."""
         p = self.progress
         self.log({"step": p.step, "epoch": p.epoch, "split": "validation", **scores,
-                  "eval_s": round(seconds, 3)})  # fmt: skip
+                  "eval_s": round(seconds, 3),
+                  "wall_s": round(self.wall_seconds(), 2)})  # fmt: skip
         p.evaluated_step = p.step
         if self.keep_if_best(scores):
             p.best_averaged_steps = None

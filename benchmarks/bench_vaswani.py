@@ -80,14 +80,24 @@ from transformers import CompileConfig, GenerationConfig, MarianConfig, MarianMT
 
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
 from hfattn.common.machine import provenance
-from hfattn.training.compiling import compile_for_training, resolve_compile
-from hfattn.training.optim import adamw_kernel
-from hfattn.training.throughput import device_peak_flops, vaswani_training_flops
+from hfattn.orchestration.run import build_job
+from hfattn.recipes import load_recipe
+from hfattn.training.compiling import (
+    compile_for_training,
+    compiled_graphs,
+    mark_dynamic_dims,
+    resolve_compile,
+)
+from hfattn.training.optim import adamw_kernel, build_optimizer
+from hfattn.training.precision import resolve_mixed_precision
+from hfattn.training.throughput import FlopCounter, device_peak_flops, vaswani_training_flops
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 PARITY_TARGET, CACHE_TARGET = 1.0, 8.0
 STATIC_CACHE_TARGET = 2.0
 """Static cache + compiled step / dynamic cache at batch 1, on a GPU (issue 23)."""
+RECIPE_MFU_TARGET = 0.35
+"""The MFU the recipe's step should reach on an H100 / H200 in bf16 (``--recipe``)."""
 
 
 @dataclass(frozen=True)
@@ -423,6 +433,115 @@ def measure_training(size: Size, args, autocast, peak_flops: float) -> dict:
             memory["hfattn"]["cuda_peak_step_bytes"] / memory["marian"]["cuda_peak_step_bytes"]
         )
     return result
+
+
+def measure_recipe(args) -> dict:
+    """The training step of ``args.recipe`` (with ``args.set`` overrides) exactly as
+    ``hfattn train`` runs it on ``args.device``: the recipe's own job (tokenizer, model, batches
+    in its length buckets, on the device), optimizer (fused AdamW on CUDA), mixed precision
+    (``auto`` resolved for the device) and gradient clipping; the step eager and compiled as
+    ``training.compile: true`` compiles it (one graph, the buckets' dimensions marked dynamic).
+
+    The compile is timed first, cold or with whatever Inductor's on-disk cache holds: one
+    compiled step on a batch of each bucket shape (``compile_s``: the steps that compiled a
+    graph; ``compiles``: the graphs). Then ``args.steps`` rounds of one eager and one compiled
+    step on the same batch (the order flipping each round; both update the same weights), the
+    batches taken in the recipe's training order, so every bucket's shape comes in. Figures:
+    the target tokens/s and MFU of each (the sums over the rounds), and their ratio."""
+    recipe = load_recipe(args.recipe, args.set)
+    cfg = recipe.training
+    if cfg.token_budget is None:
+        raise SystemExit("error: --recipe: the recipe has no training.token_budget")
+    device = torch.device(args.device)
+    job = build_job(recipe)
+    model = job.model.to(device).train()
+    batches = job.batches.to(device)
+    precision = resolve_mixed_precision(cfg.mixed_precision, device)
+    optimizer = build_optimizer(cfg.optimizer, model, lr=cfg.learning_rate,
+                                weight_decay=cfg.weight_decay, betas=tuple(cfg.betas),
+                                device=device)  # fmt: skip
+    steppers = {"eager": model, "compiled": compile_for_training(model)}
+    count_flops = FlopCounter(model)
+    peak_flops, peak_source = device_peak_flops(device, precision)
+
+    def step(name: str, batch) -> None:
+        if name == "compiled":
+            mark_dynamic_dims(batch)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss, _ = job.compute_loss(steppers[name], batch, None, False)
+        loss.backward()
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def stream():
+        epoch = 0
+        while True:
+            yield from batches.epoch(epoch)
+            epoch += 1
+
+    torch._dynamo.reset()
+    graphs, compile_s, seen, batch_stream = compiled_graphs(), 0.0, set(), stream()
+    while len(seen) < len(batches.shapes):  # one compiled step a shape: the compile
+        batch = next(batch_stream)
+        shape = tuple(batch["labels"].shape)
+        if shape not in seen:
+            seen.add(shape)
+            before = compiled_graphs()
+            seconds, _ = timed(args.device, step, "compiled", batch)
+            if compiled_graphs() > before:
+                compile_s += seconds
+    compiles = compiled_graphs() - graphs
+    timed(args.device, step, "eager", next(batch_stream))  # eager's first step: allocator
+    seconds = {"eager": 0.0, "compiled": 0.0}
+    tokens = flops = 0
+    for round_ in range(args.steps):
+        batch = next(batch_stream)
+        tokens += batch.num_tokens
+        flops += count_flops(batch)
+        for name in ("eager", "compiled") if round_ % 2 == 0 else ("compiled", "eager"):
+            seconds[name] += timed(args.device, step, name, batch)[0]
+    if compiled_graphs() - graphs != compiles:
+        raise RuntimeError("the compiled step recompiled after every shape had been seen")
+    if args.profile:  # the kernels of the compiled step on the last batch
+        write_kernel_profile(args.profile, args.device, step, "compiled", batch)
+    result = {
+        "recipe": recipe.name,
+        "settings": args.set,
+        "mixed_precision": precision,
+        "optimizer": cfg.optimizer,
+        "fused_adamw": bool(optimizer.defaults.get("fused")),
+        "token_budget": cfg.token_budget,
+        "bucket_shapes": [list(shape) for shape in batches.shapes],
+        "on_device": batches.device.type == device.type,
+        "rounds": args.steps,
+        "target_tokens": tokens,
+        "flops": flops,
+        "peak_flops": peak_flops,
+        "peak_source": peak_source,
+        "compile_s": round(compile_s, 2),
+        "compiles": compiles,
+    }
+    for name, total in seconds.items():
+        result[name] = {"seconds": total, "tokens_per_s": tokens / total,
+                        "mfu": flops / total / peak_flops if peak_flops else None}  # fmt: skip
+    result["compiled_over_eager"] = seconds["eager"] / seconds["compiled"]
+    return result
+
+
+def recipe_report(result: dict, args) -> BenchReport:
+    """The ``--recipe`` figures for ``run_all.py`` (``--json``)."""
+    report = BenchReport("vaswani_recipe", device=args.device)
+    for name in ("eager", "compiled"):
+        report.add(f"{result['recipe']} step, {name}: target tokens/s",
+                   result[name]["tokens_per_s"], "tokens/s")  # fmt: skip
+        if result[name]["mfu"] is not None:
+            report.add(f"{result['recipe']} step, {name}: MFU", result[name]["mfu"], "",
+                       RECIPE_MFU_TARGET if args.device == "cuda" else None)  # fmt: skip
+    report.add("compiled / eager tokens/s", result["compiled_over_eager"], "x")
+    report.add("compile seconds (one graph for every bucket)", result["compile_s"], "s")
+    return report
 
 
 def generation_config(beams: int, new_tokens: int, use_cache: bool) -> GenerationConfig:
@@ -778,11 +897,23 @@ def main() -> None:
     )
     parser.add_argument(
         "--profile",
-        help="write the kernels of 3 paper-base hfattn training steps (torch.profiler) here",
+        help="write the kernels of 3 paper-base hfattn training steps (torch.profiler) here "
+        "(with --recipe: 3 compiled steps of the recipe)",
+    )
+    parser.add_argument(
+        "--recipe",
+        help="measure this recipe's own training step instead (its batches, optimizer, "
+        "precision), eager and compiled: measure_recipe",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="--recipe override"
     )
     add_json_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny counts")
     args = parser.parse_args()
+    if args.recipe:
+        main_recipe(args)
+        return
     if args.base_batch is None:
         args.base_batch = 256 if args.device == "cuda" else 8
     if args.quick:
@@ -832,6 +963,26 @@ def main() -> None:
     if args.out:
         write_atomically(args.out, json.dumps(results, indent=2))
     to_report(results, args).write(args.json)
+
+
+def main_recipe(args) -> None:
+    """``--recipe``: :func:`measure_recipe`, printed, and written to ``--out`` / ``--json``."""
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    load_before = load_average()
+    result = measure_recipe(args)
+    results = {"provenance": provenance(gpu_name(args.device)), "torch": torch.__version__,
+               "load_average_before": load_before, "load_average_after": load_average(),
+               "recipe_training": result}  # fmt: skip
+    for name in ("eager", "compiled"):
+        mfu = result[name]["mfu"]
+        print(f"{result['recipe']} {name}: {result[name]['tokens_per_s']:,.0f} target tokens/s"
+              + (f", MFU {mfu:.1%}" if mfu is not None else ""))  # fmt: skip
+    print(f"compiled/eager {result['compiled_over_eager']:.2f}x; compile {result['compile_s']} s, "
+          f"{result['compiles']} graph(s) for {len(result['bucket_shapes'])} shapes")  # fmt: skip
+    if args.out:
+        write_atomically(args.out, json.dumps(results, indent=2))
+    recipe_report(result, args).write(args.json)
 
 
 if __name__ == "__main__":

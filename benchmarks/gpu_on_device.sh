@@ -4,7 +4,9 @@
 # OUT_DIR/gpu.tgz (rewritten every 15 s while it runs, so a run cut short still leaves what it
 # measured) with its log in OUT_DIR/log.txt.
 #
-#   bash benchmarks/gpu_on_device.sh OUT_DIR     # from the repository root, as root
+#   bash benchmarks/gpu_on_device.sh OUT_DIR [SET ...]   # from the repository root, as root
+#
+# SET: the sets of gpu_check.sh to run (speedrun, the default; rnn; step).
 #
 # The machine's own python3 (with torch and CUDA) runs everything; the wheels go to
 # /tmp/site, the SWORD modules to /usr/share/sword (when missing), the Bible cache under
@@ -36,11 +38,11 @@ python3 -c 'import torch, transformers; print("torch", torch.__version__, "trans
 pack() { tar czf "$out/part.tgz" -C "$RESULTS" . 2>/dev/null && mv "$out/part.tgz" "$out/gpu.tgz"; }
 (while sleep 15; do pack; done) &
 packer=$!
-bash benchmarks/gpu_check.sh >"$out/log.txt" 2>&1
+bash benchmarks/gpu_check.sh "${@:2}" >"$out/log.txt" 2>&1
 status=$?
 kill "$packer" 2>/dev/null
 wait "$packer" 2>/dev/null
 pack
-grep -E "^== |^\| training|^\| MFU|teacher-forced|hardware" "$out/log.txt" | cut -c1-250
+grep -E "^== |^\| training|^\| MFU|teacher-forced|hardware|target tokens/s|test_bleu|wall_s" "$out/log.txt" | cut -c1-250
 echo "gpu_check.sh exit $status (failed steps); results in $out/gpu.tgz"
 exit "$status"

@@ -484,10 +484,68 @@ def gpu_paragraph(root: Path = RESULTS) -> str:
     return GPU_SPEED.format(machine=gpu_machine(root), **figures)
 
 
+SPEEDRUN_RECIPES = (
+    "vaswani_bible_en_es_base",
+    "bahdanau_bible_en_es_rnnsearch",
+    "bahdanau_bible_en_es_luong_base",
+)
+"""The GPU recipes whose time to quality ``benchmarks/speedrun.py`` measures."""
+SPEEDRUN_TEXT = (
+    "Time to quality on one {gpu} (`python benchmarks/speedrun.py recipes/{recipe}.yaml`, "
+    "the GPU to itself): `hfattn train recipes/{recipe}.yaml` as shipped saves its model "
+    "{wall_s:,.0f} s after the command starts, test BLEU **{test_bleu:.1f}**, chrF "
+    "{test_chrf:.1f} (beam 4, every test verse), after {steps:,} steps at {tokens_per_s:,.0f} "
+    "target tokens/s (MFU {mfu}; eager {eager_tokens_per_s:,.0f}), compiles {compile_s:.0f} s, "
+    "first step {first_step_wall_s:.0f} s after the command; validation BLEU against wall "
+    "seconds: {curve}."
+)
+SPEEDRUN_NONE = (
+    "Time to quality on one GPU, from `hfattn train` to the saved model with its test BLEU "
+    "(`python benchmarks/speedrun.py recipes/RECIPE.yaml`, run by `bash "
+    "benchmarks/gpu_check.sh`), has no measurement in this release."
+)
+
+
+def speedrun_files(root: Path = RESULTS) -> list[Path]:
+    """The speedrun files of :data:`SPEEDRUN_RECIPES` measured on a GPU, by recipe."""
+    files = []
+    for recipe in SPEEDRUN_RECIPES:
+        for path in sorted(root.glob(f"speedrun_{recipe}_*.json")):
+            if json.loads(path.read_text("utf-8")).get("gpu"):
+                files.append(path)
+    return files
+
+
+def speedrun_paragraph(root: Path = RESULTS) -> str:
+    """One sentence of :data:`SPEEDRUN_TEXT` a GPU speedrun file (:func:`speedrun_files`), or
+    :data:`SPEEDRUN_NONE` without one.
+
+    Raises:
+        KeyError: a file lacks a figure.
+    """
+    sentences = []
+    for path in speedrun_files(root):
+        run = json.loads(path.read_text("utf-8"))
+        figures = {key: run[key] for key in ("gpu", "recipe", "wall_s", "test_bleu", "test_chrf",
+                                             "steps", "tokens_per_s", "eager_tokens_per_s",
+                                             "compile_s", "first_step_wall_s")}  # fmt: skip
+        mfu = run["mfu"]
+        curve = ", ".join(f"{p['bleu']:.1f} at {p['wall_s']:,.0f} s" for p in run["curve"])
+        sentences.append(SPEEDRUN_TEXT.format(
+            **figures, mfu="—" if mfu is None else f"{mfu:.1%}", curve=curve or "none"
+        ))  # fmt: skip
+    return " ".join(sentences) or SPEEDRUN_NONE
+
+
 def readme_table(root: Path = RESULTS) -> str:
-    """The README's headline table, speed paragraph and GPU paragraph."""
+    """The README's headline table, speed paragraph, GPU paragraph and time to quality."""
     return "\n\n".join(
-        (markdown_table(README_COLUMNS, root), speed_paragraph("docs/", root), gpu_paragraph(root))
+        (
+            markdown_table(README_COLUMNS, root),
+            speed_paragraph("docs/", root),
+            gpu_paragraph(root),
+            speedrun_paragraph(root),
+        )
     )
 
 
@@ -618,7 +676,7 @@ BLOCKS = {
     RESULTS_PAGE: {
         "headline": results_page_table,
         "speed": lambda root: speed_paragraph("../", root),
-        "gpu": gpu_paragraph,
+        "gpu": lambda root: "\n\n".join((gpu_paragraph(root), speedrun_paragraph(root))),
     },
     BAHDANAU_PAGE: {"attention-variants": lambda root: printed_table(ATTENTION_VARIANTS, root)},
     TRAINING_PAGE: {"feed": feed_block},

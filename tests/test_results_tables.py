@@ -250,7 +250,7 @@ def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
     assert "costs the host 0.45 ms with the buckets" in block
     assert "against 12.4 ms on the same pairs padded from lists" in block
     assert "27× less" in block  # 12.377 / 0.454
-    assert "compiled 8 graphs in the first epoch and 0 in the second, with 0 graph breaks" in block
+    assert "compiled 8 graph(s) in the first epoch and 0 in the second, with 0 graph breaks" in block
     assert "0 for the Bahdanau (additive) model, 1 for Luong's" in block
     gpu = results_tables.gpu_machine(root)
     bench = json.loads((root / results_tables.GPU_BENCH).read_text("utf-8"))
@@ -286,3 +286,31 @@ def test_the_feed_block_refuses_a_file_without_its_machine_or_figures(tmp_path):
     (root / FEED).unlink()
     with pytest.raises(FileNotFoundError, match=FEED):
         results_tables.feed_block(root)
+
+
+def test_the_time_to_quality_comes_from_the_gpu_speedrun_files(tmp_path):
+    """Without a GPU speedrun file the README says there is no measurement; with one (a CPU
+    run's file is not one) it gives that file's figures and curve, and the pages are stale."""
+    root = copy_results(tmp_path)
+    assert results_tables.speedrun_paragraph(root) == results_tables.SPEEDRUN_NONE
+    run = {"recipe": "vaswani_bible_en_es_base", "gpu": None, "wall_s": 287.4,
+           "test_bleu": 30.61, "test_chrf": 52.3, "steps": 3000, "tokens_per_s": 512345.6,
+           "eager_tokens_per_s": 401234.7, "mfu": 0.3612, "compile_s": 21.2,
+           "first_step_wall_s": 48.9,
+           "curve": [{"wall_s": 95.2, "step": 1000, "bleu": 21.04},
+                     {"wall_s": 190.7, "step": 2000, "bleu": 28.96}]}  # fmt: skip
+    cpu = root / "speedrun_vaswani_bible_en_es_base_cpu.json"
+    cpu.write_text(json.dumps(run), "utf-8")
+    assert results_tables.speedrun_paragraph(root) == results_tables.SPEEDRUN_NONE
+    run["gpu"] = "NVIDIA H200"
+    (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
+    paragraph = results_tables.speedrun_paragraph(root)
+    assert "Time to quality on one NVIDIA H200" in paragraph
+    assert "saves its model 287 s after the command starts, test BLEU **30.6**" in paragraph
+    assert "512,346 target tokens/s (MFU 36.1%; eager 401,235)" in paragraph
+    assert "21.0 at 95 s, 29.0 at 191 s" in paragraph
+    assert README in results_tables.stale_files(root)
+    del run["test_chrf"]
+    (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
+    with pytest.raises(KeyError, match="test_chrf"):
+        results_tables.speedrun_paragraph(root)

@@ -102,14 +102,13 @@ class TrainingSection:
     checkpoints and the saved weights use the model itself (the same state-dict keys). The
     first steps are slower while it compiles (and once more at the first batch of another
     length); a compiled run pads its translation and classification batches to a multiple of
-    8 positions (masked: the loss is the same), so that it compiles a few shapes. ``auto``:
-    on a CUDA device, on for the char-RNN (one batch shape) and for the Vaswani Transformer
-    when ``training.token_budget`` is set (its batches in ``length_buckets`` fixed shapes: one
-    static graph a bucket, each compiled once), off for the other models and for a
-    Transformer without buckets (its batch lengths vary: each compile takes about a minute
-    on a GPU); off on a CPU; ``true`` / ``false`` force it. ``true`` is refused for
-    ``bahdanau`` and ``rnn-classifier`` models, whose recurrence over padded batches would
-    compile anew at every batch length.
+    8 positions (masked: the loss is the same), so that it compiles a few shapes, and batches
+    in length buckets (``training.token_budget``) share one graph (their dimensions marked
+    dynamic). ``auto``: on a CUDA device, on for the char-RNN (one batch shape), off for the
+    other models (a Transformer in 8 buckets compiled as one static graph a bucket took about
+    5 minutes on an H100, longer than the recipe's eager steps); off on a CPU; ``true`` /
+    ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier`` models,
+    whose recurrence over padded batches would compile anew at every batch length.
     ``benchmarks/bench_compile.py`` measures each model's step both ways."""
 
     @property

@@ -250,7 +250,9 @@ def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
     assert "costs the host 0.45 ms with the buckets" in block
     assert "against 12.4 ms on the same pairs padded from lists" in block
     assert "27× less" in block  # 12.377 / 0.454
-    assert "compiled 8 graph(s) in the first epoch and 0 in the second, with 0 graph breaks" in block
+    assert (
+        "compiled 8 graph(s) in the first epoch and 0 in the second, with 0 graph breaks" in block
+    )
     assert "0 for the Bahdanau (additive) model, 1 for Luong's" in block
     gpu = results_tables.gpu_machine(root)
     bench = json.loads((root / results_tables.GPU_BENCH).read_text("utf-8"))

@@ -106,7 +106,7 @@ class TrainingSection:
     in length buckets (``training.token_budget``) share one graph (their dimensions marked
     dynamic). ``auto``: on a CUDA device, on for the char-RNN (one batch shape), off for the
     other models (a Transformer in 8 buckets compiled as one static graph a bucket took about
-    5 minutes on an H100, longer than the recipe's eager steps); off on a CPU; ``true`` /
+    5 minutes on an H200, longer than the recipe's eager steps); off on a CPU; ``true`` /
     ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier`` models,
     whose recurrence over padded batches would compile anew at every batch length.
     ``benchmarks/bench_compile.py`` measures each model's step both ways."""

@@ -13,7 +13,7 @@ Batches in a few fixed shapes (length buckets, ``training.token_budget``) are co
 graph: the row and length dimensions of every batch tensor are marked dynamic
 (:func:`mark_dynamic_dims`), so the first batch compiles a graph whose sizes are symbols and the
 other buckets reuse it. One static graph a bucket (``dynamic=False``) costs a compile per
-bucket: about 35 s each for the Transformer base on an H100 (``benchmarks/NOTES.md``), minutes
+bucket: about 35 s each for the Transformer base on an H200 (``benchmarks/NOTES.md``), minutes
 before the run's steps pay anything back.
 
 :class:`CompileWatch` counts the graphs that TorchDynamo compiles during the run's steps and

@@ -5,7 +5,8 @@ Writes ``benchmarks/results/bench_feed.json`` (``--out``; with the run's provena
 usual report with ``--json``:
 
 - ``recipes.<name>``: each GPU recipe's batches (``recipes/vaswani_bible_en_es_base.yaml``,
-  ``recipes/bahdanau_bible_en_es_rnnsearch.yaml``, as shipped: the job their recipe builds)
+  ``recipes/bahdanau_bible_en_es_rnnsearch.yaml``, ``recipes/bahdanau_bible_en_es_luong_base.yaml``,
+  as shipped: the job their recipe builds)
   over the steps of one whole run (``training.max_steps``): ``distinct_shapes`` (batch shapes
   met), ``padding_source`` / ``padding_target`` (padded positions over all positions),
   ``target_tokens_per_step`` (mean, min, max) against ``token_budget``.
@@ -48,7 +49,11 @@ from host_reads import bahdanau_host_reads_per_step
 from hfattn.common.machine import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_RECIPES = ("vaswani_bible_en_es_base", "bahdanau_bible_en_es_rnnsearch")
+GPU_RECIPES = (
+    "vaswani_bible_en_es_base",
+    "bahdanau_bible_en_es_rnnsearch",
+    "bahdanau_bible_en_es_luong_base",
+)
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "bench_feed.json"
 
 

@@ -556,7 +556,11 @@ def results_page_table(root: Path = RESULTS) -> str:
 
 FEED = "bench_feed.json"
 """What feeds the GPU (``benchmarks/bench_feed.py``, measured on a CPU)."""
-FEED_RECIPES = ("vaswani_bible_en_es_base", "bahdanau_bible_en_es_rnnsearch")
+FEED_RECIPES = (
+    "vaswani_bible_en_es_base",
+    "bahdanau_bible_en_es_rnnsearch",
+    "bahdanau_bible_en_es_luong_base",
+)
 """The GPU recipes whose batches :data:`FEED` measures, in the order of the table."""
 FEED_RECIPE_FIGURES = ("steps", "token_budget", "distinct_shapes", "shapes", "padding_source",
                        "padding_target", "target_tokens_per_step", "target_tokens_per_step_min",

@@ -116,7 +116,7 @@ def build_translators(work: Path, threads: int):
 def runners(model, tokenizer, translators, sources: list[list[int]], beams: int, new_tokens: int):
     """``{system: () -> list of generated id rows}``, each decoding ``sources`` with exactly
     ``new_tokens`` new tokens and ``beams`` beams."""
-    from hfattn.data.seq2seq import pad_sources
+    from hfattn.batching.seq2seq import pad_sources
 
     batch = pad_sources(sources, PAD)
     config = generation_config(beams, new_tokens, use_cache=True)

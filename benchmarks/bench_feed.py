@@ -14,7 +14,7 @@ usual report with ``--json``:
   batch gather, token count, optimizer and schedule steps, logging), median over
   ``--host-steps`` steps after warm-up, with a one-parameter stand-in model on the
   Transformer recipe's batches (25k target tokens). The same loop on the same rows padded from
-  lists (:class:`hfattn.data.seq2seq.PairBatches` with ``max_tokens`` giving the same
+  lists (:class:`hfattn.batching.seq2seq.PairBatches` with ``max_tokens`` giving the same
   tokens a step) is ``host_ms_per_step_25k_pad_pairs``, in the same process.
 - ``graph_breaks`` / ``recompiles_second_epoch``: a small Transformer's loss step compiled as
   the engine compiles it (:func:`hfattn.training.compiling.compile_for_training`, inductor)

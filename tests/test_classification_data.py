@@ -10,6 +10,7 @@ import datasets
 import pytest
 import torch
 
+from hfattn.batching.seq2seq import LabelBatches
 from hfattn.data.classification import load_classification_data
 from hfattn.data.genre import (
     GENRES,
@@ -20,7 +21,6 @@ from hfattn.data.genre import (
     load_genre,
     play_passages,
 )
-from hfattn.data.seq2seq import LabelBatches
 from hfattn.data.shakespeare import play_files, play_text
 from hfattn.evaluation import load_metric
 from hfattn.evaluation.classification import classification_scores, confusion_matrix

@@ -28,8 +28,8 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from hfattn import BahdanauConfig, VaswaniConfig, VaswaniForConditionalGeneration
+from hfattn.batching.seq2seq import pad_pairs, pad_sources
 from hfattn.cli import main as cli_main
-from hfattn.data.seq2seq import pad_pairs, pad_sources
 from hfattn.export import (
     CTranslate2Translation,
     ExportError,

@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from hfattn.data.lm import StreamBatches, WindowBatches, encode_corpus
+from hfattn.batching.lm import StreamBatches, WindowBatches, encode_corpus
 from hfattn.data.shakespeare import SPLITS, load_shakespeare, play_files, play_text, split_plays
 from hfattn.data.text import load_text_splits
 from hfattn.tokenization.characters import build_char_tokenizer

@@ -14,7 +14,7 @@ import torch
 from recipe_helpers import write_recipe
 from torch.nn import functional as F
 
-from hfattn.data.seq2seq import IGNORE_INDEX, pad_pairs
+from hfattn.batching.seq2seq import IGNORE_INDEX, pad_pairs
 from hfattn.recipes import load_recipe
 from hfattn.tasks import get_task
 from hfattn.tasks.translation.encoding import encode_sources, encode_targets

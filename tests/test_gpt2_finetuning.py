@@ -21,8 +21,8 @@ import torch
 from safetensors.torch import load_file
 from tiny_pretrained import tiny_gpt2_folder
 
+from hfattn.batching.lm import PackedBlocks, count_characters, encode_corpus
 from hfattn.cli import main as cli_main
-from hfattn.data.lm import PackedBlocks, count_characters, encode_corpus
 from hfattn.data.shakespeare import play_text
 from hfattn.orchestration.run import build_job, run_recipe
 from hfattn.recipes import load_recipe

@@ -12,8 +12,8 @@ from fault_injection import nan_loss_at
 from recipe_helpers import write_recipe
 
 import hfattn.training.engine as engine
+from hfattn.batching.seq2seq import PairBatches, pad_pairs, padded_width
 from hfattn.cli import main
-from hfattn.data.seq2seq import PairBatches, pad_pairs, padded_width
 from hfattn.models import (
     CharRNNConfig,
     CharRNNForCausalLM,
@@ -127,7 +127,7 @@ def test_widths_round_up_to_the_multiple_and_the_loss_does_not_change():
     sources = [[5, 6, 7, 2], [8, 9, 10, 11, 12, 13, 2], [14, 2]]
     targets = [[20, 21, 2], [22, 2], [23, 24, 25, 26, 27, 28, 29, 30, 31, 2]]
     batches = PairBatches(sources, targets, 3, pad_token_id=0)
-    batches.pad_to_multiple_of = 8
+    batches.round_widths(8)
     (rounded,) = batches.epoch(0)
     assert rounded["input_ids"].shape == (3, 8) and rounded["labels"].shape == (3, 16)
     tight = pad_pairs(sources, targets, 0)

@@ -13,7 +13,7 @@ import torch
 from recipe_helpers import write_recipe
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfattn.data.lm import encode_corpus
+from hfattn.batching.lm import encode_corpus
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 

@@ -1,4 +1,4 @@
-"""Token-budget batches in length buckets (:mod:`hfattn.data.token_buckets`): few shapes,
+"""Token-budget batches in length buckets (:mod:`hfattn.batching.token_buckets`): few shapes,
 little padding, full batches, every pair trained, the same loss as lists padded per batch,
 no device read to count tokens, the engine's compile of one graph for all buckets, and the
 background prefetch."""
@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from hfattn.data.seq2seq import IGNORE_INDEX, pad_pairs
-from hfattn.data.token_buckets import BucketedBatches, TokenBatch, bucket_of, choose_buckets
+from hfattn.batching.seq2seq import IGNORE_INDEX, pad_pairs
+from hfattn.batching.token_buckets import BucketedBatches, TokenBatch, bucket_of, choose_buckets
 from hfattn.models import (
     BahdanauConfig,
     BahdanauForConditionalGeneration,

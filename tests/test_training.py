@@ -380,7 +380,7 @@ def test_unknown_metric_for_best_model_is_refused_before_training(tmp_path, caps
 
 
 def test_trained_tokens_count_the_labels_that_count_or_the_real_inputs():
-    from hfattn.data.seq2seq import pad_pairs, pad_sources
+    from hfattn.batching.seq2seq import pad_pairs, pad_sources
     from hfattn.training.engine import trained_tokens
 
     pairs = pad_pairs([[5, 6, 7], [5]], [[8, 9], [8, 9, 9, 9]], pad_token_id=0)

@@ -15,8 +15,8 @@ import sacrebleu
 import torch
 from recipe_helpers import write_recipe
 
+from hfattn.batching.seq2seq import IGNORE_INDEX, PairBatches
 from hfattn.cli import main
-from hfattn.data.seq2seq import IGNORE_INDEX, PairBatches
 from hfattn.evaluation import load_metric
 from hfattn.evaluation.translation import teacher_forced_scores
 from hfattn.orchestration.run import run_recipe
@@ -207,7 +207,7 @@ def test_sources_longer_than_the_model_are_cut_with_a_warning_or_refused(caplog)
 def test_teacher_forced_scores_match_the_formula(marian_run):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from hfattn.data.seq2seq import pad_pairs
+    from hfattn.batching.seq2seq import pad_pairs
 
     tok = AutoTokenizer.from_pretrained(marian_run)
     model = AutoModelForSeq2SeqLM.from_pretrained(marian_run).eval()

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from .protocol import HostBatches
+
 
 def encode_corpus(
     tokenizer, documents: Sequence[str], separator: int | None = None
@@ -57,7 +59,7 @@ def count_characters(tokenizer, ids: torch.LongTensor) -> int:
     return total
 
 
-class StreamBatches:
+class StreamBatches(HostBatches):
     """Stateful batching (Géron's stateful RNN, Karpathy's char-rnn).
 
     The corpus is cut into ``batch_size`` contiguous streams of equal length; batch ``k`` holds
@@ -77,9 +79,10 @@ class StreamBatches:
             [ids[i * stream_len : (i + 1) * stream_len + 1] for i in range(batch_size)]
         )
         self.seq_len = seq_len
-        self.batch_size = batch_size
+        self.batch_size = self.min_rows = batch_size
 
     def __len__(self) -> int:
+        """Windows a stream holds (the last one may be shorter)."""
         return -(-(self.streams.shape[1] - 1) // self.seq_len)  # the last window may be shorter
 
     def target_ids(self) -> torch.LongTensor:
@@ -93,11 +96,9 @@ class StreamBatches:
             yield self.streams[:, k * self.seq_len : (k + 1) * self.seq_len + 1]
 
 
-class WindowBatches:
+class WindowBatches(HostBatches):
     """Stateless batching: windows of ``seq_len + 1`` tokens starting every ``shift`` tokens,
     shuffled with ``seed + epoch`` (Géron's ``window(100, shift=1)`` is ``shift=1``)."""
-
-    stateful = False
 
     def __init__(
         self,
@@ -108,7 +109,7 @@ class WindowBatches:
         seed: int = 0,
     ):
         self.ids = ids
-        self.batch_size = batch_size
+        self.batch_size = self.min_rows = batch_size
         self.seq_len = seq_len
         self.seed = seed
         self.starts = torch.arange(0, len(ids) - seq_len - 1, shift or seq_len)

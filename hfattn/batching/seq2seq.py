@@ -36,6 +36,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from .protocol import HostBatches
+
 IGNORE_INDEX = -100
 GROUP_BY_LENGTH = ("source", "target")
 """The lengths :class:`PairBatches` can sort its pools by."""
@@ -84,10 +86,8 @@ def pad_pairs(
     return {**pad_sources(sources, pad_token_id, pad_to_multiple_of), "labels": labels}
 
 
-class PairBatches:
+class PairBatches(HostBatches):
     """Length-grouped, shuffled, padded batches of id pairs (see the module docstring)."""
-
-    stateful = False
 
     def __init__(
         self,
@@ -139,6 +139,10 @@ class PairBatches:
                     f"{len(self.sources)} training pairs do not fill one batch of "
                     f"training.max_tokens={max_tokens}"
                 )
+
+    def round_widths(self, multiple: int) -> None:
+        """Pad the widths of later batches up to a multiple of ``multiple``."""
+        self.pad_to_multiple_of = multiple
 
     def __len__(self) -> int:
         """Batches an epoch: ``⌊pairs / batch_size⌋``, or with ``max_tokens`` those of epoch 0

@@ -130,8 +130,6 @@ class BucketedBatches:
     are class ids). Each yielded batch is a :class:`TokenBatch`."""
 
     stateful = False
-    pad_to_multiple_of = None
-    """Unused: the widths are the buckets' (the engine rounds widths only for other batchers)."""
 
     def __init__(
         self,
@@ -185,6 +183,9 @@ class BucketedBatches:
     def shapes(self) -> list[tuple[int, int, int]]:
         """The padded batch shapes ``(rows, source width, target width)``, one a bucket."""
         return [(r, s, t) for r, (s, t) in zip(self.rows, self.widths, strict=True)]
+
+    def round_widths(self, multiple: int) -> None:
+        """Nothing: the widths are the buckets' (a compiled step marks them dynamic)."""
 
     def __len__(self) -> int:
         """Batches in epoch 0 (later epochs differ by the pairs carried over, at most one batch

@@ -30,8 +30,8 @@ A source that is none of these fails at once (:func:`check_classification_source
 ``datasets``).
 
 :class:`LabelBatches` are the training batches: shuffled, length-grouped and right-padded like
-:class:`~hfattn.data.seq2seq.PairBatches`, with one ``labels`` id per row (defined in
-:mod:`hfattn.data.seq2seq`, with torch, and imported from here on first use).
+:class:`~hfattn.batching.seq2seq.PairBatches`, with one ``labels`` id per row (defined in
+:mod:`hfattn.batching.seq2seq`, with torch, and imported from here on first use).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from ..data.seq2seq import pad_sources
+from ..batching.seq2seq import pad_sources
 from ..storage.file_io import atomic_write_json
 from ..storage.run_folder import CONFUSION_MATRIX_FILE
 from . import load_metric

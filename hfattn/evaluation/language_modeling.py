@@ -40,7 +40,7 @@ from contextlib import contextmanager
 import torch
 from torch.nn import functional as F
 
-from ..data.lm import StreamBatches, count_characters
+from ..batching.lm import StreamBatches, count_characters
 from . import load_metric
 
 ZERO_STATE_METRIC = "loss_zero_state"
@@ -184,7 +184,7 @@ def evaluate_causal_lm(
 
     Loss and perplexity come from the bundled ``evaluate`` module ``perplexity``, accuracy
     from ``accuracy``. With ``tokenizer`` the scored tokens are decoded to count their
-    characters (:func:`~hfattn.data.lm.count_characters`, also reported as ``num_chars``);
+    characters (:func:`~hfattn.batching.lm.count_characters`, also reported as ``num_chars``);
     without it every token counts as one character (bits per token).
     """
     stateful = is_stateful(model)

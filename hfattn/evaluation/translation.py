@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch.nn import functional as F
 
-from ..data.seq2seq import IGNORE_INDEX
+from ..batching.seq2seq import IGNORE_INDEX
 from . import load_metric
 
 

@@ -194,7 +194,7 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
             # The check reads the mask on the host: done only where that costs nothing (CPU,
             # eager). On CUDA (and when compiled) the sources are taken to be right-padded, as
             # hfattn's batchers and translation inference pad them (`pad_pairs` /
-            # `pad_sources` of hfattn.data.seq2seq), and no read stalls the step.
+            # `pad_sources` of hfattn.batching.seq2seq), and no read stalls the step.
             keep = attention_mask != 0
             if bool((keep[:, 1:] & ~keep[:, :-1]).any()):
                 raise ValueError(

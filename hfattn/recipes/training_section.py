@@ -184,7 +184,7 @@ class TrainingSection:
 class TokenBatchingSection(TrainingSection):
     """``training:`` of the tasks whose batches can come in a few fixed shapes (translation,
     classification): :class:`TrainingSection` and ``token_budget`` / ``length_buckets``
-    (:mod:`hfattn.data.token_buckets`)."""
+    (:mod:`hfattn.batching.token_buckets`)."""
 
     token_budget: int | None = None
     """Batches of about this many tokens a step (target tokens for translation, as the 25,000

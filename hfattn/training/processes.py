@@ -79,7 +79,7 @@ def check_rows_per_process(batches, num_processes: int) -> None:
     """Refuse batches that some of ``num_processes`` would get no row of: a batcher cut by
     size (``training.max_tokens``) whose fewest rows (``min_rows``) are fewer than the
     processes that split each batch by rows."""
-    min_rows = getattr(batches, "min_rows", batches.batch_size)
+    min_rows = batches.min_rows
     if min_rows < num_processes:
         raise ValueError(
             f"training.max_tokens fits only {min_rows} pair(s) of the longest lengths in a "
@@ -114,8 +114,8 @@ def to_device(tensor: torch.Tensor, device) -> torch.Tensor:
 
 def on_device(batches) -> bool:
     """Whether ``batches`` are gathered on an accelerator (a bucketed split that fits there:
-    :meth:`hfattn.data.token_buckets.BucketedBatches.to`), not built on the host."""
-    return getattr(batches, "device", torch.device("cpu")).type != "cpu"
+    :meth:`hfattn.batching.token_buckets.BucketedBatches.to`), not built on the host."""
+    return batches.device.type != "cpu"
 
 
 def any_process(accelerator: Accelerator, flag: bool) -> bool:

@@ -77,16 +77,15 @@ class TrainingSession:
         )
         self.model, self.optimizer = acc.prepare(job.model, optimizer)
         # batches in fixed shapes (length buckets) live on the device when they fit there
-        shapes = getattr(job.batches, "shapes", None)
-        if shapes is not None:
-            job.batches.to(acc.device)
+        job.batches = job.batches.to(acc.device)
+        shapes = job.batches.shapes
         self.compiled = resolve_compile(cfg.compile, config.model_type, acc.device)
         # training.compile: the loss step calls a compiled view of the prepared module; its
         # checkpoints, evaluations and saved folder use the module itself (the same parameters,
         # the state-dict keys without torch.compile's `_orig_mod.` prefix)
         self.loss_model = compile_for_training(self.model) if self.compiled else self.model
-        if self.compiled and shapes is None and hasattr(job.batches, "pad_to_multiple_of"):
-            job.batches.pad_to_multiple_of = COMPILE_PAD_MULTIPLE  # a handful of shapes
+        if self.compiled:
+            job.batches.round_widths(COMPILE_PAD_MULTIPLE)  # a handful of shapes
         # buckets share one graph: their row and length dimensions are marked dynamic
         self.compile_watch = CompileWatch(
             acc.device, enabled=self.compiled, num_shapes=None if shapes is None else len(shapes)

@@ -12,19 +12,19 @@ import time
 
 import torch
 
-from ..data.seq2seq import IGNORE_INDEX
+from ..batching.seq2seq import IGNORE_INDEX
+from ..batching.token_buckets import TokenBatch
 from .throughput import FlopCounter, device_peak_flops, mfu
 
 
 def trained_tokens(batch) -> int:
-    """The tokens a global batch trains on: the per-token labels that count (not
-    ``IGNORE_INDEX``) when the labels are ``[B, T]`` (a language model's or a translation's
-    targets); else the non-padding inputs (``attention_mask``) or every input id (a
-    classifier); for a bare ``[B, T + 1]`` window of a language model, its ``B × T``
-    next-token targets."""
-    counted = getattr(batch, "num_tokens", None)  # counted on the host by the batcher
-    if counted is not None:
-        return counted
+    """The tokens a global batch trains on: a :class:`~hfattn.batching.token_buckets.TokenBatch`
+    its own count; the per-token labels that count (not ``IGNORE_INDEX``) when the labels are
+    ``[B, T]`` (a language model's or a translation's targets); else the non-padding inputs
+    (``attention_mask``) or every input id (a classifier); for a bare ``[B, T + 1]`` window of
+    a language model, its ``B × T`` next-token targets."""
+    if isinstance(batch, TokenBatch):  # counted on the host by the batcher
+        return batch.num_tokens
     if isinstance(batch, dict):
         labels = batch.get("labels")
         if labels is not None and labels.dim() == 2:

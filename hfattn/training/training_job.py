@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..batching.protocol import Batches
 from .checkpoints import Progress
 
 
@@ -18,8 +19,9 @@ class TrainingJob:
     Attributes:
         model: the ``PreTrainedModel`` to train.
         tokenizer: saved next to the model.
-        batches: ``len()``, ``epoch(e, start)`` yielding global batches (a tensor, or a dict of
-            tensors, dim 0 = examples), ``batch_size`` and a ``stateful`` flag.
+        batches: the training batches (:class:`~hfattn.batching.protocol.Batches`: ``len()``,
+            ``epoch(e, start)`` yielding global batches, a tensor or a dict of tensors with
+            dim 0 the examples, and what the engine asks of them).
         compute_loss: ``(model, batch, state, stateful) -> (loss, new_state)``; ``model`` may
             be wrapped (DDP), so statefulness is passed in, not read from the model. A stateful
             task returns the state already detached (truncated BPTT); it is a tensor or a tuple
@@ -35,7 +37,7 @@ class TrainingJob:
 
     model: Any
     tokenizer: Any
-    batches: Any
+    batches: Batches
     compute_loss: Callable
     evaluate: Callable[[Any, str], dict]
     final_evaluate: Callable[[Any, str], dict] | None = None

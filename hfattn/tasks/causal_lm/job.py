@@ -14,8 +14,8 @@ import torch
 from torch.nn import functional as F
 from transformers import AutoModelForCausalLM
 
+from ...batching.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
 from ...common.field_checks import require
-from ...data.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
 from ...data.text import load_text_splits
 from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
 from ...models.modeling_char_rnn import detach_state, state_tensors

@@ -9,7 +9,7 @@ from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ... import models  # noqa: F401  (registers the hfattn model types with the Auto classes)
-from ...data.lm import encode_corpus
+from ...batching.lm import encode_corpus
 from ...evaluation.language_modeling import evaluate_causal_lm
 from ...recipes.model_section import is_pretrained
 from ...training.training_job import TrainingJob

@@ -24,7 +24,7 @@ Models:
 
 New texts are labelled by :func:`~hfattn.tasks.classification.inference.classify_texts`
 (``hfattn classify``). Texts are cut to ``data.max_length`` tokens; training batches are
-length-grouped and padded per batch (:class:`~hfattn.data.seq2seq.LabelBatches`). The loss is
+length-grouped and padded per batch (:class:`~hfattn.batching.seq2seq.LabelBatches`). The loss is
 
 .. math:: \mathcal{L} = -\frac{1}{B}\sum_{b} \ln \operatorname{softmax}(z_b)_{y_b}
 

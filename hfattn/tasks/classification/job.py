@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification
 
+from ...batching.seq2seq import LabelBatches
+from ...batching.token_buckets import BucketedBatches
 from ...common.field_checks import require
 from ...data.classification import ClassificationData
-from ...data.seq2seq import LabelBatches
-from ...data.token_buckets import BucketedBatches
 from ...evaluation.classification import (
     CONFUSION_MATRIX_FILE,
     classification_scores,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ...data.seq2seq import pad_sources
+from ...batching.seq2seq import pad_sources
 from ...evaluation.translation import source_limit
 from ...tokenization.characters import require_text
 from ..decoding import TRANSLATION_FALLBACK, saved_decoding

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from ...data.seq2seq import PairBatches, pad_pairs
-from ...data.token_buckets import BucketedBatches
+from ...batching.seq2seq import PairBatches, pad_pairs
+from ...batching.token_buckets import BucketedBatches
 from ...evaluation.translation import source_limit, teacher_forced_scores, text_scores
 from ...recipes.model_section import sized_model_config
 from ...tokenization.translation import build_translation_tokenizer
@@ -83,7 +83,7 @@ class EncodedSplit:
 
     def teacher_forced_batches(self, batch_size: int) -> list[dict]:
         """The pairs (sources cut to ``data.max_source_length``) sorted by source then target
-        length and padded (:func:`~hfattn.data.seq2seq.pad_pairs`) in batches of
+        length and padded (:func:`~hfattn.batching.seq2seq.pad_pairs`) in batches of
         ``batch_size``: neighbours in length share a batch, so little of it is padding."""
         if batch_size not in self._batches:
             sources, targets = self.sources(self.data.max_source_length), self.targets()

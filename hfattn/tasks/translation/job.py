@@ -3,7 +3,7 @@
 accuracy, BLEU, chrF, exact match) and the translated sample.
 
 A run scores its validation split at every ``training.eval_every`` steps: each split is
-tokenized, cut and padded once (:class:`EncodedSplit`, kept by :func:`build_job`), its
+tokenized, cut and padded once (:class:`EncodedSplit`, kept by :class:`EncodedSplits`), its
 teacher-forced batches are cut from the pairs sorted by length (little padding), and the
 translations decode in batches of sources sorted by length
 (:func:`~hfattn.tasks.translation.inference.translate_texts` with the ids already encoded).
@@ -96,29 +96,36 @@ class EncodedSplit:
         return self._batches[batch_size]
 
 
+class EncodedSplits:
+    """The splits of a run's ``pairs`` (split → ``(sources, targets)``), each made an
+    :class:`EncodedSplit` on its first scoring and kept for the next (a run's periodic
+    validations tokenize and pad the split once)."""
+
+    def __init__(self, tokenizer, pairs: dict[str, tuple[list, list]], data):
+        self.tokenizer, self.pairs, self.data = tokenizer, pairs, data
+        self._splits: dict[str, EncodedSplit] = {}
+
+    def __getitem__(self, split: str) -> EncodedSplit:
+        if split not in self._splits:
+            self._splits[split] = EncodedSplit(self.tokenizer, *self.pairs[split], self.data)
+        return self._splits[split]
+
+
 def score_split(
     model,
-    tokenizer,
-    sources,
-    targets,
+    split: EncodedSplit,
     evaluation: TranslationEvaluationSection,
-    data,
     decoding: dict | None = None,
-    *,
-    encoded: EncodedSplit | None = None,
 ) -> dict:
-    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one split; the
-    translations decode with ``decoding`` (``generate()`` keyword arguments, see
+    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one encoded ``split``;
+    the translations decode with ``decoding`` (``generate()`` keyword arguments, see
     :func:`scoring_decoding`), by default ``evaluation.num_beams`` and
-    ``evaluation.max_new_tokens`` (the periodic validations of a training run). ``encoded``:
-    the split's :class:`EncodedSplit` kept from an earlier scoring (``None``: made here, for
-    ``sources`` and ``targets``), so that a split scored again is not tokenized again."""
-    if encoded is None:
-        encoded = EncodedSplit(tokenizer, sources, targets, data)
-    scores = teacher_forced_scores(model, encoded.teacher_forced_batches(evaluation.batch_size))
+    ``evaluation.max_new_tokens`` (the periodic validations of a training run)."""
+    tokenizer = split.tokenizer
+    scores = teacher_forced_scores(model, split.teacher_forced_batches(evaluation.batch_size))
     if decoding is None:
         decoding = {"num_beams": evaluation.num_beams, "max_new_tokens": evaluation.max_new_tokens}
-    source_ids = encoded.sources(source_limit(model, tokenizer))
+    source_ids = split.sources(source_limit(model, tokenizer))
 
     def translate(texts):  # the first len(texts) sources of the split (decoded_scores)
         return translate_texts(
@@ -134,10 +141,10 @@ def score_split(
         decoded_scores(
             translate,
             tokenizer,
-            encoded.source_texts,
-            encoded.target_texts,
+            split.source_texts,
+            split.target_texts,
             evaluation.max_examples,
-            references=encoded.references(),
+            references=split.references(),
         )
     )
     return scores
@@ -213,24 +220,15 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
                               group_by_length=t.group_by_length)  # fmt: skip
     e, g = recipe.evaluation, recipe.generation
 
-    encoded: dict[str, EncodedSplit] = {}  # each split tokenized and padded once per run
-
-    def encoded_split(split: str) -> EncodedSplit:
-        if split not in encoded:
-            encoded[split] = EncodedSplit(tokenizer, *pairs[split], d)
-        return encoded[split]
+    encoded = EncodedSplits(tokenizer, pairs, d)
 
     def evaluate(model, split: str) -> dict:
-        sources, targets = pairs[split]
-        return score_split(model, tokenizer, sources, targets, e, d, encoded=encoded_split(split))
+        return score_split(model, encoded[split], e)
 
     final_decoding = scoring_decoding(decoding_kwargs(g), e.max_new_tokens)
 
     def final_evaluate(model, split: str) -> dict:
-        sources, targets = pairs[split]
-        return score_split(
-            model, tokenizer, sources, targets, e, d, final_decoding, encoded=encoded_split(split)
-        )
+        return score_split(model, encoded[split], e, final_decoding)
 
     examples = list(g.examples) or pairs["test"][0][:3]
 
@@ -297,6 +295,7 @@ __all__ = [
     "BEAM_SETTINGS",
     "SCORING_SETTINGS",
     "EncodedSplit",
+    "EncodedSplits",
     "build_job",
     "build_tokenizer",
     "decoded_scores",

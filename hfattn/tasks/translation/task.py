@@ -78,10 +78,9 @@ class TranslationTask(Task):
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
         )
+        encoded = job.EncodedSplits(tokenizer, pairs, recipe.data)
         return {
-            split: job.score_split(
-                model, tokenizer, *pairs[split], recipe.evaluation, recipe.data, decoding
-            )
+            split: job.score_split(model, encoded[split], recipe.evaluation, decoding)
             for split in splits
         }
 

@@ -1,5 +1,5 @@
 """A recipe sized for a GPU started on a CPU says so, once, before its first step (the rule:
-:data:`hfattn.training.engine.GPU_STEP_FLOPS`); the preset-override warning prints once."""
+:data:`hfattn.training.speed.GPU_STEP_FLOPS`); the preset-override warning prints once."""
 
 import copy
 import logging
@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 from hfattn.cli import main
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
-from hfattn.training import engine
-from hfattn.training.engine import GPU_STEP_FLOPS, warn_if_sized_for_gpu
+from hfattn.training import speed
+from hfattn.training.speed import GPU_STEP_FLOPS, warn_if_sized_for_gpu
 from hfattn.training.throughput import FlopCounter, non_embedding_parameters
 
 GPU_RECIPES = ("vaswani_bible_en_es_base", "bahdanau_bible_en_es_rnnsearch",
@@ -54,7 +54,7 @@ def test_the_rule_tells_the_gpu_recipes_from_the_cpu_ones():
 
 
 def test_a_step_above_the_rule_warns_on_a_cpu_only(caplog):
-    with caplog.at_level(logging.WARNING, logger="hfattn.training.engine"):
+    with caplog.at_level(logging.WARNING, logger="hfattn.training.speed"):
         assert warn_if_sized_for_gpu(8.63e12, torch.device("cpu"))
         assert not warn_if_sized_for_gpu(8.63e12, torch.device("cuda"))
         assert not warn_if_sized_for_gpu(GPU_STEP_FLOPS, "cpu")
@@ -79,15 +79,15 @@ class _Events(logging.Handler):
 @pytest.mark.parametrize("sized_for_gpu", [True, False])
 def test_a_run_warns_once_before_its_first_step(tmp_path, monkeypatch, sized_for_gpu):
     if sized_for_gpu:  # the tiny recipe's steps count as a GPU's
-        monkeypatch.setattr(engine, "GPU_STEP_FLOPS", 1.0)
+        monkeypatch.setattr(speed, "GPU_STEP_FLOPS", 1.0)
     recipe = load_recipe(write_recipe(tmp_path, training={"max_steps": 6, "log_every": 3}))
     events = []
     handler = _Events(events)
-    logging.getLogger("hfattn.training.engine").addHandler(handler)
+    logging.getLogger("hfattn.training.speed").addHandler(handler)
     try:
         run_recipe(recipe, callbacks=[lambda p: events.append(("step", p.step))])
     finally:
-        logging.getLogger("hfattn.training.engine").removeHandler(handler)
+        logging.getLogger("hfattn.training.speed").removeHandler(handler)
     warnings = [text for kind, text in events if kind == "warning" and "GPU" in text]
     steps = [value for kind, value in events if kind == "step"]
     assert steps == [1, 2, 3, 4, 5, 6]

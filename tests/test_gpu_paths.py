@@ -25,6 +25,7 @@ from hfattn.recipes.schema import RecipeError
 from hfattn.training.compiling import resolve_compile
 from hfattn.training.muon import MuonAdamW, muon_param_groups
 from hfattn.training.optim import adamw_kernel, build_optimizer
+from hfattn.training.speed import Speedometer, floats
 from hfattn.training.throughput import (
     FlopCounter,
     datasheet_peak,
@@ -202,7 +203,7 @@ def test_data_wait_counts_the_time_spent_waiting_for_batches():
             time.sleep(0.05)
             yield k
 
-    speed = engine._Speedometer()
+    speed = Speedometer()
     assert list(speed.timed(slow())) == [0, 1, 2]
     assert 0.15 <= speed.data_wait_s < 1.0
     speed.flops = 4e9
@@ -213,8 +214,8 @@ def test_data_wait_counts_the_time_spent_waiting_for_batches():
 
 def test_losses_are_read_in_one_go_with_the_same_numbers():
     tensors = [torch.tensor(0.1), torch.tensor(2.5)]
-    assert engine._floats([1.25, *tensors]) == [1.25, tensors[0].item(), tensors[1].item()]
-    assert engine._floats([0.5]) == [0.5]
+    assert floats([1.25, *tensors]) == [1.25, tensors[0].item(), tensors[1].item()]
+    assert floats([0.5]) == [0.5]
 
 
 # ------------------------------------------------------------------------------ a run

@@ -25,6 +25,7 @@ from hfattn.recipes.schema import RecipeError
 from hfattn.training import engine
 from hfattn.training.compiling import CompileWatch, compile_for_training, resolve_compile
 from hfattn.training.prefetch import prefetched
+from hfattn.training.processes import rows_of
 
 
 def corpus(n=600, seed=0, vocab=30):
@@ -163,7 +164,7 @@ def test_to_a_cpu_keeps_the_tensors_and_the_engine_does_not_copy_them():
     batches = BucketedBatches(sources, targets, token_budget=320, pad_token_id=0)
     assert batches.to("cpu") is batches and batches.device.type == "cpu"
     batch = next(batches.epoch(0))
-    rows = engine._rows_of(batch, 0, 1, torch.device("cpu"))
+    rows = rows_of(batch, 0, 1, torch.device("cpu"))
     assert rows["labels"].data_ptr() == batch["labels"].data_ptr()
     assert not engine.on_device(batches)
 

@@ -148,10 +148,10 @@ def test_pair_batches_refuse_a_budget_below_the_longest_pair():
 def test_process_shares_of_a_batch_cover_its_rows_once():
     """Each process takes rows ⌊i·B/P⌋ to ⌊(i+1)·B/P⌋ of a global batch: equal shares when P
     divides B (a batch by count), nearly equal otherwise (a batch cut by size)."""
-    from hfattn.training.engine import _rows_of, check_rows_per_process
+    from hfattn.training.processes import check_rows_per_process, rows_of
 
     batch = {"input_ids": torch.arange(7)[:, None].repeat(1, 3), "labels": torch.arange(7)}
-    shares = [_rows_of(batch, i, 3, "cpu") for i in range(3)]
+    shares = [rows_of(batch, i, 3, "cpu") for i in range(3)]
     assert [s["labels"].tolist() for s in shares] == [[0, 1], [2, 3], [4, 5, 6]]
     assert all(torch.equal(s["input_ids"][:, 0], s["labels"]) for s in shares)
     by_size = PairBatches(
@@ -162,7 +162,7 @@ def test_process_shares_of_a_batch_cover_its_rows_once():
     with pytest.raises(ValueError, match="fits only 1 pair.* fewer than the 2 processes"):
         check_rows_per_process(by_size, 2)
     window = torch.arange(8)[:, None].repeat(1, 5)
-    assert [_rows_of(window, i, 2, "cpu")[:, 0].tolist() for i in range(2)] == [
+    assert [rows_of(window, i, 2, "cpu")[:, 0].tolist() for i in range(2)] == [
         [0, 1, 2, 3],
         [4, 5, 6, 7],
     ]

@@ -29,7 +29,6 @@ and may ask it to stop.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -53,14 +52,11 @@ from .processes import (
     rows_of,
 )
 from .session import TrainingSession
-from .speed import Speedometer, floats, trained_tokens
+from .speed import floats, trained_tokens
 from .stop_signals import Interrupted, stop_at_once, stop_on_signals
 from .training_job import TrainingCallback, TrainingJob, TrainResult
 
 logger = logging.getLogger(__name__)
-
-# the names tests/test_gpu_paths.py, test_token_buckets.py and test_translation_task.py read here
-_Speedometer, _floats, _rows_of = Speedometer, floats, rows_of
 
 
 def train(
@@ -151,13 +147,7 @@ def _train_loop(run: TrainingSession) -> bool:
             if acc.device.type == "cuda" and not on_device(batches):
                 epoch = prefetched(epoch)  # built on the host while the GPU steps
             for batch in run.speed.timed(epoch):
-                p.train_tokens += trained_tokens(batch)
-                first = not run.flops.flops  # this session's first batch, before its step
-                flops = run.flops.add(batch)  # the global batch's, from its shapes
-                if first:
-                    steps = cfg.gradient_accumulation_steps
-                    warn_if_sized_for_gpu(flops * steps / acc.num_processes, acc.device)
-                run.speed.flops += flops
+                run.count_batch(batch)  # tokens, FLOPs (and a GPU-sized step's warning)
                 rows = rows_of(batch, acc.process_index, acc.num_processes, acc.device)
                 clock.label(bar, run.compile_watch.compiling_label(rows))
                 with run.compile_watch.step(rows):  # counts and times the compiles
@@ -256,37 +246,11 @@ def _log_train(run: TrainingSession, bar: tqdm, postfix: dict) -> None:
     losses.clear()
 
 
-GPU_STEP_FLOPS = 5e11
-"""The training FLOPs of an optimizer step (each process's share, counted by
-:class:`~hfattn.training.throughput.FlopCounter`) above which a step is sized for a GPU: the
-GPU recipes' steps count 1.6 to 8.6 TFLOP, those of the recipes made for a CPU at most 0.08
-TFLOP; a CPU takes seconds to minutes for one of them."""
-
-
-def warn_if_sized_for_gpu(step_flops: float, device) -> bool:
-    """Warn, in one line, when a run on a CPU ``device`` has optimizer steps of more than
-    :data:`GPU_STEP_FLOPS` training FLOPs each (``step_flops``: one process's share of the
-    first step); returns whether it warned."""
-    if torch.device(device).type != "cpu" or step_flops <= GPU_STEP_FLOPS:
-        return False
-    with tqdm.external_write_mode(file=sys.stderr):  # above the progress bar, not in it
-        logger.warning(
-            "this recipe's steps are sized for a GPU: each is %.3g TFLOP of training "
-            "arithmetic (above %.3g), which takes a CPU seconds to minutes a step; docs/"
-            "training.md, 'Training on a GPU', says how to run it on one",
-            step_flops / 1e12,
-            GPU_STEP_FLOPS / 1e12,
-        )
-    return True
-
-
 __all__ = [
-    "GPU_STEP_FLOPS",
     "check_process_group",
     "check_rows_per_process",
     "checks_every_loss",
     "on_device",
     "train",
     "trained_tokens",
-    "warn_if_sized_for_gpu",
 ]

@@ -31,7 +31,7 @@ from .nonfinite import NonFiniteLosses
 from .optim import build_optimizer
 from .processes import check_batch_size, check_rows_per_process
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
-from .speed import SessionFlops, Speedometer, floats
+from .speed import SessionFlops, Speedometer, floats, trained_tokens, warn_if_sized_for_gpu
 from .training_job import TrainingJob, as_callbacks
 
 
@@ -105,6 +105,21 @@ class TrainingSession:
         self.state = None  # the recurrent state carried from batch to batch (stateful jobs)
         self.metrics_path = output_dir / METRICS_FILE
         self.grad_norm = None  # the last optimizer step's gradient norm (a device tensor)
+
+    # ---- meters ------------------------------------------------------------------------
+    def count_batch(self, batch) -> None:
+        """Count a global ``batch`` before its step: its tokens in the progress, its FLOPs
+        (from its shapes) in the session's and the speed interval's; at the session's first
+        batch, warn when the run's steps are sized for a GPU and it trains on a CPU
+        (:func:`~hfattn.training.speed.warn_if_sized_for_gpu`)."""
+        acc = self.accelerator
+        self.progress.train_tokens += trained_tokens(batch)
+        first = not self.flops.flops
+        flops = self.flops.add(batch)
+        if first:
+            steps = self.cfg.gradient_accumulation_steps
+            warn_if_sized_for_gpu(flops * steps / acc.num_processes, acc.device)
+        self.speed.flops += flops
 
     # ---- files -------------------------------------------------------------------------
     def log(self, record: dict) -> None:

@@ -8,13 +8,18 @@ session's batches for ``train_flops_per_token`` and holds the device's peak FLOP
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 
 import torch
+from tqdm.auto import tqdm
 
 from ..batching.seq2seq import IGNORE_INDEX
 from ..batching.token_buckets import TokenBatch
 from .throughput import FlopCounter, device_peak_flops, mfu
+
+logger = logging.getLogger(__name__)
 
 
 def trained_tokens(batch) -> int:
@@ -118,4 +123,35 @@ class Speedometer:
         return fields
 
 
-__all__ = ["SessionFlops", "Speedometer", "floats", "trained_tokens"]
+GPU_STEP_FLOPS = 5e11
+"""The training FLOPs of an optimizer step (each process's share, counted by
+:class:`~hfattn.training.throughput.FlopCounter`) above which a step is sized for a GPU: the
+GPU recipes' steps count 1.6 to 8.6 TFLOP, those of the recipes made for a CPU at most 0.08
+TFLOP; a CPU takes seconds to minutes for one of them."""
+
+
+def warn_if_sized_for_gpu(step_flops: float, device) -> bool:
+    """Warn, in one line, when a run on a CPU ``device`` has optimizer steps of more than
+    :data:`GPU_STEP_FLOPS` training FLOPs each (``step_flops``: one process's share of the
+    first step); returns whether it warned."""
+    if torch.device(device).type != "cpu" or step_flops <= GPU_STEP_FLOPS:
+        return False
+    with tqdm.external_write_mode(file=sys.stderr):  # above the progress bar, not in it
+        logger.warning(
+            "this recipe's steps are sized for a GPU: each is %.3g TFLOP of training "
+            "arithmetic (above %.3g), which takes a CPU seconds to minutes a step; docs/"
+            "training.md, 'Training on a GPU', says how to run it on one",
+            step_flops / 1e12,
+            GPU_STEP_FLOPS / 1e12,
+        )
+    return True
+
+
+__all__ = [
+    "GPU_STEP_FLOPS",
+    "SessionFlops",
+    "Speedometer",
+    "floats",
+    "trained_tokens",
+    "warn_if_sized_for_gpu",
+]

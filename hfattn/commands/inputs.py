@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,7 +60,8 @@ TASK_COMMANDS = {
     "translation": ("a translation model", "hfattn translate {name} TEXT..."),
     "text-classification": ("a text classifier", "hfattn classify {name} TEXT..."),
 }
-"""A task's ``pipeline_tag`` → (what its models are called, the command line that runs one)."""
+"""A task's ``pipeline_tag`` → (what its models are called, the command line that runs one;
+``{name}`` is the model, quoted for the shell)."""
 
 _ALLOW_PICKLE: ContextVar[bool] = ContextVar("hfattn_allow_pickle", default=False)
 
@@ -254,8 +256,8 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
         if is_export(folder):
             raise ModelLoadError(
                 f"{name} is a CTranslate2 export, not a PyTorch model folder: translate with it "
-                f"by `hfattn translate {name} TEXT... --engine ctranslate2`; the other commands "
-                "(and --engine torch) read the model folder it was exported from"
+                f"by `hfattn translate {shlex.quote(name)} TEXT... --engine ctranslate2`; the "
+                "other commands (and --engine torch) read the model folder it was exported from"
             )
         raise ModelLoadError(f"{name} holds no model weights: {weights} is missing")
     if not any(any(folder.glob(pattern)) for pattern in TOKENIZER_FILES):
@@ -311,7 +313,8 @@ def check_model_fits(name: str, config: dict, adapter_config: dict | None, auto_
         return
     kind, command = TASK_COMMANDS[found.pipeline_tag]
     raise ModelLoadError(
-        f"{name} holds {kind} ({what}), not {wanted_kind}: use `{command.format(name=name)}`"
+        f"{name} holds {kind} ({what}), not {wanted_kind}: "
+        f"use `{command.format(name=shlex.quote(name))}`"
     )
 
 

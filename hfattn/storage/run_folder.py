@@ -15,6 +15,7 @@ anything slow is loaded.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,8 +283,9 @@ def clear_output_dir(output_dir: str | Path) -> None:
 
 
 def resume_command(folder: str | Path) -> str:
-    """The command line that continues the run in ``folder``."""
-    return f"hfattn train --resume {folder}"
+    """The command line that continues the run in ``folder``, the folder quoted for the shell
+    (``hfattn train --resume 'runs/my run'``) so that it can be pasted as printed."""
+    return f"hfattn train --resume {shlex.quote(str(folder))}"
 
 
 def checkpoint_step(checkpoint: Path) -> int:

@@ -217,6 +217,7 @@ def _pasted(command: str) -> list[str]:
 def test_printed_commands_paste_as_printed_for_a_folder_with_spaces(interrupted, tmp_path, capsys):
     """Every command printed for pasting quotes the folder (``shlex.quote``): bash gives
     ``hfattn`` the folder as one argument, and the pasted command finishes the run."""
+    from hfattn.commands.inputs import ModelLoadError, check_model_fits
     from hfattn.export.export_folder import missing_export
 
     recipe, folder = interrupted
@@ -225,8 +226,15 @@ def test_printed_commands_paste_as_printed_for_a_folder_with_spaces(interrupted,
     assert main(["train", str(recipe), "--set", f"output_dir={copy}"]) == 2  # holds a run
     assert main(["train", str(recipe), "--resume", str(copy)]) == 2  # both given
     assert main(["train", "--resume", str(copy), "--set", "model.hidden_size=64"]) == 2
+    with pytest.raises(ModelLoadError) as wrong_command:  # a translation model to `generate`
+        check_model_fits(str(copy), {"is_encoder_decoder": True}, None, "AutoModelForCausalLM")
     said = "\n".join(
-        [capsys.readouterr().err, run_folder.interrupted_run_message(copy), missing_export(copy)]
+        [
+            capsys.readouterr().err,
+            run_folder.interrupted_run_message(copy),
+            missing_export(copy),
+            str(wrong_command.value),
+        ]
     )
     commands = re.findall(r"`(hfattn [^`]*)`", said)
     resume = ["train", "--resume", str(copy)]
@@ -238,6 +246,7 @@ def test_printed_commands_paste_as_printed_for_a_folder_with_spaces(interrupted,
         resume,  # interrupted_run_message
         [*resume, "--set", f"training.max_steps={STOP_AT}"],
         ["export", str(copy), "--format", "ctranslate2", str(copy / "ct2")],
+        ["translate", str(copy), "TEXT..."],
     ]
     assert main(_pasted(commands[5])) == 0
     assert run_folder.run_state(copy) == "finished"

@@ -315,6 +315,42 @@ def test_an_interrupted_run_gives_its_step_and_how_to_continue(tmp_path, capsys)
     assert refusals(run, capsys) == {message}
 
 
+def test_an_unfinished_run_is_refused_by_every_command_once_its_model_is_written(
+    models, tmp_path, capsys
+):
+    """Interrupted while it saved its model folder (weights and config renamed in, no
+    ``eval_results.json`` yet), a run was translated with exit status 0 and no word that it is
+    unfinished; every command that loads a model now refuses it with the line that finishes
+    it, and the same model folder without its run still loads."""
+    from hfattn.storage.run_folder import PROGRESS_FILE
+
+    run = copy_of(models["translator"], tmp_path)
+    checkpoint = checkpoints_dir(run) / f"{CHECKPOINT_PREFIX}40"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / PROGRESS_FILE).write_text(json.dumps({"step": 40, "training_end": "completed"}))
+    (run / RECIPE_FILE).write_text("name: x\n")
+    message = (
+        f"{run} is a training run interrupted after its last step (40): its checkpoint holds "
+        "the trained weights, the model folder is not finished yet. Finish it with "
+        f"`hfattn train --resume {run}`"
+    )
+    commands = [
+        ["translate", "{}", "lunes"],
+        ["generate", "{}"],
+        ["classify", "{}", "hi"],
+        ["evaluate", "{}"],
+        ["export", "{}", str(tmp_path / "ct2"), "--format", "ctranslate2"],
+        ["plot", "attention", "{}", "lunes"],
+        ["demo", "{}", "--port", "0"],
+        ["push", "{}", "--repo-id", "me/x", "--dry-run", str(tmp_path / "dry")],
+    ]
+    for command in commands:
+        assert main([str(run) if a == "{}" else a for a in command]) == 2, command
+        assert one_error_line(capsys).removesuffix("; then push it") == message, command
+    shutil.rmtree(checkpoints_dir(run))  # the model folder alone: no run
+    assert main(["translate", str(run), "lunes"]) == 0
+
+
 @pytest.mark.parametrize(
     "command", [["plot", "attention", "{}", "lunes"], ["demo", "{}", "--port", "0"]]
 )

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -199,6 +201,55 @@ def test_budget_logging_and_hub_fields_may_change_on_resume():
     assert run_folder.is_resumable("hub.license") and run_folder.is_resumable("hub")
     assert not run_folder.is_resumable("hubris.x")
     assert not run_folder.is_resumable("training.learning_rate")
+
+
+SPACED = "my runs/Año ñandú — été"
+"""A run folder whose path a shell would split, with letters beyond ASCII."""
+
+
+def _pasted(command: str) -> list[str]:
+    """The arguments that ``hfattn`` gets when ``command`` is pasted into bash."""
+    script = 'hfattn() { printf "%s\\0" "$@"; }\n' + command
+    done = subprocess.run(["bash", "-c", script], capture_output=True, check=True)
+    return done.stdout.decode().split("\0")[:-1]
+
+
+def test_printed_commands_paste_as_printed_for_a_folder_with_spaces(interrupted, tmp_path, capsys):
+    """Every command printed for pasting quotes the folder (``shlex.quote``): bash gives
+    ``hfattn`` the folder as one argument, and the pasted command finishes the run."""
+    from hfattn.commands.inputs import ModelLoadError, check_model_fits
+    from hfattn.export.export_folder import missing_export
+
+    recipe, folder = interrupted
+    copy = tmp_path / SPACED
+    shutil.copytree(folder, copy)
+    assert main(["train", str(recipe), "--set", f"output_dir={copy}"]) == 2  # holds a run
+    assert main(["train", str(recipe), "--resume", str(copy)]) == 2  # both given
+    assert main(["train", "--resume", str(copy), "--set", "model.hidden_size=64"]) == 2
+    with pytest.raises(ModelLoadError) as wrong_command:  # a translation model to `generate`
+        check_model_fits(str(copy), {"is_encoder_decoder": True}, None, "AutoModelForCausalLM")
+    said = "\n".join(
+        [
+            capsys.readouterr().err,
+            run_folder.interrupted_run_message(copy),
+            missing_export(copy),
+            str(wrong_command.value),
+        ]
+    )
+    commands = re.findall(r"`(hfattn [^`]*)`", said)
+    resume = ["train", "--resume", str(copy)]
+    assert [_pasted(c) for c in commands] == [
+        resume,  # check_output_dir
+        resume,  # a recipe and a folder: the folder's run
+        ["train", str(recipe), "--resume"],  # ... or the recipe's
+        resume,  # another recipe
+        resume,  # interrupted_run_message
+        [*resume, "--set", f"training.max_steps={STOP_AT}"],
+        ["export", str(copy), "--format", "ctranslate2", str(copy / "ct2")],
+        ["translate", str(copy), "TEXT..."],
+    ]
+    assert main(_pasted(commands[5])) == 0
+    assert run_folder.run_state(copy) == "finished"
 
 
 def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, capsys, tmp_path):

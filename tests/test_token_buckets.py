@@ -4,7 +4,9 @@ no device read to count tokens, the engine's compile of one graph for all bucket
 background prefetch."""
 
 import functools
+import logging
 import random
+import re
 import threading
 import time
 
@@ -13,6 +15,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
+from hfattn.batching import token_buckets
 from hfattn.batching.seq2seq import IGNORE_INDEX, pad_pairs
 from hfattn.batching.token_buckets import BucketedBatches, TokenBatch, bucket_of, choose_buckets
 from hfattn.models import (
@@ -290,3 +293,113 @@ def test_a_run_with_a_token_budget_trains_about_the_budget_a_step(tmp_path):
     assert abs(train[-1]["tokens"] / 12 / 600 - 1) < 0.15
     results = json.loads((run / "eval_results.json").read_text())
     assert results["training"]["train_tokens"] == train[-1]["tokens"]
+
+
+def tiny_translation_recipe(folder, **training):
+    """A Vaswani translation recipe of a few seconds on 300 generated dates, with a token budget
+    (``training`` overrides fields of its ``training:`` section)."""
+    from recipe_helpers import write_recipe
+    from tiny_runs import TINY_TRANSLATION_MODELS
+
+    return write_recipe(
+        folder,
+        base={},
+        task="translation",
+        model=TINY_TRANSLATION_MODELS["vaswani"],
+        tokenizer={"type": "char"},
+        data={"source": "date-normalization", "size": 300},
+        training={"token_budget": 600, "max_steps": 2, "eval_every": None, **training},
+        evaluation={"splits": ["test"], "max_new_tokens": 16},
+    )
+
+
+def test_a_budget_below_the_longest_pair_is_one_error_before_the_buckets(tmp_path, capsys):
+    """Once ``token_budget=1`` (10, 30) trained steps of 8 whole pairs, 123 target tokens."""
+    from test_bad_input import one_error_line
+
+    from hfattn.cli import main
+
+    sources, targets = corpus()
+    longest = max(map(len, targets))
+    with pytest.raises(RecipeError) as refused:
+        BucketedBatches(sources, targets, token_budget=longest - 1, pad_token_id=0)
+    assert str(refused.value) == (
+        f"training.token_budget: {longest - 1} is below the {longest} target tokens of the "
+        f"longest training pair: a batch holds whole examples, so the budget must be at least "
+        f"{longest}"
+    )
+    labels = [0] * len(sources)
+    with pytest.raises(RecipeError, match="input tokens of the longest training text"):
+        BucketedBatches(sources, labels, token_budget=39, pad_token_id=0)
+    assert BucketedBatches(sources, targets, token_budget=longest, pad_token_id=0).rows
+
+    recipe = tiny_translation_recipe(tmp_path)
+    assert main(["train", str(recipe), "--set", "training.token_budget=10"]) == 2
+    message = one_error_line(capsys)
+    assert re.fullmatch(
+        r"training\.token_budget: 10 is below the (\d+) target tokens of the longest training "
+        r"pair: a batch holds whole examples, so the budget must be at least \1",
+        message,
+    ), message
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_more_buckets_than_lengths_are_cut_to_the_lengths_with_a_warning(caplog):
+    """Once ``length_buckets=1000`` on 5,400 pairs took 56 s before the first step, silent."""
+    sources, targets = corpus()
+    distinct = len({len(t) for t in targets})
+    with caplog.at_level(logging.WARNING, logger="hfattn"):
+        many = BucketedBatches(sources, targets, token_budget=320, pad_token_id=0, num_buckets=1000)
+    assert caplog.messages == [
+        f"training.length_buckets=1000 is more than the {distinct} distinct target lengths of "
+        f"the training split: {distinct} buckets are built"
+    ]
+    same = BucketedBatches(sources, targets, token_budget=320, pad_token_id=0, num_buckets=distinct)
+    assert many.widths == same.widths and len(many.widths) <= distinct
+
+
+def test_choosing_buckets_shows_a_bar_only_once_it_takes_a_while(monkeypatch, capsys):
+    sources, targets = corpus()
+    lengths = [len(s) for s in sources], [len(t) for t in targets]
+    quick = choose_buckets(*lengths, 6)
+    assert "length buckets" not in capsys.readouterr().err
+    monkeypatch.setattr(token_buckets, "PROGRESS_DELAY_S", 0)  # as if it took long
+    assert choose_buckets(*lengths, 6) == quick
+    assert "length buckets:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("overrides", "warning"),
+    [
+        (
+            ["training.batch_size=64"],
+            "training.batch_size=64 is not used with training.token_budget=600: a batch holds "
+            "about 600 tokens, in rows of its length bucket",
+        ),
+        (
+            ["training.token_budget=null", "training.length_buckets=16"],
+            "training.length_buckets=16 is not used without training.token_budget: a batch is "
+            "training.batch_size=32 examples",
+        ),
+    ],
+)
+def test_an_unused_batching_field_is_one_warning_before_the_data_loads(
+    tmp_path, capsys, caplog, monkeypatch, overrides, warning
+):
+    """Once ``batch_size`` beside a ``token_budget`` and ``length_buckets`` without one were
+    ignored without a word. The warning comes before the data loads (here: fails)."""
+    from hfattn.cli import main
+    from hfattn.tasks import get_task
+
+    def no_data(self, recipe):
+        raise ValueError("the data would load here")
+
+    monkeypatch.setattr(type(get_task("translation")), "build_job", no_data)
+    recipe = tiny_translation_recipe(tmp_path)
+    caplog.set_level(logging.WARNING, logger="hfattn")
+    assert main(["train", str(recipe), *[f"--set={o}" for o in overrides]]) == 2
+    assert capsys.readouterr().err == "error: the data would load here\n"
+    assert caplog.messages == [warning]
+    caplog.clear()
+    assert main(["train", str(recipe)]) == 2  # the recipe as written: no warning
+    assert caplog.messages == []

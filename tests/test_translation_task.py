@@ -8,6 +8,9 @@ import itertools
 import json
 import logging
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -333,6 +336,33 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
         assert again[name] == pytest.approx(test[name], rel=1e-6), name
     assert main(["evaluate", str(marian_run), "--split", "test"]) == 0
     assert "bleu" in capsys.readouterr().out
+
+
+def test_evaluate_writes_nothing_under_hf_home(marian_run, tmp_path):
+    """The metrics ship with the package: ``hfattn evaluate`` scores a run with an ``HF_HOME``
+    where nothing can be created (below a regular file, so that mkdir fails for root too) as
+    with an empty one, which it leaves empty (``evaluate.load`` wrote ``HF_HOME/modules``)."""
+    results = json.loads((marian_run / "eval_results.json").read_text())
+    bleu = next(
+        r["value"]
+        for r in results["results"]
+        if r["split"] == "test" and r["metric_type"] == "bleu"
+    )
+    blocker, empty = tmp_path / "a-file", tmp_path / "hf_home"
+    blocker.write_text("")
+    empty.mkdir()
+    for home in (blocker / "hf_home", empty):
+        done = subprocess.run(
+            [sys.executable, "-m", "hfattn", "evaluate", str(marian_run), "--split", "test"],
+            env={**os.environ, "HF_HOME": str(home), "OMP_NUM_THREADS": "1"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        row = next(line for line in done.stdout.splitlines() if " bleu " in line)
+        assert float(row.split("│")[2]) == pytest.approx(bleu, abs=1e-4)
+    assert list(empty.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -15,17 +15,22 @@ the padded positions of the whole split,
 
 by coordinate descent from the target-length quantiles (each width in turn moved to its best
 value between its neighbours, until no move helps); the last bucket is the widest pair.
-Classification has no target: its buckets are source widths only.
+Classification has no target: its buckets are source widths only. More buckets than the
+split has distinct lengths (target lengths; source lengths for classification) are cut to that
+many, with a warning (:func:`fillable_buckets`): the descent would take minutes to split them
+further. It takes seconds on a split with many lengths and many buckets; a bar shows its passes
+once it has taken :data:`PROGRESS_DELAY_S`.
 
 **Rows.** Bucket :math:`k` cuts batches of
 
 .. math:: r_k = \max\Bigl(m, m \cdot \mathrm{round}\Bigl(\frac{B}{m\,\bar t_k}\Bigr)\Bigr)
 
-rows, :math:`B` the token budget, :math:`\bar t_k` the mean target length of the bucket's
-pairs (its mean source length for classification) and :math:`m` = ``row_multiple`` (8), at
-most the bucket's pairs: a step trains on about :math:`B` target tokens whatever its bucket,
-the count of Vaswani et al. (2017, §5.1: "approximately 25000 source tokens and 25000 target
-tokens" a batch). Its padded shape is ``[r_k, S_k]`` and ``[r_k, T_k]``.
+rows, :math:`B` the token budget (at least the longest example's length, else refused),
+:math:`\bar t_k` the mean target length of the bucket's pairs (its mean source length for
+classification) and :math:`m` = ``row_multiple`` (8), at most the bucket's pairs: a step trains
+on about :math:`B` target tokens whatever its bucket, the count of Vaswani et al. (2017, §5.1:
+"approximately 25000 source tokens and 25000 target tokens" a batch).
+Its padded shape is ``[r_k, S_k]`` and ``[r_k, T_k]``.
 
 **Epochs.** Epoch :math:`e` shuffles each bucket's pairs (seeded with ``seed + e``), puts the
 pairs its bucket left over in epoch :math:`e - 1` in front, cuts full batches of :math:`r_k`
@@ -37,12 +42,18 @@ epoch is a function of the seed (a resumed run meets the same batches).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
+from ..common.field_checks import require
+from ..common.launch import process_rank
 from .seq2seq import IGNORE_INDEX, pad_rows
+
+logger = logging.getLogger(__name__)
 
 ROW_MULTIPLE = 8
 """Rows of a bucket's batch are a multiple of this (tensor-core tiles; process shares)."""
@@ -50,6 +61,8 @@ DEVICE_SHARE = 0.25
 """The split's tensors move to the device when they take at most this share of its free
 memory (the Bible's 29k training pairs take about 50 MB); else they stay in pinned host memory
 and each batch is gathered there and copied without waiting."""
+PROGRESS_DELAY_S = 2.0
+"""The choice of the bucket widths shows a progress bar once it has taken this many seconds."""
 
 
 class TokenBatch(dict):
@@ -91,18 +104,25 @@ def choose_buckets(
     widths[-1] = [int(sources.max()), int(targets.max())]
     best = _padding_cost(histogram, widths)
     axes = (0, 1) if target_lengths is not None else (0,)
-    improved = True
-    while improved:
-        improved = False
-        for k in range(len(widths) - 1):  # the last bucket stays the widest pair
-            for axis in axes:
-                low = widths[k - 1][axis] if k else 0
-                for value in range(max(low, 1), widths[k + 1][axis] + 1):
-                    trial = [list(w) for w in widths]
-                    trial[k][axis] = value
-                    cost = _padding_cost(histogram, trial)
-                    if cost < best:
-                        best, widths, improved = cost, trial, True
+    improved, passes = True, 0
+    bar = tqdm(total=len(widths) - 1, desc="length buckets", unit="bucket", leave=False,
+               delay=PROGRESS_DELAY_S, disable=process_rank() != 0)  # fmt: skip
+    with bar:
+        while improved:
+            improved, passes = False, passes + 1
+            if passes > 1:  # another pass over the buckets (refresh=False: the delay holds)
+                bar.total += len(widths) - 1
+                bar.set_postfix_str(f"pass {passes}", refresh=False)
+            for k in range(len(widths) - 1):  # the last bucket stays the widest pair
+                for axis in axes:
+                    low = widths[k - 1][axis] if k else 0
+                    for value in range(max(low, 1), widths[k + 1][axis] + 1):
+                        trial = [list(w) for w in widths]
+                        trial[k][axis] = value
+                        cost = _padding_cost(histogram, trial)
+                        if cost < best:
+                            best, widths, improved = cost, trial, True
+                bar.update()
     fits = [
         k
         for k, (s, t) in enumerate(widths)
@@ -121,6 +141,42 @@ def bucket_of(
     for k in range(len(widths) - 1, -1, -1):
         bucket[(source_lengths <= widths[k][0]) & (target_lengths <= widths[k][1])] = k
     return bucket
+
+
+def check_budget(token_budget: int, longest: int, classes: bool = False) -> None:
+    """Refuse a ``token_budget`` below ``longest``, the tokens counted of the longest training
+    example (target tokens of a pair; input tokens of a text to classify, ``classes``): a batch
+    holds whole examples.
+
+    Raises:
+        RecipeError: ``training.token_budget: 30 is below the 123 target tokens of the longest
+            training pair ...``.
+    """
+    what = "input tokens of the longest training text"
+    if not classes:
+        what = "target tokens of the longest training pair"
+    require(
+        token_budget >= longest,
+        "training.token_budget",
+        f"{token_budget} is below the {longest} {what}: a batch holds whole examples, so the "
+        f"budget must be at least {longest}",
+    )
+
+
+def fillable_buckets(num_buckets: int, lengths: np.ndarray, classes: bool = False) -> int:
+    """``num_buckets``, or the number of distinct ``lengths`` (the target lengths of the
+    training pairs; the input lengths of texts to classify, ``classes``) when that is fewer, with
+    a warning: the quantile cuts that :func:`choose_buckets` starts from give no more buckets,
+    and its descent would take minutes to split them further."""
+    distinct = len(np.unique(lengths))
+    if num_buckets <= distinct:
+        return num_buckets
+    logger.warning(
+        "training.length_buckets=%d is more than the %d distinct %s lengths of the training "
+        "split: %d buckets are built",
+        num_buckets, distinct, "input" if classes else "target", distinct,
+    )  # fmt: skip
+    return distinct
 
 
 class BucketedBatches:
@@ -151,11 +207,13 @@ class BucketedBatches:
         target_lengths = (
             np.zeros_like(source_lengths) if self.classes else np.array([len(t) for t in targets])
         )
+        counted = source_lengths if self.classes else target_lengths
+        check_budget(token_budget, int(counted.max()), self.classes)
+        num_buckets = fillable_buckets(num_buckets, counted, self.classes)
         self.widths = choose_buckets(
             source_lengths, None if self.classes else target_lengths, num_buckets
         )
         bucket = bucket_of(source_lengths, target_lengths, self.widths)
-        counted = source_lengths if self.classes else target_lengths
         self.token_budget, self.seed = token_budget, seed
         self.members, self.rows, self.tensors, self.tokens = [], [], [], []
         for k, (source_width, target_width) in enumerate(self.widths):
@@ -239,9 +297,12 @@ class BucketedBatches:
 
 __all__ = [
     "DEVICE_SHARE",
+    "PROGRESS_DELAY_S",
     "ROW_MULTIPLE",
     "BucketedBatches",
     "TokenBatch",
     "bucket_of",
+    "check_budget",
     "choose_buckets",
+    "fillable_buckets",
 ]

@@ -80,12 +80,14 @@ def wait_for_interrupt() -> None:
 
 def handler(args: argparse.Namespace) -> int:
     """Stage the Space for DIR in a temporary folder, load its app and serve it until Ctrl-C or
-    SIGTERM (the folder is removed either way). A bad folder, or a damaged file in it, is one
-    ``error: ...`` line and exit status 2, as for the other commands."""
+    SIGTERM (the folder is removed either way). A bad folder, a training run not finished yet
+    (:func:`~hfattn.storage.run_folder.interrupted_run_message`), or a damaged file in it, is
+    one ``error: ...`` line and exit status 2, as for the other commands."""
     import tempfile
     from pathlib import Path
 
     from hfattn.hub import ModelFolderError, SpaceError, inspect_folder, load_space_app, stage_space
+    from hfattn.storage.run_folder import interrupted_run_message
 
     from .inputs import ModelLoadError, damaged_file_error, first_line, report_error
     from .logging_setup import configure_logging
@@ -93,6 +95,9 @@ def handler(args: argparse.Namespace) -> int:
     configure_logging()
     folder = Path(args.dir).resolve()
     try:
+        unfinished = interrupted_run_message(args.dir)
+        if unfinished is not None:
+            raise ModelLoadError(unfinished)
         model_folder = inspect_folder(folder)
         with _stop_on_sigterm(), tempfile.TemporaryDirectory(prefix="hfattn-demo-") as tmp:
             app = load_space_app(stage_space(model_folder, str(folder), tmp))

@@ -121,18 +121,12 @@ def run(args: argparse.Namespace) -> int:
     splits = args.split or ["test"]
     decoding = {name: getattr(args, name) for name in DECODING_OPTIONS}
     if args.engine == "ctranslate2":
-        from ..export.export_folder import export_of
+        from ..export.export_folder import export_of, missing_export
         from ..export.serving import evaluate_export
 
         export = export_of(model_dir)
         if export is None:
-            print(
-                f"error: --engine ctranslate2: {model_dir} has no CTranslate2 export (neither "
-                f"it nor its ct2/ folder is one); write one with `hfattn export {model_dir} "
-                f"--format ctranslate2 {model_dir / 'ct2'}`",
-                file=sys.stderr,
-            )
-            return 2
+            return report_error(missing_export(model_dir))
         try:
             metrics = evaluate_export(export, recipe, splits, data=args.data, **decoding)
         except (FileNotFoundError, ValueError, ImportError) as err:

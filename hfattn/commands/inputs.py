@@ -12,8 +12,9 @@ no valid repo id, or any name while the Hub is offline (``HF_HUB_OFFLINE=1``) an
 Hub cache, and that does not exist is ``model folder not found: runs/x``, never a minute of
 Hub retries; a command that reads a local folder only (``evaluate``, ``push``) says so of any
 name that is no folder (:func:`locate_local_folder`). An existing folder that holds no model
-says what it lacks (``config.json``, the weights, the tokenizer), or, for a training run
-interrupted before it saved its model, the step it reached and how to continue it
+says what it lacks (``config.json``, the weights, the tokenizer); a training run that is not
+finished (no final evaluation written, whether or not its model files are) is refused by every
+command the same way, with the step it reached and how to continue it
 (:func:`hfattn.storage.run_folder.interrupted_run_message`).
 A model of another task than the command's (a translation model given to ``hfattn
 generate``) is refused from its ``config.json`` before the weights are read, naming the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,7 +61,8 @@ TASK_COMMANDS = {
     "translation": ("a translation model", "hfattn translate {name} TEXT..."),
     "text-classification": ("a text classifier", "hfattn classify {name} TEXT..."),
 }
-"""A task's ``pipeline_tag`` → (what its models are called, the command line that runs one)."""
+"""A task's ``pipeline_tag`` → (what its models are called, the command line that runs one;
+``{name}`` is the model, quoted for the shell)."""
 
 _ALLOW_PICKLE: ContextVar[bool] = ContextVar("hfattn_allow_pickle", default=False)
 
@@ -216,9 +219,11 @@ def _folder_not_found(name: str, folder: Path) -> ModelLoadError:
 
 
 def check_model_config(folder: Path, name: str | None = None) -> None:
-    """Refuse a ``folder`` (shown as ``name``) that is a file, or that has neither
-    ``config.json`` nor ``adapter_config.json`` (for a training run interrupted before it saved
-    its model: its step and how to continue it).
+    """Refuse a ``folder`` (shown as ``name``) that is a file, that is a training run not
+    finished yet (:func:`~hfattn.storage.run_folder.interrupted_run_message`: its step and how to
+    continue it, whether or not its model files are written yet: a run interrupted while it
+    saved them has weights but no final evaluation), or that has neither ``config.json`` nor
+    ``adapter_config.json``. A model folder that holds no run loads as it is.
 
     Raises:
         ModelLoadError: ``runs/x holds no model: config.json is missing``.
@@ -228,10 +233,11 @@ def check_model_config(folder: Path, name: str | None = None) -> None:
     name = name or str(folder)
     if not folder.is_dir():
         raise ModelLoadError(f"{name} is a file, not a model folder")
+    unfinished = interrupted_run_message(folder)
+    if unfinished is not None:
+        raise ModelLoadError(unfinished)
     if not (folder / ADAPTER_CONFIG_FILE).is_file() and not (folder / CONFIG_FILE).is_file():
-        raise ModelLoadError(
-            interrupted_run_message(folder) or f"{name} holds no model: {CONFIG_FILE} is missing"
-        )
+        raise ModelLoadError(f"{name} holds no model: {CONFIG_FILE} is missing")
 
 
 def check_model_folder(folder: Path, name: str | None = None) -> None:
@@ -239,8 +245,8 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
     lacks, before anything is loaded.
 
     Raises:
-        ModelLoadError: the path is a file; a training run interrupted before it saved its
-            model (its step and how to continue it); no ``config.json`` (nor
+        ModelLoadError: the path is a file; a training run not finished yet (its step and
+            how to continue it); no ``config.json`` (nor
             ``adapter_config.json``); no weights (a CTranslate2 export: which engine reads it);
             no tokenizer files.
     """
@@ -254,8 +260,8 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
         if is_export(folder):
             raise ModelLoadError(
                 f"{name} is a CTranslate2 export, not a PyTorch model folder: translate with it "
-                f"by `hfattn translate {name} TEXT... --engine ctranslate2`; the other commands "
-                "(and --engine torch) read the model folder it was exported from"
+                f"by `hfattn translate {shlex.quote(name)} TEXT... --engine ctranslate2`; the "
+                "other commands (and --engine torch) read the model folder it was exported from"
             )
         raise ModelLoadError(f"{name} holds no model weights: {weights} is missing")
     if not any(any(folder.glob(pattern)) for pattern in TOKENIZER_FILES):
@@ -311,7 +317,8 @@ def check_model_fits(name: str, config: dict, adapter_config: dict | None, auto_
         return
     kind, command = TASK_COMMANDS[found.pipeline_tag]
     raise ModelLoadError(
-        f"{name} holds {kind} ({what}), not {wanted_kind}: use `{command.format(name=name)}`"
+        f"{name} holds {kind} ({what}), not {wanted_kind}: "
+        f"use `{command.format(name=shlex.quote(name))}`"
     )
 
 

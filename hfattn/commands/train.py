@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 from pathlib import Path
 
 from .arguments import add_recipe_arguments
@@ -65,8 +66,8 @@ def _recipe_of(args: argparse.Namespace):
     if args.recipe is not None:
         report_error(
             f"give a recipe or a run folder, not both: `{resume_command(folder)}` continues "
-            f"that run with its own recipe, `hfattn train {args.recipe} --resume` the run in "
-            "the recipe's output_dir"
+            f"that run with its own recipe, `hfattn train {shlex.quote(args.recipe)} --resume` "
+            "the run in the recipe's output_dir"
         )
         return None
     stored = recipe_path(folder)

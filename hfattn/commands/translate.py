@@ -114,7 +114,7 @@ def _ctranslate2_export(model: str):
     """
     from pathlib import Path
 
-    from ..export.export_folder import download_export, export_of
+    from ..export.export_folder import download_export, export_of, missing_export
     from ..storage.location import looks_like_hub_id
 
     local = Path(model).expanduser().exists()
@@ -122,11 +122,7 @@ def _ctranslate2_export(model: str):
         raise ValueError(f"model folder not found: {model}")
     export = export_of(model) if local else download_export(model)
     if export is None:
-        raise ValueError(
-            f"--engine ctranslate2: {model} has no CTranslate2 export (neither it nor its ct2/ "
-            f"folder is one); write one with `hfattn export {model} --format ctranslate2 "
-            f"{Path(model) / 'ct2'}`"
-        )
+        raise ValueError(missing_export(model))
     return export
 
 

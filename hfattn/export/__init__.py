@@ -36,6 +36,7 @@ from .export_folder import (
     export_ctranslate2,
     export_of,
     is_export,
+    missing_export,
 )
 from .serving import COMPUTE_TYPES, CTranslate2Translation, evaluate_export
 from .spec import build_spec, decoding_tokens, position_rows, vocabulary
@@ -60,6 +61,7 @@ __all__ = [
     "export_ctranslate2",
     "export_of",
     "is_export",
+    "missing_export",
     "position_rows",
     "require_ctranslate2",
     "unsupported_fields",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 from ..storage.file_io import atomic_dir
@@ -34,7 +35,7 @@ README = """\
 # {name} (CTranslate2)
 
 A CTranslate2 export ({quantization}) of the hfattn Vaswani Transformer `{source}`, made by
-`hfattn export {source} --format ctranslate2 --quantization {quantization} OUT`.
+`hfattn export {source_argument} --format ctranslate2 --quantization {quantization} OUT`.
 
 With hfattn (the decoding defaults of `generation_config.json`, the model's own tokenization):
 
@@ -124,6 +125,7 @@ def export_ctranslate2(
         readme = README.format(
             name=output_dir.name,
             source=source or "MODEL",
+            source_argument=shlex.quote(source or "MODEL"),
             quantization=quantization,
             example=example.replace('"', '\\"'),
             eos=tokenizer.convert_ids_to_tokens(special["eos_token_ids"][0]),
@@ -152,6 +154,18 @@ def export_of(model: str | Path) -> Path | None:
         if is_export(candidate):
             return candidate
     return None
+
+
+def missing_export(model: str | Path) -> str:
+    """Why ``--engine ctranslate2`` cannot serve ``model`` (it has no export,
+    :func:`export_of`) and the command that writes one into its ``ct2/`` folder, quoted for the
+    shell so that it can be pasted as printed."""
+    output = Path(model) / CTRANSLATE2_DIR
+    command = shlex.join(["hfattn", "export", str(model), "--format", "ctranslate2", str(output)])
+    return (
+        f"--engine ctranslate2: {model} has no CTranslate2 export (neither it nor its "
+        f"{CTRANSLATE2_DIR}/ folder is one); write one with `{command}`"
+    )
 
 
 def download_export(repo_id: str, revision: str | None = None) -> Path | None:

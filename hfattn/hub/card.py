@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import struct
 from pathlib import Path
 
@@ -301,8 +302,10 @@ def _ctranslate2_usage(folder: ModelFolder, repo_id: str, example: str) -> dict[
     if export is None:
         return {"usage_ctranslate2": "", "ctranslate2_quantization": ""}
     info = json.loads((export / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
+    text = json.loads(example)
+    shell = shlex.join(["hfattn", "translate", repo_id, "--engine", "ctranslate2", text])
     usage = (
-        f"# shell: hfattn translate {repo_id} --engine ctranslate2 {example}\n"
+        f"# shell: {shell}\n"
         "from huggingface_hub import snapshot_download\n"
         "from hfattn.export import CTranslate2Translation\n\n"
         f'folder = snapshot_download("{repo_id}", allow_patterns=["{CTRANSLATE2_DIR}/*"])\n'

@@ -21,11 +21,14 @@ and 3 first.
 
 from __future__ import annotations
 
+import logging
+
 from ..common.field_checks import RecipeError, require, require_reported_metric
 from ..common.machine import hfattn_commit
 from ..data.licenses import data_license
 from ..recipes import task_recipe
 from ..recipes.schema import LICENSE_FORM, HubSection, RecipeBase
+from ..recipes.training_section import unused_batching_field
 from ..storage.run_folder import (
     RESUME_AND_OVERWRITE,
     FieldChange,
@@ -34,6 +37,8 @@ from ..storage.run_folder import (
 )
 from ..tasks import get_task
 from ..training.schedules import check_schedule_steps
+
+logger = logging.getLogger(__name__)
 
 
 def build_job(recipe: RecipeBase):
@@ -44,7 +49,9 @@ def build_job(recipe: RecipeBase):
 def check_before_training(recipe, *, resume: bool = False, overwrite: bool = False) -> None:
     """Every check of a training run that needs no data, tokenizer, model or run folder, made
     before any of them is loaded: the flags, the schedule against its steps,
-    ``training.metric_for_best_model``, ``data.source`` and the ``hub`` settings.
+    ``training.metric_for_best_model``, ``data.source`` and the ``hub`` settings; a batching
+    field that the run does not use is a warning
+    (:func:`~hfattn.recipes.training_section.unused_batching_field`).
 
     ``recipe`` is a loaded recipe (:func:`run_recipe` called on its own), or the
     :func:`~hfattn.recipes.recipe_outline` of a recipe file (``hfattn train``, before it
@@ -69,6 +76,9 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
     )
     check_data_source(recipe.task, recipe.data.source)
     check_hub_settings(recipe.hub, recipe.data.source)
+    unused = unused_batching_field(recipe.training)
+    if unused is not None:
+        logger.warning(unused)
 
 
 def check_run_folder(

@@ -6,6 +6,7 @@ Imported through :mod:`hfattn.recipes.schema` with the other sections.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..common.field_checks import require, require_choice, require_positive
@@ -192,15 +193,48 @@ class TokenBatchingSection(TrainingSection):
     fixed shapes: the rows of a bucket's batch are the budget over its mean length, so a
     step's cost is the same whatever its lengths, and a compiled step compiles once a bucket
     (``compile: auto`` then compiles the Transformer on CUDA). The split is padded once into
-    tensors (on the GPU when it fits) and a batch is an index gather. ``batch_size`` is not
-    used; ``null``: ``batch_size`` examples a batch."""
+    tensors (on the GPU when it fits) and a batch is an index gather. At least the length of
+    the longest training example (refused once the data is encoded, before the buckets are
+    built). ``batch_size`` is not used (a warning says so when it is set);
+    ``null``: ``batch_size`` examples a batch."""
     length_buckets: int = 8
     """With ``token_budget``, the number of length buckets (fixed batch shapes): their widths
-    are chosen to pad the training split least."""
+    are chosen to pad the training split least. A split with fewer distinct lengths gets one
+    bucket a length (with a warning); without ``token_budget`` it is not used (a warning says
+    so when it is set)."""
 
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "training", "token_budget", "length_buckets")
 
 
-__all__ = ["MIXED_PRECISION", "ON_NONFINITE_LOSS", "TokenBatchingSection", "TrainingSection"]
+def unused_batching_field(training) -> str | None:
+    """The warning for a ``training:`` section (or a recipe outline's) that sets a batching
+    field its batches do not use: a ``batch_size`` other than its default beside
+    ``token_budget`` (the rows of a batch are the budget over its bucket's mean length), or a
+    ``length_buckets`` other than its default without one (batches of ``batch_size``
+    examples); ``None`` otherwise, and for a section without token batching."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TokenBatchingSection)}
+    budget = getattr(training, "token_budget", None)
+    if budget is not None and training.batch_size != defaults["batch_size"]:
+        return (
+            f"training.batch_size={training.batch_size} is not used with "
+            f"training.token_budget={budget}: a batch holds about {budget} tokens, in rows of "
+            "its length bucket"
+        )
+    buckets = getattr(training, "length_buckets", defaults["length_buckets"])
+    if budget is None and buckets != defaults["length_buckets"]:
+        return (
+            f"training.length_buckets={buckets} is not used without training.token_budget: "
+            f"a batch is training.batch_size={training.batch_size} examples"
+        )
+    return None
+
+
+__all__ = [
+    "MIXED_PRECISION",
+    "ON_NONFINITE_LOSS",
+    "TokenBatchingSection",
+    "TrainingSection",
+    "unused_batching_field",
+]

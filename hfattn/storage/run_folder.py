@@ -15,6 +15,7 @@ anything slow is loaded.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,8 +283,9 @@ def clear_output_dir(output_dir: str | Path) -> None:
 
 
 def resume_command(folder: str | Path) -> str:
-    """The command line that continues the run in ``folder``."""
-    return f"hfattn train --resume {folder}"
+    """The command line that continues the run in ``folder``, the folder quoted for the shell
+    (``hfattn train --resume 'runs/my run'``) so that it can be pasted as printed."""
+    return f"hfattn train --resume {shlex.quote(str(folder))}"
 
 
 def checkpoint_step(checkpoint: Path) -> int:
@@ -292,11 +294,13 @@ def checkpoint_step(checkpoint: Path) -> int:
 
 
 def interrupted_run_message(folder: str | Path) -> str | None:
-    """For a run stopped before it saved its model (:func:`run_state` ``"interrupted"``):
-    one sentence with the step of its newest checkpoint, how to continue it, and how to save
-    the model of that checkpoint now (resuming with ``training.max_steps`` at that step ends
-    the run at once: it evaluates and saves the model); for a run interrupted after its last
-    step, that ``--resume`` finishes it. ``None`` for any other folder."""
+    """For a run stopped before it finished (:func:`run_state` ``"interrupted"``: no final
+    evaluation, whether or not its model files are written): one sentence with the step of its
+    newest checkpoint, how to continue it, and how to save the model of that checkpoint now
+    (resuming with ``training.max_steps`` at that step ends the run at once: it evaluates and
+    saves the model); for a run interrupted after its last step, that ``--resume`` finishes it.
+    ``None`` for any other folder (a model folder that holds no run among them): every command
+    that loads a model refuses a folder with this sentence."""
     if run_state(folder) != "interrupted":
         return None
     checkpoint = require_checkpoint(folder)
@@ -304,7 +308,7 @@ def interrupted_run_message(folder: str | Path) -> str | None:
     if _training_ended(checkpoint):
         return (
             f"{folder} is a training run interrupted after its last step ({step:,}): its "
-            "checkpoint holds the trained weights, the model folder is not saved yet. Finish it "
+            "checkpoint holds the trained weights, the model folder is not finished yet. Finish it "
             f"with `{resume_command(folder)}`"
         )
     return (

@@ -67,7 +67,7 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="PATH",
         help="also write the measures, their targets and the chart series to PATH "
-        "(the format of benchmarks/benchlib.py, read by benchmarks/run_all.py)",
+        "(the format of benchmarks/lib/benchlib.py, read by benchmarks/run_all.py)",
     )
 
 

@@ -1,6 +1,6 @@
 """Device→host reads of a training step, counted on the CPU.
 
-    .venv/bin/python benchmarks/host_reads.py          # prints the reads per Bahdanau/Luong step
+    .venv/bin/python -m benchmarks.host_reads          # prints the reads per Bahdanau/Luong step
 
 A value read on the host (``.item()``, ``bool(t)``, ``.cpu()``, ``.tolist()``, a boolean index,
 ``torch.nonzero``, a packed sequence's lengths …) makes the host wait for the device to drain

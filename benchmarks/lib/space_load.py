@@ -1,5 +1,5 @@
 """Load and memory measurements of a Space app served in-process (used by
-``tests/test_space_load.py`` and ``benchmarks/bench_space_load.py``).
+``tests/spaces/test_space_load.py`` and ``benchmarks/bench_space_load.py``).
 
 - :func:`run_clients`: N ``gradio_client.Client`` threads against a loopback URL, one request
   each, all released at once so that the Space's queue really holds them; every request has a
@@ -288,7 +288,10 @@ def serve_space(
         RuntimeError: the app exited or did not answer within ``start_timeout_s`` (with the
             end of its output).
     """
-    from fresh_env import start_space, stop  # tests/: on the path of the tests and benchmarks
+    from tests.helpers.fresh_env import (  # tests/: on the path of the tests and benchmarks
+        start_space,
+        stop,
+    )
 
     process, url = start_space(
         Path(sys.executable),

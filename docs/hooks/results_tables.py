@@ -5,9 +5,10 @@ results page (``docs/results/index.md``), of the attention-variants table of
 ``docs/models/bahdanau.md`` and of the GPU feed of ``docs/training.md`` is read here from the
 results file that measured it; what no file
 holds (the command) is written once in :data:`ROWS`, :data:`SPEED` and :data:`GPU_SPEED`.
-``make results`` (``python benchmarks/results_tables.py --write``) rewrites the README and
-those pages between their ``<!-- results:NAME:start -->`` / ``<!-- results:NAME:end -->``
-markers; ``--check`` (and ``tests/test_results_tables.py``) fails when a table and its files
+``make results`` (``python -m docs.hooks.results_tables --write``, from the repository root)
+rewrites the README and those pages between their ``<!-- results:NAME:start -->`` /
+``<!-- results:NAME:end -->``
+markers; ``--check`` (and ``tests/docs/test_results_tables.py``) fails when a table and its files
 disagree or a cited file is missing.
 
 A figure is read from one file by one of:
@@ -36,12 +37,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `make results` runs with any python3, hfattn not installed
-    sys.path.insert(0, str(ROOT))
+from hfattn.common.machine import machine_words
+from hfattn.storage.file_io import atomic_write_text
 
-from hfattn.common.machine import machine_words  # noqa: E402
-from hfattn.storage.file_io import atomic_write_text  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
@@ -283,7 +282,7 @@ ROWS: tuple[Row, ...] = (
     _baseline_row(
         "Apertium `eng-spa`, rule-based",
         BIBLE_TEST,
-        "python benchmarks/bench_translation.py --json apertium_bible_test.json",
+        "python -m benchmarks.bench_translation --json apertium_bible_test.json",
         _bleu_chrf(bold=False),
         _scores("apertium_bible_test.json", "Apertium eng-spa (rule-based)"),
         training="no training",
@@ -560,7 +559,7 @@ def feed_block(root: Path = RESULTS) -> str:
     machine = shared_machine([FEED], root)
     lines = [
         f"The batches of the GPU recipes as shipped, over the steps of one whole run, and the "
-        f"host's share of a step (`.venv/bin/python benchmarks/bench_feed.py`, {machine}):",
+        f"host's share of a step (`.venv/bin/python -m benchmarks.bench_feed`, {machine}):",
         "",
         "| recipe | steps | batch shapes | padding: source, target "
         "| target tokens a step: mean (min–max) | mean against `token_budget` |",

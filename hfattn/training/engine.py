@@ -59,7 +59,8 @@ from .training_job import TrainingCallback, TrainingJob, TrainResult
 
 logger = logging.getLogger(__name__)
 
-# the names tests/test_gpu_paths.py, test_token_buckets.py and test_translation_task.py read here
+# the names that tests/training/test_gpu_paths.py, tests/data/test_token_buckets.py and
+# tests/tasks/test_translation_task.py read here
 _Speedometer, _floats, _rows_of = Speedometer, floats, rows_of
 
 

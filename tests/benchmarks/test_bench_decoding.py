@@ -4,14 +4,10 @@ and its MBR row keeps the hypothesis that agrees most with the others."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import bench_decoding  # noqa: E402
+from benchmarks import bench_decoding
 
 
 def test_mbr_keeps_the_consensus_hypothesis_not_the_most_probable():
@@ -22,11 +18,11 @@ def test_mbr_keeps_the_consensus_hypothesis_not_the_most_probable():
 
 
 def test_the_grid_scores_the_translations_of_each_setting(tmp_path, capsys):
-    from tiny_runs import build_translation_run
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from hfattn.data.translation import load_translation_splits
     from hfattn.tasks.translation.inference import translate_n_best, translate_texts
+    from tests.helpers.tiny_runs import build_translation_run
 
     run = build_translation_run(tmp_path / "run", steps=20, training={"eval_every": None})
     out = tmp_path / "grid.json"

@@ -15,18 +15,17 @@ from pathlib import Path
 
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCH_DIR))
+from benchmarks import run_all
+from benchmarks.lib.benchlib import is_met, write_atomically
 
-import run_all  # noqa: E402
-from benchlib import is_met, write_atomically  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+
 
 RECORD_FIELDS = {"benchmark", "name", "value", "unit", "target", "comparison", "met", "device"}
 
-GOOD = f"""
+GOOD = """
 import argparse, sys
-sys.path.insert(0, {str(BENCH_DIR)!r})
-from benchlib import BenchReport, add_json_argument
+from benchmarks.lib.benchlib import BenchReport, add_json_argument
 parser = argparse.ArgumentParser()
 parser.add_argument("--quick", action="store_true")
 add_json_argument(parser)
@@ -36,7 +35,7 @@ report.add("cache speed-up", 3.0 if args.quick else 1.0, "x", 2.0, detail="0.5 s
 report.add("time(2048) / time(512)", 6.5, "x", 5.0, "<=")
 report.add("tokens/s", 1234.0, "tokens/s")
 report.add_series("steps", "time against batch", "batch", "batch size", [8, 16],
-                  {{"ours": [0.1, 0.2], "reference": [0.1, 0.3]}})
+                  {"ours": [0.1, 0.2], "reference": [0.1, 0.3]})
 report.markdown.append("| system | BLEU |\\n|---|---:|\\n| stub | 1.0 |")
 report.write(args.json)
 sys.exit(1)  # its own verdict on the target it missed: the measures still count
@@ -79,7 +78,10 @@ def test_a_bare_list_of_records_is_accepted():
 
 
 def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
-    bench_dir = tmp_path / "benchmarks"
+    """The stubs run as ``python -m stubs.bench_good``, as the real scripts run as
+    ``python -m benchmarks.bench_x``; they import ``benchmarks.lib`` from the repository."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    bench_dir = tmp_path / "stubs"
     bench_dir.mkdir()
     (bench_dir / "bench_good.py").write_text(GOOD)
     (bench_dir / "bench_bad.py").write_text(BAD)
@@ -103,7 +105,7 @@ def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
     report = out.read_text()
     assert (True, "RESULTS.md", report.encode()) in renames
     assert all(same_folder for same_folder, _, _ in renames)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["RESULTS.md", "benchmarks", "results"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["RESULTS.md", "results", "stubs"]
     assert sorted(p.name for p in charts.iterdir()) == ["bench_results.json", "good_steps_cpu.png"]
 
     # quick mode passed --quick to the script that mentions it: 3.0 >= 2 is met
@@ -117,7 +119,7 @@ def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
     assert "RuntimeError: no such model folder" in report
     assert "| stub | 1.0 |" in report  # the script's own markdown section
     assert "![good_steps_cpu](results/good_steps_cpu.png)" in report
-    assert "bench_good.py --quick`" in report  # the command to rerun it
+    assert " -m stubs.bench_good --quick`" in report  # the command to rerun it
     assert "note: exit status 1 after writing its measures; last lines of its output:" in report
     assert report.rstrip().endswith(kept)  # the hand-written block is carried over
     for heading in ("## Machine", "## Summary", "## good", "## bad"):
@@ -148,7 +150,8 @@ def test_a_real_benchmark_writes_the_json_fields(tmp_path):
     path = tmp_path / "char_rnn.json"
     tiny = ["--steps", "1", "--new-chars", "10", "--batch-sizes", "2", "4", "--series-steps", "1"]
     subprocess.run(
-        [sys.executable, str(BENCH_DIR / "bench_char_rnn.py"), *tiny, "--json", str(path)],
+        [sys.executable, "-m", "benchmarks.bench_char_rnn", *tiny, "--json", str(path)],
+        cwd=REPO,
         check=True,
         capture_output=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},

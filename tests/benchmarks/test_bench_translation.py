@@ -6,14 +6,10 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-from bench_translation import NOT_WORD, main, perturb, perturbed_sources  # noqa: E402
+from benchmarks.bench_translation import NOT_WORD, main, perturb, perturbed_sources
 
 
 def edit_distance(a: str, b: str) -> int:

@@ -5,17 +5,13 @@ variants' steps timed in turn)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import torch
-from recipe_helpers import write_recipe
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import bench_recipe_steps  # noqa: E402
-from bench_gru_recurrence import scan_gru  # noqa: E402
+from benchmarks import bench_recipe_steps
+from benchmarks.bench_gru_recurrence import scan_gru
+from tests.helpers.recipe_helpers import write_recipe
 
 
 def test_the_hand_written_gru_is_nn_gru_forward_and_backward():

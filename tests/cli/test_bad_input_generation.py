@@ -11,8 +11,8 @@ handlers called directly. Each gives a valid output (text, one translation per i
 clear error naming the parameter and its allowed values.
 
 The models are the tiny trained char-RNN run (``char_rnn_run``) and untrained tiny models
-built from the tiny recipes of ``tests/tiny_runs.py`` (weights do not matter here).
-Tokenizers and recipes are fuzzed in ``tests/test_bad_input.py``.
+built from the tiny recipes of ``tests/helpers/tiny_runs.py`` (weights do not matter here).
+Tokenizers and recipes are fuzzed in ``tests/recipes/test_bad_input.py``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,6 @@ import gradio as gr
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from recipe_helpers import write_recipe
-from test_bad_input import FUZZ as BASE_FUZZ
-from test_bad_input import MIXED_SCRIPTS, one_error_line, texts
-from tiny_runs import TINY_TRANSLATION_MODELS
 
 from hfattn.cli import main
 from hfattn.commands.inputs import load_model_and_tokenizer
@@ -35,6 +31,10 @@ from hfattn.hub import load_space_app
 from hfattn.hub.assets import asset_dir
 from hfattn.tasks.causal_lm.inference import generate_text
 from hfattn.tasks.translation.inference import translate_texts
+from tests.helpers.recipe_helpers import write_recipe
+from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
+from tests.recipes.test_bad_input import FUZZ as BASE_FUZZ
+from tests.recipes.test_bad_input import MIXED_SCRIPTS, one_error_line, texts
 
 FUZZ = settings(BASE_FUZZ, max_examples=25)
 """The budget of every property here."""
@@ -69,7 +69,7 @@ def char_lm(char_rnn_run):
 @pytest.fixture(scope="module")
 def gpt2_folder(tmp_path_factory) -> Path:
     """A tiny random GPT-2 with 32 positions (a fixed context)."""
-    from tiny_pretrained import tiny_gpt2_folder
+    from tests.helpers.tiny_pretrained import tiny_gpt2_folder
 
     return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"), n_positions=32, vocab_size=300)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_bad_input import one_error_line
-from test_saved_generation_config import runs  # noqa: F401  (the fixture)
 
 from hfattn.cli import build_parser, main
+from tests.cli.test_saved_generation_config import runs  # noqa: F401  (the fixture)
+from tests.recipes.test_bad_input import one_error_line
 
 LABELS = ["comedy", "history", "tragedy"]
 TEXTS = ["BTSXSE", "BPVVE"]
@@ -100,7 +100,7 @@ def run(capsys, *argv: str) -> list[str]:
 
 
 def test_translate_with_the_beam_width_before_the_text(runs, capsys):  # noqa: F811
-    from test_saved_generation_config import translations
+    from tests.cli.test_saved_generation_config import translations
 
     folder = str(runs["bahdanau"])
     sources = ["7/4/76", "April 22, 2019"]

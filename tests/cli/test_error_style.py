@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.common.field_checks import describe_type
 from hfattn.common.models_source import config_field_types
 from hfattn.recipes import RecipeError, load_recipe, recipe_outline
+from tests.helpers.recipe_helpers import write_recipe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -33,13 +33,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_bad_input import one_error_line
 
 from hfattn.cli import main
 from hfattn.commands.inputs import ModelLoadError, locate_model
 from hfattn.storage.run_folder import CHECKPOINT_PREFIX, RECIPE_FILE, checkpoints_dir
+from tests.recipes.test_bad_input import one_error_line
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REBER_RECIPE = ROOT / "recipes" / "rnn_classifier_reber.yaml"
 REBER_LABELS = ["invalid", "valid"]
 GENRES = ["comedy", "history", "tragedy"]
@@ -59,7 +59,6 @@ def models(tmp_path_factory) -> dict[str, Path]:
     """Untrained tiny folders: a char-RNN LM, a Bahdanau translator over a word tokenizer, an
     RNN classifier of Reber symbols (the recipe's tokenizer), a DistilBERT genre classifier and
     a DistilBERT masked LM (a base model without a classification head)."""
-    from tiny_pretrained import tiny_distilbert_tokenizer
     from transformers import (
         DistilBertConfig,
         DistilBertForMaskedLM,
@@ -71,6 +70,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     from hfattn.tasks.classification.recipe import ClassificationTokenizerSection
     from hfattn.tokenization.characters import build_char_tokenizer
     from hfattn.tokenization.translation import build_translation_tokenizer
+    from tests.helpers.tiny_pretrained import tiny_distilbert_tokenizer
 
     root = tmp_path_factory.mktemp("models")
     torch.manual_seed(0)
@@ -616,7 +616,7 @@ def test_tokenizer_whitespace_is_checked_before_anything_loads(capsys, override,
 
 def test_a_trained_reber_classifier_reads_the_string_as_typed(tmp_path, capsys, caplog):
     """A few-step run of the recipe: the saved tokenizer drops spaces too."""
-    from tiny_runs import build_classification_run
+    from tests.helpers.tiny_runs import build_classification_run
 
     run = build_classification_run(tmp_path, "rnn_classifier_reber.yaml")
     capsys.readouterr()

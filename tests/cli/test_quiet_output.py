@@ -4,15 +4,9 @@ when it has nothing to rewrite."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+from docs.hooks import results_tables
 from hfattn.commands.report import print_metrics
 from hfattn.tasks.classification.job import SAMPLE_WIDTH, sample_text
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import results_tables  # noqa: E402
 
 
 def test_a_sample_ends_in_an_ellipsis_only_when_it_was_cut():

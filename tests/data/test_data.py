@@ -86,9 +86,8 @@ def test_encode_corpus_marks_document_starts_with_bos():
 
 
 def test_a_latin1_corpus_is_one_line_naming_the_file_and_the_line(tmp_path, capsys):
-    from recipe_helpers import write_recipe
-
     from hfattn.cli import main
+    from tests.helpers.recipe_helpers import write_recipe
 
     corpus = tmp_path / "latin1.txt"
     corpus.write_bytes("ROMEO:\nBut soft!\nJULIET:\nAy me, caf\u00e9!\n".encode("latin-1"))

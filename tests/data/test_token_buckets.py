@@ -261,7 +261,7 @@ def test_prefetch_stops_its_thread_when_the_run_stops_early():
 def test_a_run_with_a_token_budget_trains_about_the_budget_a_step(tmp_path):
     import json
 
-    from tiny_runs import build_translation_run
+    from tests.helpers.tiny_runs import build_translation_run
 
     run = build_translation_run(tmp_path / "run", model="vaswani", steps=12,
                                 training={"token_budget": 600, "length_buckets": 4,

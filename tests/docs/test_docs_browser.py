@@ -23,9 +23,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from test_spaces import CHROMIUM, CHROMIUM_ARGS
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.spaces.test_spaces import CHROMIUM, CHROMIUM_ARGS
+
+REPO = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 1280, 800
 OFF_MACHINE = re.compile(r"^https?://(?!127\.0\.0\.1[:/])")
 """Requests the tests refuse: the site must work without the network (fonts and MathJax from a

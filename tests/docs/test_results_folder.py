@@ -1,5 +1,5 @@
 """``benchmarks/results/`` holds only what is read: each of its files is read by
-``benchmarks/results_tables.py`` (the published tables and paragraphs), named by a test, or
+``docs/hooks/results_tables.py`` (the published tables and paragraphs), named by a test, or
 named by a page (the README, ``docs/``, the benchmark pages that the site publishes). A file
 that nothing reads fails here with its name: an exploratory run stays out of the tree (git
 keeps what was committed)."""
@@ -10,15 +10,14 @@ import fnmatch
 import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from unittest import mock
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-sys.path.insert(0, str(REPO / "benchmarks"))
+from docs.hooks import results_tables
 
-import results_tables  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results"
+
 
 TOKEN = re.compile(r"[\w.-]+")
 """A file name as a page or a test writes it (a link's or a path's last part included)."""
@@ -86,7 +85,7 @@ def named_in(paths) -> set[str]:
 
 def suite_modules() -> list[Path]:
     """The test modules, this one left out (its names are no reader)."""
-    return [p for p in sorted((REPO / "tests").glob("*.py")) if p.name != Path(__file__).name]
+    return [p for p in sorted((REPO / "tests").rglob("*.py")) if p != Path(__file__).resolve()]
 
 
 def unread_files(names, read) -> list[str]:

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import results_tables  # noqa: E402
-from results_tables import (  # noqa: E402
+from docs.hooks import results_tables
+from docs.hooks.results_tables import (
     ATTENTION_VARIANTS,
     BAHDANAU_PAGE,
     FEED,
@@ -237,7 +234,7 @@ def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
     root = copy_results(tmp_path)
     write_feed(root)
     block = results_tables.feed_block(root)
-    assert "(`.venv/bin/python benchmarks/bench_feed.py`, 4-core Test CPU 9000, AVX2)" in block
+    assert "(`.venv/bin/python -m benchmarks.bench_feed`, 4-core Test CPU 9000, AVX2)" in block
     assert (
         "| `vaswani_bible_en_es_base` | 3,000 | 3 | 14.1%, 14.3% | 24,756 (21,183–25,338) "
         "| -1.0% of 25,000 |" in block

@@ -4,7 +4,7 @@
 A point is ``step:N`` (once step ``N`` is done and logged, before its checkpoint is written)
 or ``checkpoint:N`` (in the middle of writing the checkpoint of step ``N``: after the weights
 and optimizer state, before ``progress.json`` and the rename). :func:`cli_with_fault` runs
-``hfattn.cli.main`` with every recipe run given that callback (``python -m fault_injection
+``hfattn.cli.main`` with every recipe run given that callback (``python -m tests.helpers.fault_injection
 POINT ARGS...`` does it in a fresh interpreter). :func:`nan_loss_at` makes chosen training
 losses NaN instead, as a diverging run would.
 """

@@ -15,6 +15,7 @@ Used by the publishing tests and by ``benchmarks/bench_space.py``.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -188,9 +189,9 @@ def greedy_and_sampled(model, tokenizer, prompt: str = "ROMEO:", n: int = 40) ->
 LOAD_SCRIPT = f"""
 import importlib.util, json, sys
 assert importlib.util.find_spec("hfattn") is None, "hfattn must not be importable here"
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from fresh_env import greedy_and_sampled
+{inspect.getsource(greedy_and_sampled)}
 repo = sys.argv[1]
 tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
 model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True).eval()

@@ -26,7 +26,7 @@ def assert_same_generations_without_hfattn(
 ) -> None:
     """``folder`` (saved from ``model``) loaded with ``trust_remote_code`` by ``fresh_python``
     gives the greedy and beam-3 outputs ``model`` gives here (``ids`` padded with 0)."""
-    from fresh_env import run_offline_without_hfattn
+    from tests.helpers.fresh_env import run_offline_without_hfattn
 
     with torch.no_grad():
         greedy = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8)

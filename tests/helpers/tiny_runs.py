@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recipe_helpers import write_recipe
+from tests.helpers.recipe_helpers import write_recipe
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 TINY_CLASSIFICATION_TRAINING = [
     "data.train_size=300",
     "training.max_steps=20",

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 from huggingface_hub import ModelCard, SpaceCard
-from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.data import classification, text, translation
@@ -20,8 +19,9 @@ from hfattn.hub import HubSettings, ModelFolderError, inspect_folder
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.recipes.schema import HubSection, RecipeError
+from tests.helpers.recipe_helpers import write_recipe
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 PD_LINK = "https://creativecommons.org/publicdomain/mark/1.0/"
 FINE_TUNES = {
     "gpt2_shakespeare.yaml": "mit",

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from fresh_env import run_card_snippet, space_from_hub
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
-from space_helpers import launch_space
-from test_spaces import CHROMIUM, CHROMIUM_ARGS
-from tiny_runs import build_classification_run
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import ModelFolderError, inspect_folder
 from hfattn.tasks.classification.task import TASK as CLASSIFICATION
+from tests.helpers.fresh_env import run_card_snippet, space_from_hub
+from tests.helpers.space_helpers import launch_space
+from tests.helpers.tiny_runs import build_classification_run
+from tests.spaces.test_spaces import CHROMIUM, CHROMIUM_ARGS
 
 BASE_ID = "distilbert/distilbert-base-uncased"
 """The base model the DistilBERT recipes name (``hub.base_model``); the tiny random DistilBERT
@@ -58,7 +58,7 @@ def distilbert_overrides(base: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory) -> Path:
-    from tiny_pretrained import tiny_distilbert_folder
+    from tests.helpers.tiny_pretrained import tiny_distilbert_folder
 
     return tiny_distilbert_folder(tmp_path_factory.mktemp("base"))
 

@@ -11,15 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TEST_TOKEN
-from fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
 from huggingface_hub import ModelCard, SpaceCard
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import HubPushError, citations, inspect_folder, push_model_folder, render_model_card
 from hfattn.hub import push as push_module
+from tests.conftest import TEST_TOKEN
+from tests.helpers.fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
 
-TESTS_DIR = Path(__file__).parent
 PUBLISHED = {
     "README.md",
     "config.json",
@@ -435,10 +434,9 @@ def test_merge_refused_for_full_model(char_rnn_run, tmp_path):
 
 # --------------------------------------------------------------- push at the end of training
 def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
-    from recipe_helpers import write_recipe
-
     from hfattn.orchestration.run import run_recipe
     from hfattn.recipes import load_recipe
+    from tests.helpers.recipe_helpers import write_recipe
 
     recipe = write_recipe(
         tmp_path,
@@ -466,7 +464,7 @@ def test_recipe_push_to_hub_publishes_the_finished_run(hub_server, tmp_path):
 def test_a_short_run_pushed_with_force_says_so_atop_its_results(
     hub_server, char_rnn_run, tmp_path, capsys
 ):
-    from recipe_helpers import write_recipe
+    from tests.helpers.recipe_helpers import write_recipe
 
     recipe = write_recipe(
         tmp_path,

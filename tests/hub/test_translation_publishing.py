@@ -13,15 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fresh_env import run_card_snippet
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import ModelCard
-from space_helpers import heatmap, launch_space
-from test_spaces import CHROMIUM, CHROMIUM_ARGS
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
+from tests.helpers.fresh_env import run_card_snippet
+from tests.helpers.space_helpers import heatmap, launch_space
+from tests.spaces.test_spaces import CHROMIUM, CHROMIUM_ARGS
 
 MAX_INPUT_CHARS = 200
 NEW_TOKENS = 16
@@ -46,11 +46,10 @@ or the built-in Marian while that model is not in the tree."""
 def translation_run(tmp_path_factory) -> Path:
     """A finished tiny translation run (date normalisation, trained long enough for different
     dates to translate differently); do not modify it."""
-    from recipe_helpers import write_recipe
-    from tiny_runs import TINY_TRANSLATION_MODELS
-
     from hfattn.orchestration.run import run_recipe
     from hfattn.recipes import load_recipe
+    from tests.helpers.recipe_helpers import write_recipe
+    from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 
     run = tmp_path_factory.mktemp("runs") / f"{MODEL}_tiny"
     recipe = write_recipe(
@@ -323,7 +322,7 @@ def test_translation_space_from_hub_runs_without_hfattn(
 ):
     """The pushed model + Space, downloaded and started like on Spaces (``python app.py``) in
     an environment without hfattn, translate like hfattn does."""
-    from fresh_env import space_from_hub
+    from tests.helpers.fresh_env import space_from_hub
 
     push_model_folder(translation_run, "tester/translation-e2e", space=True)
     start = time.perf_counter()

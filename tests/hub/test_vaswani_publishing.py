@@ -18,19 +18,19 @@ import torch
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import HfApi, ModelCard
-from space_helpers import heatmap, launch_space
-from test_translation_publishing import (
-    NEW_TOKENS,
-    SENTENCES,
-    expected_translations,
-    push_translation_run,
-)
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import (
     inspect_folder,
     push_model_folder,
     render_model_card,
+)
+from tests.helpers.space_helpers import heatmap, launch_space
+from tests.hub.test_translation_publishing import (
+    NEW_TOKENS,
+    SENTENCES,
+    expected_translations,
+    push_translation_run,
 )
 
 LAYERS, HEADS = 2, 4  # tiny_runs.TINY_TRANSLATION_MODELS["vaswani"]
@@ -51,7 +51,7 @@ REMOTE_CODE_FILES = {
 def vaswani_run(tmp_path_factory) -> Path:
     """A finished tiny Vaswani translation run (2+2 layers, 4 heads; date normalisation, long
     enough for different dates to translate differently); do not modify it."""
-    from tiny_runs import build_vaswani_translation_run
+    from tests.helpers.tiny_runs import build_vaswani_translation_run
 
     return build_vaswani_translation_run(tmp_path_factory.mktemp("runs") / "vaswani_tiny")
 
@@ -329,7 +329,7 @@ def test_vaswani_space_from_hub_runs_without_hfattn(
     """The pushed model + Space, downloaded and started like on Spaces (``python app.py``) in
     an environment without hfattn, translate like hfattn does and draw the chosen head; the
     card's usage snippet runs there too."""
-    from fresh_env import run_card_snippet, space_from_hub
+    from tests.helpers.fresh_env import run_card_snippet, space_from_hub
 
     repo_id = "tester/vaswani-e2e"
     push_model_folder(vaswani_run, repo_id, space=True)

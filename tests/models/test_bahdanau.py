@@ -7,8 +7,6 @@ import math
 
 import pytest
 import torch
-from model_testers import label_smoothed_loss
-from seq2seq_tasks import copy_reverse_batch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
@@ -16,6 +14,8 @@ from hfattn import BahdanauConfig, BahdanauForConditionalGeneration, RecurrentCa
 from hfattn.models import BahdanauModel
 from hfattn.models.distributions import DISTRIBUTIONS
 from hfattn.models.scores import SCORES
+from tests.helpers.model_testers import label_smoothed_loss
+from tests.helpers.seq2seq_tasks import copy_reverse_batch
 
 VOCAB = 16
 PAD, BOS, EOS = 0, 2, 3

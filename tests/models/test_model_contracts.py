@@ -16,7 +16,9 @@ import pytest
 import torch
 import transformers
 from huggingface_hub.errors import StrictDataclassFieldValidationError
-from model_testers import (
+from transformers import AutoConfig
+
+from tests.helpers.model_testers import (
     BAHDANAU_LUONG_ONE_PASS,
     EOS,
     LENGTHS,
@@ -25,7 +27,6 @@ from model_testers import (
     VOCAB,
     ModelTester,
 )
-from transformers import AutoConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -609,7 +610,7 @@ print(json.dumps(results))
 
 @pytest.mark.slow
 def test_every_family_loads_and_runs_in_a_python_without_hfattn(saved, fresh_python, tmp_path):
-    from fresh_env import run_offline_without_hfattn
+    from tests.helpers.fresh_env import run_offline_without_hfattn
 
     specs, expected = {}, {}
     for tester in TESTERS:

@@ -3,8 +3,9 @@
 import json
 
 import pytest
-from fresh_env import LOAD_SCRIPT, greedy_and_sampled, run_offline_without_hfattn
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from tests.helpers.fresh_env import LOAD_SCRIPT, greedy_and_sampled, run_offline_without_hfattn
 
 pytestmark = pytest.mark.slow
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_vaswani import PAD, VOCAB, tiny_config
 from torch.nn import functional as F
 
 from hfattn import VaswaniForConditionalGeneration
 from hfattn.models import masking
 from hfattn.models.masking import causal_mask, to_additive_mask
+from tests.models.test_vaswani import PAD, VOCAB, tiny_config
 
 SOURCE_LENGTHS = (7, 4, 6)
 TARGET_LENGTHS = (5, 3, 4)

@@ -9,8 +9,6 @@ from functools import partial
 
 import pytest
 import torch
-from model_testers import label_smoothed_loss
-from seq2seq_tasks import copy_reverse_batch as reverse_task_batch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 from transformers.cache_utils import StaticCache
@@ -18,6 +16,8 @@ from transformers.cache_utils import StaticCache
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
 from hfattn.models.modeling_vaswani import tfixup_scales
 from hfattn.models.scores import SCORES
+from tests.helpers.model_testers import label_smoothed_loss
+from tests.helpers.seq2seq_tasks import copy_reverse_batch as reverse_task_batch
 
 VOCAB, EOS, PAD = 16, 3, 0
 

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_sdpa_masks import padded, tiny
 from transformers import GradientCheckpointingLayer
 
 from hfattn import VaswaniForConditionalGeneration
 from hfattn.models import modeling_vaswani
 from hfattn.models.attention import MultiHeadAttention
+from tests.models.test_sdpa_masks import padded, tiny
 
 MODEL_FILE = Path(modeling_vaswani.__file__)
 SOURCE_LENGTHS, TARGET_LENGTHS = (7, 4, 6), (5, 3, 5)
@@ -316,7 +316,7 @@ print(json.dumps(results))
 def test_saved_folders_load_without_hfattn_for_the_plain_and_the_general_attention(
     fresh_python, tmp_path
 ):
-    from fresh_env import run_offline_without_hfattn
+    from tests.helpers.fresh_env import run_offline_without_hfattn
 
     folders, expected = {}, {}
     for name, changes in (("plain", {}), ("additive", {"attention_score": "additive"})):

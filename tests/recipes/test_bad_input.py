@@ -9,7 +9,7 @@
   deleted either validates or fails with one :class:`~hfattn.recipes.RecipeError` (through the
   CLI: exit status 2 and one ``error: ...`` line) that names the mutated key. Nothing is trained.
 
-Generation, translation and the Spaces are fuzzed in ``tests/test_bad_input_generation.py``.
+Generation, translation and the Spaces are fuzzed in ``tests/cli/test_bad_input_generation.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from hfattn.recipes import RecipeBase, RecipeError, load_recipe
 from hfattn.tokenization.characters import build_char_tokenizer
 from hfattn.tokenization.translation import SPECIAL_TOKEN_DELIMITERS, build_translation_tokenizer
 
-RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 
 FUZZ = settings(
     max_examples=40,

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 import pytest
-from recipe_helpers import write_recipe
 
 from hfattn.data.sources import check_source
 from hfattn.recipes import task_recipe
 from hfattn.tasks import TASK_NAMES, get_task
+from tests.helpers.recipe_helpers import write_recipe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
 FAST_S = 2.0
 """The most an early error may take, interpreter start included (it took 4 to 50 s)."""
@@ -415,7 +415,7 @@ except ValueError as err:
 
 def test_hub_dataset_ids_keep_working(tmp_path):
     """A real Hub id passes the check and loads (a local Hub-compatible server)."""
-    from hub_server import HubServer
+    from tests.helpers.hub_server import HubServer
 
     corpus = tmp_path / "train.txt"
     corpus.write_text("To be, or not to be, that is the question.\n" * 50, encoding="utf-8")

@@ -2,10 +2,10 @@
 
 import pytest
 import yaml
-from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.recipes import RecipeError, load_recipe
+from tests.helpers.recipe_helpers import write_recipe
 
 
 @pytest.mark.parametrize(

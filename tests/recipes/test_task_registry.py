@@ -13,7 +13,7 @@ import pytest
 from hfattn.recipes import RecipeError, register_task_recipe, task_names, task_recipe
 from hfattn.tasks import TASK_NAMES, get_task
 
-PACKAGE = Path(__file__).resolve().parent.parent / "hfattn"
+PACKAGE = Path(__file__).resolve().parents[2] / "hfattn"
 
 
 def test_every_task_registers_its_recipe_class_metrics_and_source_check():

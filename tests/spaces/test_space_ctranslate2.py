@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from gradio_client import Client
-from space_helpers import heatmap, launch_space
-from test_translation_publishing import NEW_TOKENS, SENTENCES, expected_translations
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
+from tests.helpers.space_helpers import heatmap, launch_space
+from tests.hub.test_translation_publishing import NEW_TOKENS, SENTENCES, expected_translations
 
 pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed: pip install 'hfattn[serve]'"
@@ -39,7 +38,7 @@ CTRANSLATE2 = "engine: CTranslate2 (float32)"
 def runs(tmp_path_factory) -> tuple[Path, Path]:
     """``(with_export, plain)``: the tiny Vaswani run with its fp32 export in ``ct2/``, and a
     copy of it without one; do not modify them."""
-    from tiny_runs import build_vaswani_translation_run
+    from tests.helpers.tiny_runs import build_vaswani_translation_run
 
     root = tmp_path_factory.mktemp("ct2_space")
     run = build_vaswani_translation_run(root / "vaswani")
@@ -217,7 +216,7 @@ def test_space_from_hub_decodes_with_the_export_without_hfattn(
 ):
     """The pushed model + export + Space, started like on Spaces (``python app.py``) in an
     environment without hfattn, decode with CTranslate2 and translate as hfattn does."""
-    from fresh_env import space_from_hub
+    from tests.helpers.fresh_env import space_from_hub
 
     repo_id = "tester/ct2-e2e"
     push_model_folder(runs[0], repo_id, space=True)
@@ -236,8 +235,7 @@ def test_space_from_hub_decodes_with_the_export_without_hfattn(
 def test_benchmark_engine_records_judge_the_p95_target():
     """``bench_space_load.py --engines``: the p95 ratio generate / CTranslate2 is judged
     against 2×, failed requests against 0; the table has one row per engine."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from bench_space_load import engine_records, engines_table
+    from benchmarks.bench_space_load import engine_records, engines_table
 
     def engine(line, p50, p95, failed=0):
         summary = {"clients": 50, "failed": failed, "p50_s": p50, "p95_s": p95}

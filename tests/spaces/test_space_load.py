@@ -1,21 +1,17 @@
 """The Space apps under load: 50 concurrent ``gradio_client`` clients per app, all answered
 correctly because the queue makes the excess wait; a queue sized below the load refuses the
 excess (so the settings are what makes the difference); no memory growth over repeated
-requests (``benchmarks/space_load.py`` does the measuring, ``benchmarks/bench_space_load.py``
+requests (``benchmarks/lib/space_load.py`` does the measuring, ``benchmarks/bench_space_load.py``
 the full 100 vs 1,000 requests)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from space_helpers import launch_space
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-from space_load import (  # noqa: E402
+from benchmarks.lib.space_load import (
     SCENARIOS,
     call_once,
     load_scenario,
@@ -26,6 +22,7 @@ from space_load import (  # noqa: E402
     scenario_memory,
     serve_space,
 )
+from tests.helpers.space_helpers import launch_space
 
 CLIENTS = 50
 QUEUE_ENV = ("HFATTN_CONCURRENCY_LIMIT", "HFATTN_QUEUE_SIZE")
@@ -44,7 +41,7 @@ TIMEOUTS = {"request_timeout_s": 300, "deadline_s": 400}
 @pytest.fixture(scope="module")
 def runs(char_rnn_run, tmp_path_factory) -> dict[str, Path]:
     """A tiny trained run folder per Space app."""
-    from tiny_runs import build_classification_run, build_translation_run
+    from tests.helpers.tiny_runs import build_classification_run, build_translation_run
 
     tmp = tmp_path_factory.mktemp("load_runs")
     return {
@@ -154,7 +151,7 @@ def test_memory_check_catches_a_leak():
 
 
 def test_queue_settings_from_env(monkeypatch):
-    from test_spaces import _frame
+    from tests.spaces.test_spaces import _frame
 
     frame = _frame()
     for name in QUEUE_ENV:
@@ -185,7 +182,7 @@ def test_load_only_against_loopback(driver):
 def test_benchmark_records_judge_the_targets(tmp_path):
     """``bench_space_load.py``'s ``--json`` records: 0 failed requests and ≤ 5 % growth are met,
     one failure or 6 % growth are not; the table has one row per app."""
-    from bench_space_load import markdown_table, report_records
+    from benchmarks.bench_space_load import markdown_table, report_records
 
     def result(app, failed, growth):
         load = {"clients": 50, "failed": failed, "p50_s": 1.0, "p95_s": 2.0, "max_s": 2.5}

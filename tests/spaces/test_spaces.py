@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
-from space_helpers import launch_space
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, push_model_folder, stage_space
 from hfattn.hub.assets import asset_dir
+from tests.helpers.space_helpers import launch_space
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -179,7 +179,7 @@ def test_text_generation_in_headless_chromium(space_app, char_rnn_run, tmp_path)
 def test_space_from_hub_runs_without_hfattn(hub_server, char_rnn_run, fresh_python, tmp_path):
     """The pushed Space, downloaded and started like on Spaces (``python app.py``) in an
     environment without hfattn, finds its model through the README and answers."""
-    from fresh_env import space_from_hub
+    from tests.helpers.fresh_env import space_from_hub
 
     push_model_folder(char_rnn_run, "tester/space-e2e", space=True)
     start = time.perf_counter()

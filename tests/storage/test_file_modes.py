@@ -9,11 +9,11 @@ import stat
 from pathlib import Path
 
 import pytest
-from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.plotting.figures import plot
 from hfattn.storage import file_io
+from tests.helpers.recipe_helpers import write_recipe
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ training summary, the baselines and the benchmark reports carry that block."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from benchmarks.lib import benchlib
 from hfattn.common.machine import (
     command_line,
     cpu_isa,
@@ -21,10 +21,7 @@ from hfattn.common.machine import (
 from hfattn.training.checkpoints import Progress
 from hfattn.training.results import training_summary
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import benchlib  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cpuinfo(model: str, flags: str, key: str = "flags") -> str:

@@ -13,7 +13,6 @@ import shutil
 
 import pytest
 import yaml
-from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.orchestration import run as orchestration
@@ -22,6 +21,7 @@ from hfattn.recipes import load_recipe
 from hfattn.storage import run_folder
 from hfattn.storage.model_folder import CONFIG_FILE
 from hfattn.tasks import get_task
+from tests.helpers.recipe_helpers import write_recipe
 
 STOP_AT = 3
 TRAINING = {"max_steps": 10, "eval_every": 10, "save_every": 100, "log_every": 1}

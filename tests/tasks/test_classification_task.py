@@ -12,7 +12,6 @@ import random
 import peft
 import pytest
 import torch
-from tiny_pretrained import tiny_distilbert_folder
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from hfattn.cli import main
@@ -22,6 +21,7 @@ from hfattn.tasks.classification.inference import load_classifier
 from hfattn.tasks.classification.task import TASK
 from hfattn.tasks.pretrained import trainable_parameters
 from hfattn.training.engine import train
+from tests.helpers.tiny_pretrained import tiny_distilbert_folder
 
 GOOD = "good great happy love wonderful fine sweet merry".split()
 BAD = "bad awful sad hate terrible poor bitter grim".split()

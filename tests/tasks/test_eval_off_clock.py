@@ -11,7 +11,6 @@ import time
 
 import pytest
 import torch
-from recipe_helpers import write_recipe
 from torch.nn import functional as F
 
 from hfattn.data.seq2seq import IGNORE_INDEX, pad_pairs
@@ -20,6 +19,7 @@ from hfattn.tasks import get_task
 from hfattn.tasks.translation.encoding import encode_sources, encode_targets
 from hfattn.training.checkpoints import Progress
 from hfattn.training.engine import train
+from tests.helpers.recipe_helpers import write_recipe
 
 SLEEP_S = 0.5
 """What the sleeping evaluation of the engine tests adds to every scoring."""
@@ -28,7 +28,7 @@ SLEEP_S = 0.5
 @pytest.fixture(scope="module")
 def translation_job(tmp_path_factory):
     """A tiny untrained Marian job on date normalisation (built, not trained)."""
-    from tiny_runs import TINY_TRANSLATION_MODELS
+    from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 
     folder = tmp_path_factory.mktemp("eval_job")
     recipe = write_recipe(

@@ -24,7 +24,7 @@ TEXT_METRICS = ("bleu", "chrf", "exact_match")
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A tiny Vaswani run (saved generation settings: beam 2, 16 new tokens)."""
-    from tiny_runs import build_vaswani_translation_run
+    from tests.helpers.tiny_runs import build_vaswani_translation_run
 
     return build_vaswani_translation_run(tmp_path_factory.mktemp("decoding") / "run")
 

@@ -1,6 +1,6 @@
 """GPT-2 causal-LM fine-tuning, full and LoRA: the real recipes (recipes/gpt2_shakespeare*.yaml)
 run on a tiny random ``GPT2LMHeadModel`` with a byte-level BPE tokenizer trained here
-(``tests/tiny_pretrained.py``), since the Hub cannot be reached.
+(``tests/helpers/tiny_pretrained.py``), since the Hub cannot be reached.
 
 Checked: block packing, the loss going down, bits per character as total nats over the
 characters of the held-out text, LoRA training only the adapter (base weights bitwise
@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from tiny_pretrained import tiny_gpt2_folder
 
 from hfattn.cli import main as cli_main
 from hfattn.data.lm import PackedBlocks, count_characters, encode_corpus
@@ -27,10 +26,11 @@ from hfattn.data.shakespeare import play_text
 from hfattn.orchestration.run import build_job, run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.recipes.schema import RecipeError
+from tests.helpers.tiny_pretrained import tiny_gpt2_folder
 
 peft = pytest.importorskip("peft", reason="peft is not installed: LoRA fine-tuning is untested")
 
-RECIPES = Path(__file__).parent.parent / "recipes"
+RECIPES = Path(__file__).parents[2] / "recipes"
 FULL, LORA = RECIPES / "gpt2_shakespeare.yaml", RECIPES / "gpt2_shakespeare_lora.yaml"
 HUB_BASE = "openai-community/gpt2"
 STEPS = 30
@@ -421,7 +421,7 @@ def test_recipe_fields_that_do_not_fit_gpt2(base_folder, corpus, tmp_path, setti
 
 
 def test_lora_on_a_model_trained_from_scratch_is_refused(tmp_path):
-    from recipe_helpers import write_recipe
+    from tests.helpers.recipe_helpers import write_recipe
 
     path = write_recipe(tmp_path, lora={"r": 4, "target_modules": ["lm_head"]})
     with pytest.raises(RecipeError, match=r"^lora: applies to a pretrained model"):

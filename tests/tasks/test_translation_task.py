@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
-from recipe_helpers import write_recipe
 
 from hfattn.cli import main
 from hfattn.data.seq2seq import IGNORE_INDEX, PairBatches
@@ -25,11 +24,12 @@ from hfattn.tasks import TASK_NAMES, get_task
 from hfattn.tasks.translation.encoding import SourceTooLongError, encode_sources, reference_text
 from hfattn.tasks.translation.inference import translate_texts
 from hfattn.tokenization.translation import build_translation_tokenizer
+from tests.helpers.recipe_helpers import write_recipe
 
 
 @pytest.fixture(scope="module")
 def marian_run(tmp_path_factory):
-    from tiny_runs import build_translation_run
+    from tests.helpers.tiny_runs import build_translation_run
 
     return build_translation_run(tmp_path_factory.mktemp("tr") / "marian", model="marian")
 
@@ -235,10 +235,9 @@ def test_training_by_max_tokens_trains_the_size_cut_batches_in_order(tmp_path):
     :meth:`PairBatches.order` one after the other: the cumulative target tokens of
     ``metrics.jsonl`` are their sums, step by step; the recipe saved with the model keeps the
     setting."""
-    from tiny_runs import build_translation_run
-
     from hfattn.orchestration.run import build_job
     from hfattn.storage.run_folder import metrics_path
+    from tests.helpers.tiny_runs import build_translation_run
 
     out = build_translation_run(
         tmp_path / "by_size",
@@ -263,7 +262,8 @@ def test_a_unigram_run_saves_a_unigram_tokenizer_that_loads_without_hfattn(tmp_p
     unigram model, ``AutoTokenizer`` reads it back as the run built it, and ``hfattn
     translate`` writes text from it."""
     import transformers
-    from tiny_runs import build_translation_run
+
+    from tests.helpers.tiny_runs import build_translation_run
 
     out = build_translation_run(
         tmp_path / "unigram",
@@ -445,7 +445,11 @@ def test_no_repeat_ngram_size_goes_into_the_generation_config_and_binds_decoding
     assert len(set(zip(plain, plain[1:], strict=False))) < len(plain) - 1  # untrained: loops
 
 
-@pytest.mark.parametrize("path", sorted(Path("recipes").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml")),
+    ids=lambda p: p.stem,
+)
 def test_shipped_recipes_validate(path):
     recipe = load_recipe(path)
     assert recipe.name == path.stem
@@ -509,10 +513,10 @@ def test_spa_recipe_trains_on_a_local_spa_txt(tmp_path, caplog, name):
 
 def test_plot_attention_draws_the_alignment_of_a_translation(tmp_path, capsys):
     from matplotlib.image import imread
-    from tiny_runs import build_translation_run
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from hfattn.tasks.translation.inference import alignment
+    from tests.helpers.tiny_runs import build_translation_run
 
     run = build_translation_run(tmp_path / "bahdanau", model="bahdanau", steps=20)
     tok = AutoTokenizer.from_pretrained(run)
@@ -536,10 +540,10 @@ def test_the_translation_pipeline_translates_as_the_translate_command(tmp_path, 
     ``pipeline("hfattn-translation")`` (``TranslationPipeline``), which loads a saved run with
     ``AutoModelForSeq2SeqLM`` and translates as ``hfattn translate`` does, with generation
     settings at construction or per call on top of the run's ``generation_config.json``."""
-    from tiny_runs import build_translation_run
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
     from hfattn.models import TranslationPipeline
+    from tests.helpers.tiny_runs import build_translation_run
 
     run = build_translation_run(tmp_path / family, model=family, steps=20)
     translator = pipeline("hfattn-translation", model=str(run), num_beams=2, max_new_tokens=16)

@@ -16,14 +16,14 @@ import json
 
 import pytest
 import torch
-from recipe_helpers import write_recipe
 from safetensors.torch import load_file
-from tiny_runs import RECIPES, TINY_TRANSLATION_MODELS
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.recipes.schema import RecipeError
+from tests.helpers.recipe_helpers import write_recipe
+from tests.helpers.tiny_runs import RECIPES, TINY_TRANSLATION_MODELS
 
 RTOL = 1e-4
 

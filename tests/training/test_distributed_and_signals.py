@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from recipe_helpers import write_recipe
-from test_training import assert_same_weights
+
+from tests.helpers.recipe_helpers import write_recipe
+from tests.training.test_training import assert_same_weights
 
 pytestmark = pytest.mark.slow
 

@@ -24,20 +24,20 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from fault_injection import cli_with_fault, kill_at, nan_loss_at
-from recipe_helpers import corpus_file, write_recipe
-from test_hub_push import PUBLISHED
-from test_training import assert_same_weights, weights
-from tiny_runs import TINY_TRANSLATION_MODELS
 
 from hfattn.cli import main
 from hfattn.hub import HubPushError, push_model_folder
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.storage.run_folder import latest_checkpoint
+from tests.helpers.fault_injection import cli_with_fault, kill_at, nan_loss_at
+from tests.helpers.recipe_helpers import corpus_file, write_recipe
+from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
+from tests.hub.test_hub_push import PUBLISHED
+from tests.training.test_training import assert_same_weights, weights
 
 SAVE_EVERY = 4
-RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
 _SERVER = multiprocessing.get_context("forkserver")
 _SERVER.set_forkserver_preload(
@@ -377,14 +377,18 @@ def test_the_cli_in_a_fresh_interpreter_survives_sigkill(tmp_path):
               "evaluation": {"splits": ["test"]}}  # fmt: skip
     run_recipe(load_recipe(small_recipe(tmp_path / "a", **common)))
     recipe = small_recipe(tmp_path / "b", **common)
-    tests = Path(__file__).resolve().parent
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
-    }
     for args, point in (([], "step:6"), (["--resume"], "checkpoint:8")):
-        command = [sys.executable, "-m", "fault_injection", point, "train", str(recipe), *args]
-        proc = subprocess.run(command, env=env, capture_output=True, text=True)
+        command = [
+            sys.executable,
+            "-m",
+            "tests.helpers.fault_injection",
+            point,
+            "train",
+            str(recipe),
+        ]
+        proc = subprocess.run(
+            [*command, *args], cwd=RECIPES_DIR.parent, capture_output=True, text=True
+        )
         assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
         assert f"fault injection: killing this process at {point}" in proc.stderr
     command = [sys.executable, "-m", "hfattn", "train", str(recipe), "--resume"]

@@ -6,7 +6,6 @@ import logging
 
 import pytest
 import torch
-from recipe_helpers import write_recipe
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
 from hfattn.cli import main
@@ -15,6 +14,7 @@ from hfattn.recipes import load_recipe
 from hfattn.training import engine
 from hfattn.training.engine import GPU_STEP_FLOPS, warn_if_sized_for_gpu
 from hfattn.training.throughput import FlopCounter, non_embedding_parameters
+from tests.helpers.recipe_helpers import write_recipe
 
 GPU_RECIPES = ("vaswani_bible_en_es_base", "bahdanau_bible_en_es_rnnsearch",
                "bahdanau_bible_en_es_luong_base")  # fmt: skip

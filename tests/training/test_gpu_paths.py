@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from fault_injection import nan_loss_at
-from recipe_helpers import write_recipe
 
 import hfattn.training.engine as engine
 from hfattn.cli import main
@@ -32,8 +30,10 @@ from hfattn.training.throughput import (
     mfu,
     vaswani_training_flops,
 )
+from tests.helpers.fault_injection import nan_loss_at
+from tests.helpers.recipe_helpers import write_recipe
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
 
 def char_rnn():

@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-from recipe_helpers import corpus_file, write_recipe
-from test_training import assert_same_weights
 
 import hfattn.training.results as results_module
 from hfattn.cli import main
@@ -29,6 +27,8 @@ from hfattn.storage.run_folder import latest_checkpoint
 from hfattn.tasks import get_task
 from hfattn.training import stop_signals
 from hfattn.training.checkpoints import Progress
+from tests.helpers.recipe_helpers import corpus_file, write_recipe
+from tests.training.test_training import assert_same_weights
 
 LAST_STEP = 10
 TRAINING = {

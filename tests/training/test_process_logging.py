@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from recipe_helpers import write_recipe
 
 from hfattn.common.launch import lone_launch_warning, process_rank
+from tests.helpers.recipe_helpers import write_recipe
 
 REBER = yaml.safe_load(
-    (Path(__file__).parents[1] / "recipes" / "rnn_classifier_reber.yaml").read_text()
+    (Path(__file__).parents[2] / "recipes" / "rnn_classifier_reber.yaml").read_text()
 )
 SHORT = {"max_steps": 12, "log_every": 4, "eval_every": None, "save_every": None}
 """A short run of the Reber classifier: 3 train records, one validation at the end."""

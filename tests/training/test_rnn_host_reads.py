@@ -6,29 +6,24 @@ over the padded width with device-side indices instead of packing with host leng
 encoder skips its right-padding check. Here that branch is selected on the CPU
 (:func:`~hfattn.models.rnn_layers.assume_reads_stall`) and checked against the packed path
 (outputs, final states, loss, gradients) and against the host-read counter of
-``benchmarks/host_reads.py``.
+``benchmarks/lib/host_reads.py``.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
 
-from hfattn.models.rnn_layers import assume_reads_stall, reads_stall, recurrent_layers
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-from host_reads import (  # noqa: E402
+from benchmarks.lib.host_reads import (
     bahdanau_host_reads_per_step,
     count_host_reads,
     right_padded_batch,
     tiny_model,
     training_step,
 )
+from hfattn.models.rnn_layers import assume_reads_stall, reads_stall, recurrent_layers
 
 TOL = {torch.float32: 1e-6, torch.float64: 1e-12}
 """Absolute and relative tolerance per dtype (float32: the kernels' summation orders differ)."""

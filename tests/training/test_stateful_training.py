@@ -10,12 +10,12 @@ import random
 
 import pytest
 import torch
-from recipe_helpers import write_recipe
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfattn.data.lm import encode_corpus
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
+from tests.helpers.recipe_helpers import write_recipe
 
 pytestmark = pytest.mark.slow
 WINDOW = 8

@@ -7,14 +7,14 @@ from unittest import mock
 
 import pytest
 import torch
-from fault_injection import nan_loss_at
-from recipe_helpers import write_recipe
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from hfattn.cli import main
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
+from tests.helpers.fault_injection import nan_loss_at
+from tests.helpers.recipe_helpers import write_recipe
 
 
 def weights(run_dir):

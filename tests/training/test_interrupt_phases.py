@@ -261,12 +261,15 @@ def test_a_signal_keeps_the_reason_a_run_is_already_stopping_for():
 
 
 def test_after_the_last_checkpoint_a_first_signal_stops_at_once():
+    """The handlers in place before are put back, whatever they were (Python's default, or
+    ``SIG_IGN`` where the suite started with SIGINT ignored, as ``nohup`` or ``&`` start it)."""
+    before = {s: signal.getsignal(s) for s in stop_signals.SIGNALS}
     reached = []
     with pytest.raises(stop_signals.Interrupted), stop_signals.stop_at_once(step=10):
         _signal_self(signal.SIGTERM)
         reached.append("after")
     assert reached == []
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert {s: signal.getsignal(s) for s in stop_signals.SIGNALS} == before
 
 
 def test_held_writes_finish_before_the_signal_stops_them():
@@ -292,7 +295,8 @@ _SERVER = multiprocessing.get_context("forkserver")
 
 def _train_waiting_in_final_evaluation(recipe: str, marker: str, log: str) -> None:
     """Body of the child: ``hfattn train recipe`` whose final evaluation of test touches
-    ``marker`` and waits there (for the parent's SIGINT); stderr goes to ``log``."""
+    ``marker`` and waits there (for the parent's SIGINT), touching ``marker.waited`` if the
+    wait ends; stderr goes to ``log``."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 2)
     task = get_task("causal-lm")
@@ -307,6 +311,7 @@ def _train_waiting_in_final_evaluation(recipe: str, marker: str, log: str) -> No
             if calls[0] == EVALUATE_CALLS["final evaluation"]:
                 Path(marker).touch()
                 time.sleep(120)
+                Path(marker).with_suffix(".waited").touch()
             return evaluate(model, split)
 
         job.evaluate = waiting
@@ -328,14 +333,13 @@ def test_a_sigint_from_outside_in_the_final_evaluation_then_resume(reference, tm
     while not marker.exists() and child.is_alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marker.exists(), log.read_text()[-2000:]
-    began = time.monotonic()
     os.kill(child.pid, signal.SIGINT)
-    child.join(timeout=60)
+    child.join(timeout=300)  # a busy machine may be slow to stop it; the marker tells "at once"
     if child.is_alive():  # not stopped: do not leave it waiting
         child.kill()
         child.join()
     assert child.exitcode == 130, log.read_text()[-2000:]
-    assert time.monotonic() - began < 30  # at once, not after the 120 s wait
+    assert not marker.with_suffix(".waited").exists()  # at once, not after the 120 s wait
     err = log.read_text()
     assert f"hfattn train --resume {tmp_path / 'run'}" in err and "Traceback" not in err
     assert latest_checkpoint(tmp_path / "run").name == f"step-{LAST_STEP}"

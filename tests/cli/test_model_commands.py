@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +36,7 @@ import torch
 from hfattn.cli import main
 from hfattn.commands.inputs import ModelLoadError, locate_model
 from hfattn.storage.run_folder import CHECKPOINT_PREFIX, RECIPE_FILE, checkpoints_dir
+from tests.helpers.network import RECORD_CONNECTIONS
 from tests.recipes.test_bad_input import one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,14 +172,16 @@ def test_owner_name_is_a_hub_id_unless_owner_is_a_local_folder_or_the_hub_is_off
         locate_model("someone/model")
 
 
-FAST_CLI = """
-import json, sys, time
-start = time.perf_counter()
+FAST_CLI = (
+    RECORD_CONNECTIONS
+    + """
+import json
 from hfattn.cli import main
 code = main(sys.argv[1:])
 heavy = [m for m in ("torch", "transformers", "hfattn.models") if m in sys.modules]
-print(json.dumps({"code": code, "heavy": heavy, "seconds": time.perf_counter() - start}))
+print(json.dumps({"code": code, "heavy": heavy, "connections": connections}))
 """
+)
 
 
 @pytest.mark.parametrize(
@@ -191,14 +193,11 @@ print(json.dumps({"code": code, "heavy": heavy, "seconds": time.perf_counter() -
         (["plot", "attention", "runs/nope", "hi"], False, "model folder not found: runs/nope"),
     ],
 )
-def test_a_missing_folder_fails_in_well_under_a_second_without_torch(
-    tmp_path, argv, offline, message
-):
+def test_a_missing_folder_fails_at_once_without_torch(tmp_path, argv, offline, message):
     """Once ``hfattn translate runs/nope hi`` spent ~50 s on Hub retries, then said nothing of
-    the folder."""
+    the folder: now it fails before importing torch or trying the network."""
     (tmp_path / "runs").mkdir()
     env = {"PATH": "", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1" if offline else "0"}
-    start = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-c", FAST_CLI, *argv],
         cwd=tmp_path,
@@ -207,12 +206,9 @@ def test_a_missing_folder_fails_in_well_under_a_second_without_torch(
         text=True,
         timeout=60,
     )
-    wall = time.perf_counter() - start
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert (report["code"], report["heavy"]) == (2, [])
+    assert (report["code"], report["heavy"], report["connections"]) == (2, [], [])
     assert result.stderr.startswith(f"error: {message}") and result.stderr.count("\n") == 1
-    assert report["seconds"] < 1.0, report  # from `import hfattn.cli` to the error
-    assert wall < 3.0, wall  # the whole interpreter, start-up included
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ tests and the Space benchmarks serve it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -70,3 +72,22 @@ def heatmap(plot) -> tuple[str, list[str], list[str], np.ndarray]:
         labels = spec["encoding"][axis]["axis"]["labelExpr"]
         assert json.loads(labels.removesuffix("[datum.value]")) == tokens
     return spec["title"], sources, outputs, weights
+
+
+@contextmanager
+def model_calls() -> Iterator[list[str]]:
+    """While in this block, the class name of every torch module called in this process (a
+    Space's handlers run in Gradio's threads of this process): a refusal that comes before the
+    model, as an input check must, leaves it empty."""
+    import torch
+
+    calls: list[str] = []
+    call = torch.nn.Module.__call__
+
+    def counted(module, *args, **kwargs):
+        calls.append(type(module).__name__)
+        return call(module, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.nn.Module, "__call__", counted)
+        yield calls

@@ -11,20 +11,9 @@ results`` runs on the committed files
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import results_tables  # this folder's module: MkDocs loads a hook with its folder on the path
 
 
-def render_page(markdown: str, src_path: str | None) -> str:
-    """``markdown`` with its results blocks rendered, when ``src_path`` (the page's file) is a
-    page of :data:`results_tables.BLOCKS`; else ``markdown`` as it is."""
-    path = Path(src_path).resolve() if src_path else None
-    if path not in results_tables.BLOCKS:
-        return markdown
-    return results_tables.render_blocks(markdown, path)
-
-
 def on_page_markdown(markdown, page, config, files):
-    """Render the page's results blocks (see :func:`render_page`)."""
-    return render_page(markdown, page.file.abs_src_path)
+    """Render the page's results blocks (:func:`results_tables.render_page`)."""
+    return results_tables.render_page(markdown, page.file.abs_src_path)

@@ -657,6 +657,16 @@ def rendered(path: Path, root: Path = RESULTS) -> str:
     return render_blocks(path.read_text("utf-8"), path, root)
 
 
+def render_page(markdown: str, src_path: str | None) -> str:
+    """A docs page's ``markdown`` with its results blocks rendered, when ``src_path`` (the page's
+    file) is a page of :data:`BLOCKS`; else ``markdown`` as it is (``docs/hooks/results.py``
+    calls it on every page of the build)."""
+    path = Path(src_path).resolve() if src_path else None
+    if path not in BLOCKS:
+        return markdown
+    return render_blocks(markdown, path)
+
+
 def stale_files(root: Path = RESULTS) -> list[Path]:
     """The files whose generated blocks differ from what their results files give."""
     return [path for path in BLOCKS if rendered(path, root) != path.read_text("utf-8")]

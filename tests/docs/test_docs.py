@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from docs.hooks import results_tables
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 README_MAX_LINES = 200
@@ -65,16 +67,16 @@ def test_strict_build_passes_and_publishes_the_generated_pages(tmp_path):
 
 # ---- the results tables --------------------------------------------------------------------------
 def test_the_build_renders_the_results_tables_from_their_files():
-    results = _load_hook("results.py")
+    """What ``docs/hooks/results.py`` does to each page of the build."""
     page = DOCS / "results" / "index.md"
     text = page.read_text(encoding="utf-8")
     start, end = "<!-- results:headline:start -->", "<!-- results:headline:end -->"
     head, rest = text.split(start, 1)
     stale = f"{head}{start}\n| a stale table |\n{end}{rest.split(end, 1)[1]}"
-    built = results.render_page(stale, str(page))
+    built = results_tables.render_page(stale, str(page))
     assert "| a stale table |" not in built
-    assert built == results.results_tables.rendered(page)
-    assert results.render_page(stale, str(DOCS / "index.md")) == stale  # not a results page
+    assert built == results_tables.rendered(page)
+    assert results_tables.render_page(stale, str(DOCS / "index.md")) == stale  # not a results page
 
 
 # ---- the recipe reference -----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A Python environment *without* hfattn, and a Space app process running in it.
 
-``make_fresh_venv`` creates a bare virtual environment whose only extra ``sys.path`` entry is
+``make_fresh_venv`` creates a bare virtual environment whose only extra import path entry is
 the current environment's site-packages, added by a ``.pth`` line: torch, transformers and
 gradio import from there, but hfattn does not, because its editable install is activated by
 a ``.pth`` file of that site-packages which a plain path entry does not execute. Run its

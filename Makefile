@@ -33,7 +33,7 @@ sword:
 	  || echo "sword-text-web/sword-text-sparv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
 
 # The whole suite, one pytest-xdist worker per core (each test runs torch on one thread), each
-# test file on one worker (its module fixtures built once). tests/test_docs.py builds the
+# test file on one worker (its module fixtures built once). tests/docs/test_docs.py builds the
 # documentation with --strict, so a broken page (a dead link, a missing image or anchor)
 # fails `make test`.
 test: $(STAMP) browser sword
@@ -47,9 +47,9 @@ docs: $(STAMP)
 
 # Every benchmark of benchmarks/ in its quick mode (20-30 min on 2 CPU cores; GPU columns
 # where torch sees one) -> benchmarks/RESULTS.md and charts in benchmarks/results/.
-# The longer repeats: $(PY) benchmarks/run_all.py --full
+# The longer repeats: $(PY) -m benchmarks.run_all --full
 bench: $(STAMP) sword
-	$(PY) benchmarks/run_all.py
+	$(PY) -m benchmarks.run_all
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
@@ -61,7 +61,7 @@ clean:
 	rm -rf $(VENV) build *.egg-info
 
 # The README's headline table and the results page (docs/results/index.md), rewritten from the
-# files of benchmarks/results/ (benchmarks/results_tables.py); tests/test_results_tables.py
+# files of benchmarks/results/ (docs/hooks/results_tables.py); tests/docs/test_results_tables.py
 # fails when they differ.
 results:
-	$(PYTHON) benchmarks/results_tables.py --write
+	$(PYTHON) -m docs.hooks.results_tables --write

@@ -18,7 +18,7 @@ On ``--device cuda`` the times are taken with the device synchronised and the pe
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_attention.py --out benchmarks/RESULTS_attention.md
+    .venv/bin/python -m benchmarks.bench_attention --out benchmarks/RESULTS_attention.md
         [--quick] [--lengths 128 512 2048] [--device cpu|cuda] [--json PATH]
 
 ``--quick`` takes a third of the multi-head calls (the kernel group keeps its count: its
@@ -40,14 +40,14 @@ import time
 from pathlib import Path
 
 import torch
-from benchlib import (
+
+from benchmarks.lib.benchlib import (
     BenchReport,
     add_device_argument,
     add_json_argument,
     synchronize,
     write_atomically,
 )
-
 from hfattn.models.attention import MultiHeadAttention, build_score
 
 HEADS, HEAD_DIM, BATCH, FEATURES = 8, 64, 2, 128
@@ -164,7 +164,8 @@ def peak_memory(variant: str, length: int, device: str = "cpu") -> float:
     if device == "cuda":
         return cuda_peak_memory(variant, length)
     result = subprocess.run(
-        [sys.executable, __file__, "--child", variant, str(length), "--threads", "1"],
+        [sys.executable, "-m", __spec__.name, "--child", variant, str(length), "--threads", "1"],
+        cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,
         check=True,
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(results)
     to_report(results, args.device).write(args.json)
     arguments = argv if argv is not None else sys.argv[1:]
-    command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *arguments])
+    command = " ".join([os.path.relpath(sys.executable), "-m", __spec__.name, *arguments])
     markdown = to_markdown(results, command, args.device)
     if args.out:
         write_atomically(args.out, "# Attention benchmark results\n\n" + markdown)

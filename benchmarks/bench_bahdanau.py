@@ -1,6 +1,6 @@
 """Speed of the Bahdanau/Luong encoder-decoder against straightforward implementations.
 
-    .venv/bin/python benchmarks/bench_bahdanau.py [--repeats 3 | --quick] [--device cpu|cuda]
+    .venv/bin/python -m benchmarks.bench_bahdanau [--repeats 3 | --quick] [--device cpu|cuda]
         [--json PATH]
 
 Géron-sized model (Embedding 128, BiLSTM 256 → LSTM 512, vocabulary 1000), one CPU thread,
@@ -26,9 +26,9 @@ import argparse
 import time
 
 import torch
-from benchlib import BenchReport, add_device_argument, add_json_argument, synchronize
 from torch.nn import functional as F
 
+from benchmarks.lib.benchlib import BenchReport, add_device_argument, add_json_argument, synchronize
 from hfattn import BahdanauConfig, BahdanauForConditionalGeneration
 from hfattn.models.modeling_bahdanau import shift_tokens_right
 

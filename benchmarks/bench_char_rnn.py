@@ -16,7 +16,7 @@ generation.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_char_rnn.py [--steps 30] [--new-chars 500]
+    .venv/bin/python -m benchmarks.bench_char_rnn [--steps 30] [--new-chars 500]
         [--device cpu|cuda] [--json PATH]
 """
 
@@ -27,13 +27,13 @@ import statistics
 import time
 
 import torch
-from benchlib import BenchReport, add_device_argument, add_json_argument, synchronize
 from rich.console import Console
 from rich.table import Table
 from torch import nn
 from torch.nn import functional as F
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from benchmarks.lib.benchlib import BenchReport, add_device_argument, add_json_argument, synchronize
 from hfattn import CharRNNConfig, CharRNNForCausalLM
 
 VOCAB, EMBED, HIDDEN, BATCH, SEQ = 84, 64, 512, 64, 128  # the shipped recipe's sizes

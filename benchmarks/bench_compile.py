@@ -30,7 +30,7 @@ No target: the figures say where compiling pays on this machine (``docs/training
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_compile.py [--threads 2] [--steps 20] [--warmup 3]
+    .venv/bin/python -m benchmarks.bench_compile [--threads 2] [--steps 20] [--warmup 3]
         [--families char_rnn bahdanau vaswani rnn_classifier] [--quick] [--json PATH]
 
 ``--quick``: tiny models and shapes, 2 timed steps (checks that the script runs, measures
@@ -50,7 +50,6 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import set_seed
-from benchlib import BenchReport, add_json_argument
 from rich.console import Console
 from rich.table import Table
 from transformers import (
@@ -61,6 +60,7 @@ from transformers import (
 )
 
 import hfattn.tasks  # noqa: F401  (registers the tasks whose recipes it loads)
+from benchmarks.lib.benchlib import BenchReport, add_json_argument
 from hfattn.recipes import load_recipe
 from hfattn.tasks.base import model_loss
 from hfattn.tasks.causal_lm.job import causal_lm_loss

@@ -1,6 +1,6 @@
 """Decoding settings of one translation model, scored on the validation books.
 
-    .venv/bin/python benchmarks/bench_decoding.py runs/bahdanau_bible_en_es
+    .venv/bin/python -m benchmarks.bench_decoding runs/bahdanau_bible_en_es
         [--num-beams 1 2 4 8] [--length-penalty 1.0 ...] [--mbr] [--split validation]
         [--data bible] [--limit N] [--json PATH]
 
@@ -28,7 +28,7 @@ import argparse
 import sys
 import time
 
-from benchlib import BenchReport, add_json_argument, report_not_run
+from benchmarks.lib.benchlib import BenchReport, add_json_argument, report_not_run
 
 SOURCE_LANG = "en"
 """The source side of every pair (the Bible's and the generated data sets' English)."""

@@ -2,7 +2,7 @@
 against hfattn's own ``generate``, and against CTranslate2's own conversion of a
 ``MarianMTModel`` of the same network.
 
-    .venv/bin/python benchmarks/bench_export.py [--repeats 5] [--engine-repeats 25]
+    .venv/bin/python -m benchmarks.bench_export [--repeats 5] [--engine-repeats 25]
         [--threads 1] [--batch 32] [--new-tokens 64] [--latency-sentences 16] [--json PATH]
 
 The model is the Bible recipe's size (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN
@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from bench_vaswani import PAD, Size, generation_config, make_batch, make_models
-from benchlib import BenchReport, add_json_argument, load_average
 
+from benchmarks.bench_vaswani import PAD, Size, generation_config, make_batch, make_models
+from benchmarks.lib.benchlib import BenchReport, add_json_argument, load_average
 from hfattn.export import DecodingSettings, export_ctranslate2, require_ctranslate2
 
 BIBLE = Size("bible", layers=2, d_model=256, heads=4, ffn=1024, batch=32)

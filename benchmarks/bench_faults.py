@@ -1,14 +1,14 @@
 """Faults survived: training SIGKILLed again and again, resumed each time with ``--resume``,
 against the same recipe trained without interruption.
 
-    .venv/bin/python benchmarks/bench_faults.py [--quick] [--kinds char-rnn seq2seq classification]
+    .venv/bin/python -m benchmarks.bench_faults [--quick] [--kinds char-rnn seq2seq classification]
         [--json PATH]
 
-The recipes, kill points and child processes are those of ``tests/test_faults.py``: tiny
+The recipes, kill points and child processes are those of ``tests/training/test_faults.py``: tiny
 recipes of three epochs (a stateful char-RNN with dropout, a Bahdanau encoder-decoder on
 date pairs, a GRU classifier on Reber strings), each killed at six points (in each epoch once
 between checkpoints and once in the middle of a checkpoint write, the last one in the final
-checkpoint) by the test callback of ``tests/fault_injection.py``, then run once
+checkpoint) by the test callback of ``tests/helpers/fault_injection.py``, then run once
 more to the end. Each run is a child of a fork server that imported hfattn once, as in the
 tests. Figures per recipe:
 
@@ -31,15 +31,14 @@ import time
 from pathlib import Path
 
 import torch
-from benchlib import BenchReport, add_json_argument
 
+from benchmarks.lib.benchlib import BenchReport, add_json_argument
 from hfattn.storage.model_folder import WEIGHTS_FILE
+from tests.training.test_faults import RECIPES, kill_points, records, train_in_child
+from tests.training.test_training import weights
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
-from test_faults import RECIPES, kill_points, records, train_in_child  # noqa: E402
-from test_training import weights  # noqa: E402
 
 EPOCHS = 3  # the test recipes' epochs
 

@@ -23,11 +23,11 @@ usual report with ``--json``:
   breaks, and the graphs compiled in each epoch (one graph for all buckets, none in the
   second).
 - ``bahdanau_host_reads_per_step``: device-to-host reads of one Bahdanau and one Luong
-  training step on the CUDA code path (``benchmarks/host_reads.py``).
+  training step on the CUDA code path (``benchmarks/lib/host_reads.py``).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_feed.py [--out benchmarks/results/bench_feed.json]
+    .venv/bin/python -m benchmarks.bench_feed [--out benchmarks/results/bench_feed.json]
         [--host-steps 200] [--compile-budget 1024] [--skip-compile] [--json PATH]
 
 Without the Bible (``make sword``) it writes ``not_run``.
@@ -43,9 +43,15 @@ import time
 from pathlib import Path
 
 import torch
-from benchlib import BenchReport, add_json_argument, load_average, report_not_run, write_atomically
-from host_reads import bahdanau_host_reads_per_step
 
+from benchmarks.lib.benchlib import (
+    BenchReport,
+    add_json_argument,
+    load_average,
+    report_not_run,
+    write_atomically,
+)
+from benchmarks.lib.host_reads import bahdanau_host_reads_per_step
 from hfattn.common.machine import provenance
 
 ROOT = Path(__file__).resolve().parents[1]

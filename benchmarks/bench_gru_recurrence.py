@@ -18,7 +18,7 @@ GRU 512 and one direction of the encoder's GRU 256, over embeddings of 256).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_gru_recurrence.py [--repeats 15 | --quick] [--json PATH]
+    .venv/bin/python -m benchmarks.bench_gru_recurrence [--repeats 15 | --quick] [--json PATH]
 
 The speed-ups (``nn.GRU`` time / :class:`GRUScan` time) are findings, not targets; the
 gradients of the two must agree to 1e-3.
@@ -31,9 +31,10 @@ import statistics
 import time
 
 import torch
-from benchlib import BenchReport, add_json_argument
 from torch import nn
 from torch.nn import functional as F
+
+from benchmarks.lib.benchlib import BenchReport, add_json_argument
 
 SHAPES = {  # name: (batch, steps, input size, hidden size)
     "char-RNN (64 x 64, GRU 512)": (64, 64, 64, 512),

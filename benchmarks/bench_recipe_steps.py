@@ -18,7 +18,7 @@ process, side by side, one core each).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_recipe_steps.py [RECIPE] [--variant NAME=OVERRIDES ...]
+    .venv/bin/python -m benchmarks.bench_recipe_steps [RECIPE] [--variant NAME=OVERRIDES ...]
         [--rounds 40 | --quick] [--warmup 5] [--json PATH]
 
 A variant is ``NAME=OVERRIDE[,OVERRIDE...]`` (``hfattn train --set`` syntax; empty: the
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from benchlib import BenchReport, add_json_argument
 
+from benchmarks.lib.benchlib import BenchReport, add_json_argument
 from hfattn.orchestration.run import build_job
 from hfattn.recipes import load_recipe
 from hfattn.training.engine import trained_tokens

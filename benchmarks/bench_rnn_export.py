@@ -50,7 +50,7 @@ token and the state back; no prompt or encoder pass): what serving the exported 
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_rnn_export.py [--rounds 31] [--round-ms 25]
+    .venv/bin/python -m benchmarks.bench_rnn_export [--rounds 31] [--round-ms 25]
         [--batches 1 32] [--families char_rnn luong bahdanau]
         [--variants eager export aoti compile] [--threads 1] [--src-len 32]
         [--new-tokens 64] [--quick] [--json PATH]
@@ -78,9 +78,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from benchlib import BenchReport, add_json_argument, load_average
 from torch import nn
 
+from benchmarks.lib.benchlib import BenchReport, add_json_argument, load_average
 from hfattn import CharRNNConfig, CharRNNForCausalLM
 from hfattn.models.configuration_bahdanau import BahdanauConfig
 from hfattn.models.modeling_bahdanau import (

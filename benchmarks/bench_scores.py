@@ -1,6 +1,6 @@
 """Attention variants × exact match on Géron's date-normalisation task, several seeds each.
 
-    .venv/bin/python benchmarks/bench_scores.py [--seeds 0 1 2] [--jobs 2] [--out DIR]
+    .venv/bin/python -m benchmarks.bench_scores [--seeds 0 1 2] [--jobs 2] [--out DIR]
         [--set training.max_steps=600 ...] [--json PATH]
 
 Every variant trains ``recipes/bahdanau_date_normalization.yaml`` with the same data, size
@@ -24,8 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchlib import BenchReport, add_json_argument
-
+from benchmarks.lib.benchlib import BenchReport, add_json_argument
 from hfattn.storage.run_folder import eval_results_path
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "bahdanau_date_normalization.yaml"

@@ -8,7 +8,7 @@
    to the first answer through ``gradio_client``.
 3. Answer time of that Space over N sequential requests (p50 / p95 / max).
 
-    .venv/bin/python benchmarks/bench_space.py [--model runs/char_rnn_shakespeare] [--requests 20]
+    .venv/bin/python -m benchmarks.bench_space [--model runs/char_rnn_shakespeare] [--requests 20]
         [--json PATH]
 
 Without ``--model`` it uses ``runs/char_rnn_shakespeare`` when that run exists, else a
@@ -27,15 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import BenchReport, add_json_argument
-
+from benchmarks.lib.benchlib import BenchReport, add_json_argument
 from hfattn.storage.model_folder import CONFIG_FILE
+from tests.helpers.fresh_env import clean_env, make_fresh_venv, start_space, stop
+from tests.helpers.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
-from fresh_env import clean_env, make_fresh_venv, start_space, stop  # noqa: E402
-from hub_server import HubServer  # noqa: E402
 
 LABELS = {
     "push_s": "push_model_folder (create repo + one commit)",
@@ -61,7 +59,7 @@ model.generate(ids, max_new_tokens=50, do_sample=False)
 def recipe_sized_model(out: Path) -> Path:
     """A char-RNN with the size of ``recipes/char_rnn_shakespeare.yaml`` (GRU 384, embedding
     64), briefly trained on a short excerpt so that it does not stop early on ``<eos>``."""
-    from tiny_runs import build_char_rnn_run
+    from tests.helpers.tiny_runs import build_char_rnn_run
 
     return build_char_rnn_run(out, embedding_dim=64, hidden_size=384, steps=60)
 

@@ -3,7 +3,7 @@
 The three apps (text generation, translation, classification), each under 50 concurrent
 ``gradio_client`` clients, and the memory of each over 1,000 sequential requests.
 
-    .venv/bin/python benchmarks/bench_space_load.py [--quick] [--clients 50]
+    .venv/bin/python -m benchmarks.bench_space_load [--quick] [--clients 50]
         [--memory-calls 100 1000] [--memory-via handler client]
         [--text-generation RUN] [--translation RUN] [--classification RUN]
         [--out benchmarks/results/space_load.json] [--json PATH]
@@ -22,10 +22,10 @@ after all ``--memory-calls`` sequential requests, made by calling the app's hand
 ``--quick`` (``make bench``) measures through the handler only; the sizes stay those of the
 targets.
 
-Without run folders it trains the tiny runs of the tests (``tests/tiny_runs.py``): a GRU
+Without run folders it trains the tiny runs of the tests (``tests/helpers/tiny_runs.py``): a GRU
 char-RNN, a Bahdanau date normaliser, an attention-pooling GRU Reber classifier. Writes the
 figures as JSON to ``--out`` and a markdown table next to it (``.md``), prints the table, and
-with ``--json`` the records of ``benchmarks/benchlib.py`` (failed requests: target 0; memory
+with ``--json`` the records of ``benchmarks/lib/benchlib.py`` (failed requests: target 0; memory
 growth: target ≤ 5 %).
 
 Engines (``--engines``, instead of the three apps): the translation Space on a Vaswani model of
@@ -46,7 +46,7 @@ themselves. Reports p50 / p95 per engine (the median over the rounds), the serve
 milliseconds per request under the load, and generate / CTranslate2 at p95 (target ≥ 2×,
 issue 23) and p50; no memory readings.
 
-    .venv/bin/python benchmarks/bench_space_load.py --engines [--rounds 3] [--clients 50]
+    .venv/bin/python -m benchmarks.bench_space_load --engines [--rounds 3] [--clients 50]
         [--quantization int8] [--beams 2] [--new-tokens 16] [--sequential 20]
         [--out benchmarks/results/space_load_engines.json] [--json PATH]
 """
@@ -65,12 +65,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from benchlib import BenchReport, add_json_argument, write_atomically  # noqa: E402
-from space_load import (  # noqa: E402
+from benchmarks.lib.benchlib import BenchReport, add_json_argument, write_atomically
+from benchmarks.lib.space_load import (
     SCENARIOS,
     call_once,
     endpoint_defaults,
@@ -80,8 +76,11 @@ from space_load import (  # noqa: E402
     scenario_memory,
     serve_space,
 )
+from hfattn.common.machine import provenance
 
-from hfattn.common.machine import provenance  # noqa: E402
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+
 
 MAX_GROWTH_PERCENT = 5.0
 MEMORY_WAYS = ("handler", "client")
@@ -96,7 +95,7 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16", "int8_float16")
 
 def tiny_run(app: str, out: Path) -> Path:
     """The tests' tiny run folder for ``app``, trained into ``out``."""
-    import tiny_runs
+    from tests.helpers import tiny_runs
 
     if app == "text_generation":
         return tiny_runs.build_char_rnn_run(out)
@@ -127,7 +126,7 @@ def client_memory(url: str, scenario, first: int, total: int):
 def measure(app: str, run: Path, work: Path, args: argparse.Namespace) -> dict:
     """Serve ``app`` for ``run``; measure its memory through the handler, put the load on it,
     then measure its memory through a client (as ``--memory-via`` asks)."""
-    from space_helpers import launch_space
+    from tests.helpers.space_helpers import launch_space
 
     scenario = SCENARIOS[app]
     first, total = args.memory_calls
@@ -219,9 +218,8 @@ def bible_size_run(out: Path, quantization: str) -> Path:
     """A translation model folder of the Bible recipe's size (``bench_export.BIBLE``, vocab
     8,000, random weights) and decoding defaults (4 beams, ``early_stopping``), with its CTranslate2
     export (``quantization``) in ``ct2/``."""
-    from bench_export import BIBLE, MAX_POSITIONS, VOCAB
-    from bench_vaswani import make_models
-
+    from benchmarks.bench_export import BIBLE, MAX_POSITIONS, VOCAB
+    from benchmarks.bench_vaswani import make_models
     from hfattn.export.export_folder import export_ctranslate2
     from hfattn.storage.run_folder import CTRANSLATE2_DIR
 
@@ -229,7 +227,7 @@ def bible_size_run(out: Path, quantization: str) -> Path:
     model.generation_config.num_beams = 4  # the Bible recipe's decoding defaults
     model.generation_config.early_stopping = True
     words = sorted({w for args in SCENARIOS["translation"].inputs for w in args[0].split()})
-    from bench_export import word_tokenizer  # torch: --help stays without it
+    from benchmarks.bench_export import word_tokenizer  # torch: --help stays without it
 
     tokenizer = word_tokenizer(VOCAB, words=words)
     model.save_pretrained(out)

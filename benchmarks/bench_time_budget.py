@@ -17,9 +17,9 @@ and reports the steps each run reached, its last learning rate and its final val
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_time_budget.py                   # make run's recipe, 10 min
+    .venv/bin/python -m benchmarks.bench_time_budget                   # make run's recipe, 10 min
     each
-    .venv/bin/python benchmarks/bench_time_budget.py --minutes 2 --json out.json
+    .venv/bin/python -m benchmarks.bench_time_budget --minutes 2 --json out.json
 """
 
 from __future__ import annotations

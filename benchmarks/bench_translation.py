@@ -1,6 +1,6 @@
 """Score translation systems on the same held-out pairs, in one table.
 
-    .venv/bin/python benchmarks/bench_translation.py runs/bahdanau_bible_en_es [more folders]
+    .venv/bin/python -m benchmarks.bench_translation runs/bahdanau_bible_en_es [more folders]
         [--ctranslate2 EXPORT_FOLDER ...] [--data bible] [--split test] [--num-beams 4]
         [--limit N] [--no-apertium] [--json PATH]
 
@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import BenchReport, add_json_argument, report_not_run
+from benchmarks.lib.benchlib import BenchReport, add_json_argument, report_not_run
 
 APERTIUM_MODE = "eng-spa"
 APERTIUM = "Apertium eng-spa (rule-based)"

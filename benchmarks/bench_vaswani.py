@@ -1,7 +1,7 @@
 """Speed and memory of the Vaswani Transformer against transformers' ``MarianMTModel`` of the
 same size, and of its KV cache against ``use_cache=False``.
 
-    .venv/bin/python benchmarks/bench_vaswani.py [--device cpu|cuda] [--dtype fp32|bf16]
+    .venv/bin/python -m benchmarks.bench_vaswani [--device cpu|cuda] [--dtype fp32|bf16]
         [--out results.json] [--json PATH] [--quick]
 
 The reference is ``transformers.MarianMTModel`` configured to the *same* network: the same
@@ -51,7 +51,7 @@ two threads that wait for each other are slowed far more than one. Prints a mark
 (measure, hfattn, reference, ratio, target, met) with, next to each hfattn/Marian ratio of
 medians, the range of the ratios of the runs made back to back ("pairs"), then the checks
 (logit difference, identical outputs), and writes every number to ``--out`` as JSON; ``--json``
-writes the table's ratios against their targets (``benchmarks/benchlib.py``, for
+writes the table's ratios against their targets (``benchmarks/lib/benchlib.py``, for
 ``run_all.py``).
 """
 
@@ -68,7 +68,9 @@ from dataclasses import dataclass
 
 import torch
 import transformers
-from benchlib import (
+from transformers import CompileConfig, GenerationConfig, MarianConfig, MarianMTModel
+
+from benchmarks.lib.benchlib import (
     BenchReport,
     add_device_argument,
     add_json_argument,
@@ -76,8 +78,6 @@ from benchlib import (
     synchronize,
     write_atomically,
 )
-from transformers import CompileConfig, GenerationConfig, MarianConfig, MarianMTModel
-
 from hfattn import VaswaniConfig, VaswaniForConditionalGeneration
 from hfattn.common.machine import provenance
 from hfattn.orchestration.run import build_job

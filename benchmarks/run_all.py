@@ -1,6 +1,6 @@
 """Run every benchmark of ``benchmarks/`` and write one report, ``benchmarks/RESULTS.md``.
 
-    .venv/bin/python benchmarks/run_all.py [--full] [--only NAME ...] [--skip NAME ...] [--update]
+    .venv/bin/python -m benchmarks.run_all [--full] [--only NAME ...] [--skip NAME ...] [--update]
         [--out benchmarks/RESULTS.md] [--charts benchmarks/results] [--no-cuda]
 
 (``make bench`` runs it in its default, quick mode.) Every ``bench_*.py`` script of the folder
@@ -51,8 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import is_met, write_atomically
-
+from benchmarks.lib.benchlib import is_met, write_atomically
 from hfattn.common.machine import describe_machine, machine_words, provenance
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -154,8 +153,15 @@ class Outcome:
     """When it ran (a run carried over by ``--update`` keeps its own)."""
 
 
+def module_of(script: Path) -> str:
+    """The module name a script runs as (``python -m benchmarks.bench_x``, from the folder above
+    its own): its imports name the repository's packages (``benchmarks.lib``,
+    ``tests.helpers``)."""
+    return f"{script.parent.name}.{script.stem}"
+
+
 def display_command(python: str, script: Path, args: list[str], env: dict[str, str]) -> str:
-    """The command that reruns a benchmark by hand, relative to the repository root."""
+    """The command that reruns a benchmark by hand, from the repository root."""
 
     def relative(path: str) -> str:
         try:
@@ -164,7 +170,7 @@ def display_command(python: str, script: Path, args: list[str], env: dict[str, s
             return path
 
     prefix = [f"{k}={v}" for k, v in env.items()]
-    return shlex.join([*prefix, relative(python), relative(str(script)), *args])
+    return shlex.join([*prefix, relative(python), "-m", module_of(script), *args])
 
 
 def normalise(data: dict | list, benchmark: str, device: str) -> dict:
@@ -207,13 +213,13 @@ def run_bench(
     outcome = Outcome(name, script.name, device, display_command(python, script, args, env))
     json_path = work / f"{name}-{device}.json"
     log_path = work / f"{name}-{device}.log"
-    command = [python, str(script), *args, "--json", str(json_path)]
+    command = [python, "-m", module_of(script), *args, "--json", str(json_path)]
     child_env = {**os.environ, "MPLBACKEND": "Agg", **env}
     start = time.perf_counter()
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=script.parent.parent,
             env=child_env,
             stdout=log,
             stderr=subprocess.STDOUT,

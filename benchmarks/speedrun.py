@@ -1,7 +1,7 @@
 """Time to quality: a recipe trained as a user trains it, timed from the command to the saved
 model, with the validation BLEU at each periodic evaluation against the wall seconds.
 
-    .venv/bin/python benchmarks/speedrun.py recipes/vaswani_bible_en_es_base.yaml \
+    .venv/bin/python -m benchmarks.speedrun recipes/vaswani_bible_en_es_base.yaml \
         [--set KEY=VALUE ...] [--eager-minutes 1] [--out benchmarks/results]
 
 What modded-nanoGPT's speedrun and DAWNBench's time-to-accuracy measure, for a translation
@@ -40,8 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import load_average, write_atomically
-
+from benchmarks.lib.benchlib import load_average, write_atomically
 from hfattn.common.machine import provenance
 from hfattn.storage.file_io import atomic_path
 

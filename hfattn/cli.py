@@ -5,7 +5,7 @@ Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the
 command's handler so that ``hfattn --help`` stays fast. Importing the ``hfattn`` package
 itself, which runs before this module, is cheap too (see ``hfattn/__init__.py``);
-``tests/test_cli_startup.py`` checks that no ``--help`` imports torch or transformers.
+``tests/cli/test_cli_startup.py`` checks that no ``--help`` imports torch or transformers.
 
 Under several processes (``torchrun``, ``accelerate launch``) the first prints the messages and
 warnings; the others print only their errors (:func:`hfattn.common.launch.process_rank`).

@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 
 # --------------------------------------------------------------------------- publishing
 # A local Hub, a trained tiny char-RNN run folder and a Python environment without hfattn
-# (tests/test_hub_push.py, tests/test_spaces.py).
+# (tests/hub/test_hub_push.py, tests/spaces/test_spaces.py).
 
 TEST_TOKEN = "hf_TESTtoken0123456789secret"
 """The token the publishing tests push with; it must never show up in logs, errors or cards."""
@@ -26,9 +26,9 @@ TEST_TOKEN = "hf_TESTtoken0123456789secret"
 
 @pytest.fixture
 def hub_server(tmp_path, monkeypatch):
-    """A running local Hub (``tests/hub_server.py``) that ``HF_ENDPOINT`` points at, with
+    """A running local Hub (``tests/helpers/hub_server.py``) that ``HF_ENDPOINT`` points at, with
     ``HF_TOKEN`` set to :data:`TEST_TOKEN` and an empty ``HF_HOME``."""
-    from hub_server import HubServer
+    from tests.helpers.hub_server import HubServer
 
     with HubServer(tmp_path / "hub") as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
@@ -41,7 +41,7 @@ def hub_server(tmp_path, monkeypatch):
 def char_rnn_run(tmp_path_factory) -> Path:
     """A finished training-run folder of a tiny trained char-RNN, with ``eval_results.json``
     (do not modify it: copy it first)."""
-    from tiny_runs import build_char_rnn_run
+    from tests.helpers.tiny_runs import build_char_rnn_run
 
     return build_char_rnn_run(tmp_path_factory.mktemp("runs") / "char_rnn_tiny")
 
@@ -50,7 +50,7 @@ def char_rnn_run(tmp_path_factory) -> Path:
 def fresh_python(tmp_path_factory) -> Path:
     """The python of a virtual environment that has torch, transformers and gradio but where
     ``import hfattn`` fails."""
-    from fresh_env import make_fresh_venv
+    from tests.helpers.fresh_env import make_fresh_venv
 
     return make_fresh_venv(tmp_path_factory.mktemp("fresh") / "venv")
 

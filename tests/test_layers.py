@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "hfattn"
 LAZY_BY_DESIGN = ("hfattn/cli.py", "hfattn/commands/")
 """Modules whose handlers import on use by design: ``hfattn --help`` imports every command
-module, and must import neither torch nor transformers (``tests/test_cli_startup.py``)."""
+module, and must import neither torch nor transformers (``tests/cli/test_cli_startup.py``)."""
 REASON = re.compile(r"#\s*\S")
 
 

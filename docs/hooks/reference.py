@@ -12,7 +12,7 @@ Each ``mkdocs build`` (``make docs``) regenerates, from the code itself, so they
   repository (``../../benchmarks/RESULTS.md``), which works on GitHub as well, and
   :func:`on_page_markdown` rewrites such links to the published copies.
 
-The functions are importable without MkDocs (``tests/test_docs.py`` checks their output).
+The functions are importable without MkDocs (``tests/docs/test_docs.py`` checks their output).
 """
 
 from __future__ import annotations

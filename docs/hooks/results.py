@@ -4,31 +4,16 @@ build, so a built site never shows a table its files no longer give.
 A page of :data:`results_tables.BLOCKS` (``docs/results/index.md``,
 ``docs/models/bahdanau.md``, ``docs/training.md``) has its blocks between ``<!-- results:NAME:start
 -->`` /
-``<!-- results:NAME:end -->`` rendered by ``benchmarks/results_tables.py``, the module ``make
+``<!-- results:NAME:end -->`` rendered by ``docs/hooks/results_tables.py``, the module ``make
 results`` runs on the committed files
 (the README, which the site does not publish, is rewritten by ``make results`` only).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import results_tables  # noqa: E402
-
-
-def render_page(markdown: str, src_path: str | None) -> str:
-    """``markdown`` with its results blocks rendered, when ``src_path`` (the page's file) is a
-    page of :data:`results_tables.BLOCKS`; else ``markdown`` as it is."""
-    path = Path(src_path).resolve() if src_path else None
-    if path not in results_tables.BLOCKS:
-        return markdown
-    return results_tables.render_blocks(markdown, path)
+import results_tables  # this folder's module: MkDocs loads a hook with its folder on the path
 
 
 def on_page_markdown(markdown, page, config, files):
-    """Render the page's results blocks (see :func:`render_page`)."""
-    return render_page(markdown, page.file.abs_src_path)
+    """Render the page's results blocks (:func:`results_tables.render_page`)."""
+    return results_tables.render_page(markdown, page.file.abs_src_path)

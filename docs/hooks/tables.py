@@ -5,7 +5,7 @@ A browser may break a line inside a word of code at a hyphen or a comma (``--`` 
 keeping the whole code span on one line. :func:`keep_words_whole` wraps each such word of an
 inline ``<code>`` inside a ``<table>`` in ``<span class="keep-word">``, which
 ``docs/stylesheets/extra.css`` keeps on one line; the text (and what a reader copies) is
-unchanged. The function is importable without MkDocs (``tests/test_docs_browser.py``).
+unchanged. The function is importable without MkDocs (``tests/docs/test_docs_browser.py``).
 """
 
 from __future__ import annotations

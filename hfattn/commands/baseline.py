@@ -11,7 +11,7 @@ from .arguments import add_recipe_arguments
 from .inputs import load_recipe_or_report, report_error
 
 # Literal copies of hfattn.tasks.classification.baselines' choices: importing it here would
-# load scikit-learn for `hfattn --help` (tests/test_baselines.py checks that both stay equal).
+# load scikit-learn for `hfattn --help` (tests/tasks/test_baselines.py checks that both stay equal).
 VECTORIZER_CHOICES = ("count", "tfidf", "tfidf-thesis")
 CLASSIFIER_CHOICES = ("nb", "svm", "linear-svc")
 STOP_WORD_CHOICES = ("none", "spanish", "english")

@@ -2,7 +2,7 @@
 plain data (standard library only, no import): the recipe checks read them with
 :func:`hfattn.common.models_source.models_literal` (``ast.literal_eval``, nothing executed) and
 refuse a misspelt or invalid ``model:`` field before torch is imported. A test keeps every list
-equal to what the config classes accept (``tests/test_early_refusals.py``).
+equal to what the config classes accept (``tests/recipes/test_early_refusals.py``).
 """
 
 CONFIG_CLASSES = {

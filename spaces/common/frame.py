@@ -56,7 +56,7 @@ class QueueSettings:
     once (one by default: on a CPU Space torch already uses every core for one request),
     the others wait in a queue of at most ``max_size`` requests (``None``: unbounded); only a
     request that finds the queue full is refused. The default size, 100, lets twice the 50
-    concurrent clients of the load test (``tests/test_space_load.py``) wait. Override with
+    concurrent clients of the load test (``tests/spaces/test_space_load.py``) wait. Override with
     ``HFATTN_CONCURRENCY_LIMIT`` and ``HFATTN_QUEUE_SIZE`` (``0``: unbounded)."""
 
     concurrency_limit: int = 1

@@ -1,0 +1,1 @@
+"""The benchmark scripts and their library (``benchmarks/``), on tiny sizes."""

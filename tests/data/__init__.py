@@ -1,0 +1,1 @@
+"""``hfattn.data`` and ``hfattn.tokenization``: corpora, generators, batches, tokenizers."""

@@ -1,0 +1,1 @@
+"""The documentation site, its hooks and the published results tables."""

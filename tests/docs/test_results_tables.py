@@ -1,0 +1,315 @@
+"""The published tables (README headline, docs/results/index.md, the attention variants of
+docs/models/bahdanau.md, the GPU feed of docs/training.md) are the rendering of the
+files in benchmarks/results/: a table that disagrees with its files, or a cited file that is
+missing, fails here (``make results`` rewrites the tables)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from docs.hooks import results_tables
+from docs.hooks.results_tables import (
+    ATTENTION_VARIANTS,
+    BAHDANAU_PAGE,
+    FEED,
+    FEED_FIGURES,
+    GPU_FIGURES,
+    README,
+    RESULTS,
+    RESULTS_PAGE,
+    ROWS,
+    SPEED_FIGURES,
+    TRAINING_PAGE,
+)
+
+
+def cited_files() -> set[str]:
+    figures = [f for row in ROWS for f in row.figures.values()]
+    figures += list(SPEED_FIGURES.values()) + list(GPU_FIGURES.values())
+    figures += list(FEED_FIGURES.values())
+    return {figure.file for figure in figures} | {ATTENTION_VARIANTS}
+
+
+def test_every_cited_file_exists_and_holds_its_figure():
+    for name in sorted(cited_files()):
+        assert (RESULTS / name).is_file(), name
+    for row in ROWS:
+        assert all(isinstance(v, (int, float)) for v in row.values().values()), row.recipe
+    for name, figure in SPEED_FIGURES.items():
+        assert isinstance(figure.read(), (int, float)), name
+    for name, figure in GPU_FIGURES.items():
+        assert isinstance(figure.read(), str if name == "peak" else (int, float)), name
+    for name, figure in FEED_FIGURES.items():
+        assert isinstance(figure.read(), list if name.endswith("/shapes") else (int, float)), name
+
+
+def test_the_gpu_figures_are_read_from_their_files_lists_included(tmp_path):
+    root = copy_results(tmp_path)
+    bench = root / results_tables.GPU_BENCH
+    data = json.loads(bench.read_text("utf-8"))
+    assert GPU_FIGURES["v_mfu"].read(root) == data["training"][0]["hfattn"]["mfu"]
+    paragraph = results_tables.gpu_paragraph(root)
+    assert f"an MFU of {data['training'][0]['hfattn']['mfu']:.1%}" in paragraph
+    data["training"][0]["hfattn"]["mfu"] = 0.4321
+    bench.write_text(json.dumps(data), "utf-8")
+    assert "an MFU of 43.2%" in results_tables.gpu_paragraph(root)
+    assert README in results_tables.stale_files(root)
+    assert RESULTS_PAGE in results_tables.stale_files(root)
+
+
+def test_the_published_tables_are_those_their_files_give():
+    assert results_tables.stale_files() == [], "run `make results`"
+    assert TRAINING_PAGE in results_tables.BLOCKS
+    assert results_tables.feed_block() in TRAINING_PAGE.read_text("utf-8")
+    for path in (README, RESULTS_PAGE):
+        for row in ROWS:
+            assert row.result.format(**row.values()) in path.read_text("utf-8"), (path, row)
+
+
+def copy_results(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    root.mkdir()
+    for name in cited_files():
+        shutil.copy(RESULTS / name, root / name)
+    return root
+
+
+def test_a_changed_figure_makes_the_tables_stale(tmp_path):
+    root = copy_results(tmp_path)
+    assert results_tables.stale_files(root) == []
+    path = root / "baseline_genre_tfidf_nb_eval_results.json"
+    data = json.loads(path.read_text())
+    for result in data["results"]:
+        if result["split"] == "test" and result["metric_type"] == "macro_f1":
+            result["value"] += 0.01
+    path.write_text(json.dumps(data))
+    assert results_tables.stale_files(root) == [README, RESULTS_PAGE]
+    assert results_tables.main([]) == 0  # the real files still agree
+
+
+def test_the_attention_variants_table_is_the_one_its_benchmark_printed(tmp_path):
+    page = BAHDANAU_PAGE.read_text("utf-8")
+    assert "| Luong, dot | 1.000 ± 0.000 | 1.000, 1.000, 1.000 | 26 |" in page
+    root = copy_results(tmp_path)
+    path = root / ATTENTION_VARIANTS
+    path.write_text(path.read_text("utf-8").replace("| 26 |", "| 27 |"), "utf-8")
+    assert results_tables.stale_files(root) == [BAHDANAU_PAGE]
+    path.write_text("27 runs in 127 s\n", "utf-8")
+    with pytest.raises(KeyError, match="no table"):
+        results_tables.stale_files(root)
+
+
+def test_each_recipe_row_gives_the_commands_that_train_and_score_it():
+    root = Path(results_tables.ROOT)
+    for row in ROWS:
+        cell = results_tables.row_cells(row)["command"]
+        if row.recipe == "baseline":
+            assert "hfattn evaluate" not in cell, cell
+            continue
+        assert (root / "recipes" / f"{row.recipe}.yaml").is_file(), row.recipe
+        assert cell.endswith(
+            f", then `hfattn evaluate runs/{row.recipe} --split validation --split test`"
+        ), cell
+        assert cell in RESULTS_PAGE.read_text("utf-8")
+
+
+def test_a_missing_file_fails_with_its_name(tmp_path):
+    root = copy_results(tmp_path)
+    (root / results_tables.GPU_BENCH).unlink()
+    with pytest.raises(FileNotFoundError, match=results_tables.GPU_BENCH):
+        results_tables.stale_files(root)
+
+
+def test_a_missing_figure_fails_with_its_name(tmp_path):
+    figure = results_tables.Figure(results_tables.BENCH, record="no such measure")
+    with pytest.raises(KeyError, match="no such measure"):
+        figure.read()
+
+
+def test_the_blocks_need_their_markers():
+    with pytest.raises(ValueError, match="results:headline:start"):
+        results_tables.replace_block("no markers here", "headline", "table")
+
+
+def test_a_row_names_the_machine_its_file_records(tmp_path):
+    root = copy_results(tmp_path)
+    row = next(r for r in ROWS if r.recipe == "char_rnn_shakespeare")
+    path = root / next(iter(row.figures.values())).file
+    data = json.loads(path.read_text())
+    machine = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
+    data["training"]["provenance"] = {"machine": machine}
+    path.write_text(json.dumps(data))
+    assert row.machine_of(root) == "4-core Test CPU 9000, AVX2"
+    assert "| 4-core Test CPU 9000, AVX2, 10 min" in results_tables.readme_table(root)
+
+
+def test_a_row_whose_file_records_no_machine_fails(tmp_path):
+    root = copy_results(tmp_path)
+    row = next(r for r in ROWS if r.recipe == "vaswani_bible_en_es")
+    path = root / next(iter(row.figures.values())).file
+    data = json.loads(path.read_text())
+    del data["training"]["provenance"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(KeyError, match="records no provenance"):
+        results_tables.stale_files(root)
+
+
+def set_machine(path: Path, machine: dict | None) -> None:
+    """Give the results file at ``path`` a provenance naming ``machine`` (``None``: none)."""
+    data = json.loads(path.read_text("utf-8"))
+    data.pop("provenance", None)
+    if machine is not None:
+        data["provenance"] = {"machine": machine}
+    path.write_text(json.dumps(data), "utf-8")
+
+
+def test_the_speed_paragraph_names_the_one_machine_of_its_files(tmp_path):
+    root = copy_results(tmp_path)
+    machine = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
+    files = results_tables.figure_files(SPEED_FIGURES.values())
+    assert len(files) >= 3  # make bench, the exports on the Bible, the Space load test
+    for name in files:
+        set_machine(root / name, machine)
+    assert "(`make bench`, 4-core Test CPU 9000, AVX2)" in results_tables.speed_paragraph("", root)
+    set_machine(root / files[-1], {**machine, "cores": 2})
+    with pytest.raises(ValueError, match="different machines.*2-core Test CPU 9000"):
+        results_tables.speed_paragraph("", root)
+    set_machine(root / files[0], None)
+    with pytest.raises(KeyError, match=f"{files[0]}: records no provenance"):
+        results_tables.stale_files(root)
+
+
+def test_the_gpu_paragraph_refuses_a_benchmark_of_another_gpu(tmp_path):
+    root = copy_results(tmp_path)
+    machine = results_tables.shared_machine([results_tables.BAHDANAU_GPU], root)
+    assert f"On a GPU ({machine}," in results_tables.gpu_paragraph(root)
+    bench = root / results_tables.GPU_BENCH
+    data = json.loads(bench.read_text("utf-8"))
+    data["machine"] = "NVIDIA A10G"
+    bench.write_text(json.dumps(data), "utf-8")
+    with pytest.raises(ValueError, match="measured on NVIDIA A10G"):
+        results_tables.gpu_paragraph(root)
+
+
+TEST_CPU = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
+
+
+def write_feed(root: Path, machine: dict | None = TEST_CPU) -> dict:
+    """A ``bench_feed.json`` under ``root`` as ``benchmarks/bench_feed.py`` writes it, recording
+    ``machine`` (``None``: no provenance); returns its content."""
+    shapes = [[301, 96, 96], [432, 65, 67], [1512, 20, 21]]
+    recipes = {
+        name: {
+            "steps": steps,
+            "token_budget": 25000,
+            "distinct_shapes": len(shapes),
+            "shapes": shapes,
+            "padding_source": 0.1408,
+            "padding_target": 0.1433,
+            "target_tokens_per_step": 24756.3,
+            "target_tokens_per_step_min": 21183,
+            "target_tokens_per_step_max": 25338,
+            "tokens_vs_budget": -0.0097,
+        }  # fmt: skip
+        for name, steps in zip(results_tables.FEED_RECIPES, (3000, 1500), strict=True)
+    }
+    compiled = {"buckets": 8, "graphs_first_epoch": 8, "recompiles_second_epoch": 0,
+                "graph_breaks": 0, "epoch_seconds": [41.0, 2.5]}  # fmt: skip
+    data = {"recipes": recipes, "host_ms_per_step_25k": 0.454,
+            "host_ms_per_step_25k_pad_pairs": 12.377, "compile": compiled,
+            "graph_breaks": 0, "recompiles_second_epoch": 0,
+            "bahdanau_host_reads": {"bahdanau": 0, "luong-general": 1},
+            "bahdanau_host_reads_per_step": 1}  # fmt: skip
+    if machine is not None:
+        data["provenance"] = {"command": "bench_feed.py", "machine": machine}
+    (root / FEED).write_text(json.dumps(data), "utf-8")
+    return data
+
+
+def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
+    root = copy_results(tmp_path)
+    write_feed(root)
+    block = results_tables.feed_block(root)
+    assert "(`.venv/bin/python -m benchmarks.bench_feed`, 4-core Test CPU 9000, AVX2)" in block
+    assert (
+        "| `vaswani_bible_en_es_base` | 3,000 | 3 | 14.1%, 14.3% | 24,756 (21,183–25,338) "
+        "| -1.0% of 25,000 |" in block
+    )
+    assert "| `bahdanau_bible_en_es_rnnsearch` | 1,500 | 3 |" in block
+    assert (
+        "301 × 96 → 96, 432 × 65 → 67, 1512 × 20 → 21; `bahdanau_bible_en_es_rnnsearch` the same"
+        in block
+    )
+    assert "costs the host 0.45 ms with the buckets" in block
+    assert "against 12.4 ms on the same pairs padded from lists" in block
+    assert "27× less" in block  # 12.377 / 0.454
+    assert (
+        "compiled 8 graph(s) in the first epoch and 0 in the second, with 0 graph breaks" in block
+    )
+    assert "0 for the Bahdanau (additive) model, 1 for Luong's" in block
+    gpu = results_tables.gpu_machine(root)
+    bench = json.loads((root / results_tables.GPU_BENCH).read_text("utf-8"))
+    tps = bench["training"][0]["hfattn"]["tokens_per_s"]
+    assert f"one GPU ({gpu};" in block
+    assert f"trains at {tps:,.0f} target tokens/s" in block
+    assert f"an MFU of {bench['training'][0]['hfattn']['mfu']:.1%}" in block
+
+
+def test_a_changed_feed_figure_makes_the_training_page_stale(tmp_path):
+    root = copy_results(tmp_path)
+    data = write_feed(root)
+    page = results_tables.render_blocks(TRAINING_PAGE.read_text("utf-8"), TRAINING_PAGE, root)
+    assert results_tables.feed_block(root) in page
+    data["compile"]["recompiles_second_epoch"] = 3
+    (root / FEED).write_text(json.dumps(data), "utf-8")
+    assert "and 3 in the second" in results_tables.feed_block(root)
+    assert results_tables.rendered(TRAINING_PAGE, root) != page
+
+
+def test_the_feed_block_refuses_a_file_without_its_machine_or_figures(tmp_path):
+    root = copy_results(tmp_path)
+    write_feed(root, machine=None)
+    with pytest.raises(KeyError, match="bench_feed.json: records no provenance"):
+        results_tables.feed_block(root)
+    with pytest.raises(KeyError, match="bench_feed.json: records no provenance"):
+        results_tables.stale_files(root)
+    data = write_feed(root)
+    del data["compile"]  # bench_feed.py --skip-compile
+    (root / FEED).write_text(json.dumps(data), "utf-8")
+    with pytest.raises(KeyError, match="bench_feed.json: no compile.buckets"):
+        results_tables.feed_block(root)
+    (root / FEED).unlink()
+    with pytest.raises(FileNotFoundError, match=FEED):
+        results_tables.feed_block(root)
+
+
+def test_the_time_to_quality_comes_from_the_gpu_speedrun_files(tmp_path):
+    """Without a GPU speedrun file the README says there is no measurement; with one (a CPU
+    run's file is not one) it gives that file's figures and curve, and the pages are stale."""
+    root = copy_results(tmp_path)
+    assert results_tables.speedrun_paragraph(root) == results_tables.SPEEDRUN_NONE
+    run = {"recipe": "vaswani_bible_en_es_base", "gpu": None, "wall_s": 287.4,
+           "test_bleu": 30.61, "test_chrf": 52.3, "steps": 3000, "tokens_per_s": 512345.6,
+           "eager_tokens_per_s": 401234.7, "mfu": 0.3612, "compile_s": 21.2,
+           "first_step_wall_s": 48.9,
+           "curve": [{"wall_s": 95.2, "step": 1000, "bleu": 21.04},
+                     {"wall_s": 190.7, "step": 2000, "bleu": 28.96}]}  # fmt: skip
+    cpu = root / "speedrun_vaswani_bible_en_es_base_cpu.json"
+    cpu.write_text(json.dumps(run), "utf-8")
+    assert results_tables.speedrun_paragraph(root) == results_tables.SPEEDRUN_NONE
+    run["gpu"] = "NVIDIA H200"
+    (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
+    paragraph = results_tables.speedrun_paragraph(root)
+    assert "Time to quality on one NVIDIA H200" in paragraph
+    assert "saves its model 287 s after the command starts, test BLEU **30.6**" in paragraph
+    assert "512,346 target tokens/s (MFU 36.1%; eager 401,235)" in paragraph
+    assert "21.0 at 95 s, 29.0 at 191 s" in paragraph
+    assert README in results_tables.stale_files(root)
+    del run["test_chrf"]
+    (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
+    with pytest.raises(KeyError, match="test_chrf"):
+        results_tables.speedrun_paragraph(root)

@@ -1,0 +1,1 @@
+"""``hfattn.export`` and ``hfattn.plotting``."""

@@ -1,0 +1,1 @@
+"""``hfattn.hub``: model cards, pushes to a (local) Hub, published models."""

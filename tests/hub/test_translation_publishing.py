@@ -1,0 +1,340 @@
+"""Publishing a translation model: the pushed card (metrics, pipeline tag, attention variant,
+a usage snippet that runs), the translation Space called through gradio_client and driven in a
+headless Chromium, and the pushed repo + Space run from the Hub without hfattn."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+from huggingface_hub import ModelCard
+
+from hfattn.cli import main as cli_main
+from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
+from tests.helpers.fresh_env import run_card_snippet
+from tests.helpers.space_helpers import heatmap, launch_space, model_calls
+from tests.spaces.test_spaces import CHROMIUM, CHROMIUM_ARGS
+
+MAX_INPUT_CHARS = 200
+NEW_TOKENS = 16
+SENTENCES = ["April 22, 2019", "3 May 2001", "December 31, 1999"]
+TRAIN_STEPS = 200
+
+
+def _model_family() -> str:
+    from transformers import CONFIG_MAPPING
+
+    import hfattn.models  # noqa: F401  (registers the hfattn model types)
+
+    return "bahdanau" if "bahdanau" in CONFIG_MAPPING else "marian"
+
+
+MODEL = _model_family()
+"""The tiny run's model family: the hfattn Bahdanau encoder-decoder (remote code on the Hub),
+or the built-in Marian while that model is not in the tree."""
+
+
+@pytest.fixture(scope="module")
+def translation_run(tmp_path_factory) -> Path:
+    """A finished tiny translation run (date normalisation, trained long enough for different
+    dates to translate differently); do not modify it."""
+    from hfattn.orchestration.run import run_recipe
+    from hfattn.recipes import load_recipe
+    from tests.helpers.recipe_helpers import write_recipe
+    from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
+
+    run = tmp_path_factory.mktemp("runs") / f"{MODEL}_tiny"
+    recipe = write_recipe(
+        run.parent / "recipe",
+        base={},
+        name=f"{MODEL}_tiny_publishing",
+        task="translation",
+        output_dir=str(run),
+        model=TINY_TRANSLATION_MODELS[MODEL],
+        tokenizer={"type": "char"},
+        data={"source": "date-normalization", "size": 1500, "test_fraction": 0.1},
+        training={
+            "batch_size": 32,
+            "epochs": 20,
+            "max_steps": TRAIN_STEPS,
+            "learning_rate": 0.005,
+            "log_every": 50,
+            "eval_every": TRAIN_STEPS,
+            "save_every": None,  # (a Marian checkpoint reload unties its embeddings)
+        },
+        evaluation={"splits": ["test"], "batch_size": 64, "max_new_tokens": NEW_TOKENS},
+        generation={"max_new_tokens": NEW_TOKENS, "num_beams": 2, "examples": [SENTENCES[0]]},
+        hub={"language": ["en"], "tags": ["tiny"]},
+    )
+    run_recipe(load_recipe(recipe))
+    if MODEL == "marian":  # ``MarianMTModel`` has no suffix the Hub code maps to a task
+        config = json.loads((run / "config.json").read_text())
+        config["architectures"] = ["MarianForConditionalGeneration"]
+        (run / "config.json").write_text(json.dumps(config))
+    return run
+
+
+def _load(folder):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    return AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(
+        folder
+    )
+
+
+def expected_translations(folder, sentences, num_beams, max_new_tokens=NEW_TOKENS) -> list[str]:
+    """What hfattn's own ``translate_texts`` gives for ``sentences``."""
+    from hfattn.tasks.translation.inference import translate_texts
+
+    model, tokenizer = _load(folder)
+    return translate_texts(
+        model, tokenizer, sentences, num_beams=num_beams, max_new_tokens=max_new_tokens
+    )
+
+
+# ---------------------------------------------------------------------------- model card
+def push_translation_run(hub_server, run, repo_id, capsys):
+    """Push ``run`` with the CLI and check what every translation push must hold: the model
+    files without checkpoints, and a card whose model-index carries the run's BLEU, chrF and
+    exact match. Returns ``(uploaded file names, card, eval_results.json)``."""
+    assert cli_main(["push", str(run), "--repo-id", repo_id]) == 0
+    assert capsys.readouterr().out.split() == [f"{hub_server.url}/{repo_id}"]
+    files = set(hub_server.files(repo_id))
+    assert {"README.md", "config.json", "model.safetensors", "tokenizer.json"} <= files
+    assert not any(f.startswith("checkpoints") for f in files)
+
+    card = ModelCard.load(hub_server.revision_dir(repo_id) / "README.md")
+    recorded = json.loads((run / "eval_results.json").read_text())
+    want = {r["metric_type"]: r["value"] for r in recorded["results"]}
+    got = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    for metric in ("bleu", "chrf", "exact_match"):
+        assert got[metric] == pytest.approx(want[metric], rel=1e-12), metric
+    return files, card, recorded
+
+
+def test_push_translation_card(hub_server, translation_run, tmp_path, capsys):
+    repo_id = "tester/translation-tiny"
+    files, card, recorded = push_translation_run(hub_server, translation_run, repo_id, capsys)
+    want = {r["metric_type"]: r["value"] for r in recorded["results"]}
+    assert {r.task_type for r in card.data.eval_results} == {"translation"}
+    assert {r.dataset_name for r in card.data.eval_results} == {recorded["dataset_name"]}
+    assert card.data.pipeline_tag == "translation"
+    assert card.data.library_name == "transformers"
+    assert f"| test | chrF | {want['chrf']:.4g} |" in card.text
+
+    config = json.loads((translation_run / "config.json").read_text())
+    if MODEL == "bahdanau":  # the attention variant is named in the model details
+        row = next(line for line in card.text.splitlines() if line.startswith("| Attention |"))
+        assert f"`{config['attention']}`" in row
+        for key in ("score", "distribution", "cell"):
+            if config.get(key) is not None:
+                assert f"{key} `{config[key]}`" in row
+        assert "trust_remote_code=True" in card.text
+    else:
+        assert f"| `decoder_attention_heads` | `{config['decoder_attention_heads']}` |" in (
+            card.text
+        )
+
+    # The first usage snippet runs as a user would paste it (the model downloaded from the
+    # Hub) and translates the recipe's example like translate_texts does.
+    snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1)
+    assert '"April 22, 2019"' in snippet  # the recipe's generation example
+    translation = run_card_snippet(
+        sys.executable,
+        card.text,
+        tmp_path,
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_ENDPOINT=hub_server.url,
+    )
+    assert translation == expected_translations(translation_run, ["April 22, 2019"], 4, 50)[0]
+
+
+def test_card_names_a_model_without_attention(translation_run, tmp_path):
+    """``attention: null`` (Sutskever / Cho) is stated as such; models without an
+    ``attention`` field (Marian, char-RNN) get no Attention row."""
+    from hfattn.hub import render_model_card
+
+    folder = tmp_path / "run"
+    shutil.copytree(translation_run, folder, ignore=shutil.ignore_patterns("checkpoints"))
+    config = json.loads((folder / "config.json").read_text())
+    config.update(attention=None, cell="gru", score=None)
+    (folder / "config.json").write_text(json.dumps(config))
+    text = render_model_card(inspect_folder(folder), "me/plain").text
+    assert (
+        "| Attention | none (`attention: null`, the encoder's final state only) (cell `gru`) |"
+        in (text)
+    )
+    config.pop("attention")
+    (folder / "config.json").write_text(json.dumps(config))
+    assert "| Attention |" not in render_model_card(inspect_folder(folder), "me/plain").text
+
+
+# --------------------------------------------------------------------------------- Space
+@pytest.fixture(scope="module")
+def translation_space(translation_run, tmp_path_factory):
+    """The translation Space staged for the tiny run and launched in-process (inputs capped at
+    :data:`MAX_INPUT_CHARS`); yields its local URL."""
+    space = launch_space(
+        translation_run, tmp_path_factory.mktemp("space"), max_input_chars=MAX_INPUT_CHARS
+    )
+    try:
+        assert sorted(p.name for p in space.staged.iterdir() if p.is_file()) == [
+            "README.md",
+            "app.py",
+            "examples.json",
+            "frame.py",
+            "requirements.txt",
+        ]
+        requirements = (space.staged / "requirements.txt").read_text()
+        assert "transformers>=5.24" in requirements and "hfattn" not in requirements
+        yield space.url
+    finally:
+        space.close()
+
+
+def test_translation_space_via_gradio_client(translation_space, translation_run):
+    client = Client(translation_space, verbose=False)
+    for beams in (1, 3):
+        text, plot = client.predict("\n".join(SENTENCES), beams, NEW_TOKENS, api_name="/translate")
+        want = expected_translations(translation_run, SENTENCES, beams)
+        assert text.split("\n") == want, beams
+        assert heatmap(plot)[1]  # the first sentence's heatmap, with its source tokens
+        assert all(want)  # every sentence got a non-empty translation
+
+    # Blank lines keep their place; empty input gives empty output and no plot.
+    text, _ = client.predict(
+        f"{SENTENCES[0]}\n\n{SENTENCES[1]}", 2, NEW_TOKENS, api_name="/translate"
+    )
+    assert text.split("\n") == [
+        *expected_translations(translation_run, SENTENCES[:1], 2),
+        "",
+        *expected_translations(translation_run, SENTENCES[1:2], 2),
+    ]
+    assert client.predict("", 4, NEW_TOKENS, api_name="/translate") == ("", None)
+    # the one-layer model's API advertises layer "1", and takes it
+    params = client.view_api(return_format="dict")["named_endpoints"]["/translate"]["parameters"]
+    layer = next(p for p in params if p["parameter_name"] == "layer")
+    assert layer["python_type"]["type"] == "Literal['1']"
+    text, _ = client.predict(SENTENCES[0], 2, NEW_TOKENS, "1", "mean", api_name="/translate")
+    assert text == expected_translations(translation_run, SENTENCES[:1], 2)[0]
+
+
+def test_translation_space_refuses_bad_input(translation_space):
+    client = Client(translation_space, verbose=False)
+    with (
+        model_calls() as calls,
+        pytest.raises(
+            AppError,
+            match=f"Source text is {MAX_INPUT_CHARS + 1} characters long; "
+            f"this Space accepts at most {MAX_INPUT_CHARS}",
+        ),
+    ):
+        client.predict("x" * (MAX_INPUT_CHARS + 1), 1, NEW_TOKENS, api_name="/translate")
+    assert calls == []  # refused at once, not after translating
+    with pytest.raises(AppError, match="greater than maximum value 8"):
+        client.predict(SENTENCES[0], 9, NEW_TOKENS, api_name="/translate")
+
+
+def _space_module(translation_run, tmp_path):
+    staged = stage_space(inspect_folder(translation_run), str(translation_run), tmp_path)
+    return load_space_app(staged)
+
+
+def test_translate_checks_fields_and_survives_missing_attention(translation_run, tmp_path):
+    """Called directly: out-of-range values name the field; a model whose forward returns no
+    cross-attention (``attention: null``) translates without a plot."""
+    import gradio as gr
+
+    app = _space_module(translation_run, tmp_path)
+    model, tokenizer = _load(translation_run)
+    context = app.frame.Context(model, tokenizer, app.frame.Limits(max_new_tokens=40), "local")
+    with pytest.raises(gr.Error, match="Beam width must be between 1 and 8, got 0"):
+        app.translate(context, SENTENCES[0], 0, 10)
+    with pytest.raises(gr.Error, match="Max new tokens must be between 1 and 40, got 41"):
+        app.translate(context, SENTENCES[0], 1, 41)
+
+    text, plot = app.translate(context, SENTENCES[0], 2, NEW_TOKENS)
+    _, sources, _, weights = heatmap(plot)
+    source = tokenizer(SENTENCES[0])["input_ids"]
+    assert sources == tokenizer.convert_ids_to_tokens(source)
+    assert weights.shape[1] == len(source)
+    assert weights.shape[0] == len(tokenizer(text_target=text)["input_ids"]) or text == ""
+    assert np.allclose(weights.sum(axis=1), 1.0, atol=1e-4)  # a distribution per output
+
+    forward = model.forward
+
+    def without_cross_attention(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        out.cross_attentions = None
+        return out
+
+    model.forward = without_cross_attention
+    assert app.translate(context, SENTENCES[0], 2, NEW_TOKENS) == (text, None)
+
+    if MODEL == "bahdanau":  # the real thing: an RNN encoder-decoder with ``attention: null``
+        from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+        config = AutoConfig.from_pretrained(translation_run)
+        config.attention = None
+        plain = AutoModelForSeq2SeqLM.from_config(config).eval()
+        context = app.frame.Context(plain, tokenizer, app.frame.Limits(), "local")
+        text, figure = app.translate(context, f"{SENTENCES[0]}\n{SENTENCES[1]}", 2, 5)
+        assert figure is None and len(text.split("\n")) == 2
+
+
+# ------------------------------------------------------------------------------- browser
+@pytest.mark.slow
+def test_translation_in_headless_chromium(translation_space, translation_run, tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("chromium is not installed (`make browser` / apt-get install chromium)")
+    from playwright.sync_api import expect, sync_playwright
+
+    want = expected_translations(translation_run, SENTENCES[:1], 4)[0]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(translation_space)
+            page.locator("#source textarea").fill(SENTENCES[0])
+            page.get_by_label("number input for Beam width").fill("4")
+            page.get_by_label("number input for Max new tokens").fill(str(NEW_TOKENS))
+            page.get_by_role("button", name="Translate").click()
+            output = page.locator("#translation textarea")
+            expect(output).to_have_value(want, timeout=60_000)
+            chart = page.locator("#alignment canvas, #alignment svg")  # drawn by Vega
+            expect(chart.first).to_be_visible(timeout=30_000)
+            page.screenshot(path=tmp_path / "translation.png", full_page=True)
+        finally:
+            browser.close()
+    assert (tmp_path / "translation.png").stat().st_size > 10_000
+
+
+# ----------------------------------------------------------------------- fresh environment
+@pytest.mark.slow
+def test_translation_space_from_hub_runs_without_hfattn(
+    hub_server, translation_run, fresh_python, tmp_path
+):
+    """The pushed model + Space, downloaded and started like on Spaces (``python app.py``) in
+    an environment without hfattn, translate like hfattn does."""
+    from tests.helpers.fresh_env import space_from_hub
+
+    push_model_folder(translation_run, "tester/translation-e2e", space=True)
+    start = time.perf_counter()
+    with space_from_hub(hub_server, "tester/translation-e2e", fresh_python, tmp_path) as (_, url):
+        text, plot = Client(url, verbose=False).predict(
+            "\n".join(SENTENCES), 3, NEW_TOKENS, api_name="/translate"
+        )
+        print(f"translation Space cold start to first answer: {time.perf_counter() - start:.2f}s")
+    assert text.split("\n") == expected_translations(translation_run, SENTENCES, 3)
+    assert plot is not None
+    assert hub_server.resolved("tester/translation-e2e", "model.safetensors")
+    if MODEL == "bahdanau":  # the modeling code came from the repo, not from hfattn
+        assert "modeling_bahdanau.py" in hub_server.files("tester/translation-e2e")

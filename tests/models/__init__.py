@@ -1,0 +1,1 @@
+"""``hfattn.models``: the modeling files, attention and the transformers contracts."""

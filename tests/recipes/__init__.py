@@ -1,0 +1,1 @@
+"""``hfattn.recipes``: recipe parsing and the checks made before torch is imported."""

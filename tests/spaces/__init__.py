@@ -1,0 +1,1 @@
+"""``spaces/``: the Gradio apps, launched and called."""

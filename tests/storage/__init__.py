@@ -1,0 +1,1 @@
+"""``hfattn.storage`` and ``hfattn.common``: run folders, file writes, locations, the machine."""

@@ -1,0 +1,416 @@
+"""A run is its folder (:mod:`hfattn.storage.run_folder`): ``hfattn train --resume FOLDER``
+continues
+it from the recipe stored there, the interrupt hint says exactly that, a recipe that is not
+the run's is refused before anything slow loads (naming the fields), ``--resume --overwrite``
+is one clear error, an intact checkpoint that does not fit the recipe is not called damaged,
+and a failed ``--resume`` leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from hfattn.cli import main
+from hfattn.orchestration import run as orchestration
+from hfattn.orchestration.run import run_recipe
+from hfattn.recipes import load_recipe
+from hfattn.storage import run_folder
+from hfattn.storage.model_folder import CONFIG_FILE
+from hfattn.tasks import get_task
+from tests.helpers.recipe_helpers import write_recipe
+
+STOP_AT = 3
+TRAINING = {"max_steps": 10, "eval_every": 10, "save_every": 100, "log_every": 1}
+
+
+def _interrupt_at(step):
+    def callback(progress):
+        if progress.step >= step:
+            progress.should_stop, progress.stop_reason = True, "interrupted"
+
+    return callback
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """A tiny run stopped at step 3 (as by Ctrl-C): ``(recipe path, run folder)``."""
+    root = tmp_path_factory.mktemp("interrupted")
+    recipe = write_recipe(root, training=TRAINING)
+    result = run_recipe(load_recipe(recipe), callbacks=[_interrupt_at(STOP_AT)])
+    assert result.interrupted
+    return recipe, root / "run"
+
+
+@pytest.fixture
+def run_copy(interrupted, tmp_path):
+    """A copy of the interrupted run: ``(recipe path, run folder)``."""
+    recipe, folder = interrupted
+    copy = tmp_path / "copied_run"
+    shutil.copytree(folder, copy)
+    return recipe, copy
+
+
+def _no_model_loading(monkeypatch):
+    """Make building the model and data (the slow part) fail the test."""
+
+    def boom(self, recipe):
+        raise AssertionError("the model and data were loaded")
+
+    monkeypatch.setattr(type(get_task("causal-lm")), "build_job", boom)
+
+
+def test_the_interrupt_hint_names_the_run_folder(tmp_path, capsys, monkeypatch):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    folder = tmp_path / "elsewhere"
+    real = orchestration.run_recipe
+
+    def interrupted_run(recipe, **kwargs):
+        return real(recipe, **kwargs, callbacks=[_interrupt_at(STOP_AT)])
+
+    monkeypatch.setattr(orchestration, "run_recipe", interrupted_run)
+    assert main(["train", str(recipe), "--set", f"output_dir={folder}"]) == 130
+    err = capsys.readouterr().err
+    assert f"Continue with:\n  hfattn train --resume {folder}\n" in err
+    assert run_folder.run_state(folder) == "interrupted"
+
+
+def test_an_interrupt_says_how_to_continue_once(tmp_path, capsys, caplog, monkeypatch):
+    """Once the engine's warning and the command's message both gave the resume command."""
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    real = orchestration.run_recipe
+
+    def interrupted_run(recipe, **kwargs):
+        return real(recipe, **kwargs, callbacks=[_interrupt_at(STOP_AT)])
+
+    monkeypatch.setattr(orchestration, "run_recipe", interrupted_run)
+    caplog.set_level(logging.INFO, logger="hfattn")
+    assert main(["train", str(recipe)]) == 130
+    said = caplog.text + capsys.readouterr().err
+    assert said.count("hfattn train --resume") == 1, said
+
+
+def test_resume_a_run_folder_alone(run_copy, capsys):
+    _, folder = run_copy
+    assert main(["train", "--resume", str(folder), "--set", "training.max_steps=12"]) == 0
+    err = capsys.readouterr().err
+    assert "--resume: training.max_steps: 10 vs 12 (the run's recipe is updated)" in err
+    results = json.loads((folder / run_folder.EVAL_RESULTS_FILE).read_text())
+    assert results["training"]["global_step"] == 12
+    stored = run_folder.read_recipe(folder)
+    assert stored["training"]["max_steps"] == 12 and stored["output_dir"] == str(folder)
+    assert run_folder.run_state(folder) == "finished"
+
+
+def test_resume_with_another_recipe_is_refused_before_loading(run_copy, capsys, monkeypatch):
+    recipe, folder = run_copy
+    _no_model_loading(monkeypatch)
+    before = run_folder.recipe_path(folder).read_text()
+    args = ["train", str(recipe), "--resume", "--set", f"output_dir={folder}"]
+    assert main([*args, "--set", "model.hidden_size=64", "--set", "training.seed=3"]) == 2
+    err = capsys.readouterr().err
+    assert "the recipe differs from the run's" in err
+    assert "model.hidden_size: 32 vs 64" in err and "training.seed: 1337 vs 3" in err
+    assert run_folder.recipe_path(folder).read_text() == before
+    # the budget alone may change, through either spelling
+    assert main(["train", "--resume", str(folder), "--set", "model.hidden_size=64"]) == 2
+    assert "model.hidden_size: 32 vs 64" in capsys.readouterr().err
+
+
+def test_resume_with_the_run_recipe_continues(run_copy, capsys):
+    recipe, folder = run_copy
+    assert main(["train", str(recipe), "--resume", "--set", f"output_dir={folder}"]) == 0
+    results = json.loads((folder / run_folder.EVAL_RESULTS_FILE).read_text())
+    assert results["training"]["global_step"] == 10
+
+
+def test_resume_and_overwrite_together_are_refused(tmp_path, capsys, monkeypatch):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    _no_model_loading(monkeypatch)
+    assert main(["train", str(recipe), "--resume", "--overwrite"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {run_folder.RESUME_AND_OVERWRITE}"
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_intact_checkpoint_that_does_not_fit_is_not_called_damaged(run_copy, capsys):
+    recipe, folder = run_copy
+    run_folder.recipe_path(folder).unlink()  # a run from before recipes were stored
+    args = ["train", str(recipe), "--resume", "--set", f"output_dir={folder}"]
+    assert main([*args, "--set", "model.hidden_size=64"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume: the recipe differs from the run's: size mismatch" in err
+    assert "damaged" not in err and "delete" not in err
+    assert run_folder.latest_checkpoint(folder) is not None
+    assert not run_folder.recipe_path(folder).exists()  # the wrong recipe is not stored
+
+
+@pytest.mark.parametrize("make_empty", [False, True])
+def test_a_failed_resume_leaves_nothing_behind(tmp_path, capsys, make_empty):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    folder = tmp_path / "run"
+    if make_empty:
+        folder.mkdir()
+    assert main(["train", str(recipe), "--resume"]) == 2
+    assert "--resume: no checkpoint under" in capsys.readouterr().err
+    assert folder.exists() == make_empty
+    assert not make_empty or not any(folder.iterdir())
+    # the library call too
+    with pytest.raises(FileNotFoundError, match="no checkpoint under"):
+        run_recipe(load_recipe(recipe), resume=True)
+    assert folder.exists() == make_empty and (not make_empty or not any(folder.iterdir()))
+
+
+def test_resume_of_a_folder_that_is_not_a_run(tmp_path, capsys):
+    assert main(["train", "--resume", str(tmp_path / "nothing")]) == 2
+    assert "the folder does not exist; it is not a run to continue" in capsys.readouterr().err
+    assert not (tmp_path / "nothing").exists()
+    assert main(["train", "--resume", str(tmp_path)]) == 2
+    assert f"has no {run_folder.RECIPE_FILE}" in capsys.readouterr().err
+    assert main(["train"]) == 2
+    assert "give a recipe" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("training: [1, 2\n", r"recipe\.yaml: not valid YAML \("), ("- 1\n", "expected a mapping")],
+)
+def test_a_stored_recipe_that_is_no_mapping_is_one_error_naming_it(tmp_path, text, message):
+    """The one reader of ``recipe.yaml`` (``--resume`` and ``hfattn push`` alike)."""
+    assert run_folder.read_recipe(tmp_path) is None
+    (tmp_path / run_folder.RECIPE_FILE).write_text(text)
+    with pytest.raises(run_folder.RunFolderError, match=message):
+        run_folder.read_recipe(tmp_path)
+
+
+def test_recipe_differences_name_dotted_fields():
+    stored = yaml.safe_load("model: {hidden_size: 64}\ntraining: {max_steps: 5}\noutput_dir: a")
+    given = {"model": {"hidden_size": 128}, "training": {"max_steps": 5}, "output_dir": "b"}
+    assert [str(c) for c in run_folder.recipe_differences(stored, given)] == [
+        "model.hidden_size: 64 vs 128"
+    ]
+
+
+def test_budget_logging_and_hub_fields_may_change_on_resume():
+    assert run_folder.is_resumable("training.max_steps")
+    assert run_folder.is_resumable("hub.license") and run_folder.is_resumable("hub")
+    assert not run_folder.is_resumable("hubris.x")
+    assert not run_folder.is_resumable("training.learning_rate")
+
+
+SPACED = "my runs/Año ñandú — été"
+"""A run folder whose path a shell would split, with letters beyond ASCII."""
+
+
+def _pasted(command: str) -> list[str]:
+    """The arguments that ``hfattn`` gets when ``command`` is pasted into bash."""
+    script = 'hfattn() { printf "%s\\0" "$@"; }\n' + command
+    done = subprocess.run(["bash", "-c", script], capture_output=True, check=True)
+    return done.stdout.decode().split("\0")[:-1]
+
+
+def test_printed_commands_paste_as_printed_for_a_folder_with_spaces(interrupted, tmp_path, capsys):
+    """Every command printed for pasting quotes the folder (``shlex.quote``): bash gives
+    ``hfattn`` the folder as one argument, and the pasted command finishes the run."""
+    from hfattn.commands.inputs import ModelLoadError, check_model_fits
+    from hfattn.export.export_folder import missing_export
+
+    recipe, folder = interrupted
+    copy = tmp_path / SPACED
+    shutil.copytree(folder, copy)
+    assert main(["train", str(recipe), "--set", f"output_dir={copy}"]) == 2  # holds a run
+    assert main(["train", str(recipe), "--resume", str(copy)]) == 2  # both given
+    assert main(["train", "--resume", str(copy), "--set", "model.hidden_size=64"]) == 2
+    with pytest.raises(ModelLoadError) as wrong_command:  # a translation model to `generate`
+        check_model_fits(str(copy), {"is_encoder_decoder": True}, None, "AutoModelForCausalLM")
+    said = "\n".join(
+        [
+            capsys.readouterr().err,
+            run_folder.interrupted_run_message(copy),
+            missing_export(copy),
+            str(wrong_command.value),
+        ]
+    )
+    commands = re.findall(r"`(hfattn [^`]*)`", said)
+    resume = ["train", "--resume", str(copy)]
+    assert [_pasted(c) for c in commands] == [
+        resume,  # check_output_dir
+        resume,  # a recipe and a folder: the folder's run
+        ["train", str(recipe), "--resume"],  # ... or the recipe's
+        resume,  # another recipe
+        resume,  # interrupted_run_message
+        [*resume, "--set", f"training.max_steps={STOP_AT}"],
+        ["export", str(copy), "--format", "ctranslate2", str(copy / "ct2")],
+        ["translate", str(copy), "TEXT..."],
+    ]
+    assert main(_pasted(commands[5])) == 0
+    assert run_folder.run_state(copy) == "finished"
+
+
+def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, capsys, tmp_path):
+    _, folder = run_copy
+    dry = tmp_path / "dry"
+    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(dry)]) == 2
+    err = capsys.readouterr().err
+    assert f"interrupted at step {STOP_AT}" in err
+    assert f"`hfattn train --resume {folder}`" in err
+    ending = f"hfattn train --resume {folder} --set training.max_steps={STOP_AT}"
+    assert ending in err and "config.json missing" not in err
+    assert not dry.exists()
+    # the advice works: the run ends at its last checkpoint and saves its model
+    assert main(ending.split()[1:]) == 0
+    assert (folder / CONFIG_FILE).is_file()
+    assert run_folder.run_state(folder) == "finished"
+
+
+def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys, monkeypatch):
+    recipe = write_recipe(tmp_path, training=TRAINING, hub={"license": "mit"})
+    folder = tmp_path / "short"
+    args = ["train", str(recipe), "--set", f"output_dir={folder}", "--set", "training.max_steps=4"]
+    assert main(args) == 0
+    training = json.loads(run_folder.eval_results_path(folder).read_text())["training"]
+    # the plan is the recipe file's (10 steps), not the overridden 4
+    assert (training["global_step"], training["planned_steps"]) == (4, TRAINING["max_steps"])
+    shortfall = run_folder.training_shortfall(folder)
+    assert shortfall.startswith("training stopped at step 4 of the 10 its recipe plans (40%)")
+    capsys.readouterr()
+    monkeypatch.setenv("HF_TOKEN", "hf_test")  # refused before the Hub is asked anything
+    assert main(["push", str(folder), "--repo-id", "me/x"]) == 2
+    err = capsys.readouterr().err
+    assert shortfall in err and "--force" in err
+    # a dry run always previews, saying that a real push is refused
+    push = ["push", str(folder), "--repo-id", "me/x", "--dry-run"]
+    assert main([*push, str(tmp_path / "preview")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a real push is refused" in out and "--force" in out
+    assert (tmp_path / "preview" / "model" / "config.json").is_file()
+    assert main([*push, str(tmp_path / "forced"), "--force"]) == 0
+    assert "a real push is refused" not in capsys.readouterr().out
+    assert (tmp_path / "forced" / "model" / "config.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def clocked(tmp_path_factory):
+    """A tiny run that its recipe's own clock (``training.max_minutes: 0.01``) stops long
+    before its 100,000 planned steps: ``(recipe path, run folder)``."""
+    root = tmp_path_factory.mktemp("clocked")
+    training = {"max_steps": 100_000, "epochs": 10_000, "max_minutes": 0.01,
+                "log_every": 50, "eval_every": None, "save_every": None}  # fmt: skip
+    recipe = write_recipe(root, training=training, hub={"license": "mit"})
+    assert main(["train", str(recipe)]) == 0
+    return recipe, root / "run"
+
+
+def test_a_run_ended_by_its_own_clock_is_complete(clocked, tmp_path, capsys):
+    recipe, folder = clocked
+    training = json.loads(run_folder.eval_results_path(folder).read_text())["training"]
+    assert training["stop_reason"] == "time budget"
+    assert (training["max_minutes"], training["planned_minutes"]) == (0.01, 0.01)
+    assert 0 < training["global_step"] < training["planned_steps"] // 100
+    assert run_folder.training_shortfall(folder) is None
+    capsys.readouterr()
+    assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "refused" not in out
+    card = (tmp_path / "p" / "model" / "README.md").read_text()
+    assert "short run" not in card and "Stopped because" in card
+    assert main(["evaluate", str(folder), "--split", "validation"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_clock_cut_by_set_or_an_early_stop_is_short(clocked, tmp_path):
+    _, folder = clocked
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    results = json.loads(run_folder.eval_results_path(copy).read_text())
+    step = results["training"]["global_step"]
+    results["training"]["max_minutes"] = 0.005  # --set training.max_minutes=0.005
+    run_folder.eval_results_path(copy).write_text(json.dumps(results))
+    assert f"training stopped at step {step:,} of the 100,000" in run_folder.training_shortfall(
+        copy
+    )
+    results["training"].update(max_minutes=0.01, stop_reason="loss plateau")
+    run_folder.eval_results_path(copy).write_text(json.dumps(results))
+    assert "ended by the loss plateau" in run_folder.training_shortfall(copy)
+
+
+def test_a_run_of_most_of_its_plan_is_not_short(tmp_path):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    folder = tmp_path / "most"
+    assert main(["train", str(recipe), "--set", f"output_dir={folder}",
+                 "--set", "training.max_steps=6"]) == 0  # fmt: skip
+    assert run_folder.training_shortfall(folder) is None
+
+
+def test_overwrite_clears_every_file_of_the_old_run_and_nothing_else(tmp_path):
+    """The old run's sample must not reach the new run's card; a file of the user's stays."""
+    folder = tmp_path / "run"
+    (folder / run_folder.CHECKPOINTS_DIR / "step-5").mkdir(parents=True)
+    old = ["model.safetensors", *run_folder.RUN_FILES]
+    for name in [*old, "notes.txt"]:
+        (folder / name).write_text("old")
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        run_folder.check_output_dir(folder, overwrite=False)
+    assert all((folder / name).exists() for name in old)
+    run_folder.clear_output_dir(folder)
+    assert run_folder.SAMPLES_FILE in run_folder.RUN_FILES
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def _snapshot(folder):
+    """Every file under ``folder`` with its modification time and content."""
+    return {
+        path: (path.stat().st_mtime_ns, path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_resume_of_a_run_ended_by_its_steps_changes_nothing_until_extended(run_copy, capsys):
+    _, folder = run_copy
+    assert main(["train", "--resume", str(folder)]) == 0  # the interrupted run finishes
+    before = _snapshot(folder)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(folder)]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"{folder} is already finished: it stopped at step 10 (training.max_steps=10) and saved "
+        f"its model; nothing changed. Extend it with `hfattn train --resume {folder} --set "
+        "training.max_steps=N (> 10)`"
+    )
+    assert _snapshot(folder) == before
+    # a larger budget extends it
+    assert main(["train", "--resume", str(folder), "--set", "training.max_steps=12"]) == 0
+    results = json.loads(run_folder.eval_results_path(folder).read_text())
+    assert results["training"]["global_step"] == 12
+
+
+def test_resume_of_a_run_ended_by_its_clock_changes_nothing(clocked, tmp_path, capsys):
+    _, folder = clocked
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    before = _snapshot(copy)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(copy)]) == 0
+    err = capsys.readouterr().err
+    assert "is already finished" in err and "(training.max_minutes=0.01)" in err
+    assert f"`hfattn train --resume {copy} --set training.max_minutes=M`" in err
+    assert _snapshot(copy) == before
+
+
+def test_a_process_of_a_launch_that_accelerate_sees_as_one_is_refused(
+    tmp_path, capsys, monkeypatch
+):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun without ACCELERATE_USE_CPU=1 on a CPU
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: WORLD_SIZE=2 but Accelerate set up a single process")
+    assert "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,1 @@
+"""``hfattn.tasks``: each task end to end on tiny models."""

@@ -1,0 +1,1 @@
+"""``hfattn.training`` and ``hfattn.evaluation``: the engine, resume, faults, interrupts, metrics."""

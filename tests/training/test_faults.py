@@ -1,0 +1,449 @@
+"""Faults survived (issue 11): SIGKILL at any point and ``--resume`` give the weights and the
+log of an uninterrupted run; a failed or damaged checkpoint is a clear error naming the file;
+a NaN / infinite loss stops the run or skips the step.
+
+Killed runs are real processes: children of a fork server that imported hfattn once (a fresh
+interpreter each would cost ~13 s of imports here), running ``hfattn.cli.main(["train", ...])``
+with a callback (:mod:`fault_injection`) that SIGKILLs the process at a chosen step or in the
+middle of a chosen checkpoint write.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from hfattn.cli import main
+from hfattn.hub import HubPushError, push_model_folder
+from hfattn.orchestration.run import run_recipe
+from hfattn.recipes import load_recipe
+from hfattn.storage.run_folder import latest_checkpoint
+from tests.helpers.fault_injection import cli_with_fault, kill_at, nan_loss_at
+from tests.helpers.recipe_helpers import corpus_file, write_recipe
+from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
+from tests.hub.test_hub_push import PUBLISHED
+from tests.training.test_training import assert_same_weights, weights
+
+SAVE_EVERY = 4
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+_SERVER = multiprocessing.get_context("forkserver")
+_SERVER.set_forkserver_preload(
+    [
+        "fault_injection",
+        "hfattn.cli",
+        "hfattn.orchestration.run",
+        "hfattn.recipes",
+        "hfattn.tasks",
+        "hfattn.training.engine",
+    ]
+)
+
+
+def _train_child(argv: list[str], fault: str | None) -> None:
+    """Body of a child process: ``hfattn train`` killed at ``fault`` (or not killed)."""
+    sys.exit(cli_with_fault(["train", *argv], fault))
+
+
+def train_in_child(recipe: Path, fault: str | None = None) -> int:
+    """Run ``hfattn train recipe`` in a child process, with ``--resume`` when the run has a
+    checkpoint (else ``--overwrite``: a crash before the first checkpoint starts over), as a
+    user would after a crash. Returns the exit code (``-SIGKILL`` when the hook fired)."""
+    output_dir = Path(load_recipe(recipe).output_dir)
+    flag = "--resume" if latest_checkpoint(output_dir) is not None else "--overwrite"
+    child = _SERVER.Process(target=_train_child, args=([str(recipe), flag], fault))
+    child.start()
+    child.join(timeout=600)
+    return child.exitcode
+
+
+def records(
+    run: Path, drop=("elapsed_s", "tokens_per_s", "mfu", "data_wait_s", "eval_s")
+) -> list[dict]:
+    """``metrics.jsonl`` of ``run`` without the fields that depend on the clock."""
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in drop} for line in lines]
+
+
+def kill_points(total_steps: int, epochs: int) -> list[str]:
+    """One SIGKILL point per epoch, alternating between a kill between checkpoints (after the
+    step's log line and validation) and one in the middle of a checkpoint write; the last is
+    in the middle of the final checkpoint."""
+    per_epoch = total_steps // epochs
+    points = []
+    for epoch in range(epochs):
+        step = (epoch * per_epoch + per_epoch // 2) | 1  # odd: never a checkpoint step
+        save = min(-(-(step + 1) // SAVE_EVERY) * SAVE_EVERY, total_steps)
+        points.append(f"checkpoint:{save}" if epoch % 2 else f"step:{step}")
+    points[-1] = f"checkpoint:{total_steps}"
+    return points
+
+
+def small_recipe(folder: Path, **sections) -> Path:
+    """:func:`write_recipe` on 6000 characters of Macbeth (quick validations)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    corpus_file(folder, chars=6000)  # write_recipe then reads this file
+    return write_recipe(folder, **sections)
+
+
+def char_rnn_recipe(folder: Path) -> Path:
+    """A stateful char-RNN with dropout (the RNG must be restored too), three epochs."""
+    return small_recipe(
+        folder,
+        model={"dropout": 0.2, "num_layers": 2},
+        training={"mode": "stateful", "epochs": 3, "max_steps": None, "log_every": 3,
+                  "eval_every": 6, "save_every": SAVE_EVERY, "load_best_at_end": False},
+        evaluation={"splits": ["test"]},
+    )  # fmt: skip
+
+
+def seq2seq_recipe(folder: Path) -> Path:
+    """A tiny Bahdanau encoder-decoder on generated date pairs, three epochs."""
+    return write_recipe(
+        folder,
+        base={},
+        task="translation",
+        model={**TINY_TRANSLATION_MODELS["bahdanau"], "dropout": 0.1},
+        tokenizer={"type": "char"},
+        data={"source": "date-normalization", "size": 400, "validation_fraction": 0.1,
+              "test_fraction": 0.1},
+        training={"batch_size": 32, "epochs": 3, "learning_rate": 0.005, "log_every": 3,
+                  "eval_every": 6, "save_every": SAVE_EVERY, "load_best_at_end": False},
+        evaluation={"splits": ["test"], "batch_size": 64, "max_new_tokens": 16},
+        generation={"max_new_tokens": 16, "num_beams": 1},
+    )  # fmt: skip
+
+
+def classification_recipe(folder: Path) -> Path:
+    """``recipes/rnn_classifier_reber.yaml`` (a GRU classifier with input dropout) on 256
+    training strings, three epochs."""
+    base = yaml.safe_load((RECIPES_DIR / "rnn_classifier_reber.yaml").read_text())
+    return write_recipe(
+        folder,
+        base=base,
+        model={"input_dropout": 0.2},
+        data={"train_size": 256},
+        training={"epochs": 3, "log_every": 3, "eval_every": 6, "save_every": SAVE_EVERY,
+                  "load_best_at_end": False},
+        evaluation={"splits": ["test"], "batch_size": 256},
+    )  # fmt: skip
+
+
+RECIPES = {
+    "char-rnn": char_rnn_recipe,
+    "seq2seq": seq2seq_recipe,
+    "classification": classification_recipe,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(RECIPES))
+def test_sigkill_anywhere_then_resume_matches_an_uninterrupted_run(tmp_path, kind):
+    straight = RECIPES[kind](tmp_path / "straight")
+    reference = run_recipe(load_recipe(straight))
+    total = reference.progress.step
+    assert reference.progress.epoch == 2 and total >= 18  # three epochs (0-based)
+
+    killed = RECIPES[kind](tmp_path / "killed")
+    run = tmp_path / "killed" / "run"
+    points = kill_points(total, epochs=3)
+    for point in points:
+        assert train_in_child(killed, fault=point) == -signal.SIGKILL, point
+        assert not (run / "model.safetensors").exists()
+    # the last kill came in the middle of the final checkpoint: its temp folder is left over
+    assert list((run / "checkpoints").glob(".tmp-step-*"))
+    assert train_in_child(killed) == 0
+
+    assert_same_weights(tmp_path / "straight" / "run", run)  # bit for bit
+    expected = records(tmp_path / "straight" / "run")
+    got = records(run)
+    assert got == expected  # the same records, values included: none twice, none missing
+    steps = [(r["split"], r["step"]) for r in got]
+    assert len(steps) == len(set(steps))
+    assert [s for split, s in steps if split == "train"] == list(range(3, total + 1, 3))
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == sorted(
+        p.name for p in (tmp_path / "straight" / "run" / "checkpoints").iterdir()
+    )  # no temp folder left
+    saved = json.loads((run / "eval_results.json").read_text())
+    assert (
+        saved["all_metrics"]
+        == json.loads((tmp_path / "straight" / "run" / "eval_results.json").read_text())[
+            "all_metrics"
+        ]
+    )
+
+
+def crash_at(step: int):
+    """A callback that crashes the run once ``step`` is done and logged, before its
+    checkpoint: an in-process stand-in for SIGKILL (nothing after it is saved)."""
+
+    def callback(progress):
+        if progress.step == step:
+            raise SystemExit(f"crashed at step {step}")
+
+    return callback
+
+
+def test_resume_drops_what_was_logged_after_the_checkpoint(tmp_path):
+    common = {"training": {"max_steps": 14, "log_every": 2, "eval_every": 4, "save_every": 5,
+                           "load_best_at_end": False},
+              "evaluation": {"splits": ["test"]}}  # fmt: skip
+    reference = run_recipe(load_recipe(small_recipe(tmp_path / "a", **common)))
+    recipe = load_recipe(small_recipe(tmp_path / "b", **common))
+    with pytest.raises(SystemExit):
+        run_recipe(recipe, callbacks=[crash_at(9)])
+    run = tmp_path / "b" / "run"
+    logged = [(r["split"], r["step"]) for r in records(run)]
+    # steps 6 and 8 (train) and 8 (validation) were logged after the checkpoint of step 5
+    assert logged[-3:] == [("train", 6), ("train", 8), ("validation", 8)]
+    # a crash can also cut the last line short
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 9, "spl')
+    second = run_recipe(recipe, resume=True)
+    assert second.progress.step == reference.progress.step == 14
+    # the same records, values included (the train loss logged at step 6 averages steps 5 and
+    # 6 although the run resumed in between)
+    assert records(run) == records(tmp_path / "a" / "run")
+    assert_same_weights(tmp_path / "a" / "run", run)
+
+
+def test_fault_points_are_checked():
+    assert (kill_at("checkpoint:12").where, kill_at("checkpoint:12").step) == ("checkpoint", 12)
+    for bad in ("step", "step:0", "export:3", "step:x"):
+        with pytest.raises(ValueError, match=f"fault point '{bad}': expected"):
+            kill_at(bad)
+
+
+def disk_full_at(monkeypatch, step: int) -> None:
+    """Make the checkpoint write of ``step`` fail as a full disk does: the optimizer state is
+    half written when ``torch.save`` raises ``ENOSPC``."""
+    import accelerate.checkpointing
+
+    real_save = accelerate.checkpointing.save
+
+    def save(obj, path, *args, **kwargs):
+        if f"step-{step}" in str(path):
+            Path(path).write_bytes(b"PK\x03\x04 half")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(accelerate.checkpointing, "save", save)
+
+
+def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch, capsys):
+    common = {"training": {"max_steps": 12, "eval_every": 6, "save_every": 5},
+              "evaluation": {"splits": ["test"]}}  # fmt: skip
+    run_recipe(load_recipe(small_recipe(tmp_path / "a", **common)))
+    recipe = small_recipe(tmp_path / "b", **common)
+    disk_full_at(monkeypatch, 10)
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    run = tmp_path / "b" / "run"
+    assert "writing the checkpoint of step 10" in err and "No space left on device" in err
+    assert f"the previous checkpoint {run / 'checkpoints' / 'step-5'} is intact" in err
+    assert "--resume" in err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-5"]
+    assert not (run / "model.safetensors").exists()
+    # space freed: the run continues from step 5 to the weights of an uninterrupted run
+    monkeypatch.undo()
+    assert main(["train", str(recipe), "--resume"]) == 0
+    assert_same_weights(tmp_path / "a" / "run", run)
+
+
+@pytest.fixture(scope="module")
+def checkpointed_run(tmp_path_factory) -> Path:
+    """A tiny char-RNN run stopped after its checkpoint of step 5 (do not modify: copy it)."""
+    folder = tmp_path_factory.mktemp("checkpointed")
+    recipe = load_recipe(
+        small_recipe(folder, training={"max_steps": 8, "eval_every": 5, "save_every": 5})
+    )
+
+    def stop_at_5(progress):
+        if progress.step == 5:
+            progress.should_stop, progress.stop_reason = True, "interrupted"
+
+    run_recipe(recipe, callbacks=[stop_at_5])
+    return folder
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garble(path: Path) -> None:
+    path.write_text("{ not json")
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("model.safetensors", _truncate),
+        ("optimizer.bin", _truncate),
+        ("random_states_0.pkl", _truncate),
+        ("progress.json", _garble),
+        ("custom_checkpoint_0.pkl", Path.unlink),  # the schedule
+    ],
+)
+def test_a_damaged_checkpoint_is_one_error_naming_the_file(
+    checkpointed_run, tmp_path, capsys, name, damage
+):
+    folder = tmp_path / "copy"
+    shutil.copytree(checkpointed_run, folder)
+    # the whole project moved: the recipe and the run's stored copy name the moved files
+    for recipe in (folder / "run" / "recipe.yaml", folder / "recipe.yaml"):
+        recipe.write_text(recipe.read_text().replace(str(checkpointed_run), str(folder)))
+    damaged = folder / "run" / "checkpoints" / "step-5" / name
+    damage(damaged)
+    assert main(["train", str(recipe), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"--resume: cannot read {damaged}" in err
+    assert f"delete {damaged.parent} to resume from the previous checkpoint" in err
+    assert "Traceback" not in err
+
+
+def same(a: dict, b: dict) -> bool:
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_a_non_finite_loss_can_skip_its_step(tmp_path, monkeypatch, accumulation):
+    snapshots = {}
+    first = 2 * accumulation + 1  # the first micro-batch of step 3
+    nan_loss_at(monkeypatch, {first, 9 * accumulation}, snapshots)  # and the last one of step 9
+    recipe = small_recipe(
+        tmp_path,
+        training={"mode": "stateless", "epochs": 6, "max_steps": 10, "log_every": 5, "eval_every": 10,
+                  "gradient_accumulation_steps": accumulation, "on_nonfinite_loss": "skip",
+                  "max_skipped_steps": 3},
+        evaluation={"splits": ["test"]},
+    )  # fmt: skip
+    result = run_recipe(load_recipe(recipe))
+    assert result.progress.step == 10 and result.progress.skipped_steps == 2
+    # the skipped step 3 changed nothing, step 2 did
+    assert same(snapshots[first], snapshots[first + accumulation])
+    assert not same(snapshots[first - accumulation], snapshots[first])
+    run = tmp_path / "run"
+    train = [r for r in records(run) if r["split"] == "train"]
+    assert [r.get("skipped_steps") for r in train] == [1, 2]
+    assert all(math.isfinite(r["loss"]) for r in train)
+    saved = json.loads((run / "eval_results.json").read_text())
+    assert saved["training"]["skipped_steps"] == 2
+    assert all(torch.isfinite(t).all() for t in weights(run).values())
+
+
+def test_too_many_skipped_steps_stop_with_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
+    nan_loss_at(monkeypatch, {3, 12})
+    recipe = small_recipe(
+        tmp_path,
+        training={"mode": "stateless", "epochs": 2, "max_steps": 20, "save_every": 5, "eval_every": 5,
+                  "on_nonfinite_loss": "skip", "max_skipped_steps": 1},
+    )  # fmt: skip
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "training loss is nan at step 12" in err
+    assert "after skipping 1 steps (training.max_skipped_steps=1)" in err
+    run = tmp_path / "run"
+    assert f"the last good checkpoint is {run / 'checkpoints' / 'step-10'}" in err
+    assert not (run / "model.safetensors").exists()
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-10", "step-5"]
+    progress = json.loads((run / "checkpoints" / "step-10" / "progress.json").read_text())
+    assert progress["skipped_steps"] == 1
+    # --overwrite: the refusal of the folder (checked first, before the recipe is loaded) aside
+    ignore = ["--set", "training.on_nonfinite_loss=ignore", "--overwrite"]
+    assert main(["train", str(recipe), *ignore]) == 2
+    assert "training.on_nonfinite_loss: 'ignore' is not one of stop, skip" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.slow
+def test_the_cli_in_a_fresh_interpreter_survives_sigkill(tmp_path):
+    """``hfattn train`` in a fresh interpreter killed mid-step and mid-checkpoint, then
+    ``python -m hfattn train --resume``."""
+    common = {"training": {"max_steps": 12, "log_every": 1, "eval_every": 4,
+                           "save_every": SAVE_EVERY, "load_best_at_end": False},
+              "evaluation": {"splits": ["test"]}}  # fmt: skip
+    run_recipe(load_recipe(small_recipe(tmp_path / "a", **common)))
+    recipe = small_recipe(tmp_path / "b", **common)
+    for args, point in (([], "step:6"), (["--resume"], "checkpoint:8")):
+        command = [
+            sys.executable,
+            "-m",
+            "tests.helpers.fault_injection",
+            point,
+            "train",
+            str(recipe),
+        ]
+        proc = subprocess.run(
+            [*command, *args], cwd=RECIPES_DIR.parent, capture_output=True, text=True
+        )
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+        assert f"fault injection: killing this process at {point}" in proc.stderr
+    command = [sys.executable, "-m", "hfattn", "train", str(recipe), "--resume"]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
+    assert records(tmp_path / "b" / "run") == records(tmp_path / "a" / "run")
+
+
+@pytest.fixture
+def fast_retries(monkeypatch):
+    """Keep the push's backoff short (the policy itself is unchanged)."""
+    import hfattn.hub.push as push_module
+
+    monkeypatch.setattr(push_module, "RETRY_BASE_DELAY_S", 0.01)
+
+
+def commit_requests(hub_server) -> int:
+    return len([r for r in hub_server.requests if r.method == "POST" and "/commit/" in r.path])
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["cut-mid-upload", "landed-unanswered"])
+def test_a_dropped_commit_is_retried_and_never_half_written(
+    hub_server, char_rnn_run, fast_retries, caplog, applied
+):
+    hub_server.drop_mid_commit(applied=applied)
+    push_model_folder(char_rnn_run, "tester/dropped")
+    assert commit_requests(hub_server) == 2 and "retrying" in caplog.text
+    assert set(hub_server.files("tester/dropped")) == PUBLISHED
+    commits = hub_server.repo("tester/dropped").commits
+    # cut mid-upload: nothing landed, the retry is the only commit; landed but unanswered:
+    # the retry commits the same files again. Either way every revision is complete.
+    assert len(commits) == (2 if applied else 1)
+    assert all(set(commit["files"]) == PUBLISHED for commit in commits)
+
+
+def test_a_push_that_fails_for_good_leaves_no_new_revision(
+    hub_server, char_rnn_run, fast_retries, tmp_path
+):
+    push_model_folder(char_rnn_run, "tester/stable")
+    before = {
+        name: (hub_server.revision_dir("tester/stable") / name).read_bytes()
+        for name in hub_server.files("tester/stable")
+    }
+    changed = Path(shutil.copytree(char_rnn_run, tmp_path / "changed"))
+    (changed / "recipe.yaml").write_text(
+        (changed / "recipe.yaml").read_text().replace("tiny", "changed")
+    )
+    hub_server.drop_mid_commit(times=100)
+    with pytest.raises(HubPushError, match="failed after 4 attempts"):
+        push_model_folder(changed, "tester/stable")
+    assert commit_requests(hub_server) == 1 + 4  # bounded: the first push, then 4 tries
+    assert len(hub_server.repo("tester/stable").commits) == 1
+    after = {
+        name: (hub_server.revision_dir("tester/stable") / name).read_bytes()
+        for name in hub_server.files("tester/stable")
+    }
+    assert after == before

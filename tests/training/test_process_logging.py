@@ -1,0 +1,127 @@
+"""Several processes log as one: the train records' loss is the mean over the processes, hfattn's
+messages print once, and an ``accelerate launch`` that started one process of several says so."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hfattn.common.launch import lone_launch_warning, process_rank
+from tests.helpers.recipe_helpers import write_recipe
+
+REBER = yaml.safe_load(
+    (Path(__file__).parents[2] / "recipes" / "rnn_classifier_reber.yaml").read_text()
+)
+SHORT = {"max_steps": 12, "log_every": 4, "eval_every": None, "save_every": None}
+"""A short run of the Reber classifier: 3 train records, one validation at the end."""
+LAUNCH_WARNING = "accelerate launch was asked for several processes and started one"
+
+
+def _run(command, env=None):
+    import subprocess
+
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
+
+
+def _train_records(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["split"] == "train"]
+
+
+def _recipe(folder: Path) -> Path:
+    return write_recipe(folder, base=REBER, training=SHORT, evaluation={"splits": ["validation"]})
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_log_the_mean_loss_and_print_once(tmp_path):
+    one, two = _recipe(tmp_path / "one"), _recipe(tmp_path / "two")
+    single_err = _run([sys.executable, "-m", "hfattn", "train", str(one)])
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone",
+                "--nproc_per_node", "2", "-m", "hfattn", "train", str(two)]  # fmt: skip
+    double_err = _run(torchrun, env)
+    results = json.loads((tmp_path / "two" / "run" / "eval_results.json").read_text())
+    assert results["training"]["num_processes"] == 2
+
+    # Each process trains on 16 of the 32 rows of each batch (one label a row) and the
+    # gradients are averaged, so both runs take the same steps; the mean of the two
+    # processes' mean losses is the mean over the whole batch, what the one process logs.
+    # (One process's own loss differs from it by ~1e-3: 0.7017 against 0.6965 at step 40.)
+    single, double = (
+        _train_records(tmp_path / "one" / "run"),
+        _train_records(tmp_path / "two" / "run"),
+    )
+    assert [r["step"] for r in double] == [r["step"] for r in single] == [4, 8, 12]
+    for a, b in zip(single, double, strict=True):
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5)
+        assert b["loss"] == pytest.approx(a["loss"], abs=1e-6)
+
+    # hfattn's messages, once each: from the first process only
+    for err in (single_err, double_err):
+        assert err.count("classification data reber") == 1, err[-3000:]
+        assert err.count("char tokenizer of the texts to classify") == 1
+    assert LAUNCH_WARNING not in double_err
+
+
+@pytest.mark.slow
+def test_accelerate_launch_of_two_processes_on_a_cpu_warns_once(tmp_path):
+    recipe = _recipe(tmp_path)
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    command = [accelerate, "launch", "--num_processes", "2", "-m", "hfattn", "train", str(recipe),
+               "--set", "training.max_steps=4"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_ADDR")}
+    err = _run(command, env)
+    warnings = [line for line in err.splitlines() if LAUNCH_WARNING in line]
+    assert len(warnings) == 1, err[-3000:]
+    assert warnings[0].startswith("WARNING ")
+    assert (
+        "`ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N -m hfattn train "
+        f"{recipe} --set training.max_steps=4`" in warnings[0]
+    )
+    results = json.loads((tmp_path / "run" / "eval_results.json").read_text())
+    assert results["training"]["num_processes"] == 1
+    assert results["training"]["global_step"] == 4
+
+
+LAUNCHED = {"ACCELERATE_DYNAMO_BACKEND": "NO", "ACCELERATE_USE_CPU": "False"}
+"""What every ``accelerate launch`` sets (its one-process launcher, as run here)."""
+
+
+@pytest.mark.parametrize(
+    ("environ", "warns"),
+    [
+        ({**LAUNCHED, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, True),  # asked for 2
+        (LAUNCHED, False),  # `accelerate launch` of one process
+        (
+            {
+                **LAUNCHED,
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29500",
+                "WORLD_SIZE": "2",
+                "RANK": "1",
+            },
+            False,
+        ),  # several processes (its torchrun launcher)  # fmt: skip
+        ({**LAUNCHED, "MASTER_ADDR": "h", "MASTER_PORT": "1", "PMI_SIZE": "4"}, False),  # MPI
+        ({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, False),  # not accelerate launch
+        ({}, False),
+    ],
+)
+def test_a_lone_accelerate_launch_is_told_from_the_environment(environ, warns):
+    message = lone_launch_warning(environ, ["hfattn", "train", "r.yaml"])
+    assert (message is not None) == warns
+    if warns:
+        assert message.startswith(LAUNCH_WARNING)
+        assert message.endswith("--nproc_per_node N -m hfattn train r.yaml`")
+
+
+def test_the_process_rank_is_read_as_accelerate_reads_it():
+    assert process_rank({}) == 0
+    assert process_rank({"RANK": "3", "PMI_RANK": "1"}) == 3
+    assert process_rank({"OMPI_COMM_WORLD_RANK": "2"}) == 2
+    assert process_rank({"RANK": "", "PMI_RANK": "1"}) == 1

@@ -1,0 +1,73 @@
+"""What a run says about its time: the steady ETA of the progress bar (compiles and first
+steps left out, the compile named while it runs), the wall seconds from the command's start
+in ``metrics.jsonl`` and ``eval_results.json``, and the compiles a bucketed run makes (one
+graph for every bucket, none after the first epoch)."""
+
+import functools
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from hfattn.training.clock import StepPace, TrainingClock
+from tests.helpers.tiny_runs import build_translation_run
+
+
+def test_pace_leaves_out_the_first_steps_and_those_that_compile():
+    pace = StepPace(settle=2)
+    # steps ending at these training seconds; the 1st compiles (30 s), the 6th compiles again
+    ends = [30.0, 31.0, 32.0, 33.0, 34.0, 64.0, 65.0, 66.0, 67.0, 68.0]
+    compiled = [True, False, False, False, False, True, False, False, False, False]
+    known = []
+    for end, compiling in zip(ends, compiled, strict=True):
+        pace.step(end, compiling)
+        known.append(pace.seconds_per_step)
+    # steps 2-3 settle, steps 4-5 are steady (2 < settle + 1), step 6 compiles, 7-8 settle,
+    # then steps 9-10 make 4 steady steps of 1 s each
+    assert known[:8] == [None] * 8
+    assert known[8:] == [1.0, 1.0]
+
+
+def clock(max_minutes=None, total_steps=100):
+    cfg = SimpleNamespace(max_minutes=max_minutes, warmup_steps=0)
+    accelerator = SimpleNamespace(is_local_main_process=False, num_processes=1)
+    return TrainingClock(cfg, scheduler=None, total_steps=total_steps, accelerator=accelerator)
+
+
+def test_eta_is_the_steps_left_at_the_steady_pace_within_the_time_budget():
+    steps = clock()
+    timed = clock(max_minutes=1)
+    for run in (steps, timed):
+        assert run.eta_seconds(0, 0.0) is None  # no pace yet: no ETA
+        for step in range(1, 8):
+            run.pace.step(10.0 + 0.5 * step, compiled=step == 1)
+    assert steps.eta_seconds(7, 13.5) == pytest.approx(93 * 0.5)
+    assert timed.eta_seconds(7, 13.5) == pytest.approx(60 - 13.5)  # the clock ends it first
+
+
+def test_a_compiled_bucketed_run_compiles_once_and_says_so(tmp_path, monkeypatch, capfd):
+    """``aot_eager`` stands in for inductor (graphs and guards are TorchDynamo's, decided
+    before any backend). 12 steps of 4-bucket batches span two epochs of the 1,200 pairs."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    torch._dynamo.reset()
+    run = build_translation_run(tmp_path / "run", model="vaswani", steps=16,
+                                training={"token_budget": 2000, "length_buckets": 4,
+                                          "compile": True, "log_every": 4, "eval_every": 8,
+                                          "epochs": 10})  # fmt: skip
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    assert train[-1]["epoch"] >= 1  # a second epoch ran: no compile in it
+    assert [r["compiles"] for r in train] == [1] * len(train)
+    assert train[0]["compile_s"] > 0
+    summary = json.loads((run / "eval_results.json").read_text())["training"]
+    assert (summary["compiles"], summary["compile_s"]) == (1, train[-1]["compile_s"])
+    # wall seconds grow record by record, from the first step to the saved model
+    walls = [r["wall_s"] for r in records if r["split"] in ("train", "validation")]
+    assert walls == sorted(walls) and len(walls) == len(train) + 2
+    assert 0 < summary["first_step_wall_s"] <= walls[0] <= walls[-1] <= summary["wall_time_s"]
+    bar = capfd.readouterr().err
+    assert "compiling one graph for 4 shapes" in bar
+    etas = re.findall(r"eta=([0-9:?]+)", bar)
+    assert etas[0] == "?" and re.fullmatch(r"\d\d:\d\d", etas[-1])

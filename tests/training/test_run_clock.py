@@ -49,10 +49,10 @@ def test_eta_is_the_steps_left_at_the_steady_pace_within_the_time_budget():
 
 def test_a_compiled_bucketed_run_compiles_once_and_says_so(tmp_path, monkeypatch, capfd):
     """``aot_eager`` stands in for inductor (graphs and guards are TorchDynamo's, decided
-    before any backend). 12 steps of 4-bucket batches span two epochs of the 1,200 pairs."""
+    before any backend). 16 steps of 4-bucket batches span two epochs of the 1,200 pairs."""
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
     torch._dynamo.reset()
-    run = build_translation_run(tmp_path / "run", model="vaswani", steps=16,
+    run = build_translation_run(tmp_path / "run", model="vaswani", steps=16, source="dates",
                                 training={"token_budget": 2000, "length_buckets": 4,
                                           "compile": True, "log_every": 4, "eval_every": 8,
                                           "epochs": 10})  # fmt: skip

@@ -246,6 +246,41 @@ def test_readme_is_at_most_200_lines():
     assert len(lines) <= README_MAX_LINES, len(lines)
 
 
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+PIPELINE_TASK = re.compile(r"\bpipeline\(\s*[\"']([^\"']+)[\"']")
+
+
+def test_the_pipelines_of_the_readme_and_the_docs_exist_and_the_readme_shows_translation():
+    """Every ``pipeline("TASK", ...)`` of a Python block of the README and the docs names a
+    task that transformers accepts once ``import hfattn.models`` ran (transformers 5 has no
+    ``"translation"``: a ``KeyError``); the README shows the translation one,
+    ``"hfattn-translation"``, not only the docs."""
+    from transformers.pipelines import check_task
+
+    import hfattn.models  # noqa: F401  (registers "hfattn-translation")
+    from hfattn.models import TranslationPipeline
+
+    tasks = {}
+    for page in [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for block in PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")):
+            for task in PIPELINE_TASK.findall(block):
+                tasks.setdefault(task, []).append(page.relative_to(REPO).as_posix())
+    unknown = {}
+    for task, pages in tasks.items():
+        try:
+            check_task(task)
+        except KeyError as err:
+            unknown[task] = (pages, str(err)[:80])
+    assert unknown == {}
+    readme = "\n".join(PYTHON_BLOCK.findall((REPO / "README.md").read_text(encoding="utf-8")))
+    translation = [
+        task
+        for task in PIPELINE_TASK.findall(readme)
+        if check_task(task)[1]["impl"] is TranslationPipeline
+    ]
+    assert translation == ["hfattn-translation"], PIPELINE_TASK.findall(readme)
+
+
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 CODE = re.compile(r"(`+).+?\1", re.S)

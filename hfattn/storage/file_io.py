@@ -71,22 +71,18 @@ def unwritable_folder(target: str | Path) -> Path | None:
     return None if os.access(folder, os.W_OK | os.X_OK) else folder
 
 
-def _temporary_names(folder: Path, prefix: str, target: Path):
-    """A function of a path an ``OSError`` names: for a temporary entry of ``folder`` whose
-    name starts with ``prefix``, or a path under one, the place it stands for under
+def _users_path(filename, folder: Path, prefix: str, target: Path) -> Path | None:
+    """Where ``filename`` (a path an ``OSError`` names) lands: for a temporary entry of
+    ``folder`` whose name starts with ``prefix``, or a path under one, the same place under
     ``target``; ``None`` for any other path."""
-    folder = Path(os.path.abspath(folder))
-
-    def shown(filename) -> Path | None:
-        if filename is None:
-            return None
-        path = Path(os.path.abspath(os.fsdecode(filename)))
-        for above in (path, *path.parents):
-            if above.parent == folder and above.name.startswith(prefix):
-                return target / path.relative_to(above)
+    if filename is None:
         return None
-
-    return shown
+    path = Path(os.path.abspath(os.fsdecode(filename)))
+    folder = Path(os.path.abspath(folder))
+    for above in (path, *path.parents):
+        if above.parent == folder and above.name.startswith(prefix):
+            return target / path.relative_to(above)
+    return None
 
 
 @contextmanager
@@ -97,8 +93,9 @@ def _errors_name(target: Path, folder: Path, prefix: str) -> Iterator[None]:
     try:
         yield
     except OSError as err:
-        shown = _temporary_names(folder, prefix, Path(target))
-        path = shown(err.filename) or shown(err.filename2)
+        path = _users_path(err.filename, folder, prefix, Path(target)) or _users_path(
+            err.filename2, folder, prefix, Path(target)
+        )
         if path is None:
             raise
         raise type(err)(err.errno, err.strerror, str(path)) from err

@@ -39,10 +39,14 @@ def register(subparsers) -> None:
 
 
 @contextmanager
-def _stop_on_sigterm():
-    """Within the block, SIGTERM stops the server as Ctrl-C does (a ``KeyboardInterrupt``), so
-    that the staged Space's temporary folder is removed either way. Outside the main thread
-    (where signals cannot be caught) it does nothing."""
+def _stop_on_signals():
+    """Within the block, Ctrl-C and SIGTERM (:data:`~hfattn.training.stop_signals.SIGNALS`,
+    as for ``hfattn train``) raise ``KeyboardInterrupt``, even where the shell started the
+    command with SIGINT ignored, so that the server stops, the staged Space's temporary folder
+    is removed and the command exits with status 130. Outside the main thread (where signals
+    cannot be caught) it does nothing."""
+    from ..training.stop_signals import SIGNALS
+
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -50,24 +54,24 @@ def _stop_on_sigterm():
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {s: signal.signal(s, interrupt) for s in SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def serve(demo, args: argparse.Namespace, name: str) -> None:
-    """Serve ``demo`` until Ctrl-C or SIGTERM, with one line of ours in place of Gradio's
-    banner, ``share=True`` hint and "Keyboard interruption" message."""
+    """Serve ``demo`` until Ctrl-C or SIGTERM (the ``KeyboardInterrupt`` goes on to the command
+    line: exit status 130), with one line of ours in place of Gradio's banner, ``share=True``
+    hint and "Keyboard interruption" message."""
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, quiet=True,
                 prevent_thread_lock=True)  # fmt: skip
     url = getattr(demo, "share_url", None) or getattr(demo, "local_url", None)
     print(f"serving {name} on {url} (Ctrl-C to stop)", flush=True)
     try:
         wait_for_interrupt()
-    except KeyboardInterrupt:
-        pass
     finally:
         demo.close(verbose=False)
 
@@ -80,7 +84,8 @@ def wait_for_interrupt() -> None:
 
 def handler(args: argparse.Namespace) -> int:
     """Stage the Space for DIR in a temporary folder, load its app and serve it until Ctrl-C or
-    SIGTERM (the folder is removed either way). A bad folder, a training run not finished yet
+    SIGTERM (the folder is removed either way; the interrupt exits with status 130, as for
+    every command). A bad folder, a training run not finished yet
     (:func:`~hfattn.storage.run_folder.interrupted_run_message`), or a damaged file in it, is
     one ``error: ...`` line and exit status 2, as for the other commands."""
     import tempfile
@@ -99,7 +104,7 @@ def handler(args: argparse.Namespace) -> int:
         if unfinished is not None:
             raise ModelLoadError(unfinished)
         model_folder = inspect_folder(folder)
-        with _stop_on_sigterm(), tempfile.TemporaryDirectory(prefix="hfattn-demo-") as tmp:
+        with _stop_on_signals(), tempfile.TemporaryDirectory(prefix="hfattn-demo-") as tmp:
             app = load_space_app(stage_space(model_folder, str(folder), tmp))
             try:
                 demo = app.build_demo(str(folder))

@@ -53,6 +53,7 @@ from ..storage.model_folder import (
     WEIGHTS_FILE,
     first_damaged_file,
 )
+from ..tokenization.input_text import blank_text_error
 
 logger = logging.getLogger(__name__)
 
@@ -136,9 +137,9 @@ def text_command_inputs(
         raise ValueError(f"--file: {err}") from None
     if not texts:
         raise ValueError(f"give {what} or --file")
-    blank = next((i for i, text in enumerate(texts) if not text.strip()), None)
+    blank = blank_text_error(texts, item, verb)  # the Spaces' words too
     if blank is not None:
-        raise ValueError(f"{item} {blank} is blank: there is nothing to {verb}")
+        raise ValueError(blank)
     return texts
 
 

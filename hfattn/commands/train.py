@@ -16,7 +16,7 @@ def register(subparsers) -> None:
     """Add the ``train`` sub-command."""
     parser = subparsers.add_parser(
         "train",
-        help="train a recipe (also under `accelerate launch -m hfattn train ...`)",
+        help="train a recipe (also under `accelerate launch ... -m hfattn train ...`)",
         description=(
             "Train the experiment described by a recipe YAML file, or continue a run: "
             "`hfattn train --resume RUN_FOLDER` resumes it from the recipe stored there."

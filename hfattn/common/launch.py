@@ -2,6 +2,8 @@
 about it, read from the environment alone: the command line reads it before torch or
 Accelerate is imported.
 
+- :func:`accelerate_launch_command`: the documented ``accelerate launch`` command, with the
+  options that keep its launcher from printing six lines of defaults it filled in.
 - :func:`process_rank`: the process's global rank, from the variables Accelerate reads
   (:data:`RANK_VARIABLES`); 0 for a process started alone.
 - :func:`lone_launch_warning`: ``accelerate launch --num_processes N`` that ran one process.
@@ -25,6 +27,25 @@ SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WO
 """Where a launcher that started several processes puts their number."""
 ACCELERATE_LAUNCH_VARIABLE = "ACCELERATE_DYNAMO_BACKEND"
 """A variable that every ``accelerate launch`` sets for the processes it starts."""
+
+
+ACCELERATE_LAUNCH_OPTIONS = "--num_machines 1 --mixed_precision no --dynamo_backend no"
+"""The ``accelerate launch`` options that, with ``--num_processes``, leave its launcher nothing
+to fill in by default: without them (and without ``accelerate config``) it prints six lines of
+"The following values were not passed to `accelerate launch`". The run's precision and
+compilation are the recipe's (``training.mixed_precision``, ``training.compile``: hfattn gives
+them to Accelerate and torch itself), whatever these say."""
+
+
+def accelerate_launch_command(arguments: str = "train RECIPE", processes: str = "1") -> str:
+    """The ``accelerate launch`` command line of ``hfattn ARGUMENTS`` on ``processes`` GPUs
+    (``--multi_gpu`` above one) with :data:`ACCELERATE_LAUNCH_OPTIONS`: the launcher warns about
+    nothing."""
+    several = "" if processes == "1" else "--multi_gpu "
+    return (
+        f"accelerate launch {several}--num_processes {processes} {ACCELERATE_LAUNCH_OPTIONS} "
+        f"-m hfattn {arguments}"
+    )
 
 
 def cpu_processes_command(arguments: str = "train RECIPE") -> str:
@@ -68,7 +89,9 @@ def lone_launch_warning(
 
 
 __all__ = [
+    "ACCELERATE_LAUNCH_OPTIONS",
     "ACCELERATE_LAUNCH_VARIABLE",
+    "accelerate_launch_command",
     "RANK_VARIABLES",
     "SIZE_VARIABLES",
     "cpu_processes_command",

@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..storage.file_io import unwritable_folder
+
 FORMATS = ("ctranslate2",)
 """Formats of ``hfattn export --format``."""
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16", "int8_float16")
@@ -135,8 +137,9 @@ def check_output_folder(
     delete the model).
 
     Raises:
-        ExportError: ``output_dir`` is a file, a non-empty folder without ``overwrite``, or the
-            model folder / one of its parents.
+        ExportError: ``output_dir`` is a file, a non-empty folder without ``overwrite``, the
+            model folder / one of its parents, or in a folder this process cannot write to
+            (:func:`~hfattn.storage.file_io.unwritable_folder`).
     """
     output_dir = Path(output_dir).expanduser()
     if model_dir is not None and Path(model_dir).expanduser().exists():
@@ -153,5 +156,11 @@ def check_output_folder(
         raise ExportError(
             f"output folder {output_dir} already exists and is not empty: pass --overwrite "
             "(overwrite=True) to replace it, or give another folder"
+        )
+    refusing = unwritable_folder(output_dir)
+    if refusing is not None:
+        raise ExportError(
+            f"output folder {output_dir} cannot be written: {refusing} is read-only for this "
+            "user; give a folder you can write to"
         )
     return output_dir

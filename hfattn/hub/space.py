@@ -1,7 +1,9 @@
 """Build the folder of a Gradio Space that demos a published model, and load its app locally.
 
 A staged Space is self-contained: the task's ``app.py`` (from ``spaces/<task>/``), the shared
-``frame.py`` (from ``spaces/common/``), ``requirements.txt`` and a README whose
+``frame.py`` (from ``spaces/common/``), ``input_text.py`` (hfattn's
+:mod:`~hfattn.tokenization.input_text`: the Space refuses and warns about an input in the
+commands' words), ``requirements.txt`` and a README whose
 :class:`huggingface_hub.SpaceCardData` front matter names the model. Every app ships an
 ``examples.json``, replaced by the model's own examples, those of its card: the recipe's
 ``generation.examples`` or prompt (:func:`example_inputs`); the app decodes them with the
@@ -30,6 +32,7 @@ from ..storage.file_io import atomic_write_text
 from ..storage.location import looks_like_hub_id
 from ..storage.model_folder import LABELS_FILE
 from ..storage.run_folder import CTRANSLATE2_DIR
+from ..tokenization import input_text
 from .assets import asset_dir
 from .card import example_inputs
 from .folder_inspection import ModelFolder
@@ -37,6 +40,8 @@ from .tasks import TaskInfo, task_infos
 
 APP_FILE = "app.py"
 FRAME_FILE = "frame.py"
+INPUT_TEXT_FILE = "input_text.py"
+"""The copy of :mod:`hfattn.tokenization.input_text` next to a staged Space's ``frame.py``."""
 EXAMPLES_FILE = "examples.json"
 CARD_TEMPLATE = "space_card_template.md"
 FALLBACK_GRADIO_VERSION = "5.0.0"
@@ -160,6 +165,7 @@ def stage_space(
         if src.is_file() and not src.name.startswith(".") and src.suffix != ".pyc":
             shutil.copy2(src, out / src.name)
     shutil.copy2(asset_dir("spaces") / "common" / FRAME_FILE, out / FRAME_FILE)
+    shutil.copy2(input_text.__file__, out / INPUT_TEXT_FILE)
     requirements = (app_dir / "requirements.txt").read_text(encoding="utf-8").splitlines()
     if folder.is_adapter and not any(r.startswith("peft") for r in requirements):
         requirements.append("peft")
@@ -189,7 +195,8 @@ def load_space_app(space_dir: str | Path) -> ModuleType:
         raise SpaceError("the Space apps need gradio: pip install 'hfattn[spaces]'")
     if not (space_dir / APP_FILE).is_file():
         raise SpaceError(f"{space_dir} has no {APP_FILE}")
-    sys.modules.pop("frame", None)  # each staged Space brings its own frame.py
+    for name in (FRAME_FILE, INPUT_TEXT_FILE):  # each staged Space brings its own copies
+        sys.modules.pop(Path(name).stem, None)
     sys.path.insert(0, str(space_dir))
     try:
         name = f"hfattn_space_app_{abs(hash(space_dir))}"

@@ -12,6 +12,10 @@ written file reads back whole.
 - :func:`atomic_dir` and :func:`move_dir_into_place`: a whole folder built aside, then renamed
   onto its target (a CTranslate2 export, a converted dataset, a checkpoint).
 
+An ``OSError`` of these writes names the user's file or folder, never the temporary name it
+was raised on (``.ct2.74quhve4.tmp``); :func:`unwritable_folder` finds, before any slow work,
+the folder that would refuse such a write.
+
 :func:`read_utf8_text` reads a user's text file, naming the line that is not UTF-8;
 :func:`read_safetensors` reads a written weights file back, tensor by tensor.
 """
@@ -56,6 +60,47 @@ def give_plain_modes(path: Path) -> None:
             os.chmod(os.path.join(root, name), plain_mode())
 
 
+def unwritable_folder(target: str | Path) -> Path | None:
+    """The folder that refuses the atomic write of ``target`` (a file or folder, made with a
+    temporary name next to it): the nearest existing folder above ``target`` when this process
+    may not create entries in it (no write permission, a read-only file system); ``None``
+    when the write can go ahead."""
+    folder = Path(os.path.abspath(Path(target).expanduser())).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return None if os.access(folder, os.W_OK | os.X_OK) else folder
+
+
+def _users_path(filename, folder: Path, prefix: str, target: Path) -> Path | None:
+    """Where ``filename`` (a path an ``OSError`` names) lands: for a temporary entry of
+    ``folder`` whose name starts with ``prefix``, or a path under one, the same place under
+    ``target``; ``None`` for any other path."""
+    if filename is None:
+        return None
+    path = Path(os.path.abspath(os.fsdecode(filename)))
+    folder = Path(os.path.abspath(folder))
+    for above in (path, *path.parents):
+        if above.parent == folder and above.name.startswith(prefix):
+            return target / path.relative_to(above)
+    return None
+
+
+@contextmanager
+def _errors_name(target: Path, folder: Path, prefix: str) -> Iterator[None]:
+    """Within the block, an ``OSError`` on a temporary entry of ``folder`` (a name starting
+    with ``prefix``) is raised again naming ``target``, or the path under it that the entry
+    stood for: the user's file or folder, not a name they never gave."""
+    try:
+        yield
+    except OSError as err:
+        path = _users_path(err.filename, folder, prefix, Path(target)) or _users_path(
+            err.filename2, folder, prefix, Path(target)
+        )
+        if path is None:
+            raise
+        raise type(err)(err.errno, err.strerror, str(path)) from err
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it gets :func:`plain_mode` and is
@@ -63,15 +108,16 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     half-written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, plain_mode())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with _errors_name(path, path.parent, f".{path.name}."):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        os.close(fd)
+        try:
+            yield Path(tmp)
+            os.chmod(tmp, plain_mode())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -97,16 +143,17 @@ def atomic_files(folder: str | Path) -> Iterator[Path]:
     error nothing is moved. The temporary folder is removed either way."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
-    try:
-        yield tmp
-        give_plain_modes(tmp)
-        for file in sorted(p for p in tmp.rglob("*") if p.is_file()):
-            target = folder / file.relative_to(tmp)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(file, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with _errors_name(folder, folder, ".staged-"):
+        tmp = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
+        try:
+            yield tmp
+            give_plain_modes(tmp)
+            for file in sorted(p for p in tmp.rglob("*") if p.is_file()):
+                target = folder / file.relative_to(tmp)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(file, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def move_dir_into_place(tmp: Path, target: Path, *, keep_existing: bool = False) -> Path:
@@ -144,12 +191,13 @@ def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[P
     was."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        yield tmp
-        move_dir_into_place(tmp, target, keep_existing=keep_existing)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with _errors_name(target, target.parent, f".{target.name}."):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        try:
+            yield tmp
+            move_dir_into_place(tmp, target, keep_existing=keep_existing)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def read_utf8_text(path: str | Path) -> str:
@@ -220,4 +268,5 @@ __all__ = [
     "read_safetensors",
     "read_utf8_text",
     "reads_back",
+    "unwritable_folder",
 ]

@@ -13,7 +13,8 @@ naming the input.
 What a tokenizer cannot represent is reported, for any vocabulary (character, word, BPE,
 WordPiece): :func:`warn_unknown` names the characters or words of an input that became
 ``<unk>`` (``hfattn generate``, ``translate`` and ``classify`` call it), and says so plainly
-when the whole input did. :func:`ignore_whitespace` makes a character tokenizer read symbols
+when the whole input did, in the words of :mod:`hfattn.tokenization.input_text` (the Spaces'
+too). :func:`ignore_whitespace` makes a character tokenizer read symbols
 whatever their spacing (the Reber-grammar classifier's ``tokenizer.whitespace: ignore``).
 """
 
@@ -25,6 +26,8 @@ from collections.abc import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
+
+from .input_text import unknown_pieces, unknown_warning
 
 logger = logging.getLogger(__name__)
 
@@ -122,49 +125,14 @@ def ignore_whitespace(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizer
     return tokenizer
 
 
-def unknown_pieces(tokenizer: PreTrainedTokenizerFast, text: str) -> tuple[list[str], bool]:
-    """The parts of ``text`` that ``tokenizer`` maps to its unknown token, each once in order of
-    appearance (characters for a character vocabulary, words for a word vocabulary, the unseen
-    runs inside a word for BPE / WordPiece), and whether *everything* but whitespace became
-    unknown. Found from the fast tokenizer's offsets, so it holds for any vocabulary; a slow
-    tokenizer, or one without an unknown token (byte-level BPE), gives ``([], False)``."""
-    unk = tokenizer.unk_token_id
-    if unk is None or not getattr(tokenizer, "is_fast", False) or not text.strip():
-        return [], False
-    encoded = tokenizer(
-        text, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=True
-    )
-    pieces, known = {}, False
-    for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"], strict=True):
-        if token == unk:
-            pieces.setdefault(text[start:end], None)
-        elif text[start:end].strip():
-            known = True
-    return list(pieces), bool(pieces) and not known
-
-
 def warn_unknown(tokenizer: PreTrainedTokenizerFast, text: str, name: str) -> list[str]:
     """Log a warning naming what of ``text`` (called ``name`` in the message: ``prompt``,
-    ``source 2``) the tokenizer maps to ``<unk>`` (:func:`unknown_pieces`), a stronger one when
-    the whole text does; returns those pieces (``[]``: nothing to warn about)."""
-    pieces, everything = unknown_pieces(tokenizer, text)
-    if not pieces:
-        return pieces
-    kind = "characters" if all(len(piece) == 1 for piece in pieces) else "words"
-    shown = ", ".join(repr(piece) for piece in pieces)
-    if everything:
-        logger.warning(
-            "%s is all %s: none of its %s is in the model's vocabulary (%s); the model sees "
-            "nothing of it",
-            name,
-            tokenizer.unk_token,
-            kind,
-            shown,
-        )
-    else:
-        logger.warning(
-            "%s %s not in the vocabulary, mapped to %s: %s", name, kind, tokenizer.unk_token, shown
-        )
+    ``source 2``) the tokenizer maps to ``<unk>``, a stronger one when the whole text does: the
+    words of :func:`~hfattn.tokenization.input_text.unknown_warning`, which the Spaces show too;
+    returns those pieces (``[]``: nothing to warn about)."""
+    pieces, message = unknown_warning(tokenizer, text, name)
+    if message is not None:
+        logger.warning("%s", message)
     return pieces
 
 

@@ -23,6 +23,13 @@ from .training_job import TrainResult
 logger = logging.getLogger(__name__)
 
 
+def announce_evaluation(run: TrainingSession, split: str, weights: str) -> None:
+    """Say, in one line on the main process, that ``split`` is being scored with ``weights``:
+    once the progress bar is closed, an evaluation (seconds to minutes) shows nothing else."""
+    if run.accelerator.is_main_process:
+        logger.info("evaluating the %s split with %s...", split, weights)
+
+
 def save_last_step(run: TrainingSession, last_saved: int) -> bool:
     """Close the loop of ``run``: set ``progress.training_end`` when training is over (the stop
     reason, or ``completed``) and make the last state resumable: a checkpoint of the current
@@ -48,6 +55,7 @@ def finish_training(run: TrainingSession) -> None:
     ``training.average_checkpoints``, the score of the averaged checkpoints."""
     cfg, p = run.cfg, run.progress
     if cfg.eval_every and (p.evaluated_step or 0) != p.step:
+        announce_evaluation(run, "validation", f"the weights of step {p.step}")
         scores, seconds = run.validate()
         with signals_held():
             run.keep_validation(scores, seconds)
@@ -77,6 +85,7 @@ def score_checkpoint_average(run: TrainingSession) -> None:
     load_saved_weights(model, average_checkpoint_weights(folders))
     steps = [checkpoint_step(folder) for folder in folders]
     try:
+        announce_evaluation(run, "validation", f"the mean weights of {len(folders)} checkpoints")
         scores, seconds = run.validate()
         with signals_held():
             run.log({"step": p.step, "epoch": p.epoch, "split": "validation-averaged",
@@ -107,6 +116,7 @@ def evaluate_and_save(
         load_best_weights(model, output_dir)
     final_eval_s = 0.0
     for split in dict.fromkeys(job.eval_splits):
+        announce_evaluation(run, split, "the final weights")
         result.metrics[split], seconds = run.evaluate(split, final=True)
         final_eval_s += seconds
     if acc.is_main_process:
@@ -130,4 +140,10 @@ def evaluate_and_save(
     acc.wait_for_everyone()
 
 
-__all__ = ["evaluate_and_save", "finish_training", "save_last_step", "score_checkpoint_average"]
+__all__ = [
+    "announce_evaluation",
+    "evaluate_and_save",
+    "finish_training",
+    "save_last_step",
+    "score_checkpoint_average",
+]

@@ -18,7 +18,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState
 from accelerate.utils import parse_flag_from_env
 
-from ..common.launch import cpu_processes_command
+from ..common.launch import accelerate_launch_command, cpu_processes_command
 from .precision import resolve_mixed_precision
 
 
@@ -62,7 +62,7 @@ def check_process_group() -> None:
             f"WORLD_SIZE={world} but Accelerate set up a single process: each of the {world} "
             "would train alone into the same output_dir. On CPUs start N processes with "
             f"`{cpu_processes_command()}`; on GPUs with "
-            "`accelerate launch --multi_gpu --num_processes N -m hfattn train RECIPE`"
+            f"`{accelerate_launch_command(processes='N')}`"
         )
 
 

@@ -106,9 +106,9 @@ def classify(context: frame.Context, text):
     model with attention pooling, each token with its weight divided by the largest (else
     ``None``). Texts longer than the model's input are cut."""
     text = frame.check_text(text, context.limits, "Text")
-    if not text.strip():
-        raise frame.refuse("Text is empty: type a text to classify.")
     model, tokenizer = context.model, context.tokenizer
+    frame.refuse_blank([text], "text", "classify")  # as `hfattn classify` says it
+    frame.warn_unknown(tokenizer, text, "text 0")
     limit = _max_length(context)
     inputs = tokenizer(text, return_tensors="pt", truncation=limit is not None, max_length=limit)
     attention = pools_with_attention(model)

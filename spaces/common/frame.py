@@ -7,6 +7,12 @@ entry of ``models:`` in the Space's README front matter) on CPU with
 naming the model, the task's inputs and a Run button on the left, its outputs on the right,
 examples and the limits underneath. A task app only describes its :class:`Task`.
 
+An input is refused, and warned about, in the words of hfattn's commands (``hfattn translate``,
+``classify``, ``generate``): the functions of hfattn's ``tokenization/input_text.py``, uploaded
+next to this file as ``input_text.py`` (:func:`refuse_blank`, :func:`warn_unknown`); an
+out-of-range slider value is refused in one line, with no traceback in the server's log
+(:func:`slider`).
+
 The example inputs are the model's own: ``hfattn push --space`` and ``hfattn demo`` write the
 recipe's ``generation.examples`` (or prompt) into the Space's ``examples.json``
 (:func:`example_texts`), and an app fills the other inputs of an example row with the model's
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+
+try:  # in a Space, input_text.py is uploaded next to this file
+    import input_text
+except ImportError:  # in the hfattn source tree, or with hfattn installed
+    from hfattn.tokenization import input_text
+
+logger = logging.getLogger(__name__)
 
 MODEL_ENV = "HFATTN_MODEL_ID"
 """Environment variable naming the model: a Hub repo id or a local model folder."""
@@ -218,6 +232,42 @@ def check_range(value, field_name: str, low, high):
     if value is None or not low <= value <= high:
         raise refuse(f"{field_name} must be between {low} and {high}, got {value}.")
     return value
+
+
+def refuse_blank(texts: list[str], item: str, verb: str) -> list[str]:
+    """Return ``texts``, or refuse the first that holds nothing but whitespace as the command
+    refuses it (``source 1 is blank: there is nothing to translate``)."""
+    message = input_text.blank_text_error(texts, item, verb)
+    if message is not None:
+        raise refuse(message)
+    return texts
+
+
+def warn_unknown(tokenizer, text: str, name: str) -> list[str]:
+    """Warn, as the command does, about the parts of ``text`` (called ``name``: ``prompt``,
+    ``source 2``) that ``tokenizer`` maps to its unknown token: the same line in the server's
+    log and in the page (``gr.Warning``); returns those parts."""
+    pieces, message = input_text.unknown_warning(tokenizer, text, name)
+    if message is not None:
+        logger.warning("%s", message)
+        gr.Warning(message)
+    return pieces
+
+
+def slider(minimum, maximum, **kwargs) -> gr.Slider:
+    """``gr.Slider(minimum, maximum, **kwargs)`` whose out-of-range value, which an API client
+    can send, is refused as :func:`check_range` refuses it: one line naming the slider's label
+    and its range, and no traceback in the server's log (gradio's own check prints one). (A
+    subclass of ``gr.Slider`` would make gradio write a ``frame.pyi`` next to this file.)"""
+    component = gr.Slider(minimum, maximum, **kwargs)
+    checked = component.preprocess
+
+    def preprocess(payload):
+        check_range(payload, component.label, component.minimum, component.maximum)
+        return checked(payload)
+
+    component.preprocess = preprocess
+    return component
 
 
 def _bind(task: Task, context: Context) -> Callable:

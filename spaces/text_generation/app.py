@@ -57,12 +57,12 @@ def _inputs(context: frame.Context) -> list:
             placeholder=examples[0] if examples else "",
             elem_id="prompt",
         ),
-        gr.Slider(
+        frame.slider(
             0.0, 2.0, value=start["temperature"], step=0.05, label="Temperature (0 = greedy)"
         ),
-        gr.Slider(0, 200, value=start["top_k"], step=1, label="Top-k (0 = off)"),
-        gr.Slider(0.05, 1.0, value=start["top_p"], step=0.05, label="Top-p"),
-        gr.Slider(
+        frame.slider(0, 200, value=start["top_k"], step=1, label="Top-k (0 = off)"),
+        frame.slider(0.05, 1.0, value=start["top_p"], step=0.05, label="Top-p"),
+        frame.slider(
             1,
             context.limits.max_new_tokens,
             value=start["max_new_tokens"],
@@ -121,6 +121,7 @@ def generate(context: frame.Context, prompt, temperature, top_k, top_p, max_new_
         frame.check_range(max_new_tokens, "New tokens", 1, context.limits.max_new_tokens)
     )
     model, tokenizer = context.model, context.tokenizer
+    frame.warn_unknown(tokenizer, prompt, "prompt")  # as `hfattn generate` warns
 
     ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
     if ids.shape[1] == 0:  # empty prompt: start from <bos>

@@ -22,6 +22,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -395,6 +396,31 @@ def test_hfattn_export_writes_the_folder_atomically(tokenizer, tmp_path, capsys,
     assert json.loads((out / "hfattn_export.json").read_text())["quantization"] == "float32"
     assert cli_main(["export", str(model_dir), str(model_dir), "--overwrite"]) == 2
     assert "is (or holds) the model folder" in capsys.readouterr().err
+
+
+def test_hfattn_export_into_a_read_only_folder_names_that_folder(
+    tokenizer, tmp_path, capsys, monkeypatch
+):
+    """One ``error:`` line naming the user's folder, before the weights are read (it once
+    named the temporary ``.ct2.74quhve4.tmp`` after converting them)."""
+    from hfattn.storage import file_io
+
+    model_dir = tmp_path / "run"
+    make_model({}).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    real = os.access  # root is never refused: answer as a read-only folder does
+    monkeypatch.setattr(file_io.os, "access", lambda p, mode: Path(p) != locked and real(p, mode))
+    monkeypatch.setattr(VaswaniForConditionalGeneration, "from_pretrained", None)  # not reached
+    for out in (locked / "ct2", locked / "exports" / "ct2"):
+        assert cli_main(["export", str(model_dir), str(out)]) == 2
+        assert capsys.readouterr().err == (
+            f"error: output folder {out} cannot be written: {locked} is read-only for this "
+            "user; give a folder you can write to\n"
+        )
+    assert list(locked.iterdir()) == []
 
 
 def test_hfattn_export_refuses_a_config_before_reading_weights(tmp_path, capsys):

@@ -300,7 +300,7 @@ def test_space_label_scores_via_gradio_client(kind, request, tiny_base, tmp_path
         with model_calls() as calls:
             with pytest.raises(AppError, match=f"Text is {MAX_INPUT_CHARS + 1} characters long"):
                 client.predict("x" * (MAX_INPUT_CHARS + 1), api_name="/classify")
-            with pytest.raises(AppError, match="Text is empty: type a text to classify"):
+            with pytest.raises(AppError, match="text 0 is blank: there is nothing to classify"):
                 client.predict("  \n", api_name="/classify")
         assert calls == []  # refused before the model
     finally:

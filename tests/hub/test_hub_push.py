@@ -273,6 +273,7 @@ def test_dry_run_writes_exact_folder_and_tree(
         "app.py",
         "examples.json",
         "frame.py",
+        "input_text.py",
         "requirements.txt",
     }
     printed = capsys.readouterr().out
@@ -300,6 +301,7 @@ def test_cli_push_with_space(hub_server, char_rnn_run, capsys):
         "app.py",
         "examples.json",
         "frame.py",
+        "input_text.py",
         "requirements.txt",
     }
     space_card = SpaceCard.load(

@@ -191,6 +191,7 @@ def translation_space(translation_run, tmp_path_factory):
             "app.py",
             "examples.json",
             "frame.py",
+            "input_text.py",
             "requirements.txt",
         ]
         requirements = (space.staged / "requirements.txt").read_text()
@@ -209,22 +210,65 @@ def test_translation_space_via_gradio_client(translation_space, translation_run)
         assert heatmap(plot)[1]  # the first sentence's heatmap, with its source tokens
         assert all(want)  # every sentence got a non-empty translation
 
-    # Blank lines keep their place; empty input gives empty output and no plot.
-    text, _ = client.predict(
-        f"{SENTENCES[0]}\n\n{SENTENCES[1]}", 2, NEW_TOKENS, api_name="/translate"
-    )
-    assert text.split("\n") == [
-        *expected_translations(translation_run, SENTENCES[:1], 2),
-        "",
-        *expected_translations(translation_run, SENTENCES[1:2], 2),
-    ]
-    assert client.predict("", 4, NEW_TOKENS, api_name="/translate") == ("", None)
     # the one-layer model's API advertises layer "1", and takes it
     params = client.view_api(return_format="dict")["named_endpoints"]["/translate"]["parameters"]
     layer = next(p for p in params if p["parameter_name"] == "layer")
     assert layer["python_type"]["type"] == "Literal['1']"
     text, _ = client.predict(SENTENCES[0], 2, NEW_TOKENS, "1", "mean", api_name="/translate")
     assert text == expected_translations(translation_run, SENTENCES[:1], 2)[0]
+
+
+def test_the_space_answers_and_warns_as_the_translate_command(
+    translation_space, translation_run, tmp_path, capsys, caplog
+):
+    """The same lines give the Space and ``hfattn translate --file`` the same answer: the same
+    refusal of a blank line (the Space once answered it with an empty line), the same
+    translations, and the same warnings about what became ``<unk>`` (the Space once gave
+    none), in its log and on its page (``gr.Warning``)."""
+    import logging
+
+    client = Client(translation_space, verbose=False)
+    caplog.set_level(logging.WARNING)
+
+    def command(text: str) -> tuple[int, str, str, list[str]]:
+        caplog.clear()
+        lines = tmp_path / "lines.txt"
+        lines.write_text(text, encoding="utf-8")
+        status = cli_main(["translate", str(translation_run), "--file", str(lines),
+                           "--num-beams", "2", "--max-new-tokens", str(NEW_TOKENS)])  # fmt: skip
+        out, err = capsys.readouterr()
+        return status, out, err, [r.getMessage() for r in caplog.records]
+
+    def space(text: str) -> tuple[str, list[str]]:
+        caplog.clear()
+        answer, _ = client.predict(text, 2, NEW_TOKENS, api_name="/translate")
+        return answer, [r.getMessage() for r in caplog.records if r.name == "frame"]
+
+    for text, blank in (("", 0), (" \t", 0), (f"{SENTENCES[0]}\n\n{SENTENCES[1]}", 1)):
+        refusal = f"source {blank} is blank: there is nothing to translate"
+        if text:  # an empty --file holds no source at all: the command asks for one
+            assert command(text)[:3] == (2, "", f"error: {refusal}\n")
+        with pytest.raises(AppError, match=f"^{refusal}$"):
+            client.predict(text, 2, NEW_TOKENS, api_name="/translate")
+    assert cli_main(["translate", str(translation_run), ""]) == 2
+    assert capsys.readouterr().err == "error: source 0 is blank: there is nothing to translate\n"
+
+    text = f"{SENTENCES[0]} 😀\n日本\n{SENTENCES[1]}"
+    status, out, err, warned = command(text)
+    assert status == 0 and len(out.splitlines()) == 3
+    assert warned == [
+        "source 0 characters not in the vocabulary, mapped to <unk>: '😀'",
+        "source 1 is all <unk>: none of its characters is in the model's vocabulary ('日', "
+        "'本'); the model sees nothing of it",
+    ]
+    assert space(text) == (out.rstrip("\n"), warned)
+
+    app = _space_module(translation_run, tmp_path / "staged")
+    model, tokenizer = _load(translation_run)
+    context = app.frame.Context(model, tokenizer, app.frame.Limits(), "local")
+    with pytest.warns(UserWarning) as shown:  # gr.Warning outside a request: a Python warning
+        assert app.translate(context, text, 2, NEW_TOKENS)[0] == out.rstrip("\n")
+    assert [str(w.message) for w in shown] == warned
 
 
 def test_translation_space_refuses_bad_input(translation_space):
@@ -239,7 +283,7 @@ def test_translation_space_refuses_bad_input(translation_space):
     ):
         client.predict("x" * (MAX_INPUT_CHARS + 1), 1, NEW_TOKENS, api_name="/translate")
     assert calls == []  # refused at once, not after translating
-    with pytest.raises(AppError, match="greater than maximum value 8"):
+    with pytest.raises(AppError, match="Beam width must be between 1 and 8, got 9"):
         client.predict(SENTENCES[0], 9, NEW_TOKENS, api_name="/translate")
 
 

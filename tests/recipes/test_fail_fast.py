@@ -484,6 +484,13 @@ def test_the_bar_of_a_time_bounded_run_follows_the_clock_to_100_percent(clocked_
     last = [part for part in err.replace("\r", "\n").splitlines() if part.startswith("train:")][-1]
     assert last.startswith("train: 100%|██████████|"), last
     assert f"step={training['global_step']}" in last  # the real step, next to the percentage
+    # once the bar is closed, each final evaluation says what it scores before it starts
+    after_bar = err.replace("\r", "\n").split(last, 1)[1].splitlines()
+    said = [line for line in after_bar if "evaluating" in line]
+    assert said == [
+        f"INFO hfattn.training.finishing: evaluating the {split} split with the final weights..."
+        for split in ("validation", "test")
+    ], err[-2000:]
 
 
 @pytest.mark.slow

@@ -111,7 +111,8 @@ def test_ctranslate2_translates_and_draws_as_generate(app, runs):
         assert weights.shape == (rows, len(source_ids)) == (len(outputs), len(sources))
         assert np.allclose(weights.sum(axis=1), 1.0, atol=1e-4)
         assert title.startswith(f"Cross-attention, layer {layer or LAYERS} of {LAYERS}")
-    assert app.translate(ctranslate2, "", 2, NEW_TOKENS) == ("", None)
+    with pytest.raises(app.frame.gr.Error, match="source 0 is blank"):  # as the command says
+        app.translate(ctranslate2, "", 2, NEW_TOKENS)
 
 
 def test_the_engine_follows_the_models_stopping_rule_and_beam_width(app, runs):

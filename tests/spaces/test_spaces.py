@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -82,25 +83,57 @@ def test_space_refuses_over_long_and_out_of_range_input(space_app):
     ):
         client.predict("x" * (MAX_INPUT_CHARS + 1), 0.0, 50, 0.95, 10, api_name="/generate")
     assert calls == []  # refused at once, not after generating
-    with pytest.raises(AppError, match="greater than maximum value 500"):
+    with pytest.raises(AppError, match="New tokens must be between 1 and 500, got 100000"):
         client.predict("ROMEO:", 0.0, 50, 0.95, 100_000, api_name="/generate")
 
 
 def test_a_refused_input_logs_no_traceback(space_app, capfd):
-    """The client gets one line for a 10k-character prompt; the server log stays clean (once it
-    printed the full traceback of the refusal)."""
-    capfd.readouterr()
-    with pytest.raises(AppError, match="Prompt is 10000 characters long"):
-        Client(space_app, verbose=False).predict(
-            "x" * 10_000, 0.0, 50, 0.95, 10, api_name="/generate"
-        )
-    logged = capfd.readouterr()
-    assert "Traceback" not in logged.err + logged.out
+    """The client gets one line for a 10k-character prompt and for an out-of-range slider
+    value; the server log stays clean (once it printed the full traceback of each refusal)."""
+    client = Client(space_app, verbose=False)
+    for value, refusal in (
+        ("x" * 10_000, "Prompt is 10000 characters long"),
+        (-1, "New tokens must be between 1 and 500, got -1"),  # gradio's own check, once
+        (501, "New tokens must be between 1 and 500, got 501"),
+    ):
+        capfd.readouterr()
+        prompt, new_tokens = (value, 10) if isinstance(value, str) else ("ROMEO:", value)
+        with pytest.raises(AppError, match=refusal):
+            client.predict(prompt, 0.0, 50, 0.95, new_tokens, api_name="/generate")
+        logged = capfd.readouterr()
+        assert "Traceback" not in logged.err + logged.out, refusal
 
 
-def test_demo_stopped_by_sigterm_removes_its_staged_space(char_rnn_run, tmp_path):
-    """As Ctrl-C does: once SIGTERM left ``/tmp/hfattn-demo-*`` behind."""
-    import signal
+def test_the_space_warns_about_unknown_characters_as_generate_does(
+    space_app, char_rnn_run, caplog, capsys
+):
+    """A prompt character outside the vocabulary: ``hfattn generate`` names it in a warning,
+    and the Space now names it in the same words (it once said nothing)."""
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    prompt = "ROMEO 😀:"
+    assert (
+        cli_main(["generate", str(char_rnn_run), "--prompt", prompt, "--max-new-tokens", "2"]) == 0
+    )
+    assert capsys.readouterr().out.startswith(prompt)
+    command = [r.getMessage() for r in caplog.records if r.name.startswith("hfattn")]
+    caplog.clear()
+    answer = Client(space_app, verbose=False).predict(
+        prompt, 0.0, 50, 0.95, 2, api_name="/generate"
+    )
+    assert answer.startswith(prompt)
+    space = [r.getMessage() for r in caplog.records if r.name == "frame"]
+    assert command == space == ["prompt characters not in the vocabulary, mapped to <unk>: '😀'"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_demo_stopped_by_a_signal_exits_130_and_removes_its_staged_space(
+    char_rnn_run, tmp_path, signum
+):
+    """Ctrl-C and SIGTERM stop ``hfattn demo`` as they stop ``hfattn train``: exit status 130
+    (it once exited 0 on Ctrl-C), and nothing left in ``/tmp/hfattn-demo-*`` (SIGTERM once left
+    it behind). The command catches SIGINT itself, even when started with it ignored."""
     import socket
     import subprocess
     import urllib.request
@@ -114,6 +147,8 @@ def test_demo_stopped_by_sigterm_removes_its_staged_space(char_rnn_run, tmp_path
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # started as a shell starts a background job: SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         deadline = time.monotonic() + 120
@@ -125,10 +160,9 @@ def test_demo_stopped_by_sigterm_removes_its_staged_space(char_rnn_run, tmp_path
             except OSError:
                 time.sleep(0.2)
         assert len(list(tmp_path.glob("hfattn-demo-*"))) == 1  # the Space being served
-        demo.send_signal(signal.SIGTERM)
-        # stopped as Ctrl-C stops it: Gradio closes the server and returns (0), or the
-        # interrupt reaches the command line (130); not killed by the signal (-15)
-        assert demo.wait(timeout=30) in (0, 130)
+        demo.send_signal(signum)
+        # the interrupt reaches the command line (130); not killed by the signal (-15)
+        assert demo.wait(timeout=30) == 130
         # one line of hfattn's on stdout; none of Gradio's banner, share hint or
         # "Keyboard interruption" on stderr
         errors = demo.stderr.read()

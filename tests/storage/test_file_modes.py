@@ -85,3 +85,48 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path):
         (tmp / "model.bin").write_bytes(b"new")
     assert target.read_bytes() == (folder / "model.bin").read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "model.safetensors"]
+
+
+@pytest.mark.parametrize("writer", ["atomic_dir", "atomic_path", "atomic_files"])
+def test_a_failed_write_names_the_users_path_not_the_temporary_one(tmp_path, monkeypatch, writer):
+    """An ``OSError`` of an atomic write names the file or folder the user gave (once it named
+    ``.ct2.74quhve4.tmp``): when the temporary name cannot be made (a read-only folder), and
+    when a file under a temporary folder cannot be written."""
+    target = tmp_path / "out" / ("ct2" if writer != "atomic_path" else "model.bin")
+    target.parent.mkdir()
+    made = tmp_path / "made"
+
+    def refused(*, prefix, dir, suffix=""):  # noqa: A002 - tempfile's name
+        name = os.path.join(dir, f"{prefix}74quhve4{suffix}")
+        raise PermissionError(13, "Permission denied", name)
+
+    with monkeypatch.context() as patch:
+        for name in ("mkdtemp", "mkstemp"):
+            patch.setattr(file_io.tempfile, name, refused)
+        with pytest.raises(PermissionError) as caught, getattr(file_io, writer)(target):
+            made.touch()
+    assert not made.exists()
+    assert str(caught.value) == f"[Errno 13] Permission denied: '{target}'"
+    assert ".tmp" not in str(caught.value) and "74quhve4" not in str(caught.value)
+
+    if writer == "atomic_path":
+        return
+    with pytest.raises(OSError) as caught, getattr(file_io, writer)(target) as tmp:
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "x.bin").mkdir()
+        open(tmp / "sub" / "x.bin", "w")  # a folder, not a file: IsADirectoryError
+    assert caught.value.filename == str(target / "sub" / "x.bin")
+    assert [p for p in target.parent.rglob("*") if p != target] == []  # nothing left behind
+
+
+def test_unwritable_folder_is_the_nearest_existing_folder_that_refuses(tmp_path, monkeypatch):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    assert file_io.unwritable_folder(locked / "a" / "b" / "ct2") is None
+    real = os.access
+    monkeypatch.setattr(
+        file_io.os, "access", lambda p, mode: Path(p) != locked and real(p, mode)
+    )  # as a read-only folder answers (root's permissions are never refused)
+    assert file_io.unwritable_folder(locked / "a" / "b" / "ct2") == locked
+    assert file_io.unwritable_folder(locked) is None  # created in tmp_path
+    assert file_io.unwritable_folder(tmp_path / "other") is None

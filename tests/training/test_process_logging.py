@@ -2,14 +2,17 @@
 messages print once, and an ``accelerate launch`` that started one process of several says so."""
 
 import json
+import logging
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from hfattn.common.launch import lone_launch_warning, process_rank
+from hfattn.common.launch import ACCELERATE_LAUNCH_OPTIONS, lone_launch_warning, process_rank
 from tests.helpers.recipe_helpers import write_recipe
 
 REBER = yaml.safe_load(
@@ -18,6 +21,9 @@ REBER = yaml.safe_load(
 SHORT = {"max_steps": 12, "log_every": 4, "eval_every": None, "save_every": None}
 """A short run of the Reber classifier: 3 train records, one validation at the end."""
 LAUNCH_WARNING = "accelerate launch was asked for several processes and started one"
+ACCELERATE_DEFAULTS_WARNING = "were not passed to `accelerate launch`"
+"""The first of the six lines that ``accelerate launch`` prints when it fills in defaults."""
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(command, env=None):
@@ -72,10 +78,11 @@ def test_two_cpu_processes_log_the_mean_loss_and_print_once(tmp_path):
 def test_accelerate_launch_of_two_processes_on_a_cpu_warns_once(tmp_path):
     recipe = _recipe(tmp_path)
     accelerate = str(Path(sys.executable).parent / "accelerate")
-    command = [accelerate, "launch", "--num_processes", "2", "-m", "hfattn", "train", str(recipe),
-               "--set", "training.max_steps=4"]  # fmt: skip
+    command = [accelerate, "launch", "--num_processes", "2", *ACCELERATE_LAUNCH_OPTIONS.split(),
+               "-m", "hfattn", "train", str(recipe), "--set", "training.max_steps=4"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_ADDR")}
     err = _run(command, env)
+    assert ACCELERATE_DEFAULTS_WARNING not in err  # the launcher's six lines
     warnings = [line for line in err.splitlines() if LAUNCH_WARNING in line]
     assert len(warnings) == 1, err[-3000:]
     assert warnings[0].startswith("WARNING ")
@@ -125,3 +132,57 @@ def test_the_process_rank_is_read_as_accelerate_reads_it():
     assert process_rank({"RANK": "3", "PMI_RANK": "1"}) == 3
     assert process_rank({"OMPI_COMM_WORLD_RANK": "2"}) == 2
     assert process_rank({"RANK": "", "PMI_RANK": "1"}) == 1
+
+
+def documented_accelerate_launches(hint: str) -> dict[str, list[str]]:
+    """Every ``accelerate launch ... -m hfattn ...`` command of the README and the docs (their
+    shell blocks, ``\\``-continued lines joined, and inline code) and of ``hint`` (a message
+    of hfattn's), each as the argument list that follows ``accelerate launch`` (``N`` given as
+    2, a comment cut off), by where it is."""
+    found: dict[str, str] = {}
+    pages = {p.relative_to(REPO).as_posix(): p.read_text(encoding="utf-8") for p in
+             [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]}  # fmt: skip
+    for where, text in {**pages, "hfattn's hint": hint}.items():
+        lines = text.replace("\\\n", " ").splitlines()
+        spans = re.findall(r"`(accelerate launch [^`]*)`", text)
+        for line in [*lines, *spans]:
+            command = line.strip().split("  #")[0]
+            if command.startswith("accelerate launch ") and "-m hfattn" in command:
+                found[f"{where}: {command}"] = command
+    return {
+        where: shlex.split(command.replace(" N ", " 2 "))[2:] for where, command in found.items()
+    }
+
+
+def test_the_documented_accelerate_launch_commands_leave_it_nothing_to_warn_about(
+    tmp_path, monkeypatch, caplog
+):
+    """Without ``--num_processes``, ``--num_machines``, ``--mixed_precision`` and
+    ``--dynamo_backend`` (and without ``accelerate config``) the launcher prints six lines
+    of defaults it filled in (\"`--num_processes` was set to a value of `0`\"), in its own
+    process, before hfattn starts: the documented commands give them. Each is checked by
+    Accelerate's own parser and validation, as ``accelerate launch`` runs them."""
+    from accelerate.commands import launch
+
+    from hfattn.training.processes import check_process_group
+
+    monkeypatch.setattr(launch, "default_config_file", str(tmp_path / "none.yaml"))
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun without ACCELERATE_USE_CPU: refused
+    with pytest.raises(ValueError) as refused:
+        check_process_group()
+    commands = documented_accelerate_launches(str(refused.value))
+    assert len(commands) >= 5 and any(w.startswith("hfattn's hint") for w in commands), commands
+    bare = launch.launch_command_parser().parse_args(["-m", "hfattn", "train", "r.yaml"])
+    with caplog.at_level(logging.WARNING, logger=launch.logger.name):
+        launch._validate_launch_command(bare)
+    assert ACCELERATE_DEFAULTS_WARNING in caplog.text  # what the check would see
+    noisy = {}
+    for where, arguments in commands.items():
+        caplog.clear()
+        args = launch.launch_command_parser().parse_args(arguments)
+        assert args.module and args.training_script == "hfattn", where
+        with caplog.at_level(logging.WARNING, logger=launch.logger.name):
+            launch._validate_launch_command(args)
+        if caplog.records:
+            noisy[where] = caplog.text
+    assert noisy == {}

@@ -502,3 +502,40 @@ def test_averaged_weights_load_into_a_model_with_tied_embeddings(tmp_path):
     save_file({"head.bias": torch.zeros(5)}, str(tmp_path / "partial.safetensors"))
     with pytest.raises(ValueError, match="missing"):
         load_saved_weights(model, load_file(str(tmp_path / "partial.safetensors")))
+
+
+def test_the_final_evaluations_are_announced_before_they_run(tmp_path, caplog):
+    """Once the progress bar is closed, each evaluation says what it scores before it starts
+    (a final evaluation takes seconds to minutes and printed nothing)."""
+    from hfattn.training import finishing
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == finishing.logger.name]
+
+    scored = []
+    evaluate = finishing.TrainingSession.evaluate
+
+    def spy(run, split, final=False):
+        scored.append((split, final, len(said())))
+        return evaluate(run, split, final)
+
+    training = {"max_steps": 30, "eval_every": 20, "save_every": 20, "average_checkpoints": 2}
+    with (
+        mock.patch.object(finishing.TrainingSession, "evaluate", spy),
+        caplog.at_level(logging.INFO, logger=finishing.logger.name),
+    ):
+        run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
+    assert said() == [
+        "evaluating the validation split with the weights of step 30...",
+        "evaluating the validation split with the mean weights of 2 checkpoints...",
+        "evaluating the validation split with the final weights...",
+        "evaluating the test split with the final weights...",
+    ]
+    # step 20's periodic validation unannounced (the bar shows it), then each after its line
+    assert scored == [
+        ("validation", False, 0),
+        ("validation", False, 1),
+        ("validation", False, 2),
+        ("validation", True, 3),
+        ("test", True, 4),
+    ]

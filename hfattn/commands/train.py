@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     full load, then the run folder, then training."""
     import sys
 
+    from ..storage.file_io import FileWriteError
     from ..storage.run_folder import finished_run_message, resume_command
     from .logging_setup import configure_logging
 
@@ -165,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_recipe(
             recipe, resume=resume, overwrite=args.overwrite, planned=planned, checked=True
         )
-    except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
+    except (RecipeError, FileNotFoundError, FileExistsError, ValueError, FileWriteError) as err:
         return report_error(err)
     from accelerate import PartialState
 

@@ -8,20 +8,27 @@ its checkpoints (:data:`CHECKPOINTS_DIR`, one ``step-N`` folder each), the train
 stored here; ``hfattn train RECIPE --resume`` is checked against it first
 (:func:`check_resume`), so two different runs are never mixed in one folder.
 
+A write of the run that fails (a full disk, no permission) ends it
+with :class:`RunWriteError`, which names the file, the cause, the last good checkpoint and the
+command that continues the run (:func:`write_failed_message`).
+
 This module is light (no torch, no accelerate at import): the resume checks run before
 anything slow is loaded.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from .file_io import atomic_path
+from .file_io import FileWriteError, atomic_path
 from .model_folder import WEIGHTS_FILE
 
 RECIPE_FILE = "recipe.yaml"
@@ -78,6 +85,13 @@ IGNORED_FIELDS = ("output_dir",)
 
 class RunFolderError(ValueError):
     """The run folder cannot be used as asked (another run's recipe, nothing to resume)."""
+
+
+class RunWriteError(ValueError):
+    """A file of the run could not be written (a full disk, no permission): the message names
+    the file, the cause, the last good checkpoint and how to continue
+    (:func:`write_failed_message`). (A ``ValueError``, like every error the ``train`` command
+    reports as one line.)"""
 
 
 @dataclass
@@ -286,6 +300,42 @@ def resume_command(folder: str | Path) -> str:
     return f"hfattn train --resume {folder}"
 
 
+def write_failed_message(folder: str | Path, failure: FileWriteError, what: str = "") -> str:
+    """The one line that ends a run in ``folder`` whose write failed (``failure`` names the
+    file and the cause; ``what`` says what was lost, ``"the checkpoint of step 40 is not
+    written"``): the last good checkpoint and the command that continues from it, or that
+    there is none."""
+    previous = latest_checkpoint(folder)
+    fix = _FIXES.get(failure.errno, "fix the cause")
+    return f"{failure}{'; ' + what if what else ''}; " + (
+        f"the last good checkpoint {previous} is intact: {fix} and continue with "
+        f"`{resume_command(folder)}`"
+        if previous is not None
+        else f"there is no checkpoint yet: {fix} and train again"
+    )
+
+
+@contextmanager
+def run_writes(folder: str | Path) -> Iterator[None]:
+    """End the run in ``folder`` with :class:`RunWriteError` (:func:`write_failed_message`)
+    when a write in the block fails (:class:`~hfattn.storage.file_io.FileWriteError`)."""
+    try:
+        yield
+    except FileWriteError as failure:
+        raise RunWriteError(write_failed_message(folder, failure)) from failure
+
+
+_FIXES = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space",
+    errno.EFBIG: "raise the file-size limit (ulimit -f)",
+    errno.EACCES: "make the folder writable",
+    errno.EPERM: "make the folder writable",
+    errno.EROFS: "make the folder writable",
+}
+"""What to do about a failed write, by its cause."""
+
+
 def checkpoint_step(checkpoint: Path) -> int:
     """The optimizer step of a ``step-N`` checkpoint folder."""
     return int(checkpoint.name[len(CHECKPOINT_PREFIX) :])
@@ -433,6 +483,9 @@ __all__ = [
     "training_shortfall",
     "FieldChange",
     "RunFolderError",
+    "RunWriteError",
+    "run_writes",
+    "write_failed_message",
     "check_resume",
     "checkpoints_dir",
     "clear_output_dir",

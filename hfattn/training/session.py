@@ -16,6 +16,7 @@ from pathlib import Path
 from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 
+from ..storage.file_io import append_text
 from ..storage.run_folder import METRICS_FILE
 from .checkpoints import (
     Progress,
@@ -109,10 +110,10 @@ class TrainingSession:
 
     # ---- files -------------------------------------------------------------------------
     def log(self, record: dict) -> None:
-        """Append one record to ``metrics.jsonl`` (main process)."""
+        """Append one record to ``metrics.jsonl`` (main process; a record cut short by a full
+        disk is cut back off, :func:`~hfattn.storage.file_io.append_text`)."""
         if self.accelerator.is_main_process:
-            with open(self.metrics_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            append_text(self.metrics_path, json.dumps(record) + "\n")
 
     def save_checkpoint(self) -> None:
         """:func:`~hfattn.training.checkpoints.write_checkpoint` of the current step."""

@@ -98,6 +98,15 @@ class Progress:
     train_tokens: int = 0
     """Tokens trained on so far, over all processes (:func:`~hfattn.training.speed.trained_tokens`
     of every global batch)."""
+    train_flops: float | None = None
+    """Training FLOPs of every global batch so far, over all processes
+    (:class:`~hfattn.training.throughput.FlopCounter`): over ``train_tokens``, the run's
+    ``train_flops_per_token``. A run starts it at 0; ``None`` when a checkpoint that did not
+    count them was resumed (the FLOPs per token is then unknown)."""
+    commands: list[str] = field(default_factory=list)
+    """The command lines of the run's sessions up to this checkpoint, the first first
+    (``hfattn train recipe.yaml``, then each ``hfattn train --resume ...``): its results file
+    records them all."""
     metrics_bytes: int | None = None
     """Length of ``metrics.jsonl`` when the checkpoint was written (resume cuts it back)."""
     training_end: str | None = None
@@ -115,6 +124,14 @@ class Progress:
     """A SIGINT/SIGTERM asked the run to stop
     (:func:`~hfattn.training.stop_signals.stop_on_signals`), whatever ``stop_reason`` says (a run
     stopping for its time budget keeps that reason)."""
+
+    @property
+    def flops_per_token(self) -> float | None:
+        """Training FLOPs per token of the run so far (``train_flops / train_tokens``; ``None``
+        before any token or when the FLOPs are unknown)."""
+        if self.train_flops is None or not self.train_tokens:
+            return None
+        return self.train_flops / self.train_tokens
 
     def state_dict(self) -> dict:
         """The fields saved in ``progress.json`` (all but the stop request)."""

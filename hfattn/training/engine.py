@@ -154,7 +154,7 @@ def _train_loop(run: TrainingSession) -> bool:
     bar, postfix = clock.progress_bar(p.step), {}
     run.nonfinite.checked_step = p.step
     run.speed.start(p.train_tokens)
-    run.flops.start(p.train_tokens)
+    run.flops.start()
     reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
     with stop_on_signals(p), freed_memory_kept(reuse), bar:  # the bar closed on an error too
         while p.epoch < cfg.epochs and p.step < run.total_steps and not p.should_stop:
@@ -169,6 +169,7 @@ def _train_loop(run: TrainingSession) -> bool:
                     steps = cfg.gradient_accumulation_steps
                     warn_if_sized_for_gpu(flops * steps / acc.num_processes, acc.device)
                 run.speed.flops += flops
+                p.train_flops = None if p.train_flops is None else p.train_flops + flops
                 rows = rows_of(batch, acc.process_index, acc.num_processes, acc.device)
                 with run.compile_clock.timing(rows):  # a compiled shape's first step
                     loss = _train_step(run, rows)

@@ -16,6 +16,7 @@ from pathlib import Path
 from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 
+from ..common.machine import command_line
 from ..storage.file_io import append_text
 from ..storage.run_folder import METRICS_FILE
 from .checkpoints import (
@@ -103,6 +104,8 @@ class TrainingSession:
         self.progress = Progress(
             planned_steps=schedule_steps(planned, steps_per_epoch),
             planned_minutes=planned.max_minutes,
+            train_flops=0.0,
+            commands=[command_line()],
         )
         self.state = None  # the recurrent state carried from batch to batch (stateful jobs)
         self.metrics_path = output_dir / METRICS_FILE
@@ -141,10 +144,12 @@ class TrainingSession:
         A checkpoint written once training had ended (``progress.training_end``) goes on with
         what follows training, the loop skipped, unless this run's budget is larger: a higher
         ``training.max_steps`` (epochs left) after the step budget, a higher (or no)
-        ``training.max_minutes`` after the time budget. A callback's stop stands."""
+        ``training.max_minutes`` after the time budget. A callback's stop stands. This
+        session's command is added to ``progress.commands``."""
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
         self.wall_before = self.progress.wall_s
         p, cfg = self.progress, self.cfg
+        p.commands.append(command_line())
         if p.training_end == "completed":
             reopened = p.step < self.total_steps and p.epoch < cfg.epochs
         elif p.training_end == "time budget":

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -413,10 +414,14 @@ def test_a_lock_whose_process_is_gone_is_taken_over(tmp_path):
     folder.mkdir()
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                            capture_output=True, text=True, check=True)  # fmt: skip
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # ended, not yet waited for
+    while run_folder._start_tick(zombie.pid) not in (-1, None):  # -1: ended
+        time.sleep(0.05)
     lock = folder / run_folder.LOCK_FILE
     host = socket.gethostname()
     stale = [
         {"pid": int(ended.stdout), "host": host, "started": "2026-01-01T00:00:00+00:00"},
+        {"pid": zombie.pid, "host": host, "started": "2026-01-01T00:00:00+00:00"},
         # a pid now of another process (this one: it started at another clock tick)
         {"pid": os.getpid(), "host": host, "started": "2026-01-01T00:00:00+00:00",
          "start_tick": -1},
@@ -429,6 +434,7 @@ def test_a_lock_whose_process_is_gone_is_taken_over(tmp_path):
                 with run_folder.held_run_folder(folder):
                     pass
         assert not lock.exists() and folder.is_dir()
+    zombie.wait()
     # another machine's lock cannot be checked from here: it holds until deleted
     lock.write_text(json.dumps({**stale[0], "host": "elsewhere"}))
     with pytest.raises(run_folder.RunFolderBusy, match=f"on elsewhere.*delete {lock}"):

@@ -394,10 +394,11 @@ def _this_process() -> dict:
 
 def _start_tick(pid: int) -> int | None:
     """The clock tick since boot at which process ``pid`` started (``/proc/PID/stat`` field
-    22), ``None`` where it cannot be read."""
+    22; ``-1`` for a zombie, a process that has ended), ``None`` where it cannot be read."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2 :].split()[19])
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return -1 if fields[0] == "Z" else int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -416,8 +417,8 @@ def _read_lock(lock: Path) -> dict | None:
 
 def _alive(holder: dict) -> bool:
     """Whether the process of a lock's ``holder`` may still run: on another host it is taken to
-    (it cannot be seen from here); on this one its pid must exist and, where recorded, have
-    started at the same clock tick."""
+    (it cannot be seen from here); on this one its pid must exist, not as a zombie, and, where
+    recorded, have started at the same clock tick."""
     pid = holder.get("pid")
     if holder.get("host") != socket.gethostname():
         return True
@@ -429,8 +430,8 @@ def _alive(holder: dict) -> bool:
         return False
     except PermissionError:
         pass  # another user's process
-    tick = holder.get("start_tick")
-    return tick is None or _start_tick(pid) in (None, tick)
+    tick, now = holder.get("start_tick"), _start_tick(pid)
+    return now != -1 and (tick is None or now in (None, tick))
 
 
 def _take_lock(lock: Path) -> dict:

@@ -444,3 +444,15 @@ def test_a_lock_whose_process_is_gone_is_taken_over(tmp_path):
     with run_folder.held_run_folder(tmp_path / "new"):
         assert (tmp_path / "new" / run_folder.LOCK_FILE).is_file()
     assert not (tmp_path / "new").exists()
+
+
+def test_an_output_dir_that_cannot_be_made_is_one_error(tmp_path, capsys):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    (tmp_path / "a_file").write_text("not a folder")
+    folder = tmp_path / "a_file" / "run"
+    assert main(["train", str(recipe), "--set", f"output_dir={folder}"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot write {folder} (Not a directory): output_dir must be a folder this "
+        "user can write; make it writable or pick another output_dir (--set "
+        "output_dir=runs/NAME)\n"
+    )

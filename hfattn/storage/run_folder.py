@@ -370,7 +370,10 @@ def held_run_folder(folder: str | Path) -> Iterator[None]:
             folder.mkdir(parents=True, exist_ok=True)
             mine = _take_lock(lock)
     except FileWriteError as failure:
-        raise RunWriteError(f"{failure}: hfattn train needs to write into output_dir") from None
+        raise RunWriteError(
+            f"{failure}: output_dir must be a folder this user can write; make it writable or "
+            "pick another output_dir (--set output_dir=runs/NAME)"
+        ) from None
     try:
         yield
     finally:

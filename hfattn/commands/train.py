@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+from contextlib import ExitStack
 from pathlib import Path
 
 from .arguments import add_recipe_arguments
@@ -49,8 +50,9 @@ def register(subparsers) -> None:
 
 
 def _recipe_of(args: argparse.Namespace):
-    """The recipe to train, or ``None`` after reporting why there is none: ``args.recipe``,
-    or the recipe stored in the run folder given to ``--resume``."""
+    """The recipe to train (checked early, :func:`_checked_early`; its model config not built
+    yet), or ``None`` after reporting why there is none: ``args.recipe``, or the recipe stored
+    in the run folder given to ``--resume``."""
     from ..storage.run_folder import recipe_path, resume_command
 
     folder = args.resume if isinstance(args.resume, str) else None
@@ -62,7 +64,7 @@ def _recipe_of(args: argparse.Namespace):
             report_error("give a recipe (hfattn train RECIPE) or a run to continue "
                          "(hfattn train --resume RUN_FOLDER)")  # fmt: skip
             return None
-        return _with_model_config(_checked_early(args, args.recipe))
+        return _checked_early(args, args.recipe)
     if args.recipe is not None:
         report_error(
             f"give a recipe or a run folder, not both: `{resume_command(folder)}` continues "
@@ -75,7 +77,7 @@ def _recipe_of(args: argparse.Namespace):
         what = "does not exist" if not Path(folder).is_dir() else f"has no {stored.name}"
         report_error(f"--resume {folder}: the folder {what}; it is not a run to continue")
         return None
-    return _with_model_config(_checked_early(args, stored, output_dir=str(folder)))
+    return _checked_early(args, stored, output_dir=str(folder))
 
 
 def _with_model_config(recipe):
@@ -126,21 +128,37 @@ def run(args: argparse.Namespace) -> int:
     """Validate the recipe, train, then print the evaluation table and a sample.
 
     Each check is made once (:mod:`hfattn.orchestration.run`): on the recipe's outline, then the
-    full load, then the run folder, then training."""
-    import sys
-
-    from ..storage.run_folder import finished_run_message, resume_command
+    full load, then the run folder, then training. The run folder is held from before the
+    recipe's model is built to the end (:func:`~hfattn.storage.run_folder.held_run_folder`, by
+    the main process of a multi-process run): a second ``hfattn train`` into it is refused."""
+    from ..common.launch import process_rank
+    from ..storage.run_folder import held_run_folder
     from .logging_setup import configure_logging
 
     configure_logging()  # before the recipe is loaded: its warnings in hfattn's format
     recipe = _recipe_of(args)
     if recipe is None:
         return 2
-    resume = bool(args.resume)
+    with ExitStack() as held:
+        if process_rank() == 0:  # one process of a run holds its folder
+            try:
+                held.enter_context(held_run_folder(recipe.output_dir))
+            except ValueError as err:  # another run holds it; it cannot be written
+                return report_error(err)
+        recipe = _with_model_config(recipe)
+        return 2 if recipe is None else _train(args, recipe)
+
+
+def _train(args: argparse.Namespace, recipe) -> int:
+    """:func:`run` once the run folder is held: the run folder checked, training, the report."""
+    import sys
 
     from ..orchestration.run import check_run_folder, run_recipe
     from ..recipes import RecipeError, recipe_outline
+    from ..storage.file_io import FileWriteError
+    from ..storage.run_folder import finished_run_message, resume_command
 
+    resume = bool(args.resume)
     try:  # the run to resume, checked against the loaded recipe before the data load
         changes = check_run_folder(recipe, resume=True) if resume else []
     except (FileNotFoundError, FileExistsError, ValueError) as err:
@@ -166,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_recipe(
             recipe, resume=resume, overwrite=args.overwrite, planned=planned, checked=True
         )
-    except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
+    except (RecipeError, FileNotFoundError, FileExistsError, ValueError, FileWriteError) as err:
         return report_error(err)
     from accelerate import PartialState
 

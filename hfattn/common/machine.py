@@ -7,6 +7,9 @@ baseline``, the ``--json`` report of a benchmark script) carries a ``provenance`
      "date": "2026-11-26T15:14:51+00:00",
      "machine": {"cpu": "AMD EPYC 7B13", "cores": 2, "isa": "AVX2", "gpu": null}}
 
+A training run's ``eval_results.json`` also lists ``resume_commands``: the ``hfattn train
+--resume ...`` lines that continued it after ``command`` started it (``[]`` when none did).
+
 :func:`machine_words` turns the ``machine`` part into the words a results table prints
 (``"2-core AMD EPYC 7B13, AVX2"``). The CPU is read from ``/proc/cpuinfo`` (``model name``
 and the instruction-set ``flags``; ``Features`` on Arm); the GPU name is given by the caller
@@ -126,14 +129,21 @@ def command_line(argv: list[str] | None = None) -> str:
     return shlex.join(argv)
 
 
-def provenance(gpu: str | None = None, argv: list[str] | None = None) -> dict:
-    """The ``provenance`` block of a results file (see the module docstring)."""
-    return {
+def provenance(
+    gpu: str | None = None, argv: list[str] | None = None, commands: list[str] | None = None
+) -> dict:
+    """The ``provenance`` block of a results file (see the module docstring). ``commands``:
+    the command lines of a training run's sessions (:func:`command_line` of each, the first
+    first): ``command`` is the first, ``resume_commands`` the ``--resume`` ones after it."""
+    origin = {
         "hfattn_commit": hfattn_commit(),
-        "command": command_line(argv),
+        "command": command_line(argv) if not commands else commands[0],
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": describe_machine(gpu),
     }
+    if commands:
+        origin["resume_commands"] = list(commands[1:])
+    return origin
 
 
 __all__ = [

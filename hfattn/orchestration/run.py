@@ -194,6 +194,7 @@ def run_recipe(
         from accelerate import PartialState
 
         from ..hub.push import HubPushError, push_model_folder  # see above
+        from ..storage.file_io import FileWriteError
 
         if PartialState().is_main_process:
             try:
@@ -203,7 +204,7 @@ def run_recipe(
                     private=recipe.hub.private,
                     space=recipe.hub.space,
                 )
-            except HubPushError as err:  # e.g. a run cut far short of its recipe
+            except (HubPushError, FileWriteError) as err:  # a run cut short; a full disk
                 raise RecipeError(
                     f"hub.push_to_hub: the model is saved in {result.output_dir} but was not "
                     f"pushed: {err}"

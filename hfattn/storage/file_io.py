@@ -11,6 +11,12 @@ written file reads back whole.
   folder (``save_pretrained``); each file is renamed into it once all are written.
 - :func:`atomic_dir` and :func:`move_dir_into_place`: a whole folder built aside, then renamed
   onto its target (a CTranslate2 export, a converted dataset, a checkpoint).
+- :func:`append_text`: a line added to a log; a write cut short is cut back off.
+
+A write that fails for lack of space, permission or a file-size limit raises
+:class:`FileWriteError` naming the file as the user knows it (not its temporary name) and the
+cause, whichever library wrote it (:func:`write_failure`: ``torch.save`` and ``safetensors``
+report a failed write in their own errors); the temporary file is removed.
 
 An ``OSError`` of these writes names the user's file or folder, never the temporary name it
 was raised on (``.ct2.74quhve4.tmp``); :func:`unwritable_folder` finds, before any slow work,
@@ -22,8 +28,10 @@ the folder that would refuse such a write.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -33,6 +41,124 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+
+
+class FileWriteError(OSError):
+    """A file could not be written: no space left, no permission, a file-size limit, a
+    read-only or lost mount. ``filename`` is the file as the user knows it (the target of an
+    atomic write, not its temporary name), ``strerror`` the cause; ``str()`` is
+    ``cannot write FILE (CAUSE)``."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename} ({self.strerror})"
+
+
+TORCH_WRITE_FAILURES = ("PytorchStreamWriter failed", "inline_container.cc", "file write failed")
+"""Words of the ``RuntimeError`` that ``torch.save`` raises when its zip writer cannot write
+(``[enforce fail at inline_container.cc:672] . unexpected pos 5154816 vs 5154704``: the file
+is shorter than what was written to it). It says neither the file nor why."""
+_OS_ERROR_CODE = re.compile(r"\(os error (\d+)\)")
+"""The ``(os error 28)`` in the message of a failed write of ``safetensors`` (Rust)."""
+NEARLY_FULL_BYTES = 1 << 20
+"""Free bytes below which a write that stopped short is put down to a full disk."""
+
+
+def _cause_unsaid(near: Path) -> tuple[int, str]:
+    """The likely ``(errno, cause)`` of a write near ``near`` that stopped short without saying
+    why (``torch.save``): a full disk, else the file-size limit (``ulimit -f``) when one is set,
+    else an input/output error."""
+    import resource
+
+    folder = next((p for p in (near, *near.parents) if p.exists()), Path("."))
+    if shutil.disk_usage(folder).free < NEARLY_FULL_BYTES:
+        return errno.ENOSPC, os.strerror(errno.ENOSPC)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        return errno.EFBIG, f"{os.strerror(errno.EFBIG)}: the file-size limit is {limit:,} bytes"
+    return errno.EIO, "the write stopped short"
+
+
+def write_failure(exc: BaseException, file: str | Path) -> FileWriteError | None:
+    """The :class:`FileWriteError` of ``file`` that ``exc``, raised while writing it, amounts
+    to, or ``None`` when ``exc`` is not a failed write (a bug, an interrupt, a lost network
+    connection): an ``OSError`` with an ``errno`` (its ``strerror``), the ``RuntimeError`` of
+    ``torch.save``'s zip writer (:data:`TORCH_WRITE_FAILURES`; its cause found by
+    :func:`_cause_unsaid`) and the ``SafetensorError`` of a failed write (its ``os error``
+    code)."""
+    file = Path(file)
+    if isinstance(exc, FileWriteError):
+        return exc
+    if isinstance(exc, OSError):
+        if exc.errno is None or isinstance(exc, (ConnectionError, TimeoutError)):
+            return None  # a download's error (URLError), not the file's
+        return FileWriteError(exc.errno, exc.strerror or os.strerror(exc.errno), str(file))
+    message = str(exc)
+    if isinstance(exc, RuntimeError) and any(w in message for w in TORCH_WRITE_FAILURES):
+        return FileWriteError(*_cause_unsaid(file), str(file))
+    code = _OS_ERROR_CODE.search(message)
+    if type(exc).__name__ == "SafetensorError" and code is not None:
+        return FileWriteError(int(code[1]), os.strerror(int(code[1])), str(file))
+    return None
+
+
+WRITERS = {("torch.serialization", "save"): "f", ("safetensors.torch", "save_file"): "filename"}
+"""The writers whose errors do not name their file: ``(module, function)`` and the argument
+that holds the path (``torch.save(obj, f)``, ``safetensors.torch.save_file(tensors,
+filename)``)."""
+
+
+def _writer_path(exc: BaseException) -> str | None:
+    """The path given to the innermost :data:`WRITERS` call in the traceback of ``exc``."""
+    path, frame = None, exc.__traceback__
+    while frame is not None:
+        code, scope = frame.tb_frame.f_code, frame.tb_frame.f_globals
+        argument = WRITERS.get((scope.get("__name__"), code.co_name))
+        if argument is not None:
+            path = frame.tb_frame.f_locals.get(argument, path)
+        frame = frame.tb_next
+    return path
+
+
+def _failed_file(exc: BaseException, target: Path, staged: Path | None) -> Path | None:
+    """The file that a failed write of ``target`` (its files written in the temporary folder
+    ``staged``, when given) is about, named by its place under ``target``: the file the error
+    names (an ``OSError``'s ``filename``, or ``filename2``, the destination of a copy; else
+    the path given to ``torch.save`` or ``safetensors``), else ``target``. ``None`` when the
+    error names a file that is none of these (a read of another file failed, not the write)."""
+    names = [getattr(exc, "filename", None), getattr(exc, "filename2", None)]
+    names = [Path(os.path.abspath(n)) for n in names if isinstance(n, (str, os.PathLike))]
+    if not names:
+        writer = _writer_path(exc)
+        if not isinstance(writer, (str, os.PathLike)):
+            return target
+        names = [Path(os.path.abspath(writer))]
+    target, staged = Path(os.path.abspath(target)), staged and Path(os.path.abspath(staged))
+    for named in reversed(names):  # a copy's destination first
+        if staged is not None and named.is_relative_to(staged):
+            return target / named.relative_to(staged)
+        if named.is_relative_to(target) or named in target.parents:
+            return named  # the file, or a folder that could not be made
+        if named.parent == target.parent and named.name.startswith(f".{target.name}."):
+            return target  # its temporary name
+    return None
+
+
+@contextmanager
+def writing(target: str | Path, staged: Path | None = None) -> Iterator[None]:
+    """Turn a failed write in the block into the :class:`FileWriteError`
+    (:func:`write_failure`) of ``target``, or, when the block writes the files of ``target``
+    in the temporary folder ``staged``, of the file that failed, named by its place under
+    ``target``. Any other error passes unchanged, an ``OSError`` about another file too (a
+    read)."""
+    target = Path(target)
+    try:
+        yield
+    except Exception as exc:
+        file = _failed_file(exc, target, staged)
+        failure = None if file is None else write_failure(exc, file)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def _umask() -> int:
@@ -71,53 +197,28 @@ def unwritable_folder(target: str | Path) -> Path | None:
     return None if os.access(folder, os.W_OK | os.X_OK) else folder
 
 
-def _users_path(filename, folder: Path, prefix: str, target: Path) -> Path | None:
-    """Where ``filename`` (a path an ``OSError`` names) lands: for a temporary entry of
-    ``folder`` whose name starts with ``prefix``, or a path under one, the same place under
-    ``target``; ``None`` for any other path."""
-    if filename is None:
-        return None
-    path = Path(os.path.abspath(os.fsdecode(filename)))
-    folder = Path(os.path.abspath(folder))
-    for above in (path, *path.parents):
-        if above.parent == folder and above.name.startswith(prefix):
-            return target / path.relative_to(above)
-    return None
-
-
-@contextmanager
-def _errors_name(target: Path, folder: Path, prefix: str) -> Iterator[None]:
-    """Within the block, an ``OSError`` on a temporary entry of ``folder`` (a name starting
-    with ``prefix``) is raised again naming ``target``, or the path under it that the entry
-    stood for: the user's file or folder, not a name they never gave."""
-    try:
-        yield
-    except OSError as err:
-        path = _users_path(err.filename, folder, prefix, Path(target)) or _users_path(
-            err.filename2, folder, prefix, Path(target)
-        )
-        if path is None:
-            raise
-        raise type(err)(err.errno, err.strerror, str(path)) from err
-
-
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it gets :func:`plain_mode` and is
     renamed onto ``path`` (``os.replace``), on error it is removed, so ``path`` is never left
-    half-written."""
+    half-written.
+
+    Raises:
+        FileWriteError: the write failed (:func:`write_failure`), naming ``path``.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _errors_name(path, path.parent, f".{path.name}."):
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-        os.close(fd)
-        try:
+    tmp = None
+    try:
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+            os.close(fd)
             yield Path(tmp)
             os.chmod(tmp, plain_mode())
             os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -140,20 +241,25 @@ def atomic_write_json(path: str | Path, data) -> None:
 def atomic_files(folder: str | Path) -> Iterator[Path]:
     """Yield a temporary folder inside ``folder``; on success every file written there gets
     :func:`plain_mode` and is renamed into ``folder`` (a file already there is replaced), on
-    error nothing is moved. The temporary folder is removed either way."""
+    error nothing is moved. The temporary folder is removed either way.
+
+    Raises:
+        FileWriteError: a write failed (:func:`write_failure`), naming the file in ``folder``.
+    """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    with _errors_name(folder, folder, ".staged-"):
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
-        try:
+    try:
+        with writing(folder, staged=tmp):
             yield tmp
             give_plain_modes(tmp)
             for file in sorted(p for p in tmp.rglob("*") if p.is_file()):
                 target = folder / file.relative_to(tmp)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(file, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def move_dir_into_place(tmp: Path, target: Path, *, keep_existing: bool = False) -> Path:
@@ -188,16 +294,43 @@ def move_dir_into_place(tmp: Path, target: Path, *, keep_existing: bool = False)
 def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[Path]:
     """Yield a fresh temporary folder next to ``target``; on success it is put in ``target``'s
     place (:func:`move_dir_into_place`), on error it is removed and ``target`` is left as it
-    was."""
+    was.
+
+    Raises:
+        FileWriteError: a write failed (:func:`write_failure`), naming the file under ``target``.
+    """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _errors_name(target, target.parent, f".{target.name}."):
+    with writing(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-        try:
+    try:
+        with writing(target, staged=tmp):
             yield tmp
             move_dir_into_place(tmp, target, keep_existing=keep_existing)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """Add ``text`` (UTF-8) to the end of ``path`` (a log: created when missing); a write cut
+    short (a full disk) is cut back off, so the file never ends in half a record.
+
+    Raises:
+        FileWriteError: the write failed (:func:`write_failure`), naming ``path``.
+    """
+    data = memoryview(text.encode("utf-8"))
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            length = os.fstat(fd).st_size
+            try:
+                while data:
+                    data = data[os.write(fd, data) :]
+            except BaseException:
+                os.ftruncate(fd, length)
+                raise
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            os.close(fd)
 
 
 def read_utf8_text(path: str | Path) -> str:
@@ -256,6 +389,8 @@ def reads_back(file: Path) -> bool:
 
 
 __all__ = [
+    "FileWriteError",
+    "append_text",
     "atomic_dir",
     "atomic_files",
     "atomic_path",
@@ -269,4 +404,6 @@ __all__ = [
     "read_utf8_text",
     "reads_back",
     "unwritable_folder",
+    "write_failure",
+    "writing",
 ]

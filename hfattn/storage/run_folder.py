@@ -8,21 +8,34 @@ its checkpoints (:data:`CHECKPOINTS_DIR`, one ``step-N`` folder each), the train
 stored here; ``hfattn train RECIPE --resume`` is checked against it first
 (:func:`check_resume`), so two different runs are never mixed in one folder.
 
+One process trains into a run folder at a time: ``hfattn train`` holds it
+(:func:`held_run_folder`, the lock file :data:`LOCK_FILE` naming the holder) from before its
+first write to its exit. A write of the run that fails (a full disk, no permission) ends it
+with :class:`RunWriteError`, which names the file, the cause, the last good checkpoint and the
+command that continues the run (:func:`write_failed_message`).
+
 This module is light (no torch, no accelerate at import): the resume checks run before
 anything slow is loaded.
 """
 
 from __future__ import annotations
 
+import datetime
+import errno
 import json
+import os
 import shlex
 import shutil
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from .file_io import atomic_path
+from .file_io import FileWriteError, atomic_path, writing
 from .model_folder import WEIGHTS_FILE
 
 RECIPE_FILE = "recipe.yaml"
@@ -51,6 +64,9 @@ CONFUSION_MATRIX_FILE = "confusion_matrix.json"
 SAMPLES_FILE = "samples.md"
 """The sample generated after training (prompt, settings, text), written next to the model as
 Markdown; the model card shows it under "Samples" (it is not uploaded as a file)."""
+LOCK_FILE = ".train.lock"
+"""The lock file of a run folder being trained into (:func:`held_run_folder`): the holder's pid,
+host and start time, as JSON. Hidden: never published, never taken for a run's file."""
 RUN_FILES = (METRICS_FILE, EVAL_RESULTS_FILE, LOSS_CURVE_FILE, RECIPE_FILE, SAMPLES_FILE)
 """The files of a run that ``--overwrite`` removes (besides checkpoints and weights)."""
 
@@ -79,6 +95,17 @@ IGNORED_FIELDS = ("output_dir",)
 
 class RunFolderError(ValueError):
     """The run folder cannot be used as asked (another run's recipe, nothing to resume)."""
+
+
+class RunFolderBusy(RunFolderError):
+    """Another process trains into the run folder (it holds :data:`LOCK_FILE`)."""
+
+
+class RunWriteError(ValueError):
+    """A file of the run could not be written (a full disk, no permission): the message names
+    the file, the cause, the last good checkpoint and how to continue
+    (:func:`write_failed_message`). (A ``ValueError``, like every error the ``train`` command
+    reports as one line.)"""
 
 
 @dataclass
@@ -288,6 +315,181 @@ def resume_command(folder: str | Path) -> str:
     return f"hfattn train --resume {shlex.quote(str(folder))}"
 
 
+def write_failed_message(folder: str | Path, failure: FileWriteError, what: str = "") -> str:
+    """The one line that ends a run in ``folder`` whose write failed (``failure`` names the
+    file and the cause; ``what`` says what was lost, ``"the checkpoint of step 40 is not
+    written"``): the last good checkpoint and the command that continues from it, or that
+    there is none."""
+    previous = latest_checkpoint(folder)
+    fix = _FIXES.get(failure.errno, "fix the cause")
+    return f"{failure}{'; ' + what if what else ''}; " + (
+        f"the last good checkpoint {previous} is intact: {fix} and continue with "
+        f"`{resume_command(folder)}`"
+        if previous is not None
+        else f"there is no checkpoint yet: {fix} and train again"
+    )
+
+
+@contextmanager
+def run_writes(folder: str | Path) -> Iterator[None]:
+    """End the run in ``folder`` with :class:`RunWriteError` (:func:`write_failed_message`)
+    when a write in the block fails (:class:`~hfattn.storage.file_io.FileWriteError`)."""
+    try:
+        yield
+    except FileWriteError as failure:
+        raise RunWriteError(write_failed_message(folder, failure)) from failure
+
+
+_FIXES = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space",
+    errno.EFBIG: "raise the file-size limit (ulimit -f)",
+    errno.EACCES: "make the folder writable",
+    errno.EPERM: "make the folder writable",
+    errno.EROFS: "make the folder writable",
+}
+"""What to do about a failed write, by its cause."""
+
+
+@contextmanager
+def held_run_folder(folder: str | Path) -> Iterator[None]:
+    """Hold the run folder ``folder`` (created if missing) for this process while the block
+    runs: the lock file :data:`LOCK_FILE` is made exclusively (``O_CREAT | O_EXCL``) with this
+    process's pid, host and start time, and removed at the end, with the folder when it was
+    made here and is left empty. A lock whose process is gone (same host, no such pid, or a
+    pid now of a later process) is stale and taken over. Only the main process of a
+    multi-process run holds it.
+
+    Raises:
+        RunFolderBusy: another live process holds ``folder``, naming it.
+        RunWriteError: the folder or its lock cannot be written (no permission, a full disk).
+    """
+    folder = Path(folder)
+    made = not folder.exists()
+    lock = folder / LOCK_FILE
+    try:
+        with writing(lock):
+            folder.mkdir(parents=True, exist_ok=True)
+            mine = _take_lock(lock)
+    except FileWriteError as failure:
+        raise RunWriteError(
+            f"{failure}: output_dir must be a folder this user can write; make it writable or "
+            "pick another output_dir (--set output_dir=runs/NAME)"
+        ) from None
+    try:
+        yield
+    finally:
+        if _read_lock(lock) == mine:
+            lock.unlink(missing_ok=True)
+        if made:
+            try:
+                folder.rmdir()  # only an empty folder: a run that wrote nothing
+            except OSError:
+                pass
+
+
+def _this_process() -> dict:
+    """The holder record of this process: pid, host, start time (and the kernel's start tick
+    of the pid where ``/proc`` has it, which tells a reused pid apart)."""
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
+    tick = _start_tick(os.getpid())
+    return me if tick is None else {**me, "start_tick": tick}
+
+
+def _start_tick(pid: int) -> int | None:
+    """The clock tick since boot at which process ``pid`` started (``/proc/PID/stat`` field
+    22; ``-1`` for a zombie, a process that has ended), ``None`` where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return -1 if fields[0] == "Z" else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _read_lock(lock: Path) -> dict | None:
+    """The holder recorded in ``lock`` (``{}`` for an unreadable or half-written one), or
+    ``None`` when there is no lock."""
+    try:
+        holder = json.loads(lock.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _alive(holder: dict) -> bool:
+    """Whether the process of a lock's ``holder`` may still run: on another host it is taken to
+    (it cannot be seen from here); on this one its pid must exist, not as a zombie, and, where
+    recorded, have started at the same clock tick."""
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname():
+        return True
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process
+    tick, now = holder.get("start_tick"), _start_tick(pid)
+    return now != -1 and (tick is None or now in (None, tick))
+
+
+def _take_lock(lock: Path) -> dict:
+    """Make ``lock`` with this process as its holder; a stale lock (:func:`_alive`) is removed
+    first. Returns the record written.
+
+    Raises:
+        RunFolderBusy: a live process holds it.
+    """
+    me = _this_process()
+    for _ in range(3):  # a holder that ends between the reads and the removal: try again
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = _read_lock(lock)
+            if holder is None:
+                continue  # released meanwhile
+            if holder and _alive(holder):
+                raise RunFolderBusy(_busy_message(lock.parent, holder)) from None
+            if not holder and _recently_made(lock):
+                raise RunFolderBusy(_busy_message(lock.parent, holder)) from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump(me, file)
+        return me
+    raise RunFolderBusy(_busy_message(lock.parent, _read_lock(lock) or {}))
+
+
+def _recently_made(lock: Path, seconds: float = 10.0) -> bool:
+    """Whether ``lock`` (empty or unreadable) was made in the last ``seconds``: its holder may
+    still be writing its record."""
+    try:
+        return time.time() - lock.stat().st_mtime < seconds
+    except OSError:
+        return False
+
+
+def _busy_message(folder: Path, holder: dict) -> str:
+    """The refusal of a run folder that ``holder`` (its lock's record) trains into."""
+    who = (
+        f"pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
+        if holder
+        else "a process that is starting"
+    )
+    return (
+        f"output_dir {folder} is in use by another hfattn train ({who}; {folder / LOCK_FILE}): "
+        "one run trains into a folder at a time. Wait for it to end, or train into another "
+        "output_dir (--set output_dir=runs/NAME); if that process is gone (another machine, "
+        f"a reboot), delete {folder / LOCK_FILE}"
+    )
+
+
 def checkpoint_step(checkpoint: Path) -> int:
     """The optimizer step of a ``step-N`` checkpoint folder."""
     return int(checkpoint.name[len(CHECKPOINT_PREFIX) :])
@@ -436,7 +638,13 @@ __all__ = [
     "finished_run_message",
     "training_shortfall",
     "FieldChange",
+    "LOCK_FILE",
+    "RunFolderBusy",
     "RunFolderError",
+    "RunWriteError",
+    "held_run_folder",
+    "run_writes",
+    "write_failed_message",
     "check_resume",
     "checkpoints_dir",
     "clear_output_dir",

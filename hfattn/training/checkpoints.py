@@ -28,25 +28,32 @@ import torch
 from accelerate.utils import SAFE_MODEL_NAME
 from safetensors.torch import load_file, save_file
 
-from ..storage.file_io import atomic_path, atomic_write_json, move_dir_into_place, reads_back
+from ..storage.file_io import (
+    atomic_path,
+    atomic_write_json,
+    move_dir_into_place,
+    reads_back,
+    write_failure,
+    writing,
+)
 from ..storage.model_folder import first_damaged_file
 from ..storage.run_folder import (
     BEST_WEIGHTS,
     CHECKPOINT_PREFIX,
     PROGRESS_FILE,
+    RunWriteError,
     checkpoints_dir,
     complete_checkpoints,
-    latest_checkpoint,
     resume_command,
+    write_failed_message,
 )
 
 logger = logging.getLogger(__name__)
 
 
-class CheckpointWriteError(ValueError):
-    """Writing a checkpoint failed (a full disk, a lost mount); the message names the error and
-    the previous checkpoint, which is left intact. (A ``ValueError``, like every error the
-    ``train`` command reports as one line.)"""
+class CheckpointWriteError(RunWriteError):
+    """Writing a checkpoint failed (a full disk, no permission, a lost mount); the message
+    names the file, the cause and the previous checkpoint, which is left intact."""
 
 
 class CheckpointLoadError(ValueError):
@@ -99,6 +106,15 @@ class Progress:
     train_tokens: int = 0
     """Tokens trained on so far, over all processes (:func:`~hfattn.training.speed.trained_tokens`
     of every global batch)."""
+    train_flops: float | None = None
+    """Training FLOPs of every global batch so far, over all processes
+    (:class:`~hfattn.training.throughput.FlopCounter`): over ``train_tokens``, the run's
+    ``train_flops_per_token``. A run starts it at 0; ``None`` when a checkpoint that did not
+    count them was resumed (the FLOPs per token is then unknown)."""
+    commands: list[str] = field(default_factory=list)
+    """The command lines of the run's sessions up to this checkpoint, the first first
+    (``hfattn train recipe.yaml``, then each ``hfattn train --resume ...``): its results file
+    records them all."""
     metrics_bytes: int | None = None
     """Length of ``metrics.jsonl`` when the checkpoint was written (resume cuts it back)."""
     training_end: str | None = None
@@ -116,6 +132,14 @@ class Progress:
     """A SIGINT/SIGTERM asked the run to stop
     (:func:`~hfattn.training.stop_signals.stop_on_signals`), whatever ``stop_reason`` says (a run
     stopping for its time budget keeps that reason)."""
+
+    @property
+    def flops_per_token(self) -> float | None:
+        """Training FLOPs per token of the run so far (``train_flops / train_tokens``; ``None``
+        before any token or when the FLOPs are unknown)."""
+        if self.train_flops is None or not self.train_tokens:
+            return None
+        return self.train_flops / self.train_tokens
 
     def state_dict(self) -> dict:
         """The fields saved in ``progress.json`` (all but the stop request)."""
@@ -140,34 +164,30 @@ def write_checkpoint(
     (a second Ctrl-C, a full disk) removes its temporary folder.
 
     Raises:
-        CheckpointWriteError: the write failed with an ``OSError``; the previous checkpoint
-            is untouched and named in the message.
+        CheckpointWriteError: a file of it could not be written (:func:`write_failure`: an
+            ``OSError``, or what ``torch.save`` and ``safetensors`` raise for a failed write):
+            the message names the file and the cause; the previous checkpoint is untouched and
+            named too.
     """
     root = checkpoints_dir(output_dir)
+    target = root / f"{CHECKPOINT_PREFIX}{progress.step}"
     tmp = root / f".tmp-{CHECKPOINT_PREFIX}{progress.step}"
     try:
-        _write(accelerator, tmp, progress, state, metrics_path, on_state_saved)
-        if accelerator.is_main_process:
-            move_dir_into_place(tmp, root / f"{CHECKPOINT_PREFIX}{progress.step}")
-            for old in complete_checkpoints(output_dir)[:-keep]:
-                shutil.rmtree(old)
-        accelerator.wait_for_everyone()
+        with writing(target, staged=tmp):
+            _write(accelerator, tmp, progress, state, metrics_path, on_state_saved)
+            if accelerator.is_main_process:
+                move_dir_into_place(tmp, target)
+                for old in complete_checkpoints(output_dir)[:-keep]:
+                    shutil.rmtree(old)
+            accelerator.wait_for_everyone()
     except BaseException as exc:
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
-        if not isinstance(exc, OSError):
+        failure = write_failure(exc, target)
+        if failure is None:
             raise
-        previous = latest_checkpoint(output_dir)
-        raise CheckpointWriteError(
-            f"writing the checkpoint of step {progress.step} under {root} failed "
-            f"({exc.strerror or exc}); "
-            + (
-                f"the previous checkpoint {previous} is intact: free some space and "
-                f"continue with `{resume_command(output_dir)}`"
-                if previous is not None
-                else "there is no earlier checkpoint: free some space and train again"
-            )
-        ) from exc
+        what = f"the checkpoint of step {progress.step} is not written (nothing of it is left)"
+        raise CheckpointWriteError(write_failed_message(output_dir, failure, what)) from exc
 
 
 def _write(accelerator, tmp: Path, progress: Progress, state, metrics_path, on_state_saved):

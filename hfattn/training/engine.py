@@ -36,7 +36,14 @@ import torch
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
-from ..storage.run_folder import clear_output_dir, latest_checkpoint, resume_command, write_recipe
+from ..storage.file_io import writing
+from ..storage.run_folder import (
+    clear_output_dir,
+    latest_checkpoint,
+    resume_command,
+    run_writes,
+    write_recipe,
+)
 from .checkpoints import Progress
 from .finishing import evaluate_and_save, finish_training, save_last_step
 from .host_memory import freed_memory_kept
@@ -93,41 +100,45 @@ def train(
     Raises:
         CheckpointLoadError: the newest checkpoint is damaged, or does not fit the model
             (the recipe differs from the run's).
+        RunWriteError: a file of the run could not be written (a full disk, no permission): the
+            message names it, the cause, the last good checkpoint and how to continue.
     """
     output_dir = Path(output_dir)
     check_process_group()  # before anything is written
-    checkpoint = latest_checkpoint(output_dir) if resume else None
-    if overwrite:
-        clear_output_dir(output_dir)
-    set_seed(cfg.seed)
-    acc = build_accelerator(cfg.mixed_precision, cfg.gradient_accumulation_steps)
-    every_loss = checks_every_loss(cfg.on_nonfinite_loss, acc.device)
-    nonfinite = NonFiniteLosses(acc, cfg, output_dir, every_loss)
-    run = TrainingSession(job, cfg, output_dir, acc, nonfinite, callbacks, planned_training)
-    if acc.is_main_process:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    if checkpoint is not None:
-        run.resume_from(checkpoint)
-    elif acc.is_main_process and run.metrics_path.exists():
-        run.metrics_path.unlink()  # a fresh run starts a fresh log
-    if acc.is_main_process and recipe_yaml is not None:  # once the checkpoint fits it
-        write_recipe(output_dir, recipe_yaml)
-    acc.wait_for_everyone()
+    with run_writes(output_dir):  # a failed write: one error, the last checkpoint stands
+        checkpoint = latest_checkpoint(output_dir) if resume else None
+        if overwrite:
+            clear_output_dir(output_dir)
+        set_seed(cfg.seed)
+        acc = build_accelerator(cfg.mixed_precision, cfg.gradient_accumulation_steps)
+        every_loss = checks_every_loss(cfg.on_nonfinite_loss, acc.device)
+        nonfinite = NonFiniteLosses(acc, cfg, output_dir, every_loss)
+        run = TrainingSession(job, cfg, output_dir, acc, nonfinite, callbacks, planned_training)
+        if acc.is_main_process:
+            with writing(output_dir):
+                output_dir.mkdir(parents=True, exist_ok=True)
+        if checkpoint is not None:
+            run.resume_from(checkpoint)
+        elif acc.is_main_process and run.metrics_path.exists():
+            run.metrics_path.unlink()  # a fresh run starts a fresh log
+        if acc.is_main_process and recipe_yaml is not None:  # once the checkpoint fits it
+            write_recipe(output_dir, recipe_yaml)
+        acc.wait_for_everyone()
 
-    interrupted = _train_loop(run)
-    p = run.progress
-    result = TrainResult(output_dir=output_dir, progress=p, interrupted=interrupted)
-    if not interrupted:
-        try:  # the checkpoint of the last step is written: a first signal stops at once
-            with stop_at_once(p.step):
-                finish_training(run)
-                evaluate_and_save(run, result, recipe_name, generation_defaults)
-        except Interrupted:
-            p.should_stop = p.interrupted = result.interrupted = True
-    if result.interrupted:
-        # the caller says so (`hfattn train` prints how to continue): logged once, not twice
-        logger.debug("stopped at step %d; continue with %s", p.step, resume_command(output_dir))
-    return result
+        interrupted = _train_loop(run)
+        p = run.progress
+        result = TrainResult(output_dir=output_dir, progress=p, interrupted=interrupted)
+        if not interrupted:
+            try:  # the checkpoint of the last step is written: a first signal stops at once
+                with stop_at_once(p.step):
+                    finish_training(run)
+                    evaluate_and_save(run, result, recipe_name, generation_defaults)
+            except Interrupted:
+                p.should_stop = p.interrupted = result.interrupted = True
+        if result.interrupted:
+            # the caller says so (`hfattn train` prints how to continue): logged once, not twice
+            logger.debug("stopped at step %d; continue with %s", p.step, resume_command(output_dir))
+        return result
 
 
 def _train_loop(run: TrainingSession) -> bool:
@@ -139,9 +150,9 @@ def _train_loop(run: TrainingSession) -> bool:
     bar, postfix = clock.progress_bar(p.step), {}
     run.nonfinite.checked_step = p.step
     run.speed.start(p.train_tokens)
-    run.flops.start(p.train_tokens)
+    run.flops.start()
     reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
-    with stop_on_signals(p), freed_memory_kept(reuse):
+    with stop_on_signals(p), freed_memory_kept(reuse), bar:  # the bar closed on an error too
         while p.epoch < cfg.epochs and p.step < run.total_steps and not p.should_stop:
             epoch = batches.epoch(p.epoch, start=p.batch_in_epoch)
             if acc.device.type == "cuda" and not on_device(batches):

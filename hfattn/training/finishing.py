@@ -128,7 +128,7 @@ def evaluate_and_save(
             acc,
             recipe_name,
             cfg.max_minutes,
-            flops_per_token=run.flops.per_token(p.train_tokens),
+            flops_per_token=p.flops_per_token,
             peak_flops=(run.flops.peak_flops, run.flops.peak_source),
             final_eval_s=final_eval_s,
             wall_s=run.wall_seconds(),

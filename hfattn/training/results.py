@@ -53,7 +53,7 @@ def training_summary(
     ``flops_per_token`` over the processes' peak; ``peak_flops`` is one device's
     ``(FLOP/s, source)`` of :func:`~hfattn.training.throughput.device_peak_flops`, ``None`` on
     CPUs), why it stopped, the hardware, and the run's :func:`hfattn.common.machine.provenance`
-    (commit, command, date, machine)."""
+    (commit, the command that started it and those that resumed it, date, machine)."""
     tokens_per_s = progress.train_tokens / progress.elapsed_s if progress.elapsed_s else None
     peak, peak_source = peak_flops
     utilisation = (
@@ -61,7 +61,7 @@ def training_summary(
         if None not in (tokens_per_s, flops_per_token, peak)
         else None
     )
-    origin = provenance(gpu_name(accelerator))
+    origin = provenance(gpu_name(accelerator), commands=progress.commands)
     return {
         "recipe": recipe_name,
         "global_step": progress.step,

@@ -17,6 +17,8 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 
 from ..common.command_clock import command_started
+from ..common.machine import command_line
+from ..storage.file_io import append_text
 from ..storage.run_folder import METRICS_FILE
 from .checkpoints import (
     Progress,
@@ -101,6 +103,8 @@ class TrainingSession:
         self.progress = Progress(
             planned_steps=schedule_steps(planned, steps_per_epoch),
             planned_minutes=planned.max_minutes,
+            train_flops=0.0,
+            commands=[command_line()],
         )
         self.state = None  # the recurrent state carried from batch to batch (stateful jobs)
         self.metrics_path = output_dir / METRICS_FILE
@@ -109,7 +113,8 @@ class TrainingSession:
     # ---- meters ------------------------------------------------------------------------
     def count_batch(self, batch) -> None:
         """Count a global ``batch`` before its step: its tokens in the progress, its FLOPs
-        (from its shapes) in the session's and the speed interval's; at the session's first
+        (from its shapes) in the session's, the speed interval's and the run's (``None`` once
+        a resume met a checkpoint that did not count them); at the session's first
         batch, warn when the run's steps are sized for a GPU and it trains on a CPU
         (:func:`~hfattn.training.speed.warn_if_sized_for_gpu`)."""
         acc = self.accelerator
@@ -120,13 +125,15 @@ class TrainingSession:
             steps = self.cfg.gradient_accumulation_steps
             warn_if_sized_for_gpu(flops * steps / acc.num_processes, acc.device)
         self.speed.flops += flops
+        p = self.progress
+        p.train_flops = None if p.train_flops is None else p.train_flops + flops
 
     # ---- files -------------------------------------------------------------------------
     def log(self, record: dict) -> None:
-        """Append one record to ``metrics.jsonl`` (main process)."""
+        """Append one record to ``metrics.jsonl`` (main process; a record cut short by a full
+        disk is cut back off, :func:`~hfattn.storage.file_io.append_text`)."""
         if self.accelerator.is_main_process:
-            with open(self.metrics_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            append_text(self.metrics_path, json.dumps(record) + "\n")
 
     def save_checkpoint(self) -> None:
         """:func:`~hfattn.training.checkpoints.write_checkpoint` of the current step."""
@@ -155,11 +162,13 @@ class TrainingSession:
         A checkpoint written once training had ended (``progress.training_end``) goes on with
         what follows training, the loop skipped, unless this run's budget is larger: a higher
         ``training.max_steps`` (epochs left) after the step budget, a higher (or no)
-        ``training.max_minutes`` after the time budget. A callback's stop stands."""
+        ``training.max_minutes`` after the time budget. A callback's stop stands. This
+        session's command is added to ``progress.commands``."""
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
         self.wall_before = self.progress.wall_s
         self.compile_before = (self.progress.compile_s, self.progress.compiles)
         p, cfg = self.progress, self.cfg
+        p.commands.append(command_line())
         if p.training_end == "completed":
             reopened = p.step < self.total_steps and p.epoch < cfg.epochs
         elif p.training_end == "time budget":

@@ -51,29 +51,24 @@ def floats(values: list) -> list[float]:
 
 class SessionFlops:
     """The training FLOPs of this session's global batches (:class:`FlopCounter` of ``model``)
-    and the peak FLOP/s of ``device`` in ``mixed_precision`` (``None`` on CPUs)."""
+    and the peak FLOP/s of ``device`` in ``mixed_precision`` (``None`` on CPUs). The run's own
+    count, over all its sessions, is ``Progress.train_flops``."""
 
     def __init__(self, model, device, mixed_precision: str, num_processes: int):
         self.count = FlopCounter(model)
         self.peak_flops, self.peak_source = device_peak_flops(device, mixed_precision)
         self.num_processes = num_processes
-        self.tokens_from, self.flops = 0, 0.0
+        self.flops = 0.0
 
-    def start(self, tokens: int) -> None:
-        """Open the session with ``tokens`` trained before it."""
-        self.tokens_from, self.flops = tokens, 0.0
+    def start(self) -> None:
+        """Open the session: no FLOPs counted yet."""
+        self.flops = 0.0
 
     def add(self, batch) -> float:
         """Count the FLOPs of a global ``batch`` (from its shapes) and return them."""
         flops = self.count(batch)
         self.flops += flops
         return flops
-
-    def per_token(self, tokens: int) -> float | None:
-        """Training FLOPs per target token of this session's steps, ``tokens`` trained so far
-        (``None`` before any)."""
-        trained = tokens - self.tokens_from
-        return self.flops / trained if trained else None
 
     @property
     def total_peak(self) -> float | None:

@@ -6,7 +6,9 @@ or ``checkpoint:N`` (in the middle of writing the checkpoint of step ``N``: afte
 and optimizer state, before ``progress.json`` and the rename). :func:`cli_with_fault` runs
 ``hfattn.cli.main`` with every recipe run given that callback (``python -m tests.helpers.fault_injection
 POINT ARGS...`` does it in a fresh interpreter). :func:`nan_loss_at` makes chosen training
-losses NaN instead, as a diverging run would.
+losses NaN instead, as a diverging run would. :func:`limit_file_size` makes the files written
+from a chosen moment stop at a size, as a full disk stops them; :func:`with_callbacks` gives
+callbacks to the recipe runs of ``hfattn train`` in this process.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from __future__ import annotations
 import logging
 import math
 import os
+import resource
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from hfattn.training.training_job import TrainingCallback
 
@@ -68,6 +73,34 @@ def cli_with_fault(argv: list[str], point: str | None) -> int:
 
         orchestration.run_recipe = run_recipe
     return main(argv)
+
+
+def with_callbacks(monkeypatch, *added) -> None:
+    """Give the callbacks ``added`` to every recipe run of ``hfattn.cli.main`` in this
+    process."""
+    import hfattn.orchestration.run as orchestration
+
+    real = orchestration.run_recipe
+
+    def run_recipe(recipe, *, callbacks=(), **kwargs):
+        return real(recipe, **kwargs, callbacks=[*callbacks, *added])
+
+    monkeypatch.setattr(orchestration, "run_recipe", run_recipe)
+
+
+@contextmanager
+def limit_file_size() -> Iterator:
+    """Yield ``limit(n)``: from its call on, a write past ``n`` bytes of a file fails with
+    ``EFBIG`` (``RLIMIT_FSIZE``, with ``SIGXFSZ`` ignored), in every writer (Python, the C++
+    zip writer of ``torch.save``, the Rust one of ``safetensors``), as a full disk makes it
+    fail; lifted at the end."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        yield lambda n: resource.setrlimit(resource.RLIMIT_FSIZE, (n, hard))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
 
 
 def nan_loss_at(monkeypatch, calls: set[int], snapshots: dict | None = None) -> None:

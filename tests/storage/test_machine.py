@@ -61,6 +61,11 @@ def test_provenance_names_the_commit_the_command_and_the_date():
     assert block["machine"]["gpu"] == "NVIDIA H200" and block["machine"]["cores"] >= 1
     assert block["date"][:2] == "20" and block["date"].endswith("+00:00")
     assert command_line(["/p/hfattn/__main__.py", "evaluate", "runs/x"]) == "hfattn evaluate runs/x"
+    # a training run of two sessions: the command that started it, then the resume
+    run = provenance(commands=["hfattn train r.yaml", "hfattn train --resume runs/r"])
+    assert run["command"] == "hfattn train r.yaml"
+    assert run["resume_commands"] == ["hfattn train --resume runs/r"]
+    assert "resume_commands" not in block  # not a training run's
 
 
 def test_the_training_summary_records_its_provenance():

@@ -3,15 +3,20 @@ continues
 it from the recipe stored there, the interrupt hint says exactly that, a recipe that is not
 the run's is refused before anything slow loads (naming the fields), ``--resume --overwrite``
 is one clear error, an intact checkpoint that does not fit the recipe is not called damaged,
-and a failed ``--resume`` leaves nothing behind."""
+and a failed ``--resume`` leaves nothing behind. One ``hfattn train`` at a time trains into a
+folder."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
+import time
 
 import pytest
 import yaml
@@ -23,6 +28,7 @@ from hfattn.recipes import load_recipe
 from hfattn.storage import run_folder
 from hfattn.storage.model_folder import CONFIG_FILE
 from hfattn.tasks import get_task
+from tests.helpers.fault_injection import with_callbacks
 from tests.helpers.recipe_helpers import write_recipe
 
 STOP_AT = 3
@@ -414,3 +420,89 @@ def test_a_process_of_a_launch_that_accelerate_sees_as_one_is_refused(
     assert "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_a_second_train_into_a_folder_in_use_is_refused(tmp_path, capsys, monkeypatch):
+    """``hfattn train`` started again into the folder of a run in progress (here from inside
+    that run, at step 3: the same command, ``--resume`` and ``--overwrite``) is refused in one
+    line naming the holder, and writes nothing; the run goes on, stopped at step 5 it resumes,
+    and its log holds every record once."""
+    recipe = write_recipe(tmp_path, training={**TRAINING, "save_every": 5})
+    folder = tmp_path / "run"
+    refusals = []
+
+    def start_again(progress):
+        if progress.step == 3:
+            lock = json.loads((folder / run_folder.LOCK_FILE).read_text())
+            assert lock["pid"] == os.getpid() and lock["host"] == socket.gethostname()
+            written = sorted(p.name for p in folder.iterdir())
+            for flags in ([], ["--resume"], ["--overwrite"]):
+                capsys.readouterr()  # the run's progress so far
+                refusals.append((main(["train", str(recipe), *flags]), capsys.readouterr().err))
+            assert sorted(p.name for p in folder.iterdir()) == written
+
+    with_callbacks(monkeypatch, start_again, _interrupt_at(5))
+    assert main(["train", str(recipe)]) == 130
+    assert [code for code, _ in refusals] == [2, 2, 2]
+    for _, err in refusals:
+        assert err.startswith(
+            f"error: output_dir {folder} is in use by another hfattn train (pid {os.getpid()} "
+            f"on {socket.gethostname()}, since "
+        )
+        assert len(err.strip().splitlines()) == 1
+    assert not (folder / run_folder.LOCK_FILE).exists()  # released at the end
+    monkeypatch.undo()
+    assert main(["train", str(recipe), "--resume"]) == 0
+    assert not (folder / run_folder.LOCK_FILE).exists()
+    logged = [(r["split"], r["step"]) for r in map(json.loads, open(folder / "metrics.jsonl"))]
+    assert len(logged) == len(set(logged))
+    assert [step for split, step in logged if split == "train"] == list(range(1, 11))
+
+
+def test_a_lock_whose_process_is_gone_is_taken_over(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # ended, not yet waited for
+    while run_folder._start_tick(zombie.pid) not in (-1, None):  # -1: ended
+        time.sleep(0.05)
+    lock = folder / run_folder.LOCK_FILE
+    host = socket.gethostname()
+    stale = [
+        {"pid": int(ended.stdout), "host": host, "started": "2026-01-01T00:00:00+00:00"},
+        {"pid": zombie.pid, "host": host, "started": "2026-01-01T00:00:00+00:00"},
+        # a pid now of another process (this one: it started at another clock tick)
+        {"pid": os.getpid(), "host": host, "started": "2026-01-01T00:00:00+00:00",
+         "start_tick": -1},
+    ]  # fmt: skip
+    for holder in stale:
+        lock.write_text(json.dumps(holder))
+        with run_folder.held_run_folder(folder):
+            assert json.loads(lock.read_text())["pid"] == os.getpid()
+            with pytest.raises(run_folder.RunFolderBusy, match=f"pid {os.getpid()} on {host}"):
+                with run_folder.held_run_folder(folder):
+                    pass
+        assert not lock.exists() and folder.is_dir()
+    zombie.wait()
+    # another machine's lock cannot be checked from here: it holds until deleted
+    lock.write_text(json.dumps({**stale[0], "host": "elsewhere"}))
+    with pytest.raises(run_folder.RunFolderBusy, match=f"on elsewhere.*delete {lock}"):
+        with run_folder.held_run_folder(folder):
+            pass
+    # a folder made for the lock alone is removed with it
+    with run_folder.held_run_folder(tmp_path / "new"):
+        assert (tmp_path / "new" / run_folder.LOCK_FILE).is_file()
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_output_dir_that_cannot_be_made_is_one_error(tmp_path, capsys):
+    recipe = write_recipe(tmp_path, training=TRAINING)
+    (tmp_path / "a_file").write_text("not a folder")
+    folder = tmp_path / "a_file" / "run"
+    assert main(["train", str(recipe), "--set", f"output_dir={folder}"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot write {folder} (Not a directory): output_dir must be a folder this "
+        "user can write; make it writable or pick another output_dir (--set "
+        "output_dir=runs/NAME)\n"
+    )

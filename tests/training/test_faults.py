@@ -29,8 +29,15 @@ from hfattn.cli import main
 from hfattn.hub import HubPushError, push_model_folder
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
+from hfattn.storage.file_io import FileWriteError, append_text
 from hfattn.storage.run_folder import latest_checkpoint
-from tests.helpers.fault_injection import cli_with_fault, kill_at, nan_loss_at
+from tests.helpers.fault_injection import (
+    cli_with_fault,
+    kill_at,
+    limit_file_size,
+    nan_loss_at,
+    with_callbacks,
+)
 from tests.helpers.recipe_helpers import corpus_file, write_recipe
 from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 from tests.hub.test_hub_push import PUBLISHED
@@ -242,24 +249,119 @@ def disk_full_at(monkeypatch, step: int) -> None:
     monkeypatch.setattr(accelerate.checkpointing, "save", save)
 
 
-def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch, capsys):
-    common = {"training": {"max_steps": 12, "eval_every": 6, "save_every": 5},
-              "evaluation": {"splits": ["test"]}}  # fmt: skip
-    run_recipe(load_recipe(small_recipe(tmp_path / "a", **common)))
-    recipe = small_recipe(tmp_path / "b", **common)
+FULL_DISK_TRAINING = {"training": {"max_steps": 12, "eval_every": 6, "save_every": 5},
+                      "evaluation": {"splits": ["test"]}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def full_disk_reference(tmp_path_factory) -> Path:
+    """The uninterrupted run of :data:`FULL_DISK_TRAINING` (do not modify)."""
+    folder = tmp_path_factory.mktemp("full_disk_reference")
+    run_recipe(load_recipe(small_recipe(folder, **FULL_DISK_TRAINING)))
+    return folder / "run"
+
+
+def one_error_line(err: str) -> str:
+    """The one ``error:`` line of a command's stderr (after its progress bars), checked to be
+    the only output after them and no traceback."""
+    assert "Traceback" not in err
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
+    assert lines[-1].startswith("error: "), err[-2000:]
+    assert not any(line.startswith("error: ") for line in lines[:-1])
+    return lines[-1]
+
+
+def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(
+    full_disk_reference, tmp_path, monkeypatch, capsys
+):
+    recipe = small_recipe(tmp_path, **FULL_DISK_TRAINING)
     disk_full_at(monkeypatch, 10)
     assert main(["train", str(recipe)]) == 2
-    err = capsys.readouterr().err
-    run = tmp_path / "b" / "run"
-    assert "writing the checkpoint of step 10" in err and "No space left on device" in err
-    assert f"the previous checkpoint {run / 'checkpoints' / 'step-5'} is intact" in err
-    assert "--resume" in err
+    run = tmp_path / "run"
+    assert one_error_line(capsys.readouterr().err) == (
+        f"error: cannot write {run / 'checkpoints' / 'step-10' / 'model.safetensors'} (No "
+        "space left on device); the checkpoint of step 10 is not written (nothing of it is left); "
+        f"the last good checkpoint {run / 'checkpoints' / 'step-5'} is intact: free some space "
+        f"and continue with `hfattn train --resume {run}`"
+    )
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-5"]
     assert not (run / "model.safetensors").exists()
     # space freed: the run continues from step 5 to the weights of an uninterrupted run
     monkeypatch.undo()
     assert main(["train", str(recipe), "--resume"]) == 0
-    assert_same_weights(tmp_path / "a" / "run", run)
+    assert_same_weights(full_disk_reference, run)
+
+
+def test_a_checkpoint_that_torch_cannot_write_whole_is_one_error(
+    full_disk_reference, tmp_path, monkeypatch, capsys
+):
+    """The optimizer state stops short in ``torch.save``'s own writer, which raises a
+    ``RuntimeError`` (``unexpected pos``) that names neither the file nor the cause."""
+    recipe = small_recipe(tmp_path, **FULL_DISK_TRAINING)
+    run = tmp_path / "run"
+    weights = run / "checkpoints" / "step-5" / "model.safetensors"
+    with limit_file_size() as limit:
+
+        def full_after_step_9(progress):  # the weights fit, the optimizer's two moments not
+            if progress.step == 10:
+                limit(weights.stat().st_size + 1)
+
+        with_callbacks(monkeypatch, full_after_step_9)
+        assert main(["train", str(recipe)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith(
+        f"error: cannot write {run / 'checkpoints' / 'step-10' / 'optimizer.bin'} (File too "
+        f"large: the file-size limit is {weights.stat().st_size + 1:,} bytes); the checkpoint "
+        "of step 10 is not written"
+    )
+    assert line.endswith(
+        f"the last good checkpoint {run / 'checkpoints' / 'step-5'} is intact: raise the "
+        f"file-size limit (ulimit -f) and continue with `hfattn train --resume {run}`"
+    )
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best", "step-5"]
+    monkeypatch.undo()
+    assert main(["train", str(recipe), "--resume"]) == 0
+    assert_same_weights(full_disk_reference, run)
+    assert records(run) == records(full_disk_reference)
+
+
+def test_a_model_folder_that_cannot_be_written_is_one_error(
+    full_disk_reference, tmp_path, monkeypatch, capsys
+):
+    import hfattn.training.finishing as finishing
+
+    recipe = small_recipe(tmp_path, **FULL_DISK_TRAINING)
+    run = tmp_path / "run"
+    save, weights = finishing.save_run_results, full_disk_reference / "model.safetensors"
+    with limit_file_size() as limit:
+
+        def save_on_a_full_disk(*args, **kwargs):
+            limit(weights.stat().st_size - 1)  # the configs and source files fit, weights not
+            return save(*args, **kwargs)
+
+        monkeypatch.setattr(finishing, "save_run_results", save_on_a_full_disk)
+        assert main(["train", str(recipe)]) == 2
+    assert one_error_line(capsys.readouterr().err) == (
+        f"error: cannot write {run / 'model.safetensors'} (File too large); the last good "
+        f"checkpoint {run / 'checkpoints' / 'step-12'} is intact: raise the file-size limit "
+        f"(ulimit -f) and continue with `hfattn train --resume {run}`"
+    )
+    assert not (run / "model.safetensors").exists() and not (run / "eval_results.json").exists()
+    assert not list(run.glob(".*"))  # no temporary file or folder left
+    monkeypatch.undo()
+    assert main(["train", str(recipe), "--resume"]) == 0
+    assert_same_weights(full_disk_reference, run)
+    assert records(run) == records(full_disk_reference)
+
+
+def test_a_log_record_cut_short_is_cut_back_off(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    append_text(log, '{"step": 1}\n')
+    with limit_file_size() as limit, pytest.raises(FileWriteError) as failed:
+        limit(log.stat().st_size + 5)
+        append_text(log, '{"step": 2, "loss": 1.5}\n')
+    assert str(failed.value) == f"cannot write {log} (File too large)"
+    assert log.read_text() == '{"step": 1}\n'
 
 
 @pytest.fixture(scope="module")

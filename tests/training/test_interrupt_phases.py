@@ -70,9 +70,11 @@ def records(run: Path) -> list[dict]:
 
 
 def summary(run: Path) -> dict:
-    """The scores of ``eval_results.json`` and the facts of training that a resume keeps."""
+    """The scores of ``eval_results.json`` and the facts of training that a resume keeps (the
+    FLOPs per token too: over all the run's steps, not the last session's)."""
     saved = json.loads((run / "eval_results.json").read_text())
-    kept = ("global_step", "best_step", "best_averaged_steps", "stop_reason", "train_tokens")
+    kept = ("global_step", "best_step", "best_averaged_steps", "stop_reason", "train_tokens",
+            "train_flops_per_token")  # fmt: skip
     return {"all_metrics": saved["all_metrics"], **{k: saved["training"][k] for k in kept}}
 
 
@@ -150,6 +152,8 @@ def test_the_reference_run_goes_through_every_phase(reference):
     saved = json.loads((reference / "checkpoints/step-10/progress.json").read_text())
     assert saved["training_end"] == "completed" and saved["evaluated_step"] == LAST_STEP
     assert saved["averaged"] is True
+    training = json.loads((reference / "eval_results.json").read_text())["training"]
+    assert training["train_flops_per_token"] > 0 and training["provenance"]["resume_commands"] == []
     # the checkpoint of the last step records the log up to the averaged score: all of it
     assert saved["metrics_bytes"] == (reference / "metrics.jsonl").stat().st_size
 
@@ -162,6 +166,7 @@ def test_an_interrupt_at_any_phase_then_resume_matches_an_uninterrupted_run(
     recipe = phase_recipe(tmp_path)
     run = tmp_path / "run"
     hooks.signal_at(*PHASES[phase])
+    monkeypatch.setattr(sys, "argv", ["hfattn", "train", str(recipe)])  # as a shell runs it
     assert main(["train", str(recipe)]) == 130
     err = capsys.readouterr().err
     step = STOPPED_AT.get(phase, LAST_STEP)
@@ -184,12 +189,16 @@ def test_an_interrupt_at_any_phase_then_resume_matches_an_uninterrupted_run(
         assert f"interrupted at step {step}; checkpoint saved. Continue with:" in err
 
     hooks.clear()
+    monkeypatch.setattr(sys, "argv", ["hfattn", "train", str(recipe), "--resume"])
     assert main(["train", str(recipe), "--resume"]) == 0
     # after training, the resume trains no step again
     assert hooks.calls.get("compute_loss", 0) == (0 if phase in AFTER_TRAINING else 10 - step)
     assert_same_weights(reference, run)  # bit for bit: the same best-model choice too
     assert records(run) == records(reference)  # every record once, values included
     assert summary(run) == summary(reference)
+    provenance = json.loads((run / "eval_results.json").read_text())["training"]["provenance"]
+    assert provenance["command"] == f"hfattn train {recipe}"  # the command that started it
+    assert provenance["resume_commands"] == [f"hfattn train {recipe} --resume"]
     assert (run / "samples.md").read_text() == (reference / "samples.md").read_text()
     assert (run / "loss_curve.png").is_file()
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == sorted(

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import hfattn
+from hfattn.training.checkpoints import Progress
 from hfattn.training.clock import TrainingClock
 from hfattn.training.nonfinite import NonFiniteLosses
 from hfattn.training.processes import build_accelerator
@@ -109,11 +110,17 @@ def test_the_schedule_follows_the_clock_after_the_warmup_only():
     assert not clock.over_budget(599.0) and clock.over_budget(600.0)
 
 
-def test_flops_per_token_counts_this_sessions_steps_only():
+def test_flops_per_token_counts_every_session_of_the_run():
     model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10))
     flops = SessionFlops(model, torch.device("cpu"), "no", num_processes=2)
-    flops.start(tokens=1000)
+    flops.start()
     batch = torch.zeros(2, 9, dtype=torch.long)
     counted = flops.add(batch)
-    assert counted > 0 and flops.per_token(1000) is None
-    assert flops.per_token(1016) == counted / 16 and flops.total_peak is None
+    assert counted > 0 and flops.flops == counted and flops.total_peak is None
+    # the run's count goes on over a resume: 2 batches before it, 1 in this session
+    resumed = Progress(train_tokens=32, train_flops=2 * counted)
+    resumed.train_tokens += 16
+    resumed.train_flops += counted
+    assert resumed.flops_per_token == counted / 16
+    assert Progress(train_tokens=16, train_flops=None).flops_per_token is None  # not counted
+    assert Progress().flops_per_token is None

@@ -150,7 +150,7 @@ class TrainingClock:
         """Show on ``bar`` what the next step does: ``compiling`` (e.g. "compiling shape 3 of
         8") while it compiles, the plain label otherwise."""
         text = compiling or BAR_LABEL
-        if bar.desc != text:
+        if not bar.disable and bar.desc != text:  # a disabled bar (other ranks) has no desc
             bar.set_description_str(text)  # refreshes the bar: seen before the step starts
 
 

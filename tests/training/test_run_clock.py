@@ -71,3 +71,15 @@ def test_a_compiled_bucketed_run_compiles_once_and_says_so(tmp_path, monkeypatch
     assert "compiling one graph for 4 shapes" in bar
     etas = re.findall(r"eta=([0-9:?]+)", bar)
     assert etas[0] == "?" and re.fullmatch(r"\d\d:\d\d", etas[-1])
+
+
+def test_a_disabled_bar_takes_the_compile_label_and_the_eta():
+    """The bars of the other processes of a multi-process run are disabled: labelling and
+    moving them does nothing."""
+    from tqdm.auto import tqdm
+
+    run = clock()
+    bar = tqdm(total=100, disable=True)
+    run.label(bar, "compiling one graph for 8 shapes")
+    run.show_step(bar, {}, 1, 0.5, compiled=True)
+    assert bar.disable

@@ -23,7 +23,7 @@ SHORT = {"max_steps": 12, "log_every": 4, "eval_every": None, "save_every": None
 LAUNCH_WARNING = "accelerate launch was asked for several processes and started one"
 ACCELERATE_DEFAULTS_WARNING = "were not passed to `accelerate launch`"
 """The first of the six lines that ``accelerate launch`` prints when it fills in defaults."""
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(command, env=None):

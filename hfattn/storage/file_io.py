@@ -59,6 +59,8 @@ TORCH_WRITE_FAILURES = ("PytorchStreamWriter failed", "inline_container.cc", "fi
 is shorter than what was written to it). It says neither the file nor why."""
 _OS_ERROR_CODE = re.compile(r"\(os error (\d+)\)")
 """The ``(os error 28)`` in the message of a failed write of ``safetensors`` (Rust)."""
+STAGED_PREFIX = ".staged-"
+"""The name's start of the temporary folder in which :func:`atomic_files` writes its files."""
 NEARLY_FULL_BYTES = 1 << 20
 """Free bytes below which a write that stopped short is put down to a full disk."""
 
@@ -136,6 +138,8 @@ def _failed_file(exc: BaseException, target: Path, staged: Path | None) -> Path 
     for named in reversed(names):  # a copy's destination first
         if staged is not None and named.is_relative_to(staged):
             return target / named.relative_to(staged)
+        if named.parent == target and named.name.startswith(STAGED_PREFIX):
+            return target  # the temporary folder of its files (atomic_files)
         if named.is_relative_to(target) or named in target.parents:
             return named  # the file, or a folder that could not be made
         if named.parent == target.parent and named.name.startswith(f".{target.name}."):
@@ -249,7 +253,7 @@ def atomic_files(folder: str | Path) -> Iterator[Path]:
     folder = Path(folder)
     with writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
+        tmp = Path(tempfile.mkdtemp(prefix=STAGED_PREFIX, dir=folder))
     try:
         with writing(folder, staged=tmp):
             yield tmp

@@ -89,9 +89,10 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path):
 
 @pytest.mark.parametrize("writer", ["atomic_dir", "atomic_path", "atomic_files"])
 def test_a_failed_write_names_the_users_path_not_the_temporary_one(tmp_path, monkeypatch, writer):
-    """An ``OSError`` of an atomic write names the file or folder the user gave (once it named
-    ``.ct2.74quhve4.tmp``): when the temporary name cannot be made (a read-only folder), and
-    when a file under a temporary folder cannot be written."""
+    """A failed atomic write (:class:`~hfattn.storage.file_io.FileWriteError`, an ``OSError``)
+    names the file or folder the user gave (once it named ``.ct2.74quhve4.tmp``): when the
+    temporary name cannot be made (a read-only folder), and when a file under a temporary
+    folder cannot be written."""
     target = tmp_path / "out" / ("ct2" if writer != "atomic_path" else "model.bin")
     target.parent.mkdir()
     made = tmp_path / "made"
@@ -103,10 +104,11 @@ def test_a_failed_write_names_the_users_path_not_the_temporary_one(tmp_path, mon
     with monkeypatch.context() as patch:
         for name in ("mkdtemp", "mkstemp"):
             patch.setattr(file_io.tempfile, name, refused)
-        with pytest.raises(PermissionError) as caught, getattr(file_io, writer)(target):
+        with pytest.raises(file_io.FileWriteError) as caught, getattr(file_io, writer)(target):
             made.touch()
     assert not made.exists()
-    assert str(caught.value) == f"[Errno 13] Permission denied: '{target}'"
+    assert caught.value.errno == 13
+    assert str(caught.value) == f"cannot write {target} (Permission denied)"
     assert ".tmp" not in str(caught.value) and "74quhve4" not in str(caught.value)
 
     if writer == "atomic_path":

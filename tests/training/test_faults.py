@@ -77,7 +77,7 @@ def train_in_child(recipe: Path, fault: str | None = None) -> int:
 
 
 def records(
-    run: Path, drop=("elapsed_s", "tokens_per_s", "mfu", "data_wait_s", "eval_s")
+    run: Path, drop=("elapsed_s", "wall_s", "tokens_per_s", "mfu", "data_wait_s", "eval_s")
 ) -> list[dict]:
     """``metrics.jsonl`` of ``run`` without the fields that depend on the clock."""
     lines = (run / "metrics.jsonl").read_text().splitlines()

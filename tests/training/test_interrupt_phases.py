@@ -64,7 +64,7 @@ def phase_recipe(folder: Path) -> Path:
 
 def records(run: Path) -> list[dict]:
     """``metrics.jsonl`` of ``run`` without the fields that depend on the clock."""
-    clock = ("elapsed_s", "tokens_per_s", "mfu", "data_wait_s", "eval_s")
+    clock = ("elapsed_s", "wall_s", "tokens_per_s", "mfu", "data_wait_s", "eval_s")
     lines = (run / "metrics.jsonl").read_text().splitlines()
     return [{k: v for k, v in json.loads(line).items() if k not in clock} for line in lines]
 

@@ -61,6 +61,26 @@ class CheckpointLoadError(ValueError):
 
 
 @dataclass
+class StopRequest:
+    """A request to end training after the current optimizer step: made by a callback
+    (:meth:`request`), the time budget, or a first SIGINT / SIGTERM
+    (:func:`~hfattn.training.stop_signals.stop_on_signals`, which also sets ``interrupted``)."""
+
+    requested: bool = False
+    reason: str | None = None
+    """Why: ``"time budget"``, ``"interrupted"`` or a callback's own words."""
+    interrupted: bool = False
+    """A SIGINT/SIGTERM asked the run to stop, whatever ``reason`` says (a run stopping for its
+    time budget keeps that reason)."""
+
+    def request(self, reason: str) -> None:
+        """Ask the run to stop after this step for ``reason`` (a request already made keeps its
+        reason)."""
+        if not self.requested:
+            self.requested, self.reason = True, reason
+
+
+@dataclass
 class Progress:
     """Where training stands; saved in every checkpoint as ``progress.json``."""
 
@@ -126,12 +146,9 @@ class Progress:
     """Whether the average of the last checkpoints (``training.average_checkpoints``) has been
     scored at the end of training (recorded with its result: a resume does not score it
     again)."""
-    should_stop: bool = False
-    stop_reason: str | None = None
-    interrupted: bool = False
-    """A SIGINT/SIGTERM asked the run to stop
-    (:func:`~hfattn.training.stop_signals.stop_on_signals`), whatever ``stop_reason`` says (a run
-    stopping for its time budget keeps that reason)."""
+    stop: StopRequest = field(default_factory=StopRequest)
+    """Whether the run is to stop after this step, and why: the run's control, not one of its
+    counters (not saved in ``progress.json``)."""
 
     @property
     def flops_per_token(self) -> float | None:
@@ -142,9 +159,8 @@ class Progress:
         return self.train_flops / self.train_tokens
 
     def state_dict(self) -> dict:
-        """The fields saved in ``progress.json`` (all but the stop request)."""
-        request = ("should_stop", "stop_reason", "interrupted")
-        return {k: v for k, v in asdict(self).items() if k not in request}
+        """The fields saved in ``progress.json``: the counters, not the stop request."""
+        return {k: v for k, v in asdict(self).items() if k != "stop"}
 
 
 def write_checkpoint(

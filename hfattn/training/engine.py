@@ -85,10 +85,10 @@ def train(
     ``eval_results.json``, ``metrics.jsonl``, ``loss_curve.png``, ``recipe.yaml`` and
     ``checkpoints/``. With ``resume`` the newest checkpoint is loaded and training continues
     exactly where it stopped. ``callbacks`` (:class:`TrainingCallback`, or functions called
-    after every optimizer step) may set ``progress.should_stop``. ``planned_training`` is the
-    recipe file's own ``training:`` section (before ``--set`` overrides; default ``cfg``): the
-    steps it plans are recorded, so that a run cut short of its recipe says so
-    (:func:`hfattn.storage.run_folder.training_shortfall`).
+    after every optimizer step) may stop it with ``progress.stop.request(reason)``.
+    ``planned_training`` is the recipe file's own ``training:`` section (before ``--set``
+    overrides; default ``cfg``): the steps it plans are recorded, so that a run cut short of
+    its recipe says so (:func:`hfattn.storage.run_folder.training_shortfall`).
 
     The caller has checked the recipe and the folder (:func:`hfattn.orchestration.run.run_recipe`:
     ``training.metric_for_best_model`` among the metrics the job reports, ``resume`` and
@@ -134,7 +134,7 @@ def train(
                     finish_training(run)
                     evaluate_and_save(run, result, recipe_name, generation_defaults)
             except Interrupted:
-                p.should_stop = p.interrupted = result.interrupted = True
+                p.stop.requested = p.stop.interrupted = result.interrupted = True
         if result.interrupted:
             # the caller says so (`hfattn train` prints how to continue): logged once, not twice
             logger.debug("stopped at step %d; continue with %s", p.step, resume_command(output_dir))
@@ -153,7 +153,7 @@ def _train_loop(run: TrainingSession) -> bool:
     run.flops.start()
     reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
     with stop_on_signals(p), freed_memory_kept(reuse), bar:  # the bar closed on an error too
-        while p.epoch < cfg.epochs and p.step < run.total_steps and not p.should_stop:
+        while p.epoch < cfg.epochs and p.step < run.total_steps and not p.stop.requested:
             epoch = batches.epoch(p.epoch, start=p.batch_in_epoch)
             if acc.device.type == "cuda" and not on_device(batches):
                 epoch = prefetched(epoch)  # built on the host while the GPU steps
@@ -181,9 +181,9 @@ def _train_loop(run: TrainingSession) -> bool:
                     run.periodic_eval()
                 for callback in run.callbacks:
                     callback.on_step_end(p)
-                if clock.over_budget(p.elapsed_s) and not p.should_stop:
-                    p.should_stop, p.stop_reason = True, "time budget"
-                stop = p.step >= run.total_steps or any_process(acc, p.should_stop)
+                if clock.over_budget(p.elapsed_s):
+                    p.stop.request("time budget")
+                stop = p.step >= run.total_steps or any_process(acc, p.stop.requested)
                 if cfg.save_every and p.step % cfg.save_every == 0:
                     run.save_checkpoint()
                     last_saved = p.step

@@ -36,8 +36,8 @@ def save_last_step(run: TrainingSession, last_saved: int) -> bool:
     step unless ``last_saved`` is it (then the end is recorded in it). Returns whether any
     process was interrupted."""
     p, cfg = run.progress, run.cfg
-    interrupted = any_process(run.accelerator, p.interrupted or p.stop_reason == "interrupted")
-    reason = None if p.stop_reason == "interrupted" else p.stop_reason
+    interrupted = any_process(run.accelerator, p.stop.interrupted or p.stop.reason == "interrupted")
+    reason = None if p.stop.reason == "interrupted" else p.stop.reason
     if reason is not None or p.step >= run.total_steps or p.epoch >= cfg.epochs:
         p.training_end = reason or "completed"
     # written before the final validation, averaging, evaluation and model folder

@@ -86,7 +86,7 @@ def training_summary(
         "mfu": round(utilisation, 4) if utilisation is not None else None,
         "peak_flops_per_device": peak,
         "peak_flops_source": peak_source,
-        "stop_reason": progress.stop_reason or "completed",
+        "stop_reason": progress.stop.reason or "completed",
         "hardware": hardware(accelerator, origin["machine"]),
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,

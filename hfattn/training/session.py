@@ -178,7 +178,7 @@ class TrainingSession:
         if reopened:
             p.training_end, p.averaged = None, False
         elif p.training_end not in (None, "completed"):
-            p.should_stop, p.stop_reason = True, p.training_end  # the loop is skipped
+            p.stop.request(p.training_end)  # the loop is skipped
 
     def record_in_checkpoint(self) -> None:
         """Record the progress made since the checkpoint of the current step was written in

@@ -43,17 +43,17 @@ def _handling(handler):
 
 @contextmanager
 def stop_on_signals(progress):
-    """While in this context, the first SIGINT/SIGTERM sets ``progress.should_stop`` and
-    ``progress.interrupted`` (reason ``"interrupted"`` unless the run is already stopping for
+    """While in this context, the first SIGINT/SIGTERM requests a stop (``progress.stop``) and
+    marks it ``interrupted`` (reason ``"interrupted"`` unless the run is already stopping for
     another one, such as its time budget: the loop checkpoints and stops), a second one
     raises ``KeyboardInterrupt``. Outside the main thread it does nothing."""
 
     def handler(signum, frame):
-        if progress.interrupted or (progress.should_stop and progress.stop_reason == "interrupted"):
+        stop = progress.stop
+        if stop.interrupted or stop.reason == "interrupted":
             raise KeyboardInterrupt
-        if not progress.should_stop:
-            progress.stop_reason = "interrupted"
-        progress.should_stop = progress.interrupted = True
+        stop.request("interrupted")
+        stop.interrupted = True
         logger.warning("%s received: saving a checkpoint and stopping", signal.Signals(signum).name)
 
     with _handling(handler):

@@ -52,7 +52,7 @@ class NonFiniteLossError(ValueError):
 
 class TrainingCallback:
     """Hooks the loop calls; override the ones needed. A callback may set
-    ``progress.should_stop`` (with a ``stop_reason``) to end the run after this step."""
+    ``progress.stop.request(reason)`` to end the run after this step."""
 
     def on_step_end(self, progress: Progress) -> None:
         """After every optimizer step, once it is logged and validated, before its checkpoint."""

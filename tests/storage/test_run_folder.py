@@ -38,7 +38,7 @@ TRAINING = {"max_steps": 10, "eval_every": 10, "save_every": 100, "log_every": 1
 def _interrupt_at(step):
     def callback(progress):
         if progress.step >= step:
-            progress.should_stop, progress.stop_reason = True, "interrupted"
+            progress.stop.request("interrupted")
 
     return callback
 

@@ -165,7 +165,7 @@ def test_evaluations_are_timed_apart_from_training(tmp_path):
         tmp_path, max_steps=12, eval_every=2, log_every=2, save_every=None, max_minutes=0.05
     )
     result = train(job, recipe.training, recipe.output_dir, overwrite=True)
-    assert result.progress.step == 12 and result.progress.stop_reason is None
+    assert result.progress.step == 12 and result.progress.stop.reason is None
     assert result.progress.eval_s >= 6 * SLEEP_S
     summary = assert_evaluations_off_the_clock(tmp_path / "run", periodic=6, final=2)
     assert summary["stop_reason"] == "completed" and summary["train_runtime_s"] < 3.0
@@ -176,7 +176,7 @@ def test_resume_keeps_the_evaluation_seconds(tmp_path):
 
     def stop_at_6(progress):
         if progress.step == 6:
-            progress.should_stop, progress.stop_reason = True, "interrupted"
+            progress.stop.request("interrupted")
 
     first = train(job, recipe.training, recipe.output_dir, overwrite=True, callbacks=[stop_at_6])
     assert first.interrupted

@@ -360,7 +360,7 @@ def test_lora_run_resumes_to_the_same_adapter(lora_run, base_folder, corpus, tmp
 
     def stop_at_10(progress):
         if progress.step == 10:
-            progress.should_stop, progress.stop_reason = True, "interrupted"
+            progress.stop.request("interrupted")
 
     assert run_recipe(recipe, callbacks=[stop_at_10]).interrupted
     assert not (out / "adapter_model.safetensors").exists()

@@ -67,7 +67,7 @@ def test_stateful_char_rnn_compiles_checkpoints_and_resumes(tmp_path):
 
     def stop_at_3(progress):
         if progress.step == 3:
-            progress.should_stop, progress.stop_reason = True, "interrupted"
+            progress.stop.request("interrupted")
 
     assert run_recipe(recipe, callbacks=[stop_at_3]).interrupted
     run = tmp_path / "compiled" / "run"

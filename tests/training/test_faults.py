@@ -374,7 +374,7 @@ def checkpointed_run(tmp_path_factory) -> Path:
 
     def stop_at_5(progress):
         if progress.step == 5:
-            progress.should_stop, progress.stop_reason = True, "interrupted"
+            progress.stop.request("interrupted")
 
     run_recipe(recipe, callbacks=[stop_at_5])
     return folder

@@ -26,7 +26,7 @@ from hfattn.cli import main
 from hfattn.storage.run_folder import latest_checkpoint
 from hfattn.tasks import get_task
 from hfattn.training import stop_signals
-from hfattn.training.checkpoints import Progress
+from hfattn.training.checkpoints import Progress, StopRequest
 from tests.helpers.recipe_helpers import corpus_file, write_recipe
 from tests.training.test_training import assert_same_weights
 
@@ -257,17 +257,17 @@ def test_during_training_a_first_signal_asks_to_stop_a_second_aborts():
     progress = Progress()
     with stop_signals.stop_on_signals(progress):
         _signal_self(signal.SIGTERM)
-        assert progress.should_stop and progress.interrupted
-        assert progress.stop_reason == "interrupted"
+        assert progress.stop.requested and progress.stop.interrupted
+        assert progress.stop.reason == "interrupted"
         with pytest.raises(KeyboardInterrupt):
             _signal_self()
 
 
 def test_a_signal_keeps_the_reason_a_run_is_already_stopping_for():
-    progress = Progress(should_stop=True, stop_reason="time budget")
+    progress = Progress(stop=StopRequest(requested=True, reason="time budget"))
     with stop_signals.stop_on_signals(progress):
         _signal_self()
-    assert progress.interrupted and progress.stop_reason == "time budget"
+    assert progress.stop.interrupted and progress.stop.reason == "time budget"
 
 
 def test_after_the_last_checkpoint_a_first_signal_stops_at_once():

@@ -112,7 +112,7 @@ def test_resume_continues_exactly(tmp_path, mode, optimizer):
 
     def stop_at_7(progress):
         if progress.step == 7:
-            progress.should_stop, progress.stop_reason = True, "interrupted"
+            progress.stop.request("interrupted")
 
     first = run_recipe(resumed, callbacks=[stop_at_7])
     assert first.interrupted and first.progress.step == 7
@@ -151,7 +151,7 @@ def test_time_budget_stops_training_anneals_the_schedule_and_still_exports(tmp_p
                 "schedule": "linear", "learning_rate": 0.01, "warmup_steps": 4}  # fmt: skip
     result = run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
     assert 0 < result.progress.step < 100000
-    assert result.progress.stop_reason == "time budget"
+    assert result.progress.stop.reason == "time budget"
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     train = [r for r in records if r["split"] == "train"]
     # by steps the run got nowhere (< 1 % of 100000), by time it used the whole budget:

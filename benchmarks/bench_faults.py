@@ -34,8 +34,7 @@ import torch
 
 from benchmarks.lib.benchlib import BenchReport, add_json_argument
 from hfattn.storage.model_folder import WEIGHTS_FILE
-from tests.training.test_faults import RECIPES, kill_points, records, train_in_child
-from tests.training.test_training import weights
+from tests.helpers.crash_runs import RECIPES, kill_points, records, train_in_child, weights
 
 ROOT = Path(__file__).resolve().parents[1]
 

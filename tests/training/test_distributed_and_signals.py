@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.crash_runs import assert_same_weights
 from tests.helpers.recipe_helpers import write_recipe
-from tests.training.test_training import assert_same_weights
 
 pytestmark = pytest.mark.slow
 

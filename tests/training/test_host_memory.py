@@ -11,8 +11,8 @@ from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.training import host_memory
 from hfattn.training.host_memory import freed_memory_kept, glibc
+from tests.helpers.crash_runs import assert_same_weights
 from tests.helpers.recipe_helpers import write_recipe
-from tests.training.test_training import assert_same_weights
 
 BLOCK_FLOATS = 16 * 2**20  # 64 MiB of float32: above glibc's largest mmap threshold (32 MiB)
 

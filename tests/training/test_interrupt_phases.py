@@ -27,8 +27,8 @@ from hfattn.storage.run_folder import latest_checkpoint
 from hfattn.tasks import get_task
 from hfattn.training import stop_signals
 from hfattn.training.checkpoints import Progress, StopRequest
+from tests.helpers.crash_runs import assert_same_weights
 from tests.helpers.recipe_helpers import corpus_file, write_recipe
-from tests.training.test_training import assert_same_weights
 
 LAST_STEP = 10
 TRAINING = {

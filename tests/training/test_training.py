@@ -13,23 +13,10 @@ from transformers import AutoModelForCausalLM
 from hfattn.cli import main
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
+from tests.helpers.crash_runs import assert_same_weights, weights
 from tests.helpers.fault_injection import nan_loss_at
 from tests.helpers.network import connections
 from tests.helpers.recipe_helpers import write_recipe
-
-
-def weights(run_dir):
-    return load_file(str(run_dir / "model.safetensors"))
-
-
-def assert_same_weights(a, b, exact=True):
-    wa, wb = weights(a), weights(b)
-    assert wa.keys() == wb.keys()
-    for key in wa:
-        if exact:
-            assert torch.equal(wa[key], wb[key]), key
-        else:
-            torch.testing.assert_close(wa[key], wb[key], rtol=1e-4, atol=1e-5, msg=key)
 
 
 def test_train_writes_a_complete_model_folder(tmp_path, capsys):

@@ -30,7 +30,6 @@ from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from ..common.field_checks import describe_type, require_known_key, type_error
 from .model_section import (
-    check_model_choices,
     check_model_fields,
     check_model_types,
     normalize_model_section,
@@ -292,7 +291,6 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
         raise _field_error(err, path, recipe_class(task)) from None
     model = _given_model(recipe_class(task), given.get("model"))
     check_model_types(model)
-    check_model_choices(model)
     check_model_fields(model)
     source = (given.get("data") or {}).get("source")
     return RecipeOutline(

@@ -198,3 +198,48 @@ def test_recipe_yaml_parsed_once(monkeypatch):
     load_recipe(RECIPE, overrides)
     recipe_outline(RECIPE)
     assert len(calls) <= 1
+
+
+class _Checked(Exception):
+    """Raised by the stand-in for the task registry: ``run_recipe`` got past its checks."""
+
+
+def test_run_recipe_takes_a_loaded_recipe_and_checks_only_what_it_was_not_checked_for(
+    tmp_path, monkeypatch
+):
+    """``load_recipe(run=Run(...))`` checks the run folder for that run, and ``run_recipe``
+    trusts it (``recipe.checks``); a recipe loaded without ``run`` is checked for the run
+    ``run_recipe`` is asked for; a recipe ``load_recipe`` did not return is refused."""
+    from hfattn.orchestration import run as orchestration
+    from hfattn.recipes import RecipeChecks, Run, default_recipe, load_recipe
+
+    folder_checks = []
+    real = orchestration.check_run_folder
+    monkeypatch.setattr(
+        orchestration,
+        "check_run_folder",
+        lambda recipe, **kw: folder_checks.append(kw) or real(recipe, **kw),
+    )
+    monkeypatch.setattr(orchestration, "get_task", lambda task: (_ for _ in ()).throw(_Checked))
+    overrides = [f"output_dir={tmp_path / 'run'}"]
+    with pytest.raises(TypeError, match="load_recipe"):
+        orchestration.run_recipe(default_recipe())
+
+    loaded = load_recipe(RECIPE, overrides, run=Run())
+    assert loaded.checks == RecipeChecks(Run()) and loaded.model_config.hidden_size > 0
+    with pytest.raises(_Checked):
+        orchestration.run_recipe(loaded)
+    assert folder_checks == []
+    with pytest.raises(_Checked):
+        orchestration.run_recipe(load_recipe(RECIPE, overrides))  # read only: checked here
+    assert folder_checks == [{"resume": False, "overwrite": False}]
+
+    (tmp_path / "run" / "checkpoints" / "step-5").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        load_recipe(RECIPE, overrides, run=Run())
+    assert load_recipe(RECIPE, overrides).checks == RecipeChecks(None)  # to evaluate: no run
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        orchestration.run_recipe(load_recipe(RECIPE, overrides))
+    assert load_recipe(RECIPE, overrides, run=Run(overwrite=True)).checks.covers(
+        resume=False, overwrite=True
+    )

@@ -1,6 +1,6 @@
 """Fail fast (issue 21): every check of ``hfattn train`` that needs neither data nor the run
 folder answers within 2 s, before torch is imported
-(``hfattn.orchestration.run.check_before_training``
+(``hfattn.recipes.run_checks.check_before_training``
 on the recipe's outline); the run folder is checked once the recipe is fully loaded, so that
 any bad field comes first; a ``data.source`` typo fails at once for every task; a time-bounded
 run's progress

@@ -63,7 +63,8 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
             (the paper's ``d_k = d_v = d_model / h``). Chollet and Géron give each head
             ``key_dim = d_model``, so ``num_heads × head_dim`` need not equal ``d_model``.
         ffn_dim: inner size of the position-wise feed-forward network.
-        activation: the FFN's non-linearity, any name of ``transformers.activations.ACT2FN``.
+        activation: the FFN's non-linearity, one of ``ACTIVATIONS`` (names of
+            ``transformers.activations.ACT2FN``).
         dropout: residual dropout (on each sub-layer's output before the addition).
         attention_dropout: dropout on the attention weights.
         activation_dropout: dropout inside the FFN, after the activation.

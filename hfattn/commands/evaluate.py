@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     """Load the folder and its recipe's data, score with the recipe's task, print a table."""
     import sys
 
-    from ..orchestration.run import check_data_source
     from ..recipes import RecipeError, default_recipe, load_recipe
+    from ..recipes.run_checks import check_data_source
     from ..storage.run_folder import recipe_path
     from .inputs import ModelLoadError, locate_local_folder, report_error
 

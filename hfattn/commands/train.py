@@ -17,7 +17,7 @@ def register(subparsers) -> None:
     """Add the ``train`` sub-command."""
     parser = subparsers.add_parser(
         "train",
-        help="train a recipe (also under `accelerate launch ... -m hfattn train ...`)",
+        help="train a recipe (also under `accelerate launch -m hfattn train ...`)",
         description=(
             "Train the experiment described by a recipe YAML file, or continue a run: "
             "`hfattn train --resume RUN_FOLDER` resumes it from the recipe stored there."
@@ -50,9 +50,9 @@ def register(subparsers) -> None:
 
 
 def _recipe_of(args: argparse.Namespace):
-    """The recipe to train (checked early, :func:`_checked_early`; its model config not built
-    yet), or ``None`` after reporting why there is none: ``args.recipe``, or the recipe stored
-    in the run folder given to ``--resume``."""
+    """The recipe to train, checked for this run (:func:`~hfattn.recipes.load_recipe`), or
+    ``None`` after reporting why there is none: ``args.recipe``, or the recipe stored in the
+    run folder given to ``--resume``."""
     from ..storage.run_folder import recipe_path, resume_command
 
     folder = args.resume if isinstance(args.resume, str) else None
@@ -64,7 +64,7 @@ def _recipe_of(args: argparse.Namespace):
             report_error("give a recipe (hfattn train RECIPE) or a run to continue "
                          "(hfattn train --resume RUN_FOLDER)")  # fmt: skip
             return None
-        return _checked_early(args, args.recipe)
+        return _loaded(args, args.recipe)
     if args.recipe is not None:
         report_error(
             f"give a recipe or a run folder, not both: `{resume_command(folder)}` continues "
@@ -77,60 +77,31 @@ def _recipe_of(args: argparse.Namespace):
         what = "does not exist" if not Path(folder).is_dir() else f"has no {stored.name}"
         report_error(f"--resume {folder}: the folder {what}; it is not a run to continue")
         return None
-    return _checked_early(args, stored, output_dir=str(folder))
+    return _loaded(args, stored, folder=str(folder))
 
 
-def _with_model_config(recipe):
-    """``recipe`` with its model config built (:func:`~hfattn.recipes.with_model_config`:
-    torch, seconds), or ``None`` after reporting why not (or when ``recipe`` is ``None``)."""
-    if recipe is None:
-        return None
-    from ..recipes import RecipeError, with_model_config
-
-    try:
-        return with_model_config(recipe)
-    except RecipeError as err:
-        report_error(err)
-        return None
-
-
-def _checked_early(args: argparse.Namespace, path, output_dir: str | None = None):
-    """The recipe file ``path`` (with ``args.overrides``; its run in ``output_dir`` when
-    given), or ``None`` after reporting the first failure of every check that needs no data,
-    model config or checkpoint, made before torch is imported, in a fraction of a second: its
-    outline (:func:`~hfattn.recipes.recipe_outline`), the checks before training
-    (:func:`hfattn.orchestration.run.check_before_training`), every field's value
-    (:func:`~hfattn.recipes.check_recipe_values`) and, for a new run, a folder that already
-    holds one (:func:`~hfattn.storage.run_folder.check_output_dir`). The recipe's model config
-    is not built yet (:func:`_with_model_config`)."""
+def _loaded(args: argparse.Namespace, path, folder: str | None = None):
+    """The recipe file ``path`` with ``args.overrides``, loaded and checked for the run that
+    ``args`` asks for (its run in ``folder`` when given): :func:`~hfattn.recipes.load_recipe`,
+    whose checks that need no data, model config or checkpoint answer before torch is
+    imported, in a fraction of a second. ``None`` after reporting the first failure."""
     from .. import tasks  # noqa: F401  (registers every task's recipe)
-    from ..recipes import RecipeError, check_recipe_values, recipe_outline
-    from ..storage.run_folder import check_output_dir
+    from ..recipes import RecipeError, Run, load_recipe
 
+    run = Run(resume=bool(args.resume), overwrite=args.overwrite, folder=folder)
     try:
-        outline = recipe_outline(path, args.overrides)
-        if output_dir is not None:
-            outline.output_dir = output_dir
-        from ..orchestration.run import check_before_training  # after the outline's own checks
-
-        check_before_training(outline, resume=bool(args.resume), overwrite=args.overwrite)
-        recipe = check_recipe_values(path, args.overrides)
-        recipe.output_dir = outline.output_dir  # a run folder given to --resume is the run
-        if not args.resume:
-            check_output_dir(recipe.output_dir, args.overwrite)
+        return load_recipe(path, args.overrides, run=run)
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError) as err:
         report_error(err)
         return None
-    return recipe
 
 
 def run(args: argparse.Namespace) -> int:
     """Validate the recipe, train, then print the evaluation table and a sample.
 
-    Each check is made once (:mod:`hfattn.orchestration.run`): on the recipe's outline, then the
-    full load, then the run folder, then training. The run folder is held from before the
-    recipe's model is built to the end (:func:`~hfattn.storage.run_folder.held_run_folder`, by
-    the main process of a multi-process run): a second ``hfattn train`` into it is refused."""
+    Each check is made once, by :func:`~hfattn.recipes.load_recipe`, before training. The run
+    folder is then held to the end (:func:`~hfattn.storage.run_folder.held_run_folder`, by the
+    main process of a multi-process run): a second ``hfattn train`` into it is refused."""
     from ..common.launch import process_rank
     from ..storage.run_folder import held_run_folder
     from .logging_setup import configure_logging
@@ -145,30 +116,25 @@ def run(args: argparse.Namespace) -> int:
                 held.enter_context(held_run_folder(recipe.output_dir))
             except ValueError as err:  # another run holds it; it cannot be written
                 return report_error(err)
-        recipe = _with_model_config(recipe)
-        return 2 if recipe is None else _train(args, recipe)
+        return _train(args, recipe)
 
 
 def _train(args: argparse.Namespace, recipe) -> int:
-    """:func:`run` once the run folder is held: the run folder checked, training, the report."""
+    """:func:`run` once the run folder is held: training, then the report."""
     import sys
 
-    from ..orchestration.run import check_run_folder, run_recipe
+    from ..orchestration.run import run_recipe
     from ..recipes import RecipeError, recipe_outline
     from ..storage.file_io import FileWriteError
     from ..storage.run_folder import finished_run_message, resume_command
 
     resume = bool(args.resume)
-    try:  # the run to resume, checked against the loaded recipe before the data load
-        changes = check_run_folder(recipe, resume=True) if resume else []
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
-        return report_error(err)
     if resume:
         finished = finished_run_message(recipe.output_dir, recipe.training)
         if finished is not None:  # nothing to train: no step, no evaluation, no file rewritten
             print(finished, file=sys.stderr)
             return 0
-        for change in changes:
+        for change in recipe.checks.changes:
             print(f"--resume: {change} (the run's recipe is updated)", file=sys.stderr)
 
     from ..common.launch import lone_launch_warning
@@ -181,9 +147,7 @@ def _train(args: argparse.Namespace, recipe) -> int:
         # the steps the recipe file plans (its training section alone: the recipe was
         # loaded and its model checked once, above)
         planned = recipe_outline(args.recipe) if args.overrides and not resume else None
-        result = run_recipe(
-            recipe, resume=resume, overwrite=args.overwrite, planned=planned, checked=True
-        )
+        result = run_recipe(recipe, resume=resume, overwrite=args.overwrite, planned=planned)
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError, FileWriteError) as err:
         return report_error(err)
     from accelerate import PartialState

@@ -1,9 +1,9 @@
 """What hfattn knows about each model family (``model_type``), in one place, without torch.
 
 One :class:`Family` per architecture: the ``transformers`` Auto class that loads it, how
-``training.compile`` treats it, the config field that names its attention score, how its model
-card describes its attention and the papers the card cites. The recipe checks, the training
-engine's ``compile: auto`` and the model card read these facts from here.
+``training.compile`` treats it, how its model card describes its attention and the papers the
+card cites. The recipe checks, the training engine's ``compile: auto`` and the model card read
+these facts from here.
 
 Only the standard library is imported: the recipe checks and the Hub card read these facts
 before torch is imported, and :mod:`hfattn.models` registers each family's Auto class from here.
@@ -102,9 +102,6 @@ class Family:
     compile of one graph a bucket took about 35 s a bucket, minutes more than its compiled
     steps won back in a recipe's run (``benchmarks/NOTES.md``); ``training.compile: true``
     compiles them (one graph for all buckets)."""
-    score_field: str | None = None
-    """The config field that names its attention score (one of
-    :data:`hfattn.models.score_names.SCORE_NAMES`); ``None``: it has none."""
     describe_attention: Callable[[dict], str | None] | None = None
     """Its model card's "Attention" row from its ``config.json`` (``None``: no row)."""
     papers: tuple[str, ...] = ()
@@ -121,20 +118,17 @@ FAMILIES: dict[str, Family] = {
     "bahdanau": Family(
         auto_class="AutoModelForSeq2SeqLM",
         unrolled_per_length=True,
-        score_field="score",
         describe_attention=describe_recurrent_attention,
         papers=("bahdanau2015neural", "luong2015effective"),
     ),
     "vaswani": Family(
         auto_class="AutoModelForSeq2SeqLM",
-        score_field="attention_score",
         describe_attention=describe_multi_head_attention,
         papers=("vaswani2017attention",),
     ),
     "rnn-classifier": Family(
         auto_class="AutoModelForSequenceClassification",
         unrolled_per_length=True,
-        score_field="attention_score",
         describe_attention=describe_pooling_attention,
     ),
 }
@@ -145,15 +139,10 @@ UNROLLED_PER_LENGTH = tuple(t for t, f in FAMILIES.items() if f.unrolled_per_len
 COMPILED_BY_AUTO = tuple(t for t, f in FAMILIES.items() if f.compiled_by_auto)
 """Model types that ``training.compile: auto`` compiles on CUDA
 (:attr:`Family.compiled_by_auto`)."""
-SCORE_FIELDS = {t: f.score_field for t, f in FAMILIES.items() if f.score_field}
-"""``model_type`` → the config field that names its attention score (one of
-:data:`~hfattn.models.score_names.SCORE_NAMES`; ``score: null`` is the Bahdanau / Luong
-attention's default)."""
 
 __all__ = [
     "COMPILED_BY_AUTO",
     "FAMILIES",
-    "SCORE_FIELDS",
     "UNROLLED_PER_LENGTH",
     "Family",
     "card_value",

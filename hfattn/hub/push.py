@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 import socket
 import tempfile
 import time
@@ -26,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from ..recipes.run_checks import NO_TOKEN, hub_token, repo_id_problem
 from ..recipes.schema import LICENSE_FORM, LICENSE_ID
 from ..storage.file_io import atomic_write_text
 from ..storage.run_folder import (
@@ -41,9 +41,6 @@ from .staging import publish_dir, render_tree, stage_model
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-REPO_ID_PATTERN = re.compile(
-    r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$"
-)
 RETRY_ATTEMPTS = 4
 """Tries per Hub call (the first one included) before giving up."""
 RETRY_BASE_DELAY_S = 2.0
@@ -63,16 +60,9 @@ def validate_repo_id(repo_id: str) -> str:
     Raises:
         HubPushError: naming the value and the allowed form.
     """
-    if (
-        not isinstance(repo_id, str)
-        or not REPO_ID_PATTERN.match(repo_id)
-        or "--" in repo_id
-        or ".." in repo_id
-    ):
-        raise HubPushError(
-            f"repo_id must be 'owner/name' (letters, digits, '-', '_' and '.', no '--' or '..', "
-            f"at most 96 characters each side), got {repo_id!r}"
-        )
+    problem = repo_id_problem(repo_id)
+    if problem is not None:
+        raise HubPushError(problem)
     return repo_id
 
 
@@ -82,14 +72,9 @@ def resolve_token(token: str | None = None) -> str:
     Raises:
         HubPushError: when there is none (checked before any upload work).
     """
-    from huggingface_hub import get_token
-
-    token = token or os.environ.get("HF_TOKEN") or get_token()
-    if not token:
-        raise HubPushError(
-            "no Hugging Face token: set HF_TOKEN to a token with write access "
-            "(https://huggingface.co/settings/tokens) or run `hf auth login`; nothing was uploaded"
-        )
+    token = hub_token(token)
+    if token is None:
+        raise HubPushError(NO_TOKEN)
     return token
 
 

@@ -1,42 +1,107 @@
-"""Checks and presets shared by the hfattn configurations.
+"""The value rules of the hfattn configurations, declared on their fields, and their presets.
+
+A config field states its rule where it is declared, ``dropout: float | int = rate(0.1)``
+(:func:`positive_int`, :func:`rate`, :func:`choice`: a dataclass field whose metadata holds the
+rule); the config's ``__post_init__`` applies every rule (:func:`check_field_rules`) and the
+recipe checks read the same declarations from the configuration file's source, before torch is
+imported (:func:`hfattn.common.models_source.config_field_rules`). A rule spans one field; a
+rule between fields (``bridge="concat"`` and the sizes it needs) stays in ``__post_init__``.
 
 Only the standard library is imported: ``save_pretrained`` copies this file next to the
-configuration that uses it (``trust_remote_code``).
+configuration that uses it (``trust_remote_code``), and the recipe checks load it on its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
-
-def check_positive_int(name: str, value) -> None:
-    """Raise ``ValueError`` unless ``value`` is a positive ``int`` (``bool`` is refused)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+RULE = "hfattn_rule"
+"""The key of a config field's metadata that holds its rule."""
 
 
-def check_positive_ints(config, names) -> None:
-    """:func:`check_positive_int` on each field of ``config`` named in ``names``."""
-    for name in names:
-        check_positive_int(name, getattr(config, name))
+class PositiveInt:
+    """An integer >= 1 (``bool`` refused); ``None`` is left to the field's type."""
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` (``"must be a positive integer, got 0"``), or ``None``."""
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            return None
+        return f"must be a positive integer, got {value!r}"
 
 
-def check_rates(config, names) -> None:
-    """Raise ``ValueError`` naming the field unless each field of ``config`` named in ``names``
-    is a number in [0, 1) (a dropout, a label smoothing; ``bool`` is refused) or ``None`` (an
-    optional rate left unset)."""
-    for name in names:
-        value = getattr(config, name)
-        if value is not None and (isinstance(value, bool) or not 0.0 <= value < 1.0):
-            raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+class Rate:
+    """A number in [0, 1): a dropout, a label smoothing (``bool`` refused); ``None`` is left
+    to the field's type."""
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` (``"must be in [0, 1), got 1.5"``), or ``None``."""
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is None or (number and 0.0 <= value < 1.0):
+            return None
+        return f"must be in [0, 1), got {value!r}"
 
 
-def check_choice(name: str, value, allowed, *, optional: bool = False) -> None:
-    """Raise ``ValueError`` naming the field and the allowed values unless ``value in allowed``
-    (or ``value`` is ``None`` when the field is ``optional``: left unset)."""
-    if value not in allowed and not (optional and value is None):
-        names = ", ".join("None" if v is None else str(v) for v in allowed)
-        raise ValueError(f"{name} must be one of {names}; got {value!r}")
+class Choice:
+    """One of ``allowed``; ``None`` is left to the field's type (an optional field left unset)."""
+
+    def __init__(self, allowed):
+        self.allowed = tuple(allowed)
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` (``"must be one of gru, lstm; got 'rnn'"``), or ``None``."""
+        return None if value is None or value in self.allowed else self.refusal(value)
+
+    def refusal(self, value) -> str:
+        """``"must be one of gru, lstm; got 'rnn'"``."""
+        return f"must be one of {', '.join(map(str, self.allowed))}; got {value!r}"
+
+
+def _ruled(default, rule):
+    """A dataclass field with ``default`` and ``rule`` in its metadata."""
+    return dataclasses.field(default=default, metadata={RULE: rule})
+
+
+def positive_int(default):
+    """A config field that must be a positive integer (:class:`PositiveInt`)."""
+    return _ruled(default, PositiveInt())
+
+
+def rate(default):
+    """A config field that must lie in [0, 1) (:class:`Rate`)."""
+    return _ruled(default, Rate())
+
+
+def choice(default, allowed):
+    """A config field that must be one of ``allowed`` (:class:`Choice`)."""
+    return _ruled(default, Choice(allowed))
+
+
+RULE_FIELDS = {"positive_int": positive_int, "rate": rate, "choice": choice}
+"""The field declarations that carry a rule, by the name a configuration file calls them."""
+
+
+def field_rules(config_class) -> dict:
+    """Field name → rule of every field of ``config_class`` declared with a rule."""
+    return {
+        f.name: f.metadata[RULE] for f in dataclasses.fields(config_class) if RULE in f.metadata
+    }
+
+
+def check_field_rules(config) -> None:
+    """Raise ``ValueError`` ``"<field> <what is allowed>, got <value>"`` for the first field
+    of ``config`` whose value breaks the rule it was declared with."""
+    for name, rule in field_rules(type(config)).items():
+        problem = rule.problem(getattr(config, name))
+        if problem is not None:
+            raise ValueError(f"{name} {problem}")
+
+
+def check_choice(name: str, value, allowed) -> None:
+    """Raise ``ValueError`` naming ``name`` and the allowed values unless ``value in allowed``
+    (for an option that is no config field)."""
+    if value not in allowed:
+        raise ValueError(f"{name} {Choice(allowed).refusal(value)}")
 
 
 class PresetsMixin:
@@ -47,15 +112,21 @@ class PresetsMixin:
     @classmethod
     def from_preset(cls, name: str, **overrides):
         """Build a config from the named preset (a key of ``PRESETS``) plus overrides."""
-        if name not in cls.PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(cls.PRESETS)}; got {name!r}")
+        check_choice("preset", name, tuple(cls.PRESETS))
         return cls(**{**cls.PRESETS[name], **overrides})
 
 
 __all__ = [
+    "RULE",
+    "RULE_FIELDS",
+    "Choice",
+    "PositiveInt",
     "PresetsMixin",
+    "Rate",
     "check_choice",
-    "check_positive_int",
-    "check_positive_ints",
-    "check_rates",
+    "check_field_rules",
+    "choice",
+    "field_rules",
+    "positive_int",
+    "rate",
 ]

@@ -5,15 +5,8 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
-from .config_checks import (
-    PresetsMixin,
-    check_choice,
-    check_positive_int,
-    check_positive_ints,
-    check_rates,
-)
-from .distributions import DISTRIBUTIONS
-from .score_names import SCORE_NAMES
+from .config_checks import PresetsMixin, check_field_rules, choice, positive_int, rate
+from .score_names import DISTRIBUTION_NAMES, SCORE_NAMES
 from .scores import SCORES
 
 CELL_TYPES = ("gru", "lstm")
@@ -81,26 +74,26 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
         "hidden_size": "decoder_hidden_size",
     }
 
-    vocab_size: int = 1000
-    embedding_dim: int = 128
+    vocab_size: int = positive_int(1000)
+    embedding_dim: int = positive_int(128)
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = False
-    cell: str = "lstm"
-    encoder_hidden_size: int = 256
-    encoder_layers: int = 1
+    cell: str = choice("lstm", CELL_TYPES)
+    encoder_hidden_size: int = positive_int(256)
+    encoder_layers: int = positive_int(1)
     bidirectional: bool = True
-    decoder_hidden_size: int | None = None
-    decoder_layers: int = 1
-    bridge: str = "concat"
-    attention: str | None = "bahdanau"
-    score: str | None = None
+    decoder_hidden_size: int | None = positive_int(None)
+    decoder_layers: int = positive_int(1)
+    bridge: str = choice("concat", BRIDGES)
+    attention: str | None = choice("bahdanau", ATTENTIONS)
+    score: str | None = choice(None, SCORE_NAMES)
     score_kwargs: dict | None = None
-    distribution: str | None = None
-    attention_size: int | None = None
+    distribution: str | None = choice(None, DISTRIBUTION_NAMES)
+    attention_size: int | None = positive_int(None)
     input_feeding: bool = False
-    dropout: float | int = 0.0
-    label_smoothing: float | int = 0.0
-    max_source_positions: int = 512
+    dropout: float | int = rate(0.0)
+    label_smoothing: float | int = rate(0.0)
+    max_source_positions: int = positive_int(512)
     initializer_range: float | int = 0.02
     use_cache: bool = True
     pad_token_id: int | None = 0
@@ -166,26 +159,7 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
 
     def validate_fields(self) -> None:
         """Raise ``ValueError`` naming the field and the allowed values for any bad setting."""
-        check_positive_ints(
-            self,
-            (
-                "vocab_size",
-                "embedding_dim",
-                "encoder_hidden_size",
-                "encoder_layers",
-                "decoder_hidden_size",
-                "decoder_layers",
-                "max_source_positions",
-            ),
-        )
-        if self.attention_size is not None:
-            check_positive_int("attention_size", self.attention_size)
-        check_choice("cell", self.cell, CELL_TYPES)
-        check_choice("bridge", self.bridge, BRIDGES)
-        check_choice("attention", self.attention, ATTENTIONS)
-        check_choice("score", self.score, SCORE_NAMES, optional=True)
-        check_choice("distribution", self.distribution, tuple(DISTRIBUTIONS), optional=True)
-        check_rates(self, ("dropout", "label_smoothing"))
+        check_field_rules(self)  # the rules declared on the fields; those between fields:
         if self.input_feeding and self.attention != "luong":
             raise ValueError(
                 f"input_feeding needs attention='luong'; got attention={self.attention!r}"

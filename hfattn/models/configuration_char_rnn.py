@@ -5,7 +5,7 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
-from .config_checks import PresetsMixin
+from .config_checks import PresetsMixin, check_field_rules, choice, positive_int, rate
 
 CELL_TYPES = ("gru", "lstm", "rnn")
 
@@ -35,12 +35,12 @@ class CharRNNConfig(PresetsMixin, PreTrainedConfig):
     model_type = "char-rnn"
     attribute_map: ClassVar[dict[str, str]] = {"num_hidden_layers": "num_layers"}
 
-    vocab_size: int = 68
-    embedding_dim: int = 64
-    hidden_size: int = 256
-    num_layers: int = 1
-    cell: str = "gru"
-    dropout: float | int = 0.0
+    vocab_size: int = positive_int(68)
+    embedding_dim: int = positive_int(64)
+    hidden_size: int = positive_int(256)
+    num_layers: int = positive_int(1)
+    cell: str = choice("gru", CELL_TYPES)
+    dropout: float | int = rate(0.0)
     tie_word_embeddings: bool = False
     initializer_range: float | int = 0.02
     use_cache: bool = True
@@ -58,14 +58,7 @@ class CharRNNConfig(PresetsMixin, PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)  # type checks of @strict run first
-        for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
-        if self.cell not in CELL_TYPES:
-            raise ValueError(f"cell must be one of {', '.join(CELL_TYPES)}; got {self.cell!r}")
-        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_field_rules(self)  # the rules declared on the fields
 
 
 __all__ = ["CELL_TYPES", "CharRNNConfig"]

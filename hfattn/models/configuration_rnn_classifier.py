@@ -5,9 +5,8 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
-from .config_checks import PresetsMixin, check_choice, check_positive_ints, check_rates
-from .distributions import DISTRIBUTIONS
-from .score_names import SCORE_NAMES
+from .config_checks import PositiveInt, PresetsMixin, check_field_rules, choice, positive_int, rate
+from .score_names import DISTRIBUTION_NAMES, SCORE_NAMES
 
 CELL_TYPES = ("gru", "lstm")
 POOLINGS = ("last", "attention")
@@ -64,20 +63,20 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
     model_type = "rnn-classifier"
     attribute_map: ClassVar[dict[str, str]] = {"num_hidden_layers": "num_layers"}
 
-    vocab_size: int = 20000
-    embedding_dim: int = 128
+    vocab_size: int = positive_int(20000)
+    embedding_dim: int = positive_int(128)
     freeze_embeddings: bool = False
-    cell: str = "lstm"
-    hidden_size: int = 128
-    num_layers: int = 1
+    cell: str = choice("lstm", CELL_TYPES)
+    hidden_size: int = positive_int(128)
+    num_layers: int = positive_int(1)
     bidirectional: bool = False
-    pooling: str = "last"
-    attention_score: str = "additive"
-    attention_distribution: str | None = None
+    pooling: str = choice("last", POOLINGS)
+    attention_score: str = choice("additive", SCORE_NAMES)
+    attention_distribution: str | None = choice(None, DISTRIBUTION_NAMES)
     attention_score_params: dict | None = None
-    input_dropout: float | int = 0.0
-    rnn_dropout: float | int = 0.0
-    dropout: float | int = 0.0
+    input_dropout: float | int = rate(0.0)
+    rnn_dropout: float | int = rate(0.0)
+    dropout: float | int = rate(0.0)
     pad_token_id: int | None = 0
 
     PRESETS: ClassVar[dict[str, dict]] = {
@@ -105,17 +104,10 @@ class RNNClassifierConfig(PresetsMixin, PreTrainedConfig):
 
     def validate_fields(self) -> None:
         """Raise ``ValueError`` naming the field and the allowed values for any bad setting."""
-        check_positive_ints(
-            self, ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "num_labels")
-        )
-        check_choice("cell", self.cell, CELL_TYPES)
-        check_choice("pooling", self.pooling, POOLINGS)
-        check_choice("attention_score", self.attention_score, SCORE_NAMES)
-        if self.attention_distribution is not None:
-            check_choice(
-                "attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS)
-            )
-        check_rates(self, ("input_dropout", "rnn_dropout", "dropout"))
+        check_field_rules(self)
+        problem = PositiveInt().problem(self.num_labels)  # inherited: no field of this class
+        if problem is not None:
+            raise ValueError(f"num_labels {problem}")
 
     @property
     def num_directions(self) -> int:

@@ -5,15 +5,42 @@ from typing import ClassVar
 
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
-from transformers.activations import ACT2FN
 
-from .config_checks import PresetsMixin, check_choice, check_positive_ints, check_rates
-from .distributions import DISTRIBUTIONS
-from .positional import POSITIONAL_ENCODINGS
-from .score_names import SCORE_NAMES
+from .config_checks import PresetsMixin, check_field_rules, choice, positive_int, rate
+from .score_names import DISTRIBUTION_NAMES, SCORE_NAMES
 
 NORM_POSITIONS = ("post", "pre")
 INIT_METHODS = ("xavier", "normal", "t-fixup")
+POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+"""The positional encodings, by their name in
+:data:`hfattn.models.positional.POSITIONAL_ENCODINGS`."""
+ACTIVATIONS = (
+    "gelu",
+    "gelu_10",
+    "gelu_fast",
+    "gelu_new",
+    "gelu_python",
+    "gelu_pytorch_tanh",
+    "gelu_python_tanh",
+    "gelu_accurate",
+    "hardswish",
+    "laplace",
+    "leaky_relu",
+    "linear",
+    "mish",
+    "quick_gelu",
+    "relu",
+    "relu2",
+    "relu6",
+    "sigmoid",
+    "silu",
+    "sqrtsoftplus",
+    "swish",
+    "tanh",
+    "prelu",
+    "xielu",
+)
+"""The FFN activations, by their name in ``transformers.activations.ACT2FN``."""
 
 
 @strict
@@ -36,7 +63,8 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
             (the paper's ``d_k = d_v = d_model / h``). Chollet and Géron give each head
             ``key_dim = d_model``, so ``num_heads × head_dim`` need not equal ``d_model``.
         ffn_dim: inner size of the position-wise feed-forward network.
-        activation: the FFN's non-linearity, any name of ``transformers.activations.ACT2FN``.
+        activation: the FFN's non-linearity, one of ``ACTIVATIONS`` (names of
+            ``transformers.activations.ACT2FN``).
         dropout: residual dropout (on each sub-layer's output before the addition).
         attention_dropout: dropout on the attention weights.
         activation_dropout: dropout inside the FFN, after the activation.
@@ -79,29 +107,29 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
         "attention_key_dim": "head_dim",
     }
 
-    vocab_size: int = 1000
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    d_model: int = 512
-    num_heads: int = 8
-    head_dim: int | None = None
-    ffn_dim: int = 2048
-    activation: str = "relu"
-    dropout: float | int = 0.1
-    attention_dropout: float | int = 0.0
-    activation_dropout: float | int = 0.0
-    embedding_dropout: float | int | None = None
-    head_dropout: float | int = 0.0
-    max_position_embeddings: int = 512
-    position_embedding: str = "sinusoidal"
-    norm_position: str = "post"
+    vocab_size: int = positive_int(1000)
+    encoder_layers: int = positive_int(6)
+    decoder_layers: int = positive_int(6)
+    d_model: int = positive_int(512)
+    num_heads: int = positive_int(8)
+    head_dim: int | None = positive_int(None)
+    ffn_dim: int = positive_int(2048)
+    activation: str = choice("relu", ACTIVATIONS)
+    dropout: float | int = rate(0.1)
+    attention_dropout: float | int = rate(0.0)
+    activation_dropout: float | int = rate(0.0)
+    embedding_dropout: float | int | None = rate(None)
+    head_dropout: float | int = rate(0.0)
+    max_position_embeddings: int = positive_int(512)
+    position_embedding: str = choice("sinusoidal", POSITION_EMBEDDINGS)
+    norm_position: str = choice("post", NORM_POSITIONS)
     scale_embedding: bool = True
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = True
-    label_smoothing: float | int = 0.0
-    init_method: str = "xavier"
-    attention_score: str = "scaled_dot"
-    attention_distribution: str | None = None
+    label_smoothing: float | int = rate(0.0)
+    init_method: str = choice("xavier", INIT_METHODS)
+    attention_score: str = choice("scaled_dot", SCORE_NAMES)
+    attention_distribution: str | None = choice(None, DISTRIBUTION_NAMES)
     attention_score_params: dict | None = None
     attention_bias: bool = True
     layer_norm_eps: float | int = 1e-5
@@ -170,6 +198,7 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
         kwargs.setdefault("is_encoder_decoder", True)
         super().__post_init__(**kwargs)  # type checks of @strict run first
         self.is_encoder_decoder = True
+        check_field_rules(self)  # the rules declared on the fields; those between fields:
         if self.head_dim is None:
             if self.d_model % self.num_heads:
                 raise ValueError(
@@ -177,45 +206,8 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
                     "when head_dim is not given; set head_dim to give each head its own size"
                 )
             self.head_dim = self.d_model // self.num_heads
-        self.validate_fields()
-
-    def validate_fields(self) -> None:
-        """Raise ``ValueError`` naming the field and the allowed values for any bad setting."""
-        check_positive_ints(
-            self,
-            (
-                "vocab_size",
-                "encoder_layers",
-                "decoder_layers",
-                "d_model",
-                "num_heads",
-                "head_dim",
-                "ffn_dim",
-                "max_position_embeddings",
-            ),
-        )
-        check_choice("activation", self.activation, tuple(ACT2FN))
-        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
-        check_choice("position_embedding", self.position_embedding, tuple(POSITIONAL_ENCODINGS))
-        check_choice("init_method", self.init_method, INIT_METHODS)
-        check_choice("attention_score", self.attention_score, SCORE_NAMES)
-        if self.attention_distribution is not None:
-            check_choice(
-                "attention_distribution", self.attention_distribution, tuple(DISTRIBUTIONS)
-            )
         if self.position_embedding == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"d_model must be even for sinusoidal positions; got {self.d_model}")
-        check_rates(
-            self,
-            (
-                "dropout",
-                "attention_dropout",
-                "activation_dropout",
-                "embedding_dropout",
-                "head_dropout",
-                "label_smoothing",
-            ),
-        )
 
     @property
     def use_layer_norm(self) -> bool:
@@ -228,4 +220,4 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
         return self.dropout if self.embedding_dropout is None else self.embedding_dropout
 
 
-__all__ = ["INIT_METHODS", "NORM_POSITIONS", "VaswaniConfig"]
+__all__ = ["ACTIVATIONS", "INIT_METHODS", "NORM_POSITIONS", "POSITION_EMBEDDINGS", "VaswaniConfig"]

@@ -1,11 +1,11 @@
-"""The names of the attention scores (:data:`hfattn.models.scores.SCORES`), without torch.
+"""The names of the attention scores (:data:`hfattn.models.scores.SCORES`) and distributions
+(:data:`hfattn.models.distributions.DISTRIBUTIONS`), without torch.
 
 Only the standard library is imported, and nothing else of hfattn: a recipe's ``model:``
-section is checked against these names before torch is imported
-(:func:`hfattn.recipes.model_section.check_model_choices` reads the tuple from the file's
-source, :func:`hfattn.common.models_source.models_literal`, nothing executed), and
-``save_pretrained`` copies it next to the configurations that use it (``trust_remote_code``). Which
-config field of each model type takes one is :data:`hfattn.common.families.SCORE_FIELDS`.
+section is checked against these names before torch is imported (the config fields that take
+one declare it, ``choice("additive", SCORE_NAMES)``, read from the source by
+:func:`hfattn.common.models_source.config_field_rules`, nothing executed), and
+``save_pretrained`` copies it next to the configurations that use it (``trust_remote_code``).
 """
 
 SCORE_NAMES = (
@@ -30,4 +30,8 @@ SCORE_NAMES = (
 )
 """Every attention score's ``name``, in the order of :data:`hfattn.models.scores.SCORES`."""
 
-__all__ = ["SCORE_NAMES"]
+DISTRIBUTION_NAMES = ("softmax", "sparsemax", "entmax15", "sigmoid", "normalize")
+"""Every attention distribution's name, in the order of
+:data:`hfattn.models.distributions.DISTRIBUTIONS`."""
+
+__all__ = ["DISTRIBUTION_NAMES", "SCORE_NAMES"]

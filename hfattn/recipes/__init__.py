@@ -8,8 +8,11 @@ The package holds every piece of recipe parsing:
 - :mod:`~hfattn.recipes.model_section`: the ``model:`` section, checked against its model
   type's config class (which it builds) or naming a pretrained checkpoint;
 - :mod:`~hfattn.recipes.parsing`: :func:`load_recipe` (the YAML, its ``--set`` overrides, every
-  check, the built model config on ``recipe.model_config``) and :func:`recipe_outline` (the
-  few fields the checks before training read, without torch);
+  check, once, in order, for the :class:`Run` it is loaded for; the built model config on
+  ``recipe.model_config``, what was checked on ``recipe.checks``) and :func:`recipe_outline`
+  (the few fields the checks before training read, without torch);
+- :mod:`~hfattn.recipes.run_checks`: the checks of a run that need no data (the flags, the
+  schedule against its steps, ``data.source``, the ``hub`` settings, the run folder);
 - :mod:`~hfattn.recipes.registry`: the tasks a recipe may name, each registered by the task's
   own light ``recipe`` module (importing :mod:`hfattn.tasks` registers them all).
 

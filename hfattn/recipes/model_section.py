@@ -19,9 +19,14 @@ import types
 import typing
 from typing import Any
 
-from ..common.families import SCORE_FIELDS
 from ..common.field_checks import RecipeError, did_you_mean, require, type_error
-from ..common.models_source import config_field_types, models_literal
+from ..common.models_source import (
+    config_class_name,
+    config_field_rules,
+    config_field_types,
+    config_fields,
+    pretrained_config_fields,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,30 +58,6 @@ def check_pretrained_section(model: dict[str, Any]) -> None:
         isinstance(name, str) and bool(name.strip()),
         "model.pretrained",
         f"must be a Hub id or a local folder, got {name!r}",
-    )
-
-
-def check_model_choices(model: dict[str, Any]) -> None:
-    """The attention score that ``model:`` names (``score`` / ``attention_score``, as
-    :data:`~hfattn.common.families.SCORE_FIELDS` has it for ``model.type``) must be one of
-    :data:`~hfattn.models.score_names.SCORE_NAMES`, checked in a few milliseconds, before
-    torch is imported (:func:`validate_model_section` checks everything else once it is).
-
-    Raises:
-        RecipeError: ``model.score: 'dott' is not one of dot, scaled_dot, ...; did you mean
-            'dot'?``.
-    """
-    if not isinstance(model, dict) or is_pretrained(model):
-        return
-    score_names = models_literal("score_names", "SCORE_NAMES")
-    field_name = SCORE_FIELDS.get(model.get("type"))
-    value = model.get(field_name)
-    if field_name is None or value is None:
-        return
-    require(
-        value in score_names,
-        f"model.{field_name}",
-        f"{value!r} is not one of {', '.join(score_names)}{did_you_mean(value, score_names)}",
     )
 
 
@@ -120,12 +101,13 @@ def require_config_key(key: str, class_name: str, known) -> None:
 
 def check_model_fields(model: dict[str, Any]) -> None:
     """Every key of ``model:`` must be a field of the config class of ``model.type`` and every
-    value within that field's rule (a positive integer, a rate in [0, 1), one of its choices),
-    checked in a few milliseconds from the torch-free lists of :mod:`hfattn.models.config_fields`
-    (read by :func:`~hfattn.common.models_source.models_literal`), before torch is imported; the
-    config class makes the same checks once it is built (:func:`validate_model_section`). Run
-    after :func:`check_model_types` (a value of the wrong type is its error). A pretrained
-    checkpoint, or a type hfattn does not define, is left to :func:`validate_model_section`.
+    value within the rule its field is declared with (a positive integer, a rate in [0, 1), one
+    of its choices: ``dropout: float | int = rate(0.1)`` in ``configuration_<type>.py``), read
+    from the class's source in a few milliseconds, before torch is imported
+    (:func:`~hfattn.common.models_source.config_field_rules`); the config class applies the same
+    declarations once it is built (:func:`validate_model_section`). Run after
+    :func:`check_model_types` (a value of the wrong type is its error). A pretrained checkpoint,
+    or a type hfattn does not define, is left to :func:`validate_model_section`.
 
     Raises:
         RecipeError: ``model.hiden_size: is not a field of CharRNNConfig; did you mean
@@ -136,40 +118,21 @@ def check_model_fields(model: dict[str, Any]) -> None:
     if not isinstance(model, dict) or is_pretrained(model):
         return
     model_type = model.get("type")
-    classes = models_literal("config_fields", "CONFIG_CLASSES")
-    if not isinstance(model_type, str) or model_type not in classes:
+    class_name = config_class_name(model_type) if isinstance(model_type, str) else None
+    if class_name is None:
         return
-    known = (
-        *models_literal("config_fields", "PRETRAINED_CONFIG_FIELDS"),
-        *models_literal("config_fields", "CONFIG_FIELDS")[model_type],
-    )
-    positive = models_literal("config_fields", "POSITIVE_INT_FIELDS")[model_type]
-    unit = models_literal("config_fields", "UNIT_INTERVAL_FIELDS")[model_type]
-    choices = models_literal("config_fields", "CHOICES")[model_type]
+    own = config_fields(model_type)
+    rules = config_field_rules(model_type)
     for key, value in model.items():
         if key in ("type", "preset"):
             continue
-        require_config_key(key, classes[model_type], known)
-        name = f"model.{key}"
-        if key in positive and isinstance(value, int) and not isinstance(value, bool):
-            _require_value(value >= 1, f"{name} must be a positive integer, got {value}")
-        elif key in unit and isinstance(value, (int, float)) and not isinstance(value, bool):
-            _require_value(0 <= value < 1, f"{name} must be in [0, 1), got {value}")
-        elif key in choices:
-            allowed = choices[key]
-            shown = [str(c) if c is not None else "null" for c in allowed]
-            _require_value(
-                value in allowed,
-                f"{name} must be one of {', '.join(shown)}; got {value!r}"
-                f"{did_you_mean(str(value), shown)}",
-            )
-
-
-def _require_value(ok: bool, message: str) -> None:
-    """Raise :class:`RecipeError` with ``message`` unless ``ok``: a value the config class
-    would refuse, worded as :func:`validate_model_section` reports the config's own refusal."""
-    if not ok:
-        raise RecipeError(message)
+        if key not in own or key == "vocab_size":  # a field every config inherits, or none
+            require_config_key(key, class_name, (*pretrained_config_fields(), *own))
+        problem = rules[key].problem(value) if key in rules else None
+        if problem is not None:
+            allowed = getattr(rules[key], "allowed", None)
+            hint = did_you_mean(str(value), map(str, allowed)) if allowed else ""
+            raise RecipeError(f"model.{key} {problem}{hint}")
 
 
 def validate_model_section(model: dict[str, Any]):
@@ -276,7 +239,6 @@ def _field_type(config_cls, field):
 __all__ = [
     "PRETRAINED_KEYS",
     "SPECIAL_TOKEN_IDS",
-    "check_model_choices",
     "check_model_fields",
     "check_model_types",
     "check_pretrained_section",

@@ -6,7 +6,10 @@ task's structured recipe class (:class:`~hfattn.recipes.schema.RecipeBase` + the
 sections, declared and registered by the task's light ``recipe`` module). Unknown keys and
 wrong types are rejected with the dotted name of the field; value checks (ranges, choices)
 follow in each section's ``__post_init__`` (:func:`check_recipe_values`, no torch); ``model:``
-is checked against its config class (:func:`with_model_config`).
+is checked against the rules declared on its config class's fields, then built into that config.
+Given the :class:`Run` it is loaded for, :func:`load_recipe` also makes the checks of that run
+that need no data (:mod:`hfattn.recipes.run_checks`), and the recipe it returns records what
+was checked: the one recipe a run takes.
 
 :func:`recipe_outline` reads the few fields that the checks before training need.
 
@@ -29,14 +32,15 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from ..common.field_checks import describe_type, require_known_key, type_error
+from ..storage.run_folder import FieldChange
 from .model_section import (
-    check_model_choices,
     check_model_fields,
     check_model_types,
     normalize_model_section,
     validate_model_section,
 )
 from .registry import task_recipe
+from .run_checks import check_before_training, check_run_folder
 from .schema import (
     HubSection,
     RecipeBase,
@@ -115,27 +119,76 @@ def _parsed_yaml(path: Path, size: int, mtime_ns: int) -> dict:
     return data
 
 
-def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RecipeBase:
-    """Read a recipe YAML, apply ``key=value`` overrides and validate everything, once: the
-    recipe it returns carries the model config built from ``model:`` (``recipe.model_config``,
-    ``None`` for a pretrained checkpoint), from which the task's job builds the model.
+@dataclass(frozen=True)
+class Run:
+    """How a recipe is to be trained (:func:`load_recipe`'s ``run``): a new run in its
+    ``output_dir`` (refused where one lies, unless ``overwrite``), or the run there continued
+    (``resume``); ``folder``, the run folder given to ``hfattn train --resume``, is the recipe's
+    ``output_dir``."""
+
+    resume: bool = False
+    overwrite: bool = False
+    folder: str | None = None
+
+
+@dataclass(frozen=True)
+class RecipeChecks:
+    """What :func:`load_recipe` checked a recipe for, kept on it (``recipe.checks``, set by
+    :func:`load_recipe` alone): :func:`hfattn.orchestration.run.run_recipe` takes no recipe
+    without it, and checks only what it does not cover."""
+
+    run: Run | None
+    """The run the recipe and its folder were checked for; ``None``: its fields alone (a
+    recipe read to evaluate, or to be run as the caller of ``run_recipe`` says)."""
+    changes: tuple[FieldChange, ...] = ()
+    """With ``run.resume``: the resumable fields that differ from the run's stored recipe."""
+
+    def covers(self, *, resume: bool, overwrite: bool) -> bool:
+        """Whether the recipe was checked for a run with these ``resume`` and ``overwrite``."""
+        run = self.run
+        return run is not None and (run.resume, run.overwrite) == (resume, overwrite)
+
+
+def load_recipe(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = (), *, run: Run | None = None
+) -> RecipeBase:
+    """Read a recipe YAML, apply ``key=value`` overrides and check everything, once, in this
+    order, all but the last two before torch is imported (a fraction of a second):
+
+    1. its outline (:func:`recipe_outline`): every key of every section, every type, every
+       ``model:`` field against the rule declared on its config field;
+    2. with ``run``, the checks before training
+       (:func:`~hfattn.recipes.run_checks.check_before_training`: the flags, the schedule
+       against its steps, ``training.metric_for_best_model``, ``data.source``, ``hub``);
+    3. every section's values (:func:`check_recipe_values`);
+    4. with a new ``run``, its folder: one that holds a run is refused unless ``overwrite``;
+    5. the model config built from ``model:`` (``recipe.model_config``, ``None`` for a
+       pretrained checkpoint; torch, seconds), from which the task's job builds the model;
+    6. with ``run.resume``, the run to continue
+       (:func:`~hfattn.recipes.run_checks.check_run_folder`).
+
+    The recipe returned records what was checked (``recipe.checks``, :class:`RecipeChecks`):
+    :func:`hfattn.orchestration.run.run_recipe` takes no other.
 
     Raises:
         RecipeError: naming the offending field (``training.batch_size: ...``).
-        FileNotFoundError: when ``path`` does not exist.
+        FileNotFoundError: ``path`` does not exist; ``run.resume`` without a checkpoint.
+        FileExistsError: a new ``run`` into a folder that holds one, without ``overwrite``.
+        ValueError: a ``data.source`` that names no dataset; a resumed run's recipe changed.
     """
-    return with_model_config(check_recipe_values(path, overrides))
-
-
-def with_model_config(recipe: RecipeBase) -> RecipeBase:
-    """``recipe`` (from :func:`check_recipe_values`) with ``recipe.model_config`` built from its
-    ``model:`` section (:func:`~hfattn.recipes.model_section.validate_model_section`: imports
-    ``transformers`` and torch).
-
-    Raises:
-        RecipeError: a ``model:`` field its config class refuses.
-    """
+    outline = recipe_outline(path, overrides)
+    if run is not None:
+        outline.output_dir = run.folder or outline.output_dir
+        check_before_training(outline, resume=run.resume, overwrite=run.overwrite)
+    recipe = check_recipe_values(path, overrides)
+    recipe.output_dir = outline.output_dir
+    if run is not None and not run.resume:
+        check_run_folder(recipe, overwrite=run.overwrite)
     recipe.model_config = validate_model_section(recipe.model)
+    changes = ()
+    if run is not None and run.resume:
+        changes = tuple(check_run_folder(recipe, resume=True))
+    recipe.checks = RecipeChecks(run, changes)
     return recipe
 
 
@@ -145,7 +198,8 @@ def check_recipe_values(
     """The recipe file ``path`` with its ``--set`` overrides, every field's key, type and value
     checked (each section's ``__post_init__``), but its ``model:`` section not yet built into a
     config: what :func:`load_recipe` does short of importing ``transformers`` and torch (a
-    fraction of a second). ``recipe.model_config`` is left unset.
+    fraction of a second). ``recipe.model_config`` is left unset, and so is ``recipe.checks``:
+    only :func:`load_recipe` returns a recipe to train.
 
     Raises:
         RecipeError, FileNotFoundError: as :func:`load_recipe`.
@@ -265,7 +319,7 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     ``recipe`` module), every section's values against their types, and the ``model:`` fields
     against the torch-free lists of their config class
     (:func:`~hfattn.recipes.model_section.check_model_fields`); the value checks of the
-    sections are :func:`check_recipe_values`'s, the model config :func:`with_model_config`'s.
+    sections are :func:`check_recipe_values`'s, the model config :func:`load_recipe`'s.
 
     Raises:
         RecipeError: naming the field (YAML syntax, a bad ``--set``, an unknown ``task``, an
@@ -292,7 +346,6 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
         raise _field_error(err, path, recipe_class(task)) from None
     model = _given_model(recipe_class(task), given.get("model"))
     check_model_types(model)
-    check_model_choices(model)
     check_model_fields(model)
     source = (given.get("data") or {}).get("source")
     return RecipeOutline(
@@ -405,6 +458,7 @@ def _item_type(hint):
 
 __all__ = [
     "Recipe",
+    "RecipeChecks",
     "RecipeError",
     "RecipeOutline",
     "check_finite",
@@ -415,5 +469,5 @@ __all__ = [
     "load_recipe",
     "recipe_class",
     "recipe_outline",
-    "with_model_config",
+    "Run",
 ]

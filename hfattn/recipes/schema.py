@@ -279,6 +279,11 @@ class RecipeBase:
     tokenizer sets it), or ``None`` for a pretrained checkpoint. Not a recipe field: it is
     neither read from the YAML nor written back (:meth:`to_yaml`)."""
 
+    checks: ClassVar[Any] = None
+    """What the recipe was checked for (:class:`hfattn.recipes.RecipeChecks`), set by
+    :func:`hfattn.recipes.load_recipe` alone: the mark of a recipe a run takes. Not a recipe
+    field."""
+
     name: str = "experiment"
     task: str = "causal-lm"
     output_dir: str | None = None

@@ -222,7 +222,7 @@ def test_label_smoothing_mixes_the_uniform_distribution_into_the_target():
     expected, keep, nll = label_smoothed_loss(out.logits, labels, 0.2)
     torch.testing.assert_close(out.loss, expected)
     assert abs(out.loss - nll[keep].mean()) > 1e-3  # the smoothing term is in the loss
-    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\); got 1.0"):
+    with pytest.raises(ValueError, match=r"^label_smoothing must be in \[0, 1\), got 1.0$"):
         tiny_config(label_smoothing=1.0)
 
 

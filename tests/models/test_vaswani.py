@@ -367,8 +367,9 @@ def test_presets_match_the_seeds():
         ({"position_embedding": "rotary"}, "position_embedding must be one of sinusoidal, learned"),
         ({"attention_score": "psychic"}, "attention_score must be one of"),
         ({"init_method": "lsuv"}, "init_method must be one of xavier, normal, t-fixup"),
-        ({"dropout": 1.5}, r"dropout must be in \[0, 1\); got 1.5"),
-        ({"head_dim": 0}, "head_dim must be a positive integer; got 0"),
+        ({"dropout": 1.5}, r"^dropout must be in \[0, 1\), got 1.5$"),
+        ({"embedding_dropout": 1.5}, r"^embedding_dropout must be in \[0, 1\), got 1.5$"),
+        ({"head_dim": 0}, "^head_dim must be a positive integer, got 0$"),
     ],
 )
 def test_bad_configs_name_the_field_and_the_allowed_values(kw, message):

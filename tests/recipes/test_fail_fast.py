@@ -1,6 +1,6 @@
 """Fail fast (issue 21): every check of ``hfattn train`` that needs neither data nor the run
 folder answers within 2 s, before torch is imported
-(``hfattn.orchestration.run.check_before_training``
+(``hfattn.recipes.run_checks.check_before_training``
 on the recipe's outline); the run folder is checked once the recipe is fully loaded, so that
 any bad field comes first; a ``data.source`` typo fails at once for every task; a time-bounded
 run's progress
@@ -11,7 +11,6 @@ The timed checks run in fresh interpreters: this test process has imported torch
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -179,13 +178,13 @@ FIELD_TYPOS = {
         "data.on_to_long: not a field of data ("),
     "a misspelt score of bahdanau": (
         "bahdanau_dates_en_es.yaml", ["--set", "model.score=dott"],
-        "model.score: 'dott' is not one of dot, scaled_dot, "),
+        "model.score must be one of dot, scaled_dot, "),
     "a misspelt score of vaswani": (
         "vaswani_dates_en_es.yaml", ["--set", "model.attention_score=addative"],
-        "model.attention_score: 'addative' is not one of dot, scaled_dot, "),
+        "model.attention_score must be one of dot, scaled_dot, "),
     "a misspelt score of the rnn classifier": (
         "rnn_classifier_genre.yaml", ["--set", "model.attention_score=dott"],
-        "model.attention_score: 'dott' is not one of dot, scaled_dot, "),
+        "model.attention_score must be one of dot, scaled_dot, "),
 }  # fmt: skip
 """A recipe field that is not one the recipe class (or the model's attention) allows."""
 SUGGESTIONS = {
@@ -239,21 +238,23 @@ def test_every_shipped_recipe_passes_the_outline_without_torch():
 
 
 def test_the_torch_free_score_names_are_the_registered_scores():
-    """:data:`SCORE_NAMES` (read before torch) lists :data:`SCORES` in order, and the field
-    :data:`SCORE_FIELDS` names for each model type is the one its config checks."""
-    from hfattn.common.families import SCORE_FIELDS
+    """:data:`SCORE_NAMES` (read before torch) lists :data:`SCORES` in order, and every config
+    field that takes a score is declared with them."""
     from hfattn.common.models_source import models_literal
     from hfattn.models import AUTO_CLASSES
+    from hfattn.models.config_checks import field_rules
     from hfattn.models.score_names import SCORE_NAMES
     from hfattn.models.scores import SCORES
 
     assert SCORE_NAMES == tuple(SCORES) == models_literal("score_names", "SCORE_NAMES")
     assert [cls.name for cls in SCORES.values()] == list(SCORE_NAMES)
     configs = {config.model_type: config for config, _, _ in AUTO_CLASSES}
-    named = {t: {f.name for f in dataclasses.fields(c)} & {"score", "attention_score"}
-             for t, c in configs.items()}  # fmt: skip
-    assert {t: {f} for t, f in SCORE_FIELDS.items()} == {t: f for t, f in named.items() if f}
-    for model_type, field_name in SCORE_FIELDS.items():
+    scored = {t: {f for f in ("score", "attention_score") if f in field_rules(c)}
+              for t, c in configs.items()}  # fmt: skip
+    assert scored == {"char-rnn": set(), "bahdanau": {"score"},
+                      "vaswani": {"attention_score"}, "rnn-classifier": {"attention_score"}}  # fmt: skip
+    for model_type, (field_name,) in ((t, f) for t, f in scored.items() if f):
+        assert field_rules(configs[model_type])[field_name].allowed == SCORE_NAMES
         with pytest.raises(ValueError, match=f"{field_name} must be one of dot, scaled_dot"):
             configs[model_type](**{field_name: "dott"})
         configs[model_type](**{field_name: "general"})

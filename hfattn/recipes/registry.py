@@ -65,13 +65,16 @@ def task_recipe(name) -> TaskRecipe:
         RecipeError: ``task: 'x' is not one of causal-lm, classification, translation`` (or,
             when no task is registered, that ``hfattn.tasks`` registers them).
     """
-    if name in _TASK_RECIPES:
+    if isinstance(name, str) and name in _TASK_RECIPES:
         return _TASK_RECIPES[name]
     if not _TASK_RECIPES:
         raise RecipeError(
             f"task: {name!r} is not registered: no task is; `import hfattn.tasks` registers "
             "hfattn's tasks before a recipe is parsed"
         )
+    if not isinstance(name, str):  # a list or a mapping in the YAML
+        kind = type(name).__name__.removesuffix("Config").lower()
+        raise RecipeError(f"task: must be one of {', '.join(_TASK_RECIPES)}, not a {kind}")
     raise RecipeError(f"task: {name!r} is not one of {', '.join(_TASK_RECIPES)}")
 
 

@@ -19,6 +19,7 @@ from ..data.licenses import data_license
 from ..storage.run_folder import (
     RESUME_AND_OVERWRITE,
     FieldChange,
+    check_not_busy,
     check_output_dir,
     check_resume,
 )
@@ -104,11 +105,13 @@ def check_run_folder(recipe, *, resume: bool = False, overwrite: bool = False) -
     (:func:`hfattn.storage.run_folder.check_output_dir`; the engine clears it).
 
     Raises:
+        hfattn.storage.run_folder.RunFolderBusy: another ``hfattn train`` holds the folder.
         FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
         FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint.
         hfattn.storage.run_folder.RunFolderError: ``resume`` with a recipe that differs from the
             run's stored one in more than :data:`hfattn.storage.run_folder.RESUMABLE_FIELDS`.
     """
+    check_not_busy(recipe.output_dir)
     if resume:
         return check_resume(recipe.output_dir, recipe.to_yaml())
     check_output_dir(recipe.output_dir, overwrite)

@@ -466,6 +466,22 @@ def _take_lock(lock: Path) -> dict:
     raise RunFolderBusy(_busy_message(lock.parent, _read_lock(lock) or {}))
 
 
+def check_not_busy(folder: str | Path) -> None:
+    """Refuse ``folder`` when a live process holds it (:func:`held_run_folder`): the checks of
+    a run folder (its checkpoints, its recipe) then name the run that trains there rather
+    than what it has not written yet. The lock taken afterwards is what decides.
+
+    Raises:
+        RunFolderBusy: a live process holds ``folder``, naming it.
+    """
+    lock = Path(folder) / LOCK_FILE
+    holder = _read_lock(lock)
+    if holder is None:
+        return
+    if (holder and _alive(holder)) or (not holder and _recently_made(lock)):
+        raise RunFolderBusy(_busy_message(Path(folder), holder))
+
+
 def _recently_made(lock: Path, seconds: float = 10.0) -> bool:
     """Whether ``lock`` (empty or unreadable) was made in the last ``seconds``: its holder may
     still be writing its record."""
@@ -639,6 +655,7 @@ __all__ = [
     "training_shortfall",
     "FieldChange",
     "LOCK_FILE",
+    "check_not_busy",
     "RunFolderBusy",
     "RunFolderError",
     "RunWriteError",

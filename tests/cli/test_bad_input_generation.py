@@ -422,16 +422,18 @@ def test_translation_space_translates_each_line_or_names_the_field(
     def fits(value, count: int) -> bool:
         return not (drawn and str(value).isdigit() and int(value) > count)
 
+    lines = text.splitlines() or [text]  # a blank line is refused, as translate --file does
     ranges = {
-        "Source text": len(text) <= 300 and is_text(text),
+        "Source text": len(text) <= 300 and is_text(text) and all(s.strip() for s in lines),
         "Beam width": 1 <= num_beams <= 8,
         "Max new tokens": 1 <= new_tokens <= 8,
         "Attention layer": layer != "x" and fits(layer, layers),
         "Attention head": head != 0 and fits(head, heads),
     }
+    bad = [field for field, ok in ranges.items() if not ok]
     result = check_outcome(
         lambda: module.translate(context, text, num_beams, new_tokens, layer, head),
-        [field for field, ok in ranges.items() if not ok],
+        bad + ["source "] * ("Source text" in bad),  # the CLI's words: "source 1 is blank"
         error=gr.Error,
     )
     if result is not None:
@@ -453,7 +455,7 @@ def test_classification_space_scores_labels_or_refuses(classification_space, tex
     valid = len(text) <= 300 and bool(text.strip()) and is_text(text)
     result = check_outcome(
         lambda: module.classify(context, text),
-        [] if valid else ["Text"],
+        [] if valid else ["Text", "text "],  # the CLI's words: "text 0 is blank"
         error=gr.Error,
     )
     if result is not None:

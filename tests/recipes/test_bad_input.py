@@ -363,6 +363,11 @@ def test_every_shipped_recipe_validates_as_is():
             Mutation("set", ("model", "preset"), ["chollet"]),
             "model.preset: must be the name of a preset, got ['chollet']",
         ),
+        (
+            "seq2seq_spa_eng",
+            Mutation("set", ("task",), []),
+            "task: must be one of causal-lm, classification, translation, not a list",
+        ),
     ],
     ids=lambda v: v.key if isinstance(v, Mutation) else None,
 )

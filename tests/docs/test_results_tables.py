@@ -215,7 +215,7 @@ def write_feed(root: Path, machine: dict | None = TEST_CPU) -> dict:
             "target_tokens_per_step_max": 25338,
             "tokens_vs_budget": -0.0097,
         }  # fmt: skip
-        for name, steps in zip(results_tables.FEED_RECIPES, (3000, 1500), strict=True)
+        for name, steps in zip(results_tables.FEED_RECIPES, (3000, 1500, 1500), strict=True)
     }
     compiled = {"buckets": 8, "graphs_first_epoch": 8, "recompiles_second_epoch": 0,
                 "graph_breaks": 0, "epoch_seconds": [41.0, 2.5]}  # fmt: skip
@@ -240,6 +240,7 @@ def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
         "| -1.0% of 25,000 |" in block
     )
     assert "| `bahdanau_bible_en_es_rnnsearch` | 1,500 | 3 |" in block
+    assert "| `bahdanau_bible_en_es_luong_base` | 1,500 | 3 |" in block
     assert (
         "301 × 96 → 96, 432 × 65 → 67, 1512 × 20 → 21; `bahdanau_bible_en_es_rnnsearch` the same"
         in block

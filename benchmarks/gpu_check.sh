@@ -86,8 +86,8 @@ export -f speedrun recipe_step bench_vaswani bench_bahdanau
 for set in "${@:-speedrun}"; do
   case $set in
     speedrun)
-      step vaswani_bible_en_es_base 330 speedrun vaswani_bible_en_es_base
-      step recipe_step 170 recipe_step ;;
+      step vaswani_bible_en_es_base 400 speedrun vaswani_bible_en_es_base
+      step recipe_step 130 recipe_step ;;
     rnn)
       step bahdanau_bible_en_es_rnnsearch 250 speedrun bahdanau_bible_en_es_rnnsearch
       step bahdanau_bible_en_es_luong_base 250 speedrun bahdanau_bible_en_es_luong_base ;;

@@ -43,6 +43,7 @@ from pathlib import Path
 from benchmarks.lib.benchlib import load_average, write_atomically
 from hfattn.common.machine import provenance
 from hfattn.storage.file_io import atomic_path
+from hfattn.storage.run_folder import EVAL_RESULTS_FILE, METRICS_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,7 +77,7 @@ def train(recipe: Path, run_dir: Path, settings: list[str]) -> float:
 
 def records(run_dir: Path) -> list[dict]:
     """The records of the run's ``metrics.jsonl``."""
-    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (run_dir / METRICS_FILE).read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
@@ -106,7 +107,7 @@ def measure(recipe: Path, settings: list[str], eager_minutes: float, work: Path)
     record (see the module docstring)."""
     run_dir = work / "run"
     wall_s = train(recipe, run_dir, settings)
-    results = json.loads((run_dir / "eval_results.json").read_text(encoding="utf-8"))
+    results = json.loads((run_dir / EVAL_RESULTS_FILE).read_text(encoding="utf-8"))
     training, metrics = results["training"], results["all_metrics"]
     run_records = records(run_dir)
     train_records = [r for r in run_records if r.get("split") == "train"]

@@ -454,9 +454,7 @@ def _take_lock(lock: Path) -> dict:
             holder = _read_lock(lock)
             if holder is None:
                 continue  # released meanwhile
-            if holder and _alive(holder):
-                raise RunFolderBusy(_busy_message(lock.parent, holder)) from None
-            if not holder and _recently_made(lock):
+            if _held(lock, holder):
                 raise RunFolderBusy(_busy_message(lock.parent, holder)) from None
             lock.unlink(missing_ok=True)  # stale: its process is gone
             continue
@@ -476,10 +474,15 @@ def check_not_busy(folder: str | Path) -> None:
     """
     lock = Path(folder) / LOCK_FILE
     holder = _read_lock(lock)
-    if holder is None:
-        return
-    if (holder and _alive(holder)) or (not holder and _recently_made(lock)):
+    if holder is not None and _held(lock, holder):
         raise RunFolderBusy(_busy_message(Path(folder), holder))
+
+
+def _held(lock: Path, holder: dict) -> bool:
+    """Whether ``lock`` (its ``holder`` record read, ``{}`` when unreadable) is held: its
+    process may still run (:func:`_alive`), or, unreadable, it was made a moment ago and its
+    holder may still be writing its record (:func:`_recently_made`)."""
+    return _alive(holder) if holder else _recently_made(lock)
 
 
 def _recently_made(lock: Path, seconds: float = 10.0) -> bool:

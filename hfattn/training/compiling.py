@@ -83,7 +83,8 @@ class CompileWatch:
     """The compiles of a run's steps on ``device``: ``compiles`` counts the graphs compiled
     during them, ``seconds`` the time of the steps that compiled one (``compile_s``: each such
     step waits for the device on CUDA, so the compile's cost is on the record; the training
-    clock counts it like any other step's). ``enabled``: the step is compiled; ``num_shapes``:
+    clock counts it like any other step's; a resumed run starts both from its checkpoint's).
+    ``enabled``: the step is compiled; ``num_shapes``:
     the batches come in that many fixed shapes (length buckets), whose dimensions are then
     marked dynamic (:func:`mark_dynamic_dims`): one graph for all of them."""
 

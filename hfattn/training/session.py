@@ -97,7 +97,6 @@ class TrainingSession:
         self.clock = TrainingClock(cfg, self.scheduler, self.total_steps, acc)
         # see wall_seconds: from the command's start, or this session's
         self.session_start, self.wall_before = command_started() or time.monotonic(), 0.0
-        self.compile_before = (0.0, 0)  # the compiles of the sessions before a resume
         acc.register_for_checkpointing(self.scheduler)
         planned = planned_training or cfg
         self.progress = Progress(
@@ -140,8 +139,7 @@ class TrainingSession:
         p = self.progress
         self.nonfinite.check_gathered(p)
         p.unlogged_losses[:] = floats(p.unlogged_losses)  # progress.json holds numbers
-        p.wall_s = self.wall_seconds()
-        p.compile_s, p.compiles = self.compile_totals()
+        self._record_clocks()
 
         def state_saved(folder: Path) -> None:
             for callback in self.callbacks:
@@ -166,8 +164,8 @@ class TrainingSession:
         session's command is added to ``progress.commands``."""
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
         self.wall_before = self.progress.wall_s
-        self.compile_before = (self.progress.compile_s, self.progress.compiles)
         p, cfg = self.progress, self.cfg
+        self.compile_watch.seconds, self.compile_watch.compiles = p.compile_s, p.compiles
         p.commands.append(command_line())
         if p.training_end == "completed":
             reopened = p.step < self.total_steps and p.epoch < cfg.epochs
@@ -183,16 +181,20 @@ class TrainingSession:
     def record_in_checkpoint(self) -> None:
         """Record the progress made since the checkpoint of the current step was written in
         that checkpoint (:func:`~hfattn.training.checkpoints.record_progress`)."""
-        self.progress.wall_s = self.wall_seconds()
-        self.progress.compile_s, self.progress.compiles = self.compile_totals()
+        self._record_clocks()
         record_progress(self.accelerator, self.output_dir, self.progress, self.metrics_path)
 
     def compile_totals(self) -> tuple[float, int]:
         """The seconds of the steps that compiled a graph and the graphs compiled, over this
-        session and those before a resume (up to their last checkpoint)."""
-        seconds, compiles = self.compile_before
-        watch = self.compile_watch
-        return round(seconds + watch.seconds, 2), compiles + watch.compiles
+        session and those before a resume (the watch starts from the checkpoint's)."""
+        return round(self.compile_watch.seconds, 2), self.compile_watch.compiles
+
+    def _record_clocks(self) -> None:
+        """Put the run's clocks in its progress before a checkpoint records it: the wall
+        seconds and the compiles so far."""
+        p = self.progress
+        p.wall_s = self.wall_seconds()
+        p.compile_s, p.compiles = self.compile_totals()
 
     def wall_seconds(self) -> float:
         """Wall-clock seconds of the whole run so far: this session's since its command started

@@ -98,9 +98,9 @@ class Family:
     """``training.compile: auto`` compiles it on CUDA: its training batches have one shape
     (the char-RNN's windows have one length), so the step compiles once or twice in a run.
     Families whose batches change shape from batch to batch (translation, classification,
-    length buckets included) are left eager by ``auto``: on an H200 the Transformer base's
-    compile of one graph a bucket took about 35 s a bucket, minutes more than its compiled
-    steps won back in a recipe's run (``benchmarks/NOTES.md``); ``training.compile: true``
+    length buckets included) are left eager by ``auto``: the Transformer base's compile of one
+    graph a bucket took longer than its compiled steps won back in a recipe's run
+    (``benchmarks/NOTES.md``); ``training.compile: true``
     compiles them (one graph for all buckets)."""
     describe_attention: Callable[[dict], str | None] | None = None
     """Its model card's "Attention" row from its ``config.json`` (``None``: no row)."""

@@ -106,10 +106,10 @@ class TrainingSection:
     8 positions (masked: the loss is the same), so that it compiles a few shapes, and batches
     in length buckets (``training.token_budget``) share one graph (their dimensions marked
     dynamic). ``auto``: on a CUDA device, on for the char-RNN (one batch shape), off for the
-    other models (a Transformer in 8 buckets compiled as one static graph a bucket took about
-    5 minutes on an H200, longer than the recipe's eager steps); off on a CPU; ``true`` /
-    ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier`` models,
-    whose recurrence over padded batches would compile anew at every batch length.
+    other models (a Transformer in 8 buckets compiled as one static graph a bucket took longer
+    to compile than the recipe's eager steps to train; ``benchmarks/NOTES.md``); off on a CPU;
+    ``true`` / ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier``
+    models, whose recurrence over padded batches would compile anew at every batch length.
     ``benchmarks/bench_compile.py`` measures each model's step both ways."""
 
     @property

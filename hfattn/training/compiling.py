@@ -12,9 +12,9 @@ and the other way round.
 Batches in a few fixed shapes (length buckets, ``training.token_budget``) are compiled as one
 graph: the row and length dimensions of every batch tensor are marked dynamic
 (:func:`mark_dynamic_dims`), so the first batch compiles a graph whose sizes are symbols and the
-other buckets reuse it. One static graph a bucket (``dynamic=False``) costs a compile per
-bucket: about 35 s each for the Transformer base on an H200 (``benchmarks/NOTES.md``), minutes
-before the run's steps pay anything back.
+other buckets reuse it. One static graph a bucket (``dynamic=False``) would cost a compile per
+bucket before the run's steps pay anything back (``benchmarks/NOTES.md`` says what this choice
+rests on).
 
 :class:`CompileWatch` counts the graphs that TorchDynamo compiles during the run's steps and
 the seconds those steps take (``compiles`` and ``compile_s`` of ``metrics.jsonl``), and tells

@@ -33,8 +33,8 @@ sword:
 	  || echo "sword-text-web/sword-text-sparv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
 
 # The whole suite, one pytest-xdist worker per core (each test runs torch on one thread), each
-# test file on one worker (its module fixtures built once). tests/docs/test_docs.py builds the
-# documentation with --strict, so a broken page (a dead link, a missing image or anchor)
+# test file on one worker (its module fixtures built once). tests/docs/test_docs_browser.py builds
+# the documentation with --strict, so a broken page (a dead link, a missing image or anchor)
 # fails `make test`.
 test: $(STAMP) browser sword
 	$(PY) -m pytest -q -n auto --dist loadfile

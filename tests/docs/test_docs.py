@@ -1,5 +1,6 @@
-"""The documentation: the strict MkDocs build, the generated references, the README's length
-and every relative link of ``README.md`` and ``docs/``."""
+"""The documentation's sources: the generated references, the results tables, the README's
+length and every relative link of ``README.md`` and ``docs/`` (the strict MkDocs build is
+checked in ``test_docs_browser.py``, which builds the site once for its browser tests)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import dataclasses
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 import typing
 from pathlib import Path
@@ -37,33 +37,6 @@ def _load_hook(file: str = "reference.py"):
 @pytest.fixture(scope="module")
 def hook():
     return _load_hook()
-
-
-# ---- the strict build ---------------------------------------------------------------------------
-def test_strict_build_passes_and_publishes_the_generated_pages(tmp_path):
-    site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
-    assert "WARNING" not in output, output
-    recipes = (site / "reference" / "recipes.html").read_text(encoding="utf-8")
-    # (a snake_case name in a table may wrap after its underscores: docs/hooks/tables.py)
-    assert "training.metric_for_best_model" in recipes.replace("<wbr>", "")
-    cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
-    assert "--resume" in cli
-    assert (site / "results" / "benchmark-report.html").is_file()
-    charts = sorted(p.name for p in (REPO / "benchmarks" / "results").glob("*.png"))
-    assert charts, "benchmarks/results/ holds no chart"
-    published = site / "assets" / "benchmarks"
-    assert [p for p in charts if not (published / p).is_file()] == []
 
 
 # ---- the results tables --------------------------------------------------------------------------

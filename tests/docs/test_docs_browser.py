@@ -1,12 +1,13 @@
-"""The built documentation site in a browser: it opens from disk (``file://``) and from a
-server, its navigation and search lead to pages (never to a folder), and at 1,280 px a wide
-table scrolls inside its frame while the code in its cells wraps between words only; the
-results table fits whole.
+"""The built documentation site: the strict build passes without a warning and publishes the
+generated pages; in a browser it opens from disk (``file://``) and from a server, its
+navigation and search lead to pages (never to a folder), and at 1,280 px a wide table scrolls
+inside its frame while the code in its cells wraps between words only; the results table fits
+whole.
 
-One strict build per module (``mkdocs build --strict -d TMP``, about 10 s); the browser tests
-drive Debian's headless Chromium through Playwright and skip with a reason without it. Pages
-are loaded with every request off this machine refused (the site works offline), and each
-check leaves a screenshot in its ``tmp_path``.
+One strict build for the module (``mkdocs build --strict -d TMP``, about 10 s). The browser
+tests drive Debian's headless Chromium through Playwright and skip with a reason without it.
+Pages are loaded with every request off this machine refused (the site works offline), and
+each check leaves a screenshot in its ``tmp_path``.
 """
 
 from __future__ import annotations
@@ -75,10 +76,11 @@ def _load_tables_hook():
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """The site as ``make docs`` builds it (``mkdocs build --strict``), in a temporary folder."""
+def build(tmp_path_factory) -> subprocess.CompletedProcess:
+    """``make docs``'s build (``mkdocs build --strict``) into a temporary folder, its output
+    captured; ``build.args[-1]`` is the folder."""
     folder = tmp_path_factory.mktemp("docs") / "site"
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(folder)],
         cwd=REPO,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
@@ -86,8 +88,29 @@ def site(tmp_path_factory) -> Path:
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return folder
+
+
+@pytest.fixture(scope="module")
+def site(build) -> Path:
+    """The site as ``make docs`` builds it, in a temporary folder."""
+    assert build.returncode == 0, build.stdout + build.stderr
+    return Path(build.args[-1])
+
+
+# ---- the strict build ----------------------------------------------------------------------------
+def test_strict_build_passes_and_publishes_the_generated_pages(build, site):
+    output = build.stdout + build.stderr
+    assert "WARNING" not in output, output
+    recipes = (site / "reference" / "recipes.html").read_text(encoding="utf-8")
+    # (a snake_case name in a table may wrap after its underscores: docs/hooks/tables.py)
+    assert "training.metric_for_best_model" in recipes.replace("<wbr>", "")
+    cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
+    assert "--resume" in cli
+    assert (site / "results" / "benchmark-report.html").is_file()
+    charts = sorted(p.name for p in (REPO / "benchmarks" / "results").glob("*.png"))
+    assert charts, "benchmarks/results/ holds no chart"
+    published = site / "assets" / "benchmarks"
+    assert [p for p in charts if not (published / p).is_file()] == []
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ generation.
 
 Usage::
 
-    .venv/bin/python -m benchmarks.bench_char_rnn [--steps 30] [--new-chars 500]
+    .venv/bin/python -m benchmarks.bench_char_rnn [--steps 30] [--batch 64] [--new-chars 500]
         [--device cpu|cuda] [--json PATH]
 """
 
@@ -134,6 +134,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--new-chars", type=int, default=500)
+    parser.add_argument(
+        "--batch", type=int, default=BATCH, help="rows of the timed training step (the recipe's)"
+    )
     add_device_argument(parser)
     parser.add_argument(
         "--batch-sizes",
@@ -149,22 +152,23 @@ def main() -> None:
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.device}")
     report = BenchReport("char_rnn", args.device)
 
-    train = time_training(args.steps, device=args.device)
+    batch = args.batch
+    train = time_training(args.steps, batch, device=args.device)
     table = Table(
-        title=f"Training step: batch {BATCH} x {SEQ} chars, GRU {HIDDEN}, embedding {EMBED}"
+        title=f"Training step: batch {batch} x {SEQ} chars, GRU {HIDDEN}, embedding {EMBED}"
     )
     for col in ("implementation", "median s/step", "tokens/s"):
         table.add_column(col, justify="right")
     for name, seconds in train.items():
-        table.add_row(name, f"{seconds:.4f}", f"{BATCH * SEQ / seconds:,.0f}")
+        table.add_row(name, f"{seconds:.4f}", f"{batch * SEQ / seconds:,.0f}")
     console.print(table)
     ratio = train["bare nn.GRU loop"] / train["CharRNNForCausalLM"]
     console.print(
         f"throughput ratio CharRNNForCausalLM / bare = {ratio:.3f} (target >= {TRAIN_TARGET:.2f})"
     )
-    tokens = {name: BATCH * SEQ / seconds for name, seconds in train.items()}
+    tokens = {name: batch * SEQ / seconds for name, seconds in train.items()}
     report.add(
-        f"training tokens/s, CharRNNForCausalLM / bare nn.GRU loop (batch {BATCH} x {SEQ}, "
+        f"training tokens/s, CharRNNForCausalLM / bare nn.GRU loop (batch {batch} x {SEQ}, "
         f"GRU {HIDDEN}, AdamW, median of {args.steps})",
         ratio,
         "x",

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from hfattn.cli import build_parser, main
-from tests.cli.test_saved_generation_config import runs  # noqa: F401  (the fixture)
 from tests.recipes.test_bad_input import one_error_line
 
 LABELS = ["comedy", "history", "tragedy"]
@@ -99,8 +98,8 @@ def run(capsys, *argv: str) -> list[str]:
     return capsys.readouterr().out.splitlines()
 
 
-def test_translate_with_the_beam_width_before_the_text(runs, capsys):  # noqa: F811
-    from tests.cli.test_saved_generation_config import translations
+def test_translate_with_the_beam_width_before_the_text(runs, capsys):
+    from tests.helpers.saved_runs import translations
 
     folder = str(runs["bahdanau"])
     sources = ["7/4/76", "April 22, 2019"]
@@ -145,7 +144,7 @@ def test_classify_with_top_k_before_the_texts(classifier, capsys):
 @pytest.mark.parametrize("command", ["translate", "classify"])
 def test_a_file_that_is_not_utf8_is_named_with_its_line_and_column(
     command,
-    runs,  # noqa: F811
+    runs,
     classifier,
     tmp_path,
     capsys,

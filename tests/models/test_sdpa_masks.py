@@ -14,29 +14,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from hfattn import VaswaniForConditionalGeneration
 from hfattn.models import masking
 from hfattn.models.masking import causal_mask, to_additive_mask
-from tests.models.test_vaswani import PAD, VOCAB, tiny_config
+from tests.helpers.tiny_vaswani import padded, tiny
 
 SOURCE_LENGTHS = (7, 4, 6)
 TARGET_LENGTHS = (5, 3, 4)
-
-
-def tiny(implementation: str = "sdpa", **kw) -> VaswaniForConditionalGeneration:
-    torch.manual_seed(0)
-    model = VaswaniForConditionalGeneration(tiny_config(pad_token_id=PAD, **kw)).eval()
-    model.set_attn_implementation(implementation)
-    return model
-
-
-def padded(lengths, seed) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids of the given lengths and their ``[B, T]`` mask (1 = token)."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.full((len(lengths), max(lengths)), PAD)
-    for row, n in enumerate(lengths):
-        ids[row, :n] = torch.randint(4, VOCAB, (n,), generator=g)
-    return ids, (ids != PAD).long()
 
 
 def seq2seq_batch(source_lengths=SOURCE_LENGTHS, target_lengths=TARGET_LENGTHS) -> dict:

@@ -18,22 +18,7 @@ from hfattn.models.modeling_vaswani import tfixup_scales
 from hfattn.models.scores import SCORES
 from tests.helpers.model_testers import label_smoothed_loss
 from tests.helpers.seq2seq_tasks import copy_reverse_batch as reverse_task_batch
-
-VOCAB, EOS, PAD = 16, 3, 0
-
-
-def tiny_config(**kw) -> VaswaniConfig:
-    base = dict(
-        vocab_size=VOCAB,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=16,
-        num_heads=4,
-        ffn_dim=32,
-        dropout=0.0,
-        max_position_embeddings=32,
-    )
-    return VaswaniConfig(**{**base, **kw})
+from tests.helpers.tiny_vaswani import PAD, VOCAB, tiny_config
 
 
 def tiny(**kw) -> VaswaniForConditionalGeneration:

@@ -29,7 +29,7 @@ from transformers import GradientCheckpointingLayer
 from hfattn import VaswaniForConditionalGeneration
 from hfattn.models import modeling_vaswani
 from hfattn.models.attention import MultiHeadAttention
-from tests.models.test_sdpa_masks import padded, tiny
+from tests.helpers.tiny_vaswani import padded, tiny
 
 MODEL_FILE = Path(modeling_vaswani.__file__)
 SOURCE_LENGTHS, TARGET_LENGTHS = (7, 4, 6), (5, 3, 5)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_startup import HEAVY
+from tests.helpers.heavy_imports import HEAVY
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "char_rnn_shakespeare.yaml"

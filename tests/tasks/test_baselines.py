@@ -217,7 +217,7 @@ def test_symbols_and_ngrams_count_one_letter_tokens():
 
 
 def test_baseline_help_imports_no_heavy_module():
-    from tests.cli.test_cli_startup import heavy_modules_after
+    from tests.helpers.heavy_imports import heavy_modules_after
 
     code, heavy, text = heavy_modules_after(["baseline", "--help"])
     assert code == 0 and heavy == []

@@ -7,7 +7,8 @@
   the latency percentiles (from submit to the final answer).
 - :func:`memory_growth`: the resident memory (RSS) of this process after ``first`` and after
   ``total`` sequential calls, each read after ``gc.collect()`` and ``malloc_trim(0)`` (freed
-  heap given back to the OS, so that only memory still held counts).
+  heap given back to the OS, so that only memory still held counts; what was alive before the
+  first reading is frozen out of these collections, ``gc.freeze``).
 - :data:`SCENARIOS`: what the load sends to each of the three apps, and how an answer under
   load is checked: it must equal the app's answer to the same input with no load.
 - :func:`serve_space` and :func:`run_http_clients`: a staged Space run as its own process
@@ -184,6 +185,15 @@ def check_loopback(url: str) -> None:
         )
 
 
+def _needs_tls(url: str) -> bool:
+    """Whether ``url`` is served over TLS: the ``verify`` / ``ssl_verify`` of the clients
+    here. Verifying is httpx's (and ``gradio_client``'s) default, and every HTTP client made
+    with it loads the whole CA bundle (~50 ms of CPU; a ``gradio_client.Client`` makes a few
+    per request, so 50 of them spent more CPU on it than the Space on its answers), which a
+    plain ``http://`` server never asks for: the clients verify only where there is TLS."""
+    return urllib.parse.urlsplit(url).scheme == "https"
+
+
 def check_load(url: str, requests: Sequence[tuple]) -> None:
     """Refuse a load that is not on this machine (:func:`check_loopback`) or has no request
     or more than :data:`MAX_CLIENTS`."""
@@ -225,7 +235,12 @@ def run_clients(
     def one(index: int, args: tuple) -> None:
         client, error, latency = None, None, None
         try:
-            client = Client(url, verbose=False, httpx_kwargs={"timeout": request_timeout_s})
+            client = Client(
+                url,
+                verbose=False,
+                ssl_verify=_needs_tls(url),
+                httpx_kwargs={"timeout": request_timeout_s},
+            )
         except Exception as exc:  # counted below; the others still start together
             error = f"connect: {type(exc).__name__}: {exc}"
         try:
@@ -311,7 +326,8 @@ def endpoint_defaults(url: str, api_name: str) -> list:
     arguments a call leaves out)."""
     import httpx
 
-    info = httpx.get(urllib.parse.urljoin(url, "gradio_api/info"), timeout=30).json()
+    info_url = urllib.parse.urljoin(url, "gradio_api/info")
+    info = httpx.get(info_url, timeout=30, verify=_needs_tls(url)).json()
     parameters = info["named_endpoints"][api_name]["parameters"]
     return [p.get("parameter_default") for p in parameters]
 
@@ -382,7 +398,9 @@ def run_http_clients(
 
     async def everything() -> None:
         limits = httpx.Limits(max_connections=len(requests) + 1)
-        async with httpx.AsyncClient(timeout=request_timeout_s, limits=limits) as client:
+        async with httpx.AsyncClient(
+            timeout=request_timeout_s, limits=limits, verify=_needs_tls(url)
+        ) as client:
             tasks = [asyncio.create_task(one(client, i, a)) for i, a in enumerate(requests)]
             done, pending = await asyncio.wait(tasks, timeout=deadline_s)
             for task in pending:
@@ -401,7 +419,7 @@ def call_once(url: str, api_name: str, args: tuple, defaults: list | None = None
     defaults = endpoint_defaults(url, api_name) if defaults is None else defaults
 
     async def call() -> Any:
-        async with httpx.AsyncClient(timeout=300) as client:
+        async with httpx.AsyncClient(timeout=300, verify=_needs_tls(url)) as client:
             return await _rest_call(client, url, api_name, [*args, *defaults[len(args) :]])
 
     return asyncio.run(call())
@@ -417,7 +435,7 @@ def load_scenario(
     from gradio_client import Client
 
     check_loopback(url)
-    client = Client(url, verbose=False)
+    client = Client(url, verbose=False, ssl_verify=_needs_tls(url))
     try:
         reference = {
             args: scenario.summary(args, client.predict(*args, api_name=scenario.api_name))
@@ -482,10 +500,21 @@ def memory_growth(call: Callable[[int], Any], first: int = 100, total: int = 100
         raise ValueError(f"need 0 < first < total, got first={first}, total={total}")
     for i in range(first):
         call(i)
-    rss_first = rss_bytes()
-    for i in range(first, total):
-        call(i)
-    return MemoryResult(first, total, rss_first, rss_bytes())
+    # One full collection, then everything still alive is frozen out of the collector's
+    # reach: the two readings' collections walk only what the calls made since (the objects
+    # of torch, transformers and gradio cost ~0.5 s per full collection). A frozen object is
+    # still freed when its last reference goes; only a frozen cycle turned garbage waits for
+    # the unfreeze, so the second reading can come out higher, never hide growth.
+    gc.collect()
+    gc.freeze()
+    try:
+        rss_first = rss_bytes()
+        for i in range(first, total):
+            call(i)
+        rss_total = rss_bytes()
+    finally:
+        gc.unfreeze()
+    return MemoryResult(first, total, rss_first, rss_total)
 
 
 def handler(demo, api_name: str) -> Callable[..., Any]:

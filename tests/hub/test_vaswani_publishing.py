@@ -50,10 +50,12 @@ REMOTE_CODE_FILES = {
 @pytest.fixture(scope="module")
 def vaswani_run(tmp_path_factory) -> Path:
     """A finished tiny Vaswani translation run (2+2 layers, 4 heads; date normalisation, long
-    enough for different dates to translate differently); do not modify it."""
+    enough for different dates to translate differently), trained once per session (the
+    CTranslate2 Space tests use it too); do not modify it."""
+    from tests.helpers.shared_runs import shared_run
     from tests.helpers.tiny_runs import build_vaswani_translation_run
 
-    return build_vaswani_translation_run(tmp_path_factory.mktemp("runs") / "vaswani_tiny")
+    return shared_run(tmp_path_factory, "vaswani_tiny", build_vaswani_translation_run)
 
 
 def _load(folder):

@@ -37,11 +37,14 @@ CTRANSLATE2 = "engine: CTranslate2 (float32)"
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[Path, Path]:
     """``(with_export, plain)``: the tiny Vaswani run with its fp32 export in ``ct2/``, and a
-    copy of it without one; do not modify them."""
+    copy of it without one; do not modify them. The run is the publishing tests' (trained
+    once per session), copied here before the export."""
+    from tests.helpers.shared_runs import shared_run
     from tests.helpers.tiny_runs import build_vaswani_translation_run
 
     root = tmp_path_factory.mktemp("ct2_space")
-    run = build_vaswani_translation_run(root / "vaswani")
+    shared = shared_run(tmp_path_factory, "vaswani_tiny", build_vaswani_translation_run)
+    run = Path(shutil.copytree(shared, root / "vaswani"))
     plain = root / "plain"
     shutil.copytree(run, plain, ignore=shutil.ignore_patterns("checkpoints"))
     assert cli_main(["export", str(run), str(run / "ct2"), "--format", "ctranslate2"]) == 0

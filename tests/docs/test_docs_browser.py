@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from tests.spaces.test_spaces import CHROMIUM, CHROMIUM_ARGS
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 1280, 800

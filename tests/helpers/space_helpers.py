@@ -3,7 +3,9 @@ tests and the Space benchmarks serve it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 from hfattn.hub import inspect_folder, load_space_app, stage_space
+from hfattn.hub.assets import asset_dir
 
 
 @dataclass
@@ -91,3 +94,14 @@ def model_calls() -> Iterator[list[str]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(torch.nn.Module, "__call__", counted)
         yield calls
+
+
+def load_space_frame() -> ModuleType:
+    """The Spaces' shared ``common/frame.py``, imported by path as a Space imports it."""
+    spec = importlib.util.spec_from_file_location(
+        "frame_under_test", asset_dir("spaces") / "common" / "frame.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

@@ -21,10 +21,10 @@ from huggingface_hub import HfApi, ModelCard
 from hfattn.cli import main as cli_main
 from hfattn.hub import ModelFolderError, inspect_folder
 from hfattn.tasks.classification.task import TASK as CLASSIFICATION
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.fresh_env import run_card_snippet, space_from_hub
 from tests.helpers.space_helpers import launch_space, model_calls
 from tests.helpers.tiny_runs import build_classification_run
-from tests.spaces.test_spaces import CHROMIUM, CHROMIUM_ARGS
 
 BASE_ID = "distilbert/distilbert-base-uncased"
 """The base model the DistilBERT recipes name (``hub.base_model``); the tiny random DistilBERT

@@ -15,17 +15,21 @@ import numpy as np
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
-from huggingface_hub import ModelCard
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.fresh_env import run_card_snippet
 from tests.helpers.space_helpers import heatmap, launch_space, model_calls
-from tests.spaces.test_spaces import CHROMIUM, CHROMIUM_ARGS
+from tests.helpers.translation_publishing import (
+    NEW_TOKENS,
+    SENTENCES,
+    expected_translations,
+    load_translator,
+    push_translation_run,
+)
 
 MAX_INPUT_CHARS = 200
-NEW_TOKENS = 16
-SENTENCES = ["April 22, 2019", "3 May 2001", "December 31, 1999"]
 TRAIN_STEPS = 200
 
 
@@ -82,44 +86,7 @@ def translation_run(tmp_path_factory) -> Path:
     return run
 
 
-def _load(folder):
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    return AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(
-        folder
-    )
-
-
-def expected_translations(folder, sentences, num_beams, max_new_tokens=NEW_TOKENS) -> list[str]:
-    """What hfattn's own ``translate_texts`` gives for ``sentences``."""
-    from hfattn.tasks.translation.inference import translate_texts
-
-    model, tokenizer = _load(folder)
-    return translate_texts(
-        model, tokenizer, sentences, num_beams=num_beams, max_new_tokens=max_new_tokens
-    )
-
-
 # ---------------------------------------------------------------------------- model card
-def push_translation_run(hub_server, run, repo_id, capsys):
-    """Push ``run`` with the CLI and check what every translation push must hold: the model
-    files without checkpoints, and a card whose model-index carries the run's BLEU, chrF and
-    exact match. Returns ``(uploaded file names, card, eval_results.json)``."""
-    assert cli_main(["push", str(run), "--repo-id", repo_id]) == 0
-    assert capsys.readouterr().out.split() == [f"{hub_server.url}/{repo_id}"]
-    files = set(hub_server.files(repo_id))
-    assert {"README.md", "config.json", "model.safetensors", "tokenizer.json"} <= files
-    assert not any(f.startswith("checkpoints") for f in files)
-
-    card = ModelCard.load(hub_server.revision_dir(repo_id) / "README.md")
-    recorded = json.loads((run / "eval_results.json").read_text())
-    want = {r["metric_type"]: r["value"] for r in recorded["results"]}
-    got = {r.metric_type: r.metric_value for r in card.data.eval_results}
-    for metric in ("bleu", "chrf", "exact_match"):
-        assert got[metric] == pytest.approx(want[metric], rel=1e-12), metric
-    return files, card, recorded
-
-
 def test_push_translation_card(hub_server, translation_run, tmp_path, capsys):
     repo_id = "tester/translation-tiny"
     files, card, recorded = push_translation_run(hub_server, translation_run, repo_id, capsys)
@@ -264,7 +231,7 @@ def test_the_space_answers_and_warns_as_the_translate_command(
     assert space(text) == (out.rstrip("\n"), warned)
 
     app = _space_module(translation_run, tmp_path / "staged")
-    model, tokenizer = _load(translation_run)
+    model, tokenizer = load_translator(translation_run)
     context = app.frame.Context(model, tokenizer, app.frame.Limits(), "local")
     with pytest.warns(UserWarning) as shown:  # gr.Warning outside a request: a Python warning
         assert app.translate(context, text, 2, NEW_TOKENS)[0] == out.rstrip("\n")
@@ -298,7 +265,7 @@ def test_translate_checks_fields_and_survives_missing_attention(translation_run,
     import gradio as gr
 
     app = _space_module(translation_run, tmp_path)
-    model, tokenizer = _load(translation_run)
+    model, tokenizer = load_translator(translation_run)
     context = app.frame.Context(model, tokenizer, app.frame.Limits(max_new_tokens=40), "local")
     with pytest.raises(gr.Error, match="Beam width must be between 1 and 8, got 0"):
         app.translate(context, SENTENCES[0], 0, 10)

@@ -26,7 +26,7 @@ from hfattn.hub import (
     render_model_card,
 )
 from tests.helpers.space_helpers import heatmap, launch_space
-from tests.hub.test_translation_publishing import (
+from tests.helpers.translation_publishing import (
     NEW_TOKENS,
     SENTENCES,
     expected_translations,

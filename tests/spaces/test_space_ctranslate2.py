@@ -23,7 +23,7 @@ from gradio_client import Client
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
 from tests.helpers.space_helpers import heatmap, launch_space
-from tests.hub.test_translation_publishing import NEW_TOKENS, SENTENCES, expected_translations
+from tests.helpers.translation_publishing import NEW_TOKENS, SENTENCES, expected_translations
 
 pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed: pip install 'hfattn[serve]'"

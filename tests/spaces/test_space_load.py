@@ -151,9 +151,9 @@ def test_memory_check_catches_a_leak():
 
 
 def test_queue_settings_from_env(monkeypatch):
-    from tests.spaces.test_spaces import _frame
+    from tests.helpers.space_helpers import load_space_frame
 
-    frame = _frame()
+    frame = load_space_frame()
     for name in QUEUE_ENV:
         monkeypatch.delenv(name, raising=False)
     assert frame.QueueSettings.from_env() == frame.QueueSettings(1, 100)

@@ -3,7 +3,6 @@ headless Chromium, and run from the Hub in an environment without hfattn."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
@@ -16,17 +15,9 @@ from gradio_client.exceptions import AppError
 
 from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, push_model_folder, stage_space
-from hfattn.hub.assets import asset_dir
-from tests.helpers.space_helpers import launch_space, model_calls
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.helpers.space_helpers import launch_space, load_space_frame, model_calls
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 MAX_INPUT_CHARS = 200
 NEW_TOKENS = 30
 
@@ -230,18 +221,8 @@ def test_space_from_hub_runs_without_hfattn(hub_server, char_rnn_run, fresh_pyth
 
 
 # ------------------------------------------------------------------------------- frame
-def _frame():
-    spec = importlib.util.spec_from_file_location(
-        "frame_under_test", asset_dir("spaces") / "common" / "frame.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_frame_model_id_precedence(tmp_path, monkeypatch, char_rnn_run):
-    frame = _frame()
+    frame = load_space_frame()
     monkeypatch.delenv(frame.MODEL_ENV, raising=False)
     with pytest.raises(RuntimeError, match="no model to serve: set HFATTN_MODEL_ID"):
         frame.resolve_model_id(tmp_path)
@@ -252,7 +233,7 @@ def test_frame_model_id_precedence(tmp_path, monkeypatch, char_rnn_run):
 
 
 def test_frame_limits_from_env(monkeypatch):
-    frame = _frame()
+    frame = load_space_frame()
     monkeypatch.setenv("HFATTN_MAX_NEW_TOKENS", "64")
     assert frame.Limits.from_env() == frame.Limits(max_input_chars=1000, max_new_tokens=64)
     monkeypatch.setenv("HFATTN_MAX_INPUT_CHARS", "0")

@@ -39,11 +39,13 @@ def hub_server(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def char_rnn_run(tmp_path_factory) -> Path:
-    """A finished training-run folder of a tiny trained char-RNN, with ``eval_results.json``
-    (do not modify it: copy it first)."""
+    """A finished training-run folder of a tiny trained char-RNN, with ``eval_results.json``,
+    trained once for the whole session, whatever its workers (do not modify it: copy it
+    first)."""
+    from tests.helpers.shared_runs import shared_run
     from tests.helpers.tiny_runs import build_char_rnn_run
 
-    return build_char_rnn_run(tmp_path_factory.mktemp("runs") / "char_rnn_tiny")
+    return shared_run(tmp_path_factory, "char_rnn_tiny", build_char_rnn_run)
 
 
 @pytest.fixture(scope="session")

@@ -18,23 +18,15 @@ from safetensors.torch import load_file
 from hfattn.recipes import load_recipe
 from hfattn.storage.run_folder import latest_checkpoint
 from tests.helpers.fault_injection import cli_with_fault
-from tests.helpers.recipe_helpers import corpus_file, write_recipe
+from tests.helpers.recipe_helpers import small_recipe, write_recipe
 from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 
 SAVE_EVERY = 4
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
 _SERVER = multiprocessing.get_context("forkserver")
-_SERVER.set_forkserver_preload(
-    [
-        "tests.helpers.fault_injection",
-        "hfattn.cli",
-        "hfattn.orchestration.run",
-        "hfattn.recipes",
-        "hfattn.tasks",
-        "hfattn.training.engine",
-    ]
-)
+# the server imports what a run imports once; each child would take 2-3 s to import it again
+_SERVER.set_forkserver_preload(["tests.helpers.fault_injection", "tests.helpers.train_imports"])
 
 
 def _train_child(argv: list[str], fault: str | None) -> None:
@@ -74,13 +66,6 @@ def kill_points(total_steps: int, epochs: int) -> list[str]:
         points.append(f"checkpoint:{save}" if epoch % 2 else f"step:{step}")
     points[-1] = f"checkpoint:{total_steps}"
     return points
-
-
-def small_recipe(folder: Path, **sections) -> Path:
-    """:func:`write_recipe` on 6000 characters of Macbeth (quick validations)."""
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    corpus_file(folder, chars=6000)  # write_recipe then reads this file
-    return write_recipe(folder, **sections)
 
 
 def char_rnn_recipe(folder: Path) -> Path:

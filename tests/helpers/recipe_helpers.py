@@ -61,3 +61,10 @@ def write_recipe(
     path = folder / filename
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     return path
+
+
+def small_recipe(folder: Path, **sections) -> Path:
+    """:func:`write_recipe` on 6000 characters of Macbeth (quick validations)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    corpus_file(folder, chars=6000)  # write_recipe then reads this file
+    return write_recipe(folder, **sections)

@@ -23,7 +23,7 @@ from hfattn.data.sources import check_source
 from hfattn.recipes import task_recipe
 from hfattn.tasks import TASK_NAMES, get_task
 from tests.helpers.network import RECORD_CONNECTIONS
-from tests.helpers.recipe_helpers import write_recipe
+from tests.helpers.recipe_helpers import small_recipe, write_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
@@ -76,11 +76,13 @@ def assert_one_error(argv: list[str], cwd: Path, expected: str, **env: str):
     return err, heavy, connections
 
 
-def assert_fast_error(argv: list[str], cwd: Path, expected: str, **env: str) -> None:
-    """The error comes at once: before any heavy import and without trying the network."""
+def assert_fast_error(argv: list[str], cwd: Path, expected: str, **env: str) -> str:
+    """The error comes at once: before any heavy import and without trying the network.
+    Returns its stderr."""
     err, heavy, connections = assert_one_error(argv, cwd, expected, **env)
     assert heavy == [], f"imported {heavy} before the error"
     assert connections == [], f"tried the network ({connections}) before {err.strip()}"
+    return err
 
 
 # ---- 1. every check that needs no data, before any loading ----------------------------------
@@ -135,11 +137,21 @@ FOLDER_CHECKS = {
 
 
 @pytest.mark.parametrize("case", sorted(FOLDER_CHECKS))
-def test_the_run_folder_is_checked_before_any_data(case, tiny, tmp_path):
+def test_the_run_folder_is_checked_before_any_data(case, tiny, tmp_path, monkeypatch, capsys):
+    """Not timed, so in this process: a fresh interpreter would spend seconds importing torch
+    for the model config that the recipe's full load builds before ``--resume`` looks for a
+    checkpoint."""
+    from hfattn.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     extra, expected = FOLDER_CHECKS[case]
     output = tiny.parent / "run" if case == "output_dir holds a run" else tmp_path / "run"
-    argv = ["train", str(tiny), "--set", f"output_dir={output}", *extra]
-    assert_one_error(argv, tmp_path, expected, HF_HOME=str(tmp_path / "hf"))
+    assert main(["train", str(tiny), "--set", f"output_dir={output}", *extra]) == 2
+    err = capsys.readouterr().err
+    assert expected in err, err
+    assert err.count("error: ") == 1, err
     assert not (tmp_path / "run").exists()
 
 
@@ -203,8 +215,7 @@ def test_a_misspelt_field_is_reported_before_the_output_folder_that_holds_a_run(
     recipe, extra, expected = FIELD_TYPOS[case]
     (tmp_path / "run" / "checkpoints" / "step-5").mkdir(parents=True)
     argv = ["train", str(RECIPES / recipe), "--set", f"output_dir={tmp_path / 'run'}", *extra]
-    assert_fast_error(argv, tmp_path, expected)
-    assert_fast_error(argv, tmp_path, SUGGESTIONS[case])
+    assert SUGGESTIONS[case] in assert_fast_error(argv, tmp_path, expected)
 
 
 def test_the_default_output_folder_of_a_finished_run_does_not_hide_a_typo(tmp_path):
@@ -462,7 +473,7 @@ def clocked_run(tmp_path_factory) -> tuple[Path, str]:
     """A tiny tied char-RNN run that the clock stops long before its 100,000 steps, trained
     by the CLI with the default logging: ``(run folder, stderr)``."""
     folder = tmp_path_factory.mktemp("clocked")
-    recipe = write_recipe(
+    recipe = small_recipe(  # a small corpus: short final evaluations
         folder,
         model=TIED,
         training={
@@ -515,7 +526,7 @@ def test_other_libraries_are_quiet_by_default_and_back_with_verbose(clocked_run,
     )
     assert "Loading weights" in loud.stderr
 
-    recipe = write_recipe(
+    recipe = small_recipe(
         tmp_path, model=TIED, training={"max_steps": 2, "eval_every": 2, "save_every": 2}
     )
     verbose = cli(["train", str(recipe), "-v"], tmp_path).stderr

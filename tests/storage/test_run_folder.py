@@ -29,7 +29,7 @@ from hfattn.storage import run_folder
 from hfattn.storage.model_folder import CONFIG_FILE
 from hfattn.tasks import get_task
 from tests.helpers.fault_injection import with_callbacks
-from tests.helpers.recipe_helpers import write_recipe
+from tests.helpers.recipe_helpers import small_recipe
 
 STOP_AT = 3
 TRAINING = {"max_steps": 10, "eval_every": 10, "save_every": 100, "log_every": 1}
@@ -47,7 +47,7 @@ def _interrupt_at(step):
 def interrupted(tmp_path_factory):
     """A tiny run stopped at step 3 (as by Ctrl-C): ``(recipe path, run folder)``."""
     root = tmp_path_factory.mktemp("interrupted")
-    recipe = write_recipe(root, training=TRAINING)
+    recipe = small_recipe(root, training=TRAINING)
     result = run_recipe(load_recipe(recipe), callbacks=[_interrupt_at(STOP_AT)])
     assert result.interrupted
     return recipe, root / "run"
@@ -72,7 +72,7 @@ def _no_model_loading(monkeypatch):
 
 
 def test_the_interrupt_hint_names_the_run_folder(tmp_path, capsys, monkeypatch):
-    recipe = write_recipe(tmp_path, training=TRAINING)
+    recipe = small_recipe(tmp_path, training=TRAINING)
     folder = tmp_path / "elsewhere"
     real = orchestration.run_recipe
 
@@ -88,7 +88,7 @@ def test_the_interrupt_hint_names_the_run_folder(tmp_path, capsys, monkeypatch):
 
 def test_an_interrupt_says_how_to_continue_once(tmp_path, capsys, caplog, monkeypatch):
     """Once the engine's warning and the command's message both gave the resume command."""
-    recipe = write_recipe(tmp_path, training=TRAINING)
+    recipe = small_recipe(tmp_path, training=TRAINING)
     real = orchestration.run_recipe
 
     def interrupted_run(recipe, **kwargs):
@@ -136,7 +136,7 @@ def test_resume_with_the_run_recipe_continues(run_copy, capsys):
 
 
 def test_resume_and_overwrite_together_are_refused(tmp_path, capsys, monkeypatch):
-    recipe = write_recipe(tmp_path, training=TRAINING)
+    recipe = small_recipe(tmp_path, training=TRAINING)
     _no_model_loading(monkeypatch)
     assert main(["train", str(recipe), "--resume", "--overwrite"]) == 2
     err = capsys.readouterr().err.strip()
@@ -158,7 +158,7 @@ def test_an_intact_checkpoint_that_does_not_fit_is_not_called_damaged(run_copy, 
 
 @pytest.mark.parametrize("make_empty", [False, True])
 def test_a_failed_resume_leaves_nothing_behind(tmp_path, capsys, make_empty):
-    recipe = write_recipe(tmp_path, training=TRAINING)
+    recipe = small_recipe(tmp_path, training=TRAINING)
     folder = tmp_path / "run"
     if make_empty:
         folder.mkdir()
@@ -275,7 +275,7 @@ def test_push_of_an_interrupted_run_gives_its_step_and_the_ways_on(run_copy, cap
 
 
 def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys, monkeypatch):
-    recipe = write_recipe(tmp_path, training=TRAINING, hub={"license": "mit"})
+    recipe = small_recipe(tmp_path, training=TRAINING, hub={"license": "mit"})
     folder = tmp_path / "short"
     args = ["train", str(recipe), "--set", f"output_dir={folder}", "--set", "training.max_steps=4"]
     assert main(args) == 0
@@ -307,7 +307,7 @@ def clocked(tmp_path_factory):
     root = tmp_path_factory.mktemp("clocked")
     training = {"max_steps": 100_000, "epochs": 10_000, "max_minutes": 0.01,
                 "log_every": 50, "eval_every": None, "save_every": None}  # fmt: skip
-    recipe = write_recipe(root, training=training, hub={"license": "mit"})
+    recipe = small_recipe(root, training=training, hub={"license": "mit"})
     assert main(["train", str(recipe)]) == 0
     return recipe, root / "run"
 
@@ -346,7 +346,7 @@ def test_a_clock_cut_by_set_or_an_early_stop_is_short(clocked, tmp_path):
 
 
 def test_a_run_of_most_of_its_plan_is_not_short(tmp_path):
-    recipe = write_recipe(tmp_path, training=TRAINING)
+    recipe = small_recipe(tmp_path, training=TRAINING)
     folder = tmp_path / "most"
     assert main(["train", str(recipe), "--set", f"output_dir={folder}",
                  "--set", "training.max_steps=6"]) == 0  # fmt: skip
@@ -412,7 +412,7 @@ def test_resume_of_a_run_ended_by_its_clock_changes_nothing(clocked, tmp_path, c
 def test_a_process_of_a_launch_that_accelerate_sees_as_one_is_refused(
     tmp_path, capsys, monkeypatch
 ):
-    recipe = write_recipe(tmp_path, training=TRAINING)
+    recipe = small_recipe(tmp_path, training=TRAINING)
     monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun without ACCELERATE_USE_CPU=1 on a CPU
     assert main(["train", str(recipe)]) == 2
     err = capsys.readouterr().err
@@ -427,7 +427,7 @@ def test_a_second_train_into_a_folder_in_use_is_refused(tmp_path, capsys, monkey
     that run, at step 3: the same command, ``--resume`` and ``--overwrite``) is refused in one
     line naming the holder, and writes nothing; the run goes on, stopped at step 5 it resumes,
     and its log holds every record once."""
-    recipe = write_recipe(tmp_path, training={**TRAINING, "save_every": 5})
+    recipe = small_recipe(tmp_path, training={**TRAINING, "save_every": 5})
     folder = tmp_path / "run"
     refusals = []
 
@@ -497,7 +497,7 @@ def test_a_lock_whose_process_is_gone_is_taken_over(tmp_path):
 
 
 def test_an_output_dir_that_cannot_be_made_is_one_error(tmp_path, capsys):
-    recipe = write_recipe(tmp_path, training=TRAINING)
+    recipe = small_recipe(tmp_path, training=TRAINING)
     (tmp_path / "a_file").write_text("not a folder")
     folder = tmp_path / "a_file" / "run"
     assert main(["train", str(recipe), "--set", f"output_dir={folder}"]) == 2

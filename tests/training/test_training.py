@@ -1,4 +1,6 @@
-"""The Accelerate training engine on tiny recipes: outputs, resume, budgets, accumulation."""
+"""The Accelerate training engine on tiny recipes: outputs, resume, budgets, accumulation.
+
+Runs that assert no score train on 6000 characters (``small_recipe``): quick validations."""
 
 import json
 import logging
@@ -16,7 +18,7 @@ from hfattn.recipes import load_recipe
 from tests.helpers.crash_runs import assert_same_weights, weights
 from tests.helpers.fault_injection import nan_loss_at
 from tests.helpers.network import connections
-from tests.helpers.recipe_helpers import write_recipe
+from tests.helpers.recipe_helpers import small_recipe, write_recipe
 
 
 def test_train_writes_a_complete_model_folder(tmp_path, capsys):
@@ -92,10 +94,10 @@ def test_resume_continues_exactly(tmp_path, mode, optimizer):
     common = {"training": {"mode": mode, "max_steps": 14, "save_every": 100, "eval_every": 5,
                            "optimizer": optimizer},
               "model": {"dropout": 0.2, "num_layers": 2}}  # fmt: skip
-    straight = load_recipe(write_recipe(tmp_path / "a", **common))
+    straight = load_recipe(small_recipe(tmp_path / "a", **common))
     reference = run_recipe(straight)
 
-    resumed = load_recipe(write_recipe(tmp_path / "b", **common))
+    resumed = load_recipe(small_recipe(tmp_path / "b", **common))
 
     def stop_at_7(progress):
         if progress.step == 7:
@@ -116,9 +118,9 @@ def test_resume_continues_exactly(tmp_path, mode, optimizer):
 def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
     common = {"training": {"mode": "stateless", "max_steps": 6, "eval_every": 100, "save_every": 100},
               "evaluation": {"splits": ["test"]}}  # fmt: skip
-    big = load_recipe(write_recipe(tmp_path / "big", **common), ["training.batch_size=8"])
+    big = load_recipe(small_recipe(tmp_path / "big", **common), ["training.batch_size=8"])
     small = load_recipe(
-        write_recipe(tmp_path / "small", **common),
+        small_recipe(tmp_path / "small", **common),
         [
             "training.batch_size=4",
             "training.gradient_accumulation_steps=2",
@@ -239,7 +241,7 @@ def test_evaluate_refuses_nan_weights_and_bad_options(tmp_path, capsys):
 
     from safetensors.torch import save_file
 
-    recipe = write_recipe(tmp_path, training={"max_steps": 10, "eval_every": 10, "save_every": 10})
+    recipe = small_recipe(tmp_path, training={"max_steps": 10, "eval_every": 10, "save_every": 10})
     assert main(["train", str(recipe)]) == 0
     run = tmp_path / "run"
     broken = tmp_path / "broken"
@@ -257,7 +259,7 @@ def test_evaluate_refuses_nan_weights_and_bad_options(tmp_path, capsys):
 
 
 def test_a_fresh_run_owns_its_output_dir(tmp_path, capsys):
-    recipe = write_recipe(tmp_path, training={"max_steps": 10, "eval_every": 10, "save_every": 5})
+    recipe = small_recipe(tmp_path, training={"max_steps": 10, "eval_every": 10, "save_every": 5})
     assert main(["train", str(recipe)]) == 0
     first = weights(tmp_path / "run")
     capsys.readouterr()
@@ -342,9 +344,9 @@ def test_a_checkpoint_write_cut_short_leaves_no_temp_folder(tmp_path, monkeypatc
 def test_best_checkpoint_follows_metric_for_best_model(tmp_path, metric):
     """``training.metric_for_best_model`` picks the kept model: the largest accuracy (larger is
     better by default for names not ending in ``loss``) or the smallest loss."""
-    training = {"max_steps": 30, "eval_every": 5, "save_every": 100,
+    training = {"max_steps": 30, "epochs": 2, "eval_every": 5, "save_every": 100,
                 "metric_for_best_model": metric}  # fmt: skip
-    result = run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
+    result = run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     validation = [r for r in records if r["split"] == "validation"]
     assert len(validation) == 6
@@ -417,9 +419,9 @@ def test_averaged_checkpoints_compete_with_the_best_checkpoint(tmp_path):
     from hfattn.storage.run_folder import complete_checkpoints
     from hfattn.training.checkpoints import average_checkpoint_weights
 
-    training = {"max_steps": 30, "eval_every": 10, "save_every": 5, "keep_checkpoints": 3,
-                "average_checkpoints": 3, "learning_rate": 0.03}  # fmt: skip
-    result = run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
+    training = {"max_steps": 30, "epochs": 2, "eval_every": 10, "save_every": 5,
+                "keep_checkpoints": 3, "average_checkpoints": 3, "learning_rate": 0.03}  # fmt: skip
+    result = run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
     run = tmp_path / "run"
     records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
     averaged = [r for r in records if r["split"] == "validation-averaged"]
@@ -506,12 +508,13 @@ def test_the_final_evaluations_are_announced_before_they_run(tmp_path, caplog):
         scored.append((split, final, len(said())))
         return evaluate(run, split, final)
 
-    training = {"max_steps": 30, "eval_every": 20, "save_every": 20, "average_checkpoints": 2}
+    training = {"max_steps": 30, "epochs": 2, "eval_every": 20, "save_every": 20,
+                "average_checkpoints": 2}  # fmt: skip
     with (
         mock.patch.object(finishing.TrainingSession, "evaluate", spy),
         caplog.at_level(logging.INFO, logger=finishing.logger.name),
     ):
-        run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
+        run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
     assert said() == [
         "evaluating the validation split with the weights of step 30...",
         "evaluating the validation split with the mean weights of 2 checkpoints...",

@@ -89,3 +89,33 @@ def test_the_checker_finds_an_unexplained_import(tmp_path):
         "    import json\n"
     )
     assert function_level_self_imports(module) == [(2, "from .schema import require")]
+
+
+def imports_of_test_modules(path: Path) -> list[str]:
+    """The ``tests.<...>.test_*`` modules that the file at ``path`` imports (at any level)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return [name for name in names if re.fullmatch(r"tests(\.\w+)*\.test_\w+", name)]
+
+
+def test_test_modules_share_code_through_helpers_only():
+    """Code that several test files use lives in ``tests/helpers/`` or a ``conftest.py``
+    (as ``transformers.testing_utils``): a test module that imports another runs that one's
+    imports and fixtures and ties their edits together."""
+    files = [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+    found = {
+        str(path.relative_to(ROOT)): imported
+        for path in files
+        if (imported := imports_of_test_modules(path))
+    }
+    assert found == {}
+
+
+def test_the_test_module_check_finds_an_import(tmp_path):
+    path = tmp_path / "test_x.py"
+    path.write_text("import os\nfrom tests.cli.test_cli_startup import HEAVY\n")
+    assert imports_of_test_modules(path) == ["tests.cli.test_cli_startup"]

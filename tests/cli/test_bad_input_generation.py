@@ -31,10 +31,10 @@ from hfattn.hub import load_space_app
 from hfattn.hub.assets import asset_dir
 from hfattn.tasks.causal_lm.inference import generate_text
 from hfattn.tasks.translation.inference import translate_texts
+from tests.helpers.bad_input import FUZZ as BASE_FUZZ
+from tests.helpers.bad_input import MIXED_SCRIPTS, one_error_line, texts
 from tests.helpers.recipe_helpers import write_recipe
 from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
-from tests.recipes.test_bad_input import FUZZ as BASE_FUZZ
-from tests.recipes.test_bad_input import MIXED_SCRIPTS, one_error_line, texts
 
 FUZZ = settings(BASE_FUZZ, max_examples=25)
 """The budget of every property here."""

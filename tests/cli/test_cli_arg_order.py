@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from hfattn.cli import build_parser, main
-from tests.recipes.test_bad_input import one_error_line
+from tests.helpers.bad_input import one_error_line
 
 LABELS = ["comedy", "history", "tragedy"]
 TEXTS = ["BTSXSE", "BPVVE"]

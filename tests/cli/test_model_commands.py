@@ -36,8 +36,8 @@ import torch
 from hfattn.cli import main
 from hfattn.commands.inputs import ModelLoadError, locate_model
 from hfattn.storage.run_folder import CHECKPOINT_PREFIX, RECIPE_FILE, checkpoints_dir
+from tests.helpers.bad_input import one_error_line
 from tests.helpers.network import RECORD_CONNECTIONS
-from tests.recipes.test_bad_input import one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 REBER_RECIPE = ROOT / "recipes" / "rnn_classifier_reber.yaml"

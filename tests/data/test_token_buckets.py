@@ -316,7 +316,7 @@ def tiny_translation_recipe(folder, **training):
 def test_a_budget_below_the_longest_pair_is_one_error_before_the_buckets(tmp_path, capsys):
     """Once ``token_budget=1`` (10, 30) trained steps of 8 whole pairs, 123 target tokens."""
     from hfattn.cli import main
-    from tests.recipes.test_bad_input import one_error_line
+    from tests.helpers.bad_input import one_error_line
 
     sources, targets = corpus()
     longest = max(map(len, targets))

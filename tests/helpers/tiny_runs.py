@@ -25,6 +25,25 @@ TINY_CLASSIFICATION_TRAINING = [
 """Overrides that turn a classification recipe into a few-second run (scored on test)."""
 
 
+PUBLISHED = {
+    "README.md",
+    "config.json",
+    "config_checks.py",
+    "configuration_char_rnn.py",
+    "eval_results.json",
+    "generation_config.json",
+    "loss_curve.png",
+    "model.safetensors",
+    "modeling_char_rnn.py",
+    "recurrent_cache.py",
+    "recipe.yaml",
+    "rnn_layers.py",
+    "tokenizer.json",
+    "tokenizer_config.json",
+}
+"""The files that ``hfattn push`` uploads of a :func:`build_char_rnn_run` folder."""
+
+
 def build_char_rnn_run(
     out: Path,
     *,

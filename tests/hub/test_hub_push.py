@@ -19,23 +19,7 @@ from hfattn.hub import push as push_module
 from tests.conftest import TEST_TOKEN
 from tests.helpers.fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
 from tests.helpers.network import connections, connects
-
-PUBLISHED = {
-    "README.md",
-    "config.json",
-    "config_checks.py",
-    "configuration_char_rnn.py",
-    "eval_results.json",
-    "generation_config.json",
-    "loss_curve.png",
-    "model.safetensors",
-    "modeling_char_rnn.py",
-    "recurrent_cache.py",
-    "recipe.yaml",
-    "rnn_layers.py",
-    "tokenizer.json",
-    "tokenizer_config.json",
-}
+from tests.helpers.tiny_runs import PUBLISHED
 
 
 @pytest.fixture(autouse=True)

@@ -25,30 +25,16 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hfattn.cli import main
 from hfattn.recipes import RecipeBase, RecipeError, load_recipe
 from hfattn.tokenization.characters import build_char_tokenizer
 from hfattn.tokenization.translation import SPECIAL_TOKEN_DELIMITERS, build_translation_tokenizer
+from tests.helpers.bad_input import FUZZ, MIXED_SCRIPTS, one_error_line, texts
 
 RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
-
-FUZZ = settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-"""The budget of every property here (the module runs in well under a minute)."""
-
-MIXED_SCRIPTS = "Hello, world! ¿Dónde está? مرحبا بالعالم 你好世界 😀👍🏽 \t\n\x00\u200d\u2028"
-"""Latin, Arabic, CJK, emoji (with a skin-tone modifier and a zero-width joiner) and control
-characters: the training text of the fixed tokenizers, and the pool of the drawn strings."""
-
-SPECIAL_SPELLINGS = ("<unk>", "<pad>", "a<eos>b", "<bos><bos>")
-"""Texts that spell special tokens: ordinary text to every tokenizer (``split_special_tokens``)."""
 
 WHITE_SPACE = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 """Unicode's ``White_Space`` characters, where the word tokenizer splits (Python's
@@ -61,14 +47,6 @@ TRANSLATION_PAIRS = [
     ("Hello, world!", "¡hola, mundo!"),
     ("مرحبا بالعالم", "你好世界 😀"),
 ]
-
-texts = st.one_of(
-    st.text(max_size=40),  # any code point but surrogates
-    st.text(alphabet=MIXED_SCRIPTS + "<>[]▁ ", max_size=40),
-    st.sampled_from(SPECIAL_SPELLINGS),
-)
-"""Any Unicode string, biased towards mixed scripts, control characters and special-token
-spellings."""
 
 
 # ---- tokenizers ------------------------------------------------------------------------------
@@ -400,12 +378,3 @@ def test_cli_reports_a_mutated_recipe_in_one_line(recipe, data, tmp_path, monkey
         return
     assert status == 2
     mutation.check_message(one_error_line(capsys))
-
-
-def one_error_line(capsys) -> str:
-    """The message of the single ``error: ...`` line a refused command printed on stderr
-    (progress bars aside), with no traceback."""
-    err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "Traceback" not in err, err
-    return errors[0].removeprefix("error: ")

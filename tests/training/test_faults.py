@@ -45,7 +45,7 @@ from tests.helpers.fault_injection import (
     nan_loss_at,
     with_callbacks,
 )
-from tests.hub.test_hub_push import PUBLISHED
+from tests.helpers.tiny_runs import PUBLISHED
 
 
 @pytest.mark.slow

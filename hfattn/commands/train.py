@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
-from contextlib import ExitStack
 from pathlib import Path
 
 from .arguments import add_recipe_arguments
@@ -100,27 +99,19 @@ def run(args: argparse.Namespace) -> int:
     """Validate the recipe, train, then print the evaluation table and a sample.
 
     Each check is made once, by :func:`~hfattn.recipes.load_recipe`, before training. The run
-    folder is then held to the end (:func:`~hfattn.storage.run_folder.held_run_folder`, by the
-    main process of a multi-process run): a second ``hfattn train`` into it is refused."""
-    from ..common.launch import process_rank
-    from ..storage.run_folder import held_run_folder
+    folder is then held to the end by :func:`~hfattn.orchestration.run.run_recipe`: a second
+    ``hfattn train`` into it is refused."""
     from .logging_setup import configure_logging
 
     configure_logging()  # before the recipe is loaded: its warnings in hfattn's format
     recipe = _recipe_of(args)
     if recipe is None:
         return 2
-    with ExitStack() as held:
-        if process_rank() == 0:  # one process of a run holds its folder
-            try:
-                held.enter_context(held_run_folder(recipe.output_dir))
-            except ValueError as err:  # another run holds it; it cannot be written
-                return report_error(err)
-        return _train(args, recipe)
+    return _train(args, recipe)
 
 
 def _train(args: argparse.Namespace, recipe) -> int:
-    """:func:`run` once the run folder is held: training, then the report."""
+    """:func:`run` once the recipe is loaded: training, then the report."""
     import sys
 
     from ..orchestration.run import run_recipe

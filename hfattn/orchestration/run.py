@@ -6,16 +6,40 @@ every check that needs no data, once, in order (its fields, the checks before tr
 folder, the model config: :mod:`hfattn.recipes.run_checks`), asks the recipe's task
 (:mod:`hfattn.tasks`) for its training job, trains it (:func:`hfattn.training.engine.train`,
 which trusts these checks) and pushes the result when the recipe says so
-(:mod:`hfattn.hub.push`).
+(:mod:`hfattn.hub.push`). The run folder is held from the first check to the push
+(:func:`holding_output_dir`): a second run into it, from the command or from Python, is
+refused.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 from ..common.machine import hfattn_commit
 from ..recipes import RecipeError
 from ..recipes.run_checks import check_before_training, check_run_folder
 from ..recipes.schema import RecipeBase
+from ..storage.run_folder import held_run_folder
 from ..tasks import get_task
+
+
+@contextmanager
+def holding_output_dir(folder: str | Path) -> Iterator[None]:
+    """Hold the run folder ``folder`` for the block: its main process takes the lock
+    (:func:`~hfattn.storage.run_folder.held_run_folder`); when that is refused (another run
+    holds it, it cannot be written), every process of the run raises the refusal together
+    (:func:`~hfattn.training.processes.main_process_error`).
+
+    Raises:
+        RunFolderBusy, RunWriteError: what the main process met, on every process.
+    """
+    from ..training.processes import main_process_error  # accelerate: when a run starts
+
+    with ExitStack() as held:
+        main_process_error(lambda: held.enter_context(held_run_folder(folder)))
+        yield
 
 
 def build_job(recipe: RecipeBase):
@@ -48,12 +72,19 @@ def run_recipe(
             :func:`~hfattn.recipes.run_checks.check_before_training` and
             :func:`~hfattn.recipes.run_checks.check_run_folder` refuse, before anything is
             loaded.
+        RunFolderBusy: another run holds ``output_dir`` (:func:`holding_output_dir`).
     """
     if recipe.checks is None:
         raise TypeError("run_recipe takes a recipe loaded by hfattn.recipes.load_recipe")
     if not recipe.checks.covers(resume=resume, overwrite=overwrite):
         check_before_training(recipe, resume=resume, overwrite=overwrite)
         check_run_folder(recipe, resume=resume, overwrite=overwrite)
+    with holding_output_dir(recipe.output_dir):
+        return _train_and_push(recipe, resume, overwrite, callbacks, planned)
+
+
+def _train_and_push(recipe: RecipeBase, resume: bool, overwrite: bool, callbacks, planned):
+    """:func:`run_recipe` once its checks are made and its folder is held."""
     hfattn_commit()  # the commit of the code that trains, for the results file at the end
     from ..training.engine import train  # the loop and accelerate: imported when a run starts
 
@@ -94,4 +125,4 @@ def run_recipe(
     return result
 
 
-__all__ = ["build_job", "run_recipe"]
+__all__ = ["build_job", "holding_output_dir", "run_recipe"]

@@ -66,6 +66,30 @@ def check_process_group() -> None:
         )
 
 
+def main_process_error(attempt) -> None:
+    """Run ``attempt()`` on the main process of Accelerate's distributed set-up and raise the
+    ``ValueError`` it raised on every process, so that all of a run's processes stop together
+    (the others would otherwise wait for the main one at their first collective); nothing
+    happens on the others when it succeeds. With one process: ``attempt()``.
+
+    Raises:
+        ValueError: what ``attempt`` raised on the main process.
+    """
+    state = _partial_state()
+    error = None
+    if state.is_main_process:
+        try:
+            attempt()
+        except ValueError as err:
+            error = err
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        error = broadcast_object_list([error], from_process=0)[0]
+    if error is not None:
+        raise error
+
+
 def check_batch_size(batch_size: int, num_processes: int) -> None:
     """Refuse a ``training.batch_size`` that ``num_processes`` do not divide."""
     if batch_size % num_processes:
@@ -155,6 +179,7 @@ __all__ = [
     "check_process_group",
     "check_rows_per_process",
     "logged_loss",
+    "main_process_error",
     "max_over_processes",
     "on_device",
     "rows_of",

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -457,6 +458,61 @@ def test_a_second_train_into_a_folder_in_use_is_refused(tmp_path, capsys, monkey
     logged = [(r["split"], r["step"]) for r in map(json.loads, open(folder / "metrics.jsonl"))]
     assert len(logged) == len(set(logged))
     assert [step for split, step in logged if split == "train"] == list(range(1, 11))
+
+
+def test_run_recipe_from_python_holds_its_folder(tmp_path):
+    """The library call holds the run folder as the command does: while it trains, a second
+    hold of the folder is refused naming it; at the end the lock is gone."""
+    recipe = load_recipe(small_recipe(tmp_path, training=TRAINING))
+    folder = tmp_path / "run"
+    seen = []
+
+    def hold_again(progress):
+        if progress.step == 3:
+            lock = json.loads((folder / run_folder.LOCK_FILE).read_text())
+            seen.append(lock["pid"])
+            with pytest.raises(run_folder.RunFolderBusy, match=f"pid {os.getpid()} on "):
+                with orchestration.holding_output_dir(folder):
+                    pass
+
+    result = run_recipe(recipe, callbacks=[hold_again])
+    assert seen == [os.getpid()] and result.progress.step == 10
+    assert not (folder / run_folder.LOCK_FILE).exists()
+
+
+HOLD_IN_EACH_PROCESS = """
+import sys
+from hfattn.orchestration.run import holding_output_dir
+for folder in sys.argv[1:]:
+    try:
+        with holding_output_dir(folder):
+            print("held", flush=True)
+    except ValueError as err:
+        print(type(err).__name__, err, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_every_process_of_a_run_refuses_a_busy_folder_together(tmp_path):
+    """Only the main process of a two-process run takes the lock, and when it is refused the
+    other process raises the same error instead of waiting for it (the first collective of
+    training would never come)."""
+    busy, free = tmp_path / "busy", tmp_path / "free"
+    busy.mkdir()
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}  # alive
+    (busy / run_folder.LOCK_FILE).write_text(json.dumps(holder))
+    script = tmp_path / "hold.py"
+    script.write_text(HOLD_IN_EACH_PROCESS)
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone",
+                "--nproc_per_node", "2", str(script), str(busy), str(free)]  # fmt: skip
+    done = subprocess.run(torchrun, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    refusals = [line for line in lines if line.startswith("RunFolderBusy ")]
+    assert len(refusals) == 2 and lines.count("held") == 2, done.stdout
+    assert all(f"(pid {os.getpid()} on {socket.gethostname()}" in line for line in refusals)
+    assert not (free / run_folder.LOCK_FILE).exists() and not free.exists()
 
 
 def test_a_lock_whose_process_is_gone_is_taken_over(tmp_path):

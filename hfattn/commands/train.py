@@ -101,13 +101,17 @@ def run(args: argparse.Namespace) -> int:
     Each check is made once, by :func:`~hfattn.recipes.load_recipe`, before training. The run
     folder is then held to the end by :func:`~hfattn.orchestration.run.run_recipe`: a second
     ``hfattn train`` into it is refused."""
+    from ..common.launch import end_process_group
     from .logging_setup import configure_logging
 
     configure_logging()  # before the recipe is loaded: its warnings in hfattn's format
     recipe = _recipe_of(args)
     if recipe is None:
         return 2
-    return _train(args, recipe)
+    try:
+        return _train(args, recipe)
+    finally:
+        end_process_group()  # a launched run's processes exit with their status
 
 
 def _train(args: argparse.Namespace, recipe) -> int:

@@ -11,6 +11,8 @@ Accelerate is imported.
   processes only for an MPI host file (or DeepSpeed, FSDP, TPUs); otherwise its one-process
   launcher runs the command once, with ``MASTER_ADDR`` and ``MASTER_PORT`` set (it sets them
   when ``--num_processes`` or ``--num_machines`` is above 1) and no world size.
+- :func:`end_process_group`: the process group of a launched run closed before the process
+  exits.
 """
 
 from __future__ import annotations
@@ -88,6 +90,17 @@ def lone_launch_warning(
     )
 
 
+def end_process_group() -> None:
+    """Destroy ``torch.distributed``'s default process group when this process set one up (a
+    run under ``torchrun`` or ``accelerate launch``), as the command's last step: a process
+    that exits with it open may abort in its exit (gloo's threads: ``terminate called without
+    an active exception``, exit status -6) instead of returning its status. Imports nothing:
+    a command that never loaded ``torch.distributed`` has no group to close."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
+
+
 __all__ = [
     "ACCELERATE_LAUNCH_OPTIONS",
     "ACCELERATE_LAUNCH_VARIABLE",
@@ -95,6 +108,7 @@ __all__ = [
     "RANK_VARIABLES",
     "SIZE_VARIABLES",
     "cpu_processes_command",
+    "end_process_group",
     "lone_launch_warning",
     "process_rank",
 ]

@@ -481,14 +481,18 @@ def test_run_recipe_from_python_holds_its_folder(tmp_path):
 
 
 HOLD_IN_EACH_PROCESS = """
-import sys
+import os, sys
+from hfattn.common.launch import end_process_group
 from hfattn.orchestration.run import holding_output_dir
+def say(line):  # one write of a line shorter than PIPE_BUF: the processes' lines never mix
+    os.write(1, (line + "\\n").encode())
 for folder in sys.argv[1:]:
     try:
         with holding_output_dir(folder):
-            print("held", flush=True)
+            say("held")
     except ValueError as err:
-        print(type(err).__name__, err, flush=True)
+        say(f"{type(err).__name__} {err}")
+end_process_group()  # as hfattn train ends
 """
 
 

@@ -30,13 +30,17 @@ def holding_output_dir(folder: str | Path) -> Iterator[None]:
     """Hold the run folder ``folder`` for the block: its main process takes the lock
     (:func:`~hfattn.storage.run_folder.held_run_folder`); when that is refused (another run
     holds it, it cannot be written), every process of the run raises the refusal together
-    (:func:`~hfattn.training.processes.main_process_error`).
+    (:func:`~hfattn.training.processes.main_process_error`). A launch whose processes
+    Accelerate sees as one each is refused first (each would take itself for the main one).
 
     Raises:
+        ValueError: :func:`~hfattn.training.processes.check_process_group`'s refusal.
         RunFolderBusy, RunWriteError: what the main process met, on every process.
     """
-    from ..training.processes import main_process_error  # accelerate: when a run starts
+    # accelerate: imported when a run starts
+    from ..training.processes import check_process_group, main_process_error
 
+    check_process_group()
     with ExitStack() as held:
         main_process_error(lambda: held.enter_context(held_run_folder(folder)))
         yield

@@ -480,6 +480,16 @@ def test_run_recipe_from_python_holds_its_folder(tmp_path):
     assert not (folder / run_folder.LOCK_FILE).exists()
 
 
+def test_a_launch_seen_as_one_process_is_refused_before_the_lock(tmp_path, monkeypatch):
+    """Each process of such a launch takes itself for the main one: it must get the launch's
+    error, not a lock that another process of the same launch took a moment earlier."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="^WORLD_SIZE=2 but Accelerate set up a single process"):
+        with orchestration.holding_output_dir(tmp_path / "run"):
+            pass
+    assert not (tmp_path / "run").exists()
+
+
 HOLD_IN_EACH_PROCESS = """
 import os, sys
 from hfattn.common.launch import end_process_group

@@ -18,6 +18,17 @@ import pytest
 from hfattn.hub import inspect_folder, load_space_app, stage_space
 from hfattn.hub.assets import asset_dir
 
+SPACE_FILES = {
+    "README.md",
+    "app.py",
+    "examples.json",
+    "frame.py",
+    "input_text.py",
+    "requirements.txt",
+}
+"""The files of every staged or pushed Space: its card, app, examples, the shared frame and
+input checks, and its requirements."""
+
 
 @dataclass
 class LaunchedSpace:

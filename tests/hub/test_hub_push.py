@@ -19,6 +19,7 @@ from hfattn.hub import push as push_module
 from tests.conftest import TEST_TOKEN
 from tests.helpers.fresh_env import LOAD_SCRIPT, clean_env, greedy_and_sampled
 from tests.helpers.network import connections, connects
+from tests.helpers.space_helpers import SPACE_FILES
 from tests.helpers.tiny_runs import PUBLISHED
 
 
@@ -252,14 +253,7 @@ def test_dry_run_writes_exact_folder_and_tree(
     push_model_folder(char_rnn_run, "tester/dry", space=True, dry_run_dir=out)
     assert hub_server.requests == []
     assert {p.name for p in (out / "model").iterdir()} == PUBLISHED
-    assert {p.name for p in (out / "space").iterdir()} == {
-        "README.md",
-        "app.py",
-        "examples.json",
-        "frame.py",
-        "input_text.py",
-        "requirements.txt",
-    }
+    assert {p.name for p in (out / "space").iterdir()} == SPACE_FILES
     printed = capsys.readouterr().out
     for name in ("model", "space", "model.safetensors", "app.py", "README.md"):
         assert name in printed
@@ -280,14 +274,7 @@ def test_cli_push_with_space(hub_server, char_rnn_run, capsys):
     lines = capsys.readouterr().out.split()
     assert lines == [f"{hub_server.url}/tester/cli", f"{hub_server.url}/spaces/tester/cli"]
     assert hub_server.repo("tester/cli", "space").sdk == "gradio"
-    assert set(hub_server.files("tester/cli", repo_type="space")) == {
-        "README.md",
-        "app.py",
-        "examples.json",
-        "frame.py",
-        "input_text.py",
-        "requirements.txt",
-    }
+    assert set(hub_server.files("tester/cli", repo_type="space")) == SPACE_FILES
     space_card = SpaceCard.load(
         hub_server.revision_dir("tester/cli", repo_type="space") / "README.md"
     )

@@ -20,7 +20,7 @@ from hfattn.cli import main as cli_main
 from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.fresh_env import run_card_snippet
-from tests.helpers.space_helpers import heatmap, launch_space, model_calls
+from tests.helpers.space_helpers import SPACE_FILES, heatmap, launch_space, model_calls
 from tests.helpers.translation_publishing import (
     NEW_TOKENS,
     SENTENCES,
@@ -153,14 +153,7 @@ def translation_space(translation_run, tmp_path_factory):
         translation_run, tmp_path_factory.mktemp("space"), max_input_chars=MAX_INPUT_CHARS
     )
     try:
-        assert sorted(p.name for p in space.staged.iterdir() if p.is_file()) == [
-            "README.md",
-            "app.py",
-            "examples.json",
-            "frame.py",
-            "input_text.py",
-            "requirements.txt",
-        ]
+        assert {p.name for p in space.staged.iterdir() if p.is_file()} == SPACE_FILES
         requirements = (space.staged / "requirements.txt").read_text()
         assert "transformers>=5.24" in requirements and "hfattn" not in requirements
         yield space.url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +16,10 @@ import hfattn.tasks  # noqa: F401  (registers the tasks that recipes name, as th
 # against any other process on a 2-core machine). Subprocesses inherit the variable.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
+
+# Prepared data (hfattn.data.prepared) goes to a folder of this session, never to the user's
+# cache; subprocesses inherit it. A test of the cache itself points it at its own tmp_path.
+os.environ.setdefault("HFATTN_PREPARED_DIR", tempfile.mkdtemp(prefix="hfattn-test-prepared-"))
 
 # --------------------------------------------------------------------------- publishing
 # A local Hub, a trained tiny char-RNN run folder and a Python environment without hfattn

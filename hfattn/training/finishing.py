@@ -133,7 +133,7 @@ def evaluate_and_save(
             final_eval_s=final_eval_s,
             wall_s=run.wall_seconds(),
         )
-        results = eval_results(result.metrics, job.card_metadata, training)
+        results = eval_results(result.metrics, job.card_metadata, training, job.data_preparation)
         if job.sample is not None:
             result.sample = job.sample(model)
         save_run_results(output_dir, model, job.tokenizer, results, run.metrics_path)

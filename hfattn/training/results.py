@@ -98,10 +98,14 @@ def _rounded(seconds: float | None) -> float | None:
     return round(seconds, 1) if seconds is not None else None
 
 
-def eval_results(metrics: dict[str, dict], card_metadata: dict, training: dict) -> dict:
+def eval_results(
+    metrics: dict[str, dict], card_metadata: dict, training: dict, data_preparation: dict
+) -> dict:
     """The content of ``eval_results.json``: the task and dataset names of
     ``card_metadata``, one ``results`` row per (split, reported metric) with a float value,
-    every metric under ``all_metrics``, and ``training`` (steps, runtime, stop reason...)."""
+    every metric under ``all_metrics``, ``training`` (steps, runtime, stop reason...) and
+    ``data_preparation`` (the prepared data's folder, whether it was reused, the seconds it
+    took this run)."""
     reported = card_metadata.get("reported_metrics")
     names = card_metadata.get("metric_names", {})
     return {
@@ -120,6 +124,7 @@ def eval_results(metrics: dict[str, dict], card_metadata: dict, training: dict) 
         ],
         "all_metrics": metrics,
         "training": training,
+        "data_preparation": data_preparation,
     }
 
 

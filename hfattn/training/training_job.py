@@ -33,6 +33,9 @@ class TrainingJob:
         eval_splits: splits scored at the end (``validation`` is also scored periodically).
         sample: optional ``model -> str`` shown at the end of training.
         card_metadata: task / dataset names recorded in ``eval_results.json``.
+        data_preparation: how the run came by its prepared data
+            (:meth:`hfattn.data.prepared.Prepared.record`: folder, reused, seconds),
+            recorded in ``eval_results.json``; empty for data built in memory.
     """
 
     model: Any
@@ -44,6 +47,7 @@ class TrainingJob:
     eval_splits: Sequence[str] = ("validation", "test")
     sample: Callable[[Any], str] | None = None
     card_metadata: dict = field(default_factory=dict)
+    data_preparation: dict = field(default_factory=dict)
 
 
 class NonFiniteLossError(ValueError):

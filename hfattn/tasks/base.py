@@ -78,6 +78,13 @@ class Task:
         ``recipe.model_config``; nothing is validated again)."""
         raise NotImplementedError
 
+    def prepare_data(self, recipe):
+        """Prepare the recipe's data (tokenizer and token ids of every split) into the
+        prepared-data cache, or find it there (:func:`hfattn.data.prepared.prepare`), without
+        building a model: what ``hfattn prepare RECIPE`` runs and what :meth:`build_job` maps.
+        Returns the :class:`~hfattn.data.prepared.Prepared` folder."""
+        raise NotImplementedError
+
     def check_data_source(self, source: str) -> None:
         """``data.source`` must name a dataset this task can load: the ``check_data_source`` of
         the task's light ``recipe`` module (what ``hfattn train`` checks before torch is

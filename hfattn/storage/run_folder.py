@@ -27,13 +27,13 @@ import os
 import shlex
 import shutil
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from filelock import FileLock, Timeout
 
 from .file_io import FileWriteError, atomic_path, writing
 from .model_folder import WEIGHTS_FILE
@@ -65,8 +65,9 @@ SAMPLES_FILE = "samples.md"
 """The sample generated after training (prompt, settings, text), written next to the model as
 Markdown; the model card shows it under "Samples" (it is not uploaded as a file)."""
 LOCK_FILE = ".train.lock"
-"""The lock file of a run folder being trained into (:func:`held_run_folder`): the holder's pid,
-host and start time, as JSON. Hidden: never published, never taken for a run's file."""
+"""The lock file of a run folder being trained into (:func:`held_run_folder`): ``flock``-ed by
+its holder and holding its pid, host and start time as JSON. Hidden: never published, never
+taken for a run's file."""
 RUN_FILES = (METRICS_FILE, EVAL_RESULTS_FILE, LOSS_CURVE_FILE, RECIPE_FILE, SAMPLES_FILE)
 """The files of a run that ``--overwrite`` removes (besides checkpoints and weights)."""
 
@@ -354,23 +355,26 @@ _FIXES = {
 @contextmanager
 def held_run_folder(folder: str | Path) -> Iterator[None]:
     """Hold the run folder ``folder`` (created if missing) for this process while the block
-    runs: the lock file :data:`LOCK_FILE` is made exclusively (``O_CREAT | O_EXCL``) with this
-    process's pid, host and start time, and removed at the end, with the folder when it was
-    made here and is left empty. A lock whose process is gone (same host, no such pid, or a
-    pid now of a later process) is stale and taken over. Only the main process of a
-    multi-process run holds it.
+    runs: an exclusive ``flock`` on :data:`LOCK_FILE` (``filelock``), taken without waiting,
+    whose file records this process's pid, host and start time for the message of a refused
+    run. The kernel releases the lock when its process ends, however it ends, so a lock file
+    left by a killed run is free: there is no stale state to detect, and of two runs starting
+    together exactly one holds the folder. At the end the file is removed (while still held:
+    a run waiting on its old inode sees it unlinked and takes the lock anew) and so is the
+    folder when it was made here and is left empty. Only the main process of a multi-process
+    run holds it.
 
     Raises:
-        RunFolderBusy: another live process holds ``folder``, naming it.
+        RunFolderBusy: another process holds ``folder``, naming it.
         RunWriteError: the folder or its lock cannot be written (no permission, a full disk).
     """
     folder = Path(folder)
     made = not folder.exists()
-    lock = folder / LOCK_FILE
+    lock = _folder_lock(folder, record_holder=True)
     try:
-        with writing(lock):
+        with writing(folder / LOCK_FILE):
             folder.mkdir(parents=True, exist_ok=True)
-            mine = _take_lock(lock)
+            _acquire(lock, folder)
     except FileWriteError as failure:
         raise RunWriteError(
             f"{failure}: output_dir must be a folder this user can write; make it writable or "
@@ -379,8 +383,8 @@ def held_run_folder(folder: str | Path) -> Iterator[None]:
     try:
         yield
     finally:
-        if _read_lock(lock) == mine:
-            lock.unlink(missing_ok=True)
+        (folder / LOCK_FILE).unlink(missing_ok=True)
+        lock.release()
         if made:
             try:
                 folder.rmdir()  # only an empty folder: a run that wrote nothing
@@ -388,24 +392,34 @@ def held_run_folder(folder: str | Path) -> Iterator[None]:
                 pass
 
 
-def _this_process() -> dict:
-    """The holder record of this process: pid, host, start time (and the kernel's start tick
-    of the pid where ``/proc`` has it, which tells a reused pid apart)."""
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
-    tick = _start_tick(os.getpid())
-    return me if tick is None else {**me, "start_tick": tick}
+def _folder_lock(folder: Path, *, record_holder: bool = False) -> FileLock:
+    """The non-blocking ``flock`` of ``folder``'s :data:`LOCK_FILE`; with ``record_holder``
+    the file is given this process's record (:func:`_this_process`) once it is held."""
+
+    def record(fd: int) -> None:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(_this_process()).encode(), 0)
+
+    return FileLock(folder / LOCK_FILE, blocking=False, thread_local=False,
+                    on_acquired=record if record_holder else None)  # fmt: skip
 
 
-def _start_tick(pid: int) -> int | None:
-    """The clock tick since boot at which process ``pid`` started (``/proc/PID/stat`` field
-    22; ``-1`` for a zombie, a process that has ended), ``None`` where it cannot be read."""
+def _acquire(lock: FileLock, folder: Path) -> None:
+    """Take ``lock`` of ``folder`` now, or refuse the folder naming its holder.
+
+    Raises:
+        RunFolderBusy: another process holds it.
+    """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        return -1 if fields[0] == "Z" else int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
+        lock.acquire()
+    except Timeout:
+        raise RunFolderBusy(_busy_message(folder, _read_lock(folder / LOCK_FILE) or {})) from None
+
+
+def _this_process() -> dict:
+    """The holder record of this process: pid, host, start time."""
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
 
 
 def _read_lock(lock: Path) -> dict | None:
@@ -420,78 +434,24 @@ def _read_lock(lock: Path) -> dict | None:
     return holder if isinstance(holder, dict) else {}
 
 
-def _alive(holder: dict) -> bool:
-    """Whether the process of a lock's ``holder`` may still run: on another host it is taken to
-    (it cannot be seen from here); on this one its pid must exist, not as a zombie, and, where
-    recorded, have started at the same clock tick."""
-    pid = holder.get("pid")
-    if holder.get("host") != socket.gethostname():
-        return True
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process
-    tick, now = holder.get("start_tick"), _start_tick(pid)
-    return now != -1 and (tick is None or now in (None, tick))
-
-
-def _take_lock(lock: Path) -> dict:
-    """Make ``lock`` with this process as its holder; a stale lock (:func:`_alive`) is removed
-    first. Returns the record written.
-
-    Raises:
-        RunFolderBusy: a live process holds it.
-    """
-    me = _this_process()
-    for _ in range(3):  # a holder that ends between the reads and the removal: try again
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            holder = _read_lock(lock)
-            if holder is None:
-                continue  # released meanwhile
-            if _held(lock, holder):
-                raise RunFolderBusy(_busy_message(lock.parent, holder)) from None
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(me, file)
-        return me
-    raise RunFolderBusy(_busy_message(lock.parent, _read_lock(lock) or {}))
-
-
 def check_not_busy(folder: str | Path) -> None:
-    """Refuse ``folder`` when a live process holds it (:func:`held_run_folder`): the checks of
+    """Refuse ``folder`` when another process holds it (:func:`held_run_folder`): the checks of
     a run folder (its checkpoints, its recipe) then name the run that trains there rather
     than what it has not written yet. The lock taken afterwards is what decides.
 
     Raises:
-        RunFolderBusy: a live process holds ``folder``, naming it.
+        RunFolderBusy: another process holds ``folder``, naming it.
     """
-    lock = Path(folder) / LOCK_FILE
-    holder = _read_lock(lock)
-    if holder is not None and _held(lock, holder):
-        raise RunFolderBusy(_busy_message(Path(folder), holder))
-
-
-def _held(lock: Path, holder: dict) -> bool:
-    """Whether ``lock`` (its ``holder`` record read, ``{}`` when unreadable) is held: its
-    process may still run (:func:`_alive`), or, unreadable, it was made a moment ago and its
-    holder may still be writing its record (:func:`_recently_made`)."""
-    return _alive(holder) if holder else _recently_made(lock)
-
-
-def _recently_made(lock: Path, seconds: float = 10.0) -> bool:
-    """Whether ``lock`` (empty or unreadable) was made in the last ``seconds``: its holder may
-    still be writing its record."""
+    folder = Path(folder)
+    if not (folder / LOCK_FILE).exists():
+        return
+    lock = _folder_lock(folder)
     try:
-        return time.time() - lock.stat().st_mtime < seconds
-    except OSError:
-        return False
+        _acquire(lock, folder)
+    except FileNotFoundError:  # the folder went away meanwhile
+        return
+    (folder / LOCK_FILE).unlink(missing_ok=True)  # free: leave no lock file behind
+    lock.release()
 
 
 def _busy_message(folder: Path, holder: dict) -> str:
@@ -504,8 +464,7 @@ def _busy_message(folder: Path, holder: dict) -> str:
     return (
         f"output_dir {folder} is in use by another hfattn train ({who}; {folder / LOCK_FILE}): "
         "one run trains into a folder at a time. Wait for it to end, or train into another "
-        "output_dir (--set output_dir=runs/NAME); if that process is gone (another machine, "
-        f"a reboot), delete {folder / LOCK_FILE}"
+        "output_dir (--set output_dir=runs/NAME)"
     )
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -512,15 +512,13 @@ def test_every_process_of_a_run_refuses_a_busy_folder_together(tmp_path):
     other process raises the same error instead of waiting for it (the first collective of
     training would never come)."""
     busy, free = tmp_path / "busy", tmp_path / "free"
-    busy.mkdir()
-    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}  # alive
-    (busy / run_folder.LOCK_FILE).write_text(json.dumps(holder))
     script = tmp_path / "hold.py"
     script.write_text(HOLD_IN_EACH_PROCESS)
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone",
                 "--nproc_per_node", "2", str(script), str(busy), str(free)]  # fmt: skip
-    done = subprocess.run(torchrun, env=env, capture_output=True, text=True, timeout=300)
+    with run_folder.held_run_folder(busy):  # this process trains into it
+        done = subprocess.run(torchrun, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     refusals = [line for line in lines if line.startswith("RunFolderBusy ")]
@@ -529,41 +527,74 @@ def test_every_process_of_a_run_refuses_a_busy_folder_together(tmp_path):
     assert not (free / run_folder.LOCK_FILE).exists() and not free.exists()
 
 
-def test_a_lock_whose_process_is_gone_is_taken_over(tmp_path):
+HOLD_UNTIL_KILLED = """
+import sys, time
+from hfattn.storage.run_folder import held_run_folder
+with held_run_folder(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_lock_left_by_a_killed_run_is_free(tmp_path):
+    """A run killed with SIGKILL leaves its lock file, with its record, behind; the kernel
+    released its lock, so the next run holds the folder at once and records itself."""
     folder = tmp_path / "run"
-    folder.mkdir()
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                           capture_output=True, text=True, check=True)  # fmt: skip
-    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # ended, not yet waited for
-    while run_folder._start_tick(zombie.pid) not in (-1, None):  # -1: ended
-        time.sleep(0.05)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_UNTIL_KILLED, str(folder)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert holder.stdout.readline() == "held\n"
     lock = folder / run_folder.LOCK_FILE
-    host = socket.gethostname()
-    stale = [
-        {"pid": int(ended.stdout), "host": host, "started": "2026-01-01T00:00:00+00:00"},
-        {"pid": zombie.pid, "host": host, "started": "2026-01-01T00:00:00+00:00"},
-        # a pid now of another process (this one: it started at another clock tick)
-        {"pid": os.getpid(), "host": host, "started": "2026-01-01T00:00:00+00:00",
-         "start_tick": -1},
-    ]  # fmt: skip
-    for holder in stale:
-        lock.write_text(json.dumps(holder))
-        with run_folder.held_run_folder(folder):
-            assert json.loads(lock.read_text())["pid"] == os.getpid()
-            with pytest.raises(run_folder.RunFolderBusy, match=f"pid {os.getpid()} on {host}"):
-                with run_folder.held_run_folder(folder):
-                    pass
-        assert not lock.exists() and folder.is_dir()
-    zombie.wait()
-    # another machine's lock cannot be checked from here: it holds until deleted
-    lock.write_text(json.dumps({**stale[0], "host": "elsewhere"}))
-    with pytest.raises(run_folder.RunFolderBusy, match=f"on elsewhere.*delete {lock}"):
-        with run_folder.held_run_folder(folder):
-            pass
+    assert json.loads(lock.read_text())["pid"] == holder.pid
+    with pytest.raises(run_folder.RunFolderBusy, match=f"pid {holder.pid} on "):
+        run_folder.check_not_busy(folder)
+    holder.kill()
+    holder.wait()
+    assert json.loads(lock.read_text())["pid"] == holder.pid  # left behind
+    run_folder.check_not_busy(folder)  # free
+    with run_folder.held_run_folder(folder):
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+        with pytest.raises(run_folder.RunFolderBusy, match=f"pid {os.getpid()} on "):
+            with run_folder.held_run_folder(folder):
+                pass
+    assert not lock.exists() and folder.is_dir()
     # a folder made for the lock alone is removed with it
     with run_folder.held_run_folder(tmp_path / "new"):
         assert (tmp_path / "new" / run_folder.LOCK_FILE).is_file()
     assert not (tmp_path / "new").exists()
+
+
+def _contend(folder, start, said, release):
+    """One of two runs starting together on ``folder``: says ``held`` (and holds until
+    ``release``) or ``busy``."""
+    start.wait()
+    try:
+        with run_folder.held_run_folder(folder):
+            said.put("held")
+            release.wait(120)
+    except run_folder.RunFolderBusy:
+        said.put("busy")
+
+
+def test_two_runs_racing_for_a_folder_with_a_dead_lock_one_holds_it(tmp_path):
+    """Two runs started at the same moment on a folder whose lock file a dead process left:
+    exactly one holds it, every try."""
+    ctx = multiprocessing.get_context("fork")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    dead = {"pid": 999_999_999, "host": socket.gethostname(), "started": "2026-01-01T00:00:00"}
+    for _ in range(25):
+        (folder / run_folder.LOCK_FILE).write_text(json.dumps(dead))
+        start, said, release = ctx.Barrier(2), ctx.Queue(), ctx.Event()
+        runs = [ctx.Process(target=_contend, args=(folder, start, said, release))
+                for _ in range(2)]  # fmt: skip
+        for run in runs:
+            run.start()
+        outcomes = sorted(said.get(timeout=120) for _ in runs)
+        release.set()
+        for run in runs:
+            run.join(120)
+        assert outcomes == ["busy", "held"]
+        assert not (folder / run_folder.LOCK_FILE).exists()
 
 
 def test_an_output_dir_that_cannot_be_made_is_one_error(tmp_path, capsys):

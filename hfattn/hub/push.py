@@ -223,23 +223,38 @@ def _endpoint() -> str | None:
     return os.environ.get("HF_ENDPOINT") or None
 
 
+KEPT_REPO_FILES = (".gitattributes",)
+"""Files of a repository that a push never deletes (the Hub writes ``.gitattributes`` when it
+creates a repository)."""
+
+
 def commit_folder(
     api, repo_id: str, folder: Path, message: str, *, repo_type: str = "model", revision=None
 ):
-    """Upload every file under ``folder`` to ``repo_id`` as exactly one commit.
+    """Make ``repo_id`` (at ``revision``) hold exactly the files under ``folder``, as one
+    commit: every file added, and every file the repository has that ``folder`` lacks
+    (an ``adapter_config.json`` left by an earlier push of the adapter, before a push of the
+    merged model) deleted, except :data:`KEPT_REPO_FILES`. The deleted paths are logged.
 
     ``HfApi.upload_folder`` splits large folders into several commits when ``hf_xet`` is
     installed; ``create_commit`` with the full list of operations is all-or-nothing.
     """
-    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-    operations = [
-        CommitOperationAdd(
-            path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=str(path)
-        )
+    pushed = {
+        path.relative_to(folder).as_posix(): path
         for path in sorted(folder.rglob("*"))
         if path.is_file()
-    ]
+    }
+    present = api.list_repo_files(repo_id, repo_type=repo_type, revision=revision)
+    stale = sorted(set(present) - set(pushed) - set(KEPT_REPO_FILES))
+    if stale:
+        logger.info("removing from %s what the pushed folder lacks: %s", repo_id, ", ".join(stale))
+    operations = [
+        *(CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path))
+          for name, path in pushed.items()),
+        *(CommitOperationDelete(path_in_repo=name) for name in stale),
+    ]  # fmt: skip
     return api.create_commit(
         repo_id=repo_id,
         repo_type=repo_type,
@@ -268,7 +283,10 @@ def _print_dry_run(
     for refusal in refusals:
         console.print(f"[bold yellow]warning:[/] a real push is refused: {escape(refusal)}")
     console.print(render_tree(root, f"{root}  (dry run: nothing uploaded)"))
-    console.print(f"model/ would be uploaded to [bold]{repo_id}[/] in one commit")
+    console.print(
+        f"model/ would be uploaded to [bold]{repo_id}[/] in one commit, which also deletes the "
+        "repository's files that model/ lacks"
+    )
     if space:
         console.print(f"space/ would be uploaded to the Space [bold]{repo_id}[/] (sdk gradio)")
     for name, reason in excluded:

@@ -492,3 +492,25 @@ def test_broken_folders_are_never_uploaded(hub_server, char_rnn_run, tmp_path, c
     assert cli_main(["push", str(folder), "--repo-id", "tester/broken"]) == 2
     assert expected in capsys.readouterr().err
     assert hub_server.requests == []  # refused before any upload
+
+
+def test_a_merged_push_over_the_adapter_leaves_no_adapter_file(hub_server, lora_run, caplog):
+    """The adapter pushed first, then the merged model to the same repository: the one commit
+    of the second push deletes the adapter's files, so ``from_pretrained`` of the repository
+    loads the merged model and nothing stale."""
+    from transformers import AutoModelForCausalLM
+
+    _, run = lora_run
+    push_model_folder(run, "tester/lora-then-merged")
+    assert "adapter_config.json" in hub_server.files("tester/lora-then-merged")
+    with caplog.at_level(logging.INFO, logger="hfattn.hub.push"):
+        push_model_folder(run, "tester/lora-then-merged", merge=True)
+    files = set(hub_server.files("tester/lora-then-merged"))
+    assert not files & {"adapter_config.json", "adapter_model.safetensors"}
+    assert {"config.json", "model.safetensors", "README.md"} <= files
+    assert len(hub_server.repo("tester/lora-then-merged").commits) == 2
+    assert "adapter_config.json, adapter_model.safetensors" in caplog.text
+    loaded = AutoModelForCausalLM.from_pretrained(
+        hub_server.revision_dir("tester/lora-then-merged")
+    )
+    assert type(loaded).__name__ == "GPT2LMHeadModel"

@@ -13,6 +13,10 @@ written file reads back whole.
   onto its target (a CTranslate2 export, a converted dataset, a checkpoint).
 - :func:`append_text`: a line added to a log; a write cut short is cut back off.
 
+Every file and folder is flushed to the disk (``fsync``) before the rename that publishes it,
+and the folder holding the rename after it (:func:`fsync_path`): a power cut leaves the old
+file or the whole new one.
+
 A write that fails for lack of space, permission or a file-size limit raises
 :class:`FileWriteError` naming the file as the user knows it (not its temporary name) and the
 cause, whichever library wrote it (:func:`write_failure`: ``torch.save`` and ``safetensors``
@@ -190,6 +194,28 @@ def give_plain_modes(path: Path) -> None:
             os.chmod(os.path.join(root, name), plain_mode())
 
 
+def fsync_path(path: Path) -> None:
+    """Flush ``path`` (a file, or a folder's entries) to the disk: before a rename makes a
+    written file visible under its real name, and after it, for the folder that holds the
+    rename, so that a power cut leaves the old file or the whole new one, never a renamed but
+    empty one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(path: Path) -> None:
+    """:func:`fsync_path` every file and folder under ``path`` (files first), and ``path``."""
+    for root, folders, files in os.walk(path, topdown=False):
+        for name in files:
+            fsync_path(Path(root) / name)
+        for name in folders:
+            fsync_path(Path(root) / name)
+    fsync_path(path)
+
+
 def unwritable_folder(target: str | Path) -> Path | None:
     """The folder that refuses the atomic write of ``target`` (a file or folder, made with a
     temporary name next to it): the nearest existing folder above ``target`` when this process
@@ -219,7 +245,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.close(fd)
             yield Path(tmp)
             os.chmod(tmp, plain_mode())
+            fsync_path(Path(tmp))
             os.replace(tmp, path)
+            fsync_path(path.parent)
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
@@ -258,10 +286,12 @@ def atomic_files(folder: str | Path) -> Iterator[Path]:
         with writing(folder, staged=tmp):
             yield tmp
             give_plain_modes(tmp)
+            fsync_tree(tmp)
             for file in sorted(p for p in tmp.rglob("*") if p.is_file()):
                 target = folder / file.relative_to(tmp)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(file, target)
+                fsync_path(target.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -273,6 +303,7 @@ def move_dir_into_place(tmp: Path, target: Path, *, keep_existing: bool = False)
     process that built the same folder won the race) and ``tmp`` is deleted."""
     tmp, target = Path(tmp), Path(target)
     give_plain_modes(tmp)
+    fsync_tree(tmp)
     if keep_existing or not target.exists():
         try:
             os.replace(tmp, target)
@@ -280,6 +311,7 @@ def move_dir_into_place(tmp: Path, target: Path, *, keep_existing: bool = False)
             if not (keep_existing and target.is_dir()):  # not a lost race: a real error
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
+        fsync_path(target.parent)
         return target
     aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
     try:
@@ -289,6 +321,7 @@ def move_dir_into_place(tmp: Path, target: Path, *, keep_existing: bool = False)
         except OSError:
             os.replace(aside / target.name, target)  # put the previous folder back
             raise
+        fsync_path(target.parent)
     finally:
         shutil.rmtree(aside, ignore_errors=True)
     return target
@@ -401,6 +434,8 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "fsync_path",
+    "fsync_tree",
     "give_plain_modes",
     "move_dir_into_place",
     "plain_mode",

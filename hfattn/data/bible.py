@@ -134,8 +134,10 @@ def cache_path(sword_path: Path = SWORD_PATH) -> Path:
 def _open_bibles(sword_path: Path):
     try:
         from pysword.modules import SwordModules
-    except ImportError as e:  # pragma: no cover - a declared dependency
-        raise BibleNotInstalledError("the Bible source needs `pip install pysword`") from e
+    except ImportError as e:  # an extra
+        raise BibleNotInstalledError(
+            "the Bible source needs pysword: pip install 'hfattn[bible]'"
+        ) from e
     found = SwordModules(str(sword_path))
     modules = found.parse_modules()
     bibles = {}

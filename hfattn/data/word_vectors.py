@@ -25,7 +25,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gensim.models import FastText, KeyedVectors, Word2Vec
+
+try:
+    from gensim.models import FastText, KeyedVectors, Word2Vec
+except ImportError as err:  # an extra: pip install 'hfattn[word-vectors]'
+    raise ImportError(
+        "a recipe's word_vectors: section needs gensim: pip install 'hfattn[word-vectors]'"
+    ) from err
 
 from ..models.config_checks import check_choice
 from ..storage.file_io import atomic_path

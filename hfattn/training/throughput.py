@@ -8,7 +8,9 @@ MFU is the share of a device's peak arithmetic rate that the model's own trainin
 
 Training FLOPs (:class:`FlopCounter`): a model's own ``floating_point_ops(batch)`` where it
 defines one; the Vaswani Transformer's count of :func:`vaswani_training_flops` (its matrix
-products, attention included); else :math:`6 N T` (Kaplan et al. 2020, "Scaling Laws for
+products, attention included); the RNN encoder-decoders' (Bahdanau, Luong) count of
+:func:`recurrent_seq2seq_training_flops` (encoder per source token, decoder and output layer
+per target token, attention per pair); else :math:`6 N T` (Kaplan et al. 2020, "Scaling Laws for
 Neural Language Models": forward 2 and backward 4 FLOPs per parameter and token) with
 :math:`N` the parameters outside ``nn.Embedding`` tables and :math:`T` the batch's padded
 input positions, the count ``transformers.Trainer`` has used for its ``total_flos``.
@@ -169,6 +171,61 @@ def vaswani_training_flops(
     return float(dense + 12 * batch * width * lengths)
 
 
+def recurrent_seq2seq_parameter_counts(model: nn.Module) -> tuple[int, int, int, int, int]:
+    """``(P_enc, P_key, P_tgt, W_key, W_value)`` of :func:`recurrent_seq2seq_training_flops`
+    for a ``bahdanau`` model: the encoder's parameters outside its embedding table, the
+    attention parameters applied to every encoder output (the key side of the score, computed
+    once per source sequence), every other parameter of the decoder, its output projection and
+    ``lm_head`` (a tied output matrix counted: it multiplies every target position), and the
+    widths of a precomputed key and of an encoder output (0, 0 without attention)."""
+    encoder, decoder = model.model.encoder, model.model.decoder
+    embeddings = {id(p) for m in model.modules() if isinstance(m, nn.Embedding)
+                  for p in m.parameters()}  # fmt: skip
+    source = sum(p.numel() for p in encoder.parameters() if id(p) not in embeddings)
+    attention = decoder.attention
+    key_side = 0
+    widths = (0, 0)
+    if attention is not None:
+        probe = torch.zeros(1, 1, model.config.annotation_size)
+        with torch.no_grad():
+            key_width = attention.precompute_keys(probe).shape[-1]
+        key_modules = [m for name in ("key_proj", "weight") if isinstance(
+            m := getattr(attention.score, name, None), nn.Module)]  # fmt: skip
+        key_side = sum(_parameters(m) for m in key_modules)
+        widths = (key_width, model.config.annotation_size)
+    output = [getattr(model, "output_projection", None), model.lm_head]
+    target = sum(p.numel() for p in decoder.parameters() if id(p) not in embeddings) - key_side
+    target += sum(_parameters(m) for m in output if m is not None)
+    return source, key_side, target, *widths
+
+
+def recurrent_seq2seq_training_flops(
+    model: nn.Module,
+    batch: int,
+    source: int,
+    target: int,
+    counts: tuple[int, int, int, int, int] | None = None,
+) -> float:
+    r"""Training FLOPs of one step of an RNN encoder-decoder (Bahdanau et al. 2015, Luong et al.
+    2015) on ``batch`` rows of ``source`` source and ``target`` target positions (padded
+    positions included):
+
+    .. math:: 6\,B\,\bigl((P_{enc} + P_{key}) S + P_{tgt} T\bigr)
+       + 6\,B\,T\,S\,(W_{key} + W_{value})
+
+    with :math:`P_{enc}` the encoder's parameters (its embedding table left out: a lookup),
+    :math:`P_{key}` the attention's key-side parameters (applied to each encoder output),
+    :math:`P_{tgt}` the decoder's other parameters with the output projection and the output
+    layer (per target token), and the second term the attention of every target step to
+    every source position: the score against a precomputed key of width :math:`W_{key}` and
+    the weighted sum of encoder outputs of width :math:`W_{value}` (forward 2, backward 4
+    FLOPs a multiply-add). Scores with layers of their own per pair (``deep``) count their
+    first layer only. ``counts``: the model's :func:`recurrent_seq2seq_parameter_counts`."""
+    enc, key, tgt, key_width, value_width = counts or recurrent_seq2seq_parameter_counts(model)
+    dense = 6 * batch * ((enc + key) * source + tgt * target)
+    return float(dense + 6 * batch * target * source * (key_width + value_width))
+
+
 class FlopCounter:
     """Training FLOPs of one micro-batch of ``model``, from the batch's shapes only (nothing is
     read from the device; see the module docstring for the counts). The parameter counts are
@@ -178,8 +235,11 @@ class FlopCounter:
         self.model = model
         own = getattr(model, "floating_point_ops", None)
         self.own = own if callable(own) else None
-        vaswani = getattr(getattr(model, "config", None), "model_type", None) == "vaswani"
-        self.vaswani_counts = vaswani_parameter_counts(model) if vaswani else None
+        model_type = getattr(getattr(model, "config", None), "model_type", None)
+        self.vaswani_counts = vaswani_parameter_counts(model) if model_type == "vaswani" else None
+        self.recurrent_counts = (
+            recurrent_seq2seq_parameter_counts(model) if model_type == "bahdanau" else None
+        )
         self.parameters = non_embedding_parameters(model)
 
     def __call__(self, batch) -> float:
@@ -191,6 +251,12 @@ class FlopCounter:
             rows, source = batch["input_ids"].shape
             target = batch["labels"].shape[1]
             return vaswani_training_flops(self.model, rows, source, target, self.vaswani_counts)
+        if self.recurrent_counts is not None and isinstance(batch, dict):
+            rows, source = batch["input_ids"].shape
+            target = batch["labels"].shape[1]
+            return recurrent_seq2seq_training_flops(
+                self.model, rows, source, target, self.recurrent_counts
+            )
         ids = batch["input_ids"] if isinstance(batch, dict) else batch[:, 1:]
         return float(6 * self.parameters * ids.numel())
 
@@ -211,6 +277,8 @@ __all__ = [
     "dtype_class",
     "measured_matmul_peak",
     "mfu",
+    "recurrent_seq2seq_parameter_counts",
+    "recurrent_seq2seq_training_flops",
     "non_embedding_parameters",
     "vaswani_parameter_counts",
     "vaswani_training_flops",

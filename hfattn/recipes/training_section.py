@@ -7,6 +7,7 @@ Imported through :mod:`hfattn.recipes.schema` with the other sections.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from dataclasses import dataclass, field
 
 from ..common.field_checks import require, require_choice, require_positive
@@ -14,6 +15,19 @@ from ..training.optimizer_names import OPTIMIZER_NAMES
 from ..training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
+TRACKERS = {
+    "tensorboard": ("tensorboard", "tensorboardX"),
+    "wandb": ("wandb",),
+    "trackio": ("trackio",),
+    "mlflow": ("mlflow",),
+    "comet_ml": ("comet_ml",),
+    "aim": ("aim",),
+    "clearml": ("clearml",),
+    "dvclive": ("dvclive",),
+    "swanlab": ("swanlab",),
+}
+"""The experiment trackers of ``training.report_to`` (Accelerate's ``log_with`` names) and the
+packages that provide each (any one of them)."""
 ON_NONFINITE_LOSS = ("stop", "skip")
 
 
@@ -97,6 +111,14 @@ class TrainingSection:
     block above 32 MiB, such as a batch's logits over the vocabulary
     (:mod:`hfattn.training.host_memory`). The process keeps its peak heap while it trains;
     ignored on a GPU, and with a warning where the C library is not glibc."""
+    report_to: list[str] = field(default_factory=list)
+    """Experiment trackers that receive every record of ``metrics.jsonl`` (train and
+    validation scalars, by step), through Accelerate's ``log_with``: any of ``tensorboard``,
+    ``wandb``, ``trackio``, ``mlflow``, ``comet_ml``, ``aim``, ``clearml``, ``dvclive``,
+    ``swanlab`` (the package installed by you). TensorBoard writes its event files into
+    ``output_dir/logs/``; a resumed run drops the points logged after its checkpoint
+    (``purge_step``), as ``metrics.jsonl`` does. ``metrics.jsonl`` stays the run's record;
+    ``[]``: no tracker."""
     compile: bool | str = "auto"
     """Compile the training step with ``torch.compile`` (default mode, TorchInductor): the loss
     step (forward and backward) runs fused kernels, while evaluation, generation,
@@ -172,6 +194,14 @@ class TrainingSection:
             "must name a validation metric such as loss, accuracy or macro_f1",
         )
         require(self.warmup_steps >= 0, "training.warmup_steps", "must be >= 0")
+        for tracker in self.report_to:
+            require_choice(tracker, "training.report_to", tuple(TRACKERS))
+            require(
+                any(importlib.util.find_spec(package) for package in TRACKERS[tracker]),
+                "training.report_to",
+                f"{tracker} needs the {TRACKERS[tracker][0]} package: pip install "
+                f"{TRACKERS[tracker][0]}",
+            )
         require(self.weight_decay >= 0, "training.weight_decay", "must be >= 0")
         require(len(self.betas) == 2, "training.betas", "must be two numbers [beta1, beta2]")
         require(

@@ -64,6 +64,9 @@ CONFUSION_MATRIX_FILE = "confusion_matrix.json"
 SAMPLES_FILE = "samples.md"
 """The sample generated after training (prompt, settings, text), written next to the model as
 Markdown; the model card shows it under "Samples" (it is not uploaded as a file)."""
+TRACKER_LOGS_DIR = "logs"
+"""Where the experiment trackers that write files (TensorBoard) keep them
+(``training.report_to``); never published."""
 LOCK_FILE = ".train.lock"
 """The lock file of a run folder being trained into (:func:`held_run_folder`): ``flock``-ed by
 its holder and holding its pid, host and start time as JSON. Hidden: never published, never
@@ -80,12 +83,13 @@ RESUMABLE_FIELDS = (
     "training.keep_checkpoints",
     "training.average_checkpoints",
     "training.reuse_freed_memory",
+    "training.report_to",
     "hub",
 )
 """The recipe fields a resumed run may change (its budget, its logging, eval and checkpoint
 intervals, how many checkpoints it keeps and averages at the end, whether it keeps freed host
-memory for reuse, and every ``hub.*`` field, which says how to publish the run, not how it
-trains); any other difference means another run."""
+memory for reuse, the trackers it reports to, and every ``hub.*`` field, which says how to
+publish the run, not how it trains); any other difference means another run."""
 RESUME_AND_OVERWRITE = (
     "--resume continues the run in output_dir and --overwrite replaces it: give one, not both"
 )
@@ -617,6 +621,7 @@ __all__ = [
     "training_shortfall",
     "FieldChange",
     "LOCK_FILE",
+    "TRACKER_LOGS_DIR",
     "check_not_busy",
     "RunFolderBusy",
     "RunFolderError",

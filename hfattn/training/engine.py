@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from ..storage.file_io import writing
 from ..storage.run_folder import (
+    TRACKER_LOGS_DIR,
     clear_output_dir,
     latest_checkpoint,
     resume_command,
@@ -61,6 +62,7 @@ from .processes import (
 from .session import TrainingSession
 from .speed import floats, trained_tokens
 from .stop_signals import Interrupted, stop_at_once, stop_on_signals
+from .trackers import start_trackers
 from .training_job import TrainingCallback, TrainingJob, TrainResult
 
 logger = logging.getLogger(__name__)
@@ -110,7 +112,8 @@ def train(
         if overwrite:
             clear_output_dir(output_dir)
         set_seed(cfg.seed)
-        acc = build_accelerator(cfg.mixed_precision, cfg.gradient_accumulation_steps)
+        acc = build_accelerator(cfg.mixed_precision, cfg.gradient_accumulation_steps,
+                                cfg.report_to, output_dir / TRACKER_LOGS_DIR)  # fmt: skip
         every_loss = checks_every_loss(cfg.on_nonfinite_loss, acc.device)
         nonfinite = NonFiniteLosses(acc, cfg, output_dir, every_loss)
         run = TrainingSession(job, cfg, output_dir, acc, nonfinite, callbacks, planned_training)
@@ -123,18 +126,22 @@ def train(
             run.metrics_path.unlink()  # a fresh run starts a fresh log
         if acc.is_main_process and recipe_yaml is not None:  # once the checkpoint fits it
             write_recipe(output_dir, recipe_yaml)
+        start_trackers(acc, cfg.report_to, output_dir, run.progress.step)
         acc.wait_for_everyone()
 
-        interrupted = _train_loop(run)
-        p = run.progress
-        result = TrainResult(output_dir=output_dir, progress=p, interrupted=interrupted)
-        if not interrupted:
-            try:  # the checkpoint of the last step is written: a first signal stops at once
-                with stop_at_once(p.step):
-                    finish_training(run)
-                    evaluate_and_save(run, result, recipe_name, generation_defaults)
-            except Interrupted:
-                p.stop.requested = p.stop.interrupted = result.interrupted = True
+        try:
+            interrupted = _train_loop(run)
+            p = run.progress
+            result = TrainResult(output_dir=output_dir, progress=p, interrupted=interrupted)
+            if not interrupted:
+                try:  # the checkpoint of the last step is written: a first signal stops at once
+                    with stop_at_once(p.step):
+                        finish_training(run)
+                        evaluate_and_save(run, result, recipe_name, generation_defaults)
+                except Interrupted:
+                    p.stop.requested = p.stop.interrupted = result.interrupted = True
+        finally:
+            acc.end_training()  # the trackers' files closed, whatever ended the run
         if result.interrupted:
             # the caller says so (`hfattn train` prints how to continue): logged once, not twice
             logger.debug("stopped at step %d; continue with %s", p.step, resume_command(output_dir))

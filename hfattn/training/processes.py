@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState
-from accelerate.utils import parse_flag_from_env
+from accelerate.utils import ProjectConfiguration, parse_flag_from_env
 
 from ..common.launch import accelerate_launch_command, cpu_processes_command
 from .precision import resolve_mixed_precision
@@ -29,10 +31,16 @@ def _partial_state() -> PartialState:
     return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))
 
 
-def build_accelerator(mixed_precision: str, gradient_accumulation_steps: int) -> Accelerator:
+def build_accelerator(
+    mixed_precision: str,
+    gradient_accumulation_steps: int,
+    report_to: Sequence[str] = (),
+    logging_dir: Path | None = None,
+) -> Accelerator:
     """The run's ``Accelerator``: the precision ``mixed_precision`` resolved for the device of
     Accelerate's distributed set-up (``auto``: bf16 where it is native), with
-    ``gradient_accumulation_steps``.
+    ``gradient_accumulation_steps``, logging to the trackers ``report_to`` (``log_with``;
+    those writing files into ``logging_dir``).
 
     ``AcceleratorState`` is a process-wide singleton that refuses a second precision; a second
     run in the same process (a notebook, the tests) may ask for another one, so its settings
@@ -42,7 +50,10 @@ def build_accelerator(mixed_precision: str, gradient_accumulation_steps: int) ->
     precision = resolve_mixed_precision(mixed_precision, _partial_state().device)
     AcceleratorState._reset_state(reset_partial_state=False)
     return Accelerator(
-        mixed_precision=precision, gradient_accumulation_steps=gradient_accumulation_steps
+        mixed_precision=precision,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        log_with=list(report_to) or None,
+        project_config=ProjectConfiguration(logging_dir=str(logging_dir)) if logging_dir else None,
     )
 
 

@@ -34,6 +34,7 @@ from .optim import build_optimizer
 from .processes import check_batch_size, check_rows_per_process
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
 from .speed import SessionFlops, Speedometer, floats, trained_tokens, warn_if_sized_for_gpu
+from .trackers import tracked_scalars
 from .training_job import TrainingJob, as_callbacks
 
 
@@ -130,9 +131,12 @@ class TrainingSession:
     # ---- files -------------------------------------------------------------------------
     def log(self, record: dict) -> None:
         """Append one record to ``metrics.jsonl`` (main process; a record cut short by a full
-        disk is cut back off, :func:`~hfattn.storage.file_io.append_text`)."""
+        disk is cut back off, :func:`~hfattn.storage.file_io.append_text`) and give its scalars
+        to the trackers of ``training.report_to``."""
         if self.accelerator.is_main_process:
             append_text(self.metrics_path, json.dumps(record) + "\n")
+        if self.cfg.report_to:
+            self.accelerator.log(tracked_scalars(record), step=record["step"])
 
     def save_checkpoint(self) -> None:
         """:func:`~hfattn.training.checkpoints.write_checkpoint` of the current step."""

@@ -1,5 +1,5 @@
 """The ``hfattn`` command line:
-``hfattn train|evaluate|generate|translate|classify|push|demo|plot|baseline``.
+``hfattn train|evaluate|generate|translate|classify|push|demo|plot|baseline|prepare|cache``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the
@@ -33,6 +33,8 @@ COMMANDS = (
     "demo",
     "plot",
     "baseline",
+    "prepare",
+    "cache",
 )
 LOADING_COMMANDS = ("evaluate", "generate", "translate", "classify")
 """Commands that load a model folder through :mod:`hfattn.commands.inputs` (safetensors only,

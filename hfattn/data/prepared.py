@@ -16,7 +16,8 @@ preparation killed at any moment leaves no folder a later run takes for complete
 several processes (``torchrun``) or runs asking for the same data one prepares while the others
 wait and then map its files. A cache location that cannot be written (read only, no
 permission) falls back to a temporary folder, said in one line. :func:`list_prepared` and
-:func:`remove_prepared` serve ``hfattn cache``.
+:func:`remove_prepared` serve ``hfattn cache``, and :func:`remove_stale` deletes what
+preparations killed before they finished left aside.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ ROOT_VARIABLE = "HFATTN_PREPARED_DIR"
 """The environment variable that moves the prepared-data cache."""
 WAIT_NOTICE_S = 1.0
 """A process that waits this long for another's preparation says so."""
+PROGRESS_DELAY_S = 2.0
+"""A preparation phase shows its bar (:func:`progress_bar`) once it has taken this long."""
 
 
 def prepared_root() -> Path:
@@ -57,6 +60,15 @@ def prepared_root() -> Path:
     if os.environ.get(ROOT_VARIABLE):
         return Path(os.environ[ROOT_VARIABLE]).expanduser()
     return hfattn_cache_dir() / "prepared"
+
+
+def progress_bar(*, total: int, desc: str, unit: str):
+    """The ``tqdm`` bar of a preparation phase (``total`` ``unit`` s, with counts and rate):
+    shown once the phase has run :data:`PROGRESS_DELAY_S`, by the first process only."""
+    from tqdm.auto import tqdm  # tqdm.auto looks for a notebook: not for `hfattn cache`
+
+    return tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S,
+                disable=process_rank() != 0)  # fmt: skip
 
 
 def source_identity(source: str) -> dict:
@@ -123,8 +135,14 @@ def _complete(folder: Path) -> dict | None:
         return None
 
 
+_FALLBACK_ROOTS: dict[Path, Path] = {}
+"""The temporary folder this process prepares in, for each cache location it cannot write."""
+
+
 def _fallback_root(root: Path, reason: str) -> Path:
-    tmp = Path(tempfile.mkdtemp(prefix="hfattn-prepared-"))
+    if root in _FALLBACK_ROOTS:  # said once per process; later preparations go there too
+        return _FALLBACK_ROOTS[root]
+    tmp = _FALLBACK_ROOTS[root] = Path(tempfile.mkdtemp(prefix="hfattn-prepared-"))
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     logger.warning(
         "cannot write the prepared-data cache %s (%s): preparing in %s, removed at exit "
@@ -138,7 +156,8 @@ def _writable_root() -> Path:
     root = prepared_root()
     blocked = unwritable_folder(root / "x")
     if blocked is not None:
-        return _fallback_root(root, f"{blocked} is not writable")
+        what = "not writable" if blocked.is_dir() else "a file, not a folder"
+        return _fallback_root(root, f"{blocked} is {what}")
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -181,7 +200,9 @@ def prepare(
         manifest = _complete(folder)
         if manifest is not None:
             return _reused(folder, manifest, start)
-        for stale in root.glob(f".{name}.*.tmp"):  # a killed preparation's (we hold the lock)
+        # we hold the lock: what lies there is left by a preparation or removal cut short
+        for stale in [*_aside(root, name), *([folder] if folder.exists() else [])]:
+            logger.info("removing %s, left by a preparation cut short", stale)
             shutil.rmtree(stale, ignore_errors=True)
         by = f"{socket.gethostname()}:{os.getpid()} (rank {process_rank()})"
         logger.info("preparing %s into %s", what, folder)
@@ -201,29 +222,39 @@ def prepare(
     return Prepared(folder, False, time.monotonic() - start, by)
 
 
+def _aside(root: Path, name: str) -> list[Path]:
+    """The folders of ``name`` being built or removed aside (``.NAME.*.tmp``)."""
+    return sorted(root.glob(f".{name}.*.tmp"))
+
+
 def list_prepared(root: Path | None = None) -> list[dict]:
     """Every prepared folder of the cache: its ``name``, ``folder``, ``size`` (bytes) and
-    manifest facts (``task``, ``what``, ``created``), oldest first."""
+    manifest facts (``task``, ``what``, ``created``), oldest first. Folders being prepared or
+    left by a preparation cut short (hidden, without a manifest) are not listed."""
     root = prepared_root() if root is None else root
     rows = []
     for folder in sorted(root.iterdir()) if root.is_dir() else ():
-        manifest = _complete(folder) if folder.is_dir() else None
+        manifest = (
+            _complete(folder) if folder.is_dir() and not folder.name.startswith(".") else None
+        )
         if manifest is not None:
-            rows.append({"name": folder.name, "folder": str(folder),
-                         "size": folder_size(folder), **manifest})  # fmt: skip
-    return sorted(rows, key=lambda row: row.get("created", ""))
+            made = (folder / MANIFEST_FILE).stat().st_mtime_ns
+            rows.append((made, {"name": folder.name, "folder": str(folder),
+                                "size": folder_size(folder), **manifest}))  # fmt: skip
+    return [row for _, row in sorted(rows, key=lambda made_row: made_row[0])]
 
 
 def remove_prepared(names: Iterable[str], root: Path | None = None) -> list[Path]:
-    """Delete the prepared folders ``names`` (each under its lock, so no preparation is cut);
+    """Delete the prepared folders ``names`` (each under its lock, so no preparation is cut,
+    and renamed aside first, so a removal cut short leaves nothing taken for prepared data);
     the folders removed.
 
     Raises:
-        ValueError: a name is not a prepared folder of the cache.
+        ValueError: a name is not a prepared folder of the cache (nothing is removed then).
     """
     root = prepared_root() if root is None else root
     known = {row["name"] for row in list_prepared(root)}
-    names = list(names)
+    names = list(dict.fromkeys(names))
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(
@@ -233,9 +264,38 @@ def remove_prepared(names: Iterable[str], root: Path | None = None) -> list[Path
     removed = []
     for name in names:
         with FileLock(root / f".{name}.lock"):
-            shutil.rmtree(root / name)
-        (root / f".{name}.lock").unlink(missing_ok=True)
-        removed.append(root / name)
+            aside = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=root))
+            os.replace(root / name, aside / name)
+            for folder in _aside(root, name):
+                shutil.rmtree(folder)
+        removed.append(root / name)  # the lock file stays: another process may be waiting on it
+    return removed
+
+
+def stale_folders(root: Path | None = None) -> list[Path]:
+    """The folders of the cache set aside by preparations or removals (``.NAME.*.tmp``): under
+    way, or left by one cut short (``kill -9``, a crash) that no later preparation of the same
+    data has cleared."""
+    root = prepared_root() if root is None else root
+    return sorted(p for p in root.glob(".*.tmp") if p.is_dir()) if root.is_dir() else []
+
+
+def remove_stale(root: Path | None = None) -> list[Path]:
+    """Delete the :func:`stale_folders` that no process is working on (its data's lock is
+    free); the folders removed."""
+    root = prepared_root() if root is None else root
+    removed = []
+    for folder in stale_folders(root):
+        lock = FileLock(root / f".{folder.name[1:].split('.')[0]}.lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:  # a preparation under way
+            continue
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            lock.release()
     return removed
 
 
@@ -243,6 +303,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MANIFEST_FILE",
     "ROOT_VARIABLE",
+    "PROGRESS_DELAY_S",
     "Prepared",
     "data_key",
     "folder_size",
@@ -250,6 +311,9 @@ __all__ = [
     "list_prepared",
     "prepare",
     "prepared_root",
+    "progress_bar",
     "remove_prepared",
+    "remove_stale",
     "source_identity",
+    "stale_folders",
 ]

@@ -131,6 +131,44 @@ def test_full_fine_tuning_learns_and_reports_independently_checked_scores(full_r
     assert encode_texts(tokenizer, ["a b"], 32) == [tokenizer("a b")["input_ids"]]
 
 
+def test_the_prepared_data_holds_every_split_as_the_tokenizer_encodes_it(
+    files, tmp_path, monkeypatch
+):
+    """The ids, labels and texts of every split, encoded in batches, equal the texts of the
+    source encoded in one call; texts are cut to the model's positions when data.max_length is
+    longer; a second look maps the same folder; a source rewritten prepares anew."""
+    from hfattn.tasks.classification.encoding import PreparedClassification, load_data
+
+    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("hfattn.tasks.classification.encoding.ENCODE_BATCH_SIZE", 7)
+    source = tmp_path / "keywords.csv"
+    source.write_bytes(files["data"].read_bytes())
+    items = overrides(files, tmp_path / "run", **{"data.source": source, "data.max_length": 200})
+    recipe = load_recipe("recipes/distilbert_sst2.yaml", items)
+    prepared = PreparedClassification.of(recipe)
+    assert not prepared.prepared.reused and prepared.max_length == 128  # the tiny model's positions
+    assert prepared.tokenizer.model_max_length == 128
+    labelled = load_data(recipe.data)
+    tokenizer = AutoTokenizer.from_pretrained(files["model"])
+    for split in ("train", "validation", "test"):
+        texts = labelled.texts(split)
+        expected = tokenizer(texts, truncation=True, max_length=128)["input_ids"]
+        encoded = prepared.splits[split]
+        assert encoded.ids.tolist() == expected
+        assert encoded.labels.tolist() == labelled.labels(split)
+        assert list(encoded.texts) == texts
+    assert prepared.label_names == ["neg", "pos"] and sum(prepared.sizes().values()) == 320
+
+    again = PreparedClassification.of(recipe)
+    assert again.prepared.reused and again.prepared.folder == prepared.prepared.folder
+    with open(source, "a", encoding="utf-8") as f:
+        f.write("a merry good day,pos\n")
+    rewritten = PreparedClassification.of(load_recipe("recipes/distilbert_sst2.yaml", items))
+    assert not rewritten.prepared.reused
+    assert rewritten.prepared.folder != prepared.prepared.folder
+    assert sum(rewritten.sizes().values()) == 321
+
+
 def test_pipeline_and_hfattn_evaluate_on_the_run_folder(full_run, capsys):
     classify = pipeline("text-classification", model=str(full_run))
     out = classify(["they love the merry sweet day", "a grim and awful hate"])

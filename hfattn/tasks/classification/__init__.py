@@ -23,7 +23,8 @@ Models:
   ``model.freeze_embeddings`` keeps them fixed.
 
 New texts are labelled by :func:`~hfattn.tasks.classification.inference.classify_texts`
-(``hfattn classify``). Texts are cut to ``data.max_length`` tokens; training batches are
+(``hfattn classify``). Texts are cut to ``data.max_length`` tokens when the data is prepared
+(once: :mod:`hfattn.data.prepared`); training batches are
 length-grouped and padded per batch (:class:`~hfattn.batching.seq2seq.LabelBatches`). The loss is
 
 .. math:: \mathcal{L} = -\frac{1}{B}\sum_{b} \ln \operatorname{softmax}(z_b)_{y_b}
@@ -39,7 +40,9 @@ Modules:
   ``UNKNOWN_INIT``, ``WHITESPACE_CHOICES``), ``METRIC_NAMES`` and ``REPORTED_METRICS``
   (light: no torch, no transformers).
 - ``encoding``: the labelled splits of the ``data:`` section, the label maps of a model config,
-  the tokenizer built on the training texts and the texts as token ids.
+  the tokenizer built on the training texts and the texts as token ids, and the prepared data
+  (``prepare_data``: tokenizer, ids, labels and texts of every split, prepared once into the
+  prepared-data cache; ``PreparedClassification``: that folder, mapped).
 - ``job``: the model (a pretrained checkpoint with a new head, LoRA applied when asked, or a
   fresh ``model.type`` model, its embeddings optionally initialised with word vectors), the
   loss and the ``TrainingJob`` (batches, the scoring of a split, the sample).

@@ -1,14 +1,17 @@
-"""The classification training job: the model and tokenizer (:func:`build_model`: a pretrained
-checkpoint with a new head, LoRA applied when asked, or a fresh ``model.type`` model over a
-tokenizer built on the training texts, its embeddings optionally initialised by the
-``word_vectors:`` section, :func:`word_vector_matrix`), the loss (:data:`classification_loss`)
-and the length-grouped batches, split scoring (with the test confusion matrix) and sample,
-wired into a :class:`~hfattn.training.training_job.TrainingJob` by :func:`build_job`.
+"""The classification training job: the model (:func:`build_model`: a pretrained checkpoint
+with a new head, LoRA applied when asked, or a fresh ``model.type`` model over the tokenizer
+built on the training texts, its embeddings optionally initialised by the ``word_vectors:``
+section, :func:`word_vector_matrix`), the loss (:data:`classification_loss`) and the
+length-grouped batches, split scoring (with the test confusion matrix) and sample, wired into a
+:class:`~hfattn.training.training_job.TrainingJob` by :func:`build_job`. The data and the
+tokenizer are the recipe's prepared data, mapped
+(:class:`~hfattn.tasks.classification.encoding.PreparedClassification`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -17,7 +20,6 @@ from transformers import AutoModelForSequenceClassification
 from ...batching.seq2seq import LabelBatches
 from ...batching.token_buckets import BucketedBatches
 from ...common.field_checks import require
-from ...data.classification import ClassificationData
 from ...evaluation.classification import (
     CONFUSION_MATRIX_FILE,
     classification_scores,
@@ -27,21 +29,16 @@ from ...evaluation.classification import (
 from ...recipes.model_section import is_pretrained, sized_model_config
 from ...training.training_job import TrainingJob
 from ..base import Task, model_loss
-from ..pretrained import apply_lora, load_pretrained
+from ..pretrained import apply_lora, pretrained_model
 from .encoding import (
     DATASET_NAMES,
-    build_text_tokenizer,
+    EncodedSplit,
+    PreparedClassification,
     encode_texts,
     label_maps,
-    load_data,
     words_of,
 )
-from .recipe import (
-    METRIC_NAMES,
-    WORD_VECTOR_METHODS,
-    ClassificationRecipe,
-    ClassificationTokenizerSection,
-)
+from .recipe import METRIC_NAMES, WORD_VECTOR_METHODS, ClassificationRecipe
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +54,9 @@ def sample_text(text: str, width: int = SAMPLE_WIDTH) -> str:
     return line if len(line) <= width else line[:width] + "…"
 
 
-def word_vector_matrix(recipe: ClassificationRecipe, tokenizer, config, texts: list[str]):
+def word_vector_matrix(recipe: ClassificationRecipe, tokenizer, config, texts: Sequence[str]):
     """The ``[vocab_size, embedding_dim]`` initial embeddings of the ``word_vectors:`` section
-    (and the share of the vocabulary they cover)."""
+    (and the share of the vocabulary they cover); ``texts`` are the training texts."""
     # gensim adds about 0.5 s to the import, and only word_vectors: recipes need it
     from ...data.word_vectors import embedding_matrix, load_word_vectors, train_word_vectors
 
@@ -98,89 +95,91 @@ classification_loss = model_loss
 """Mean cross-entropy of a padded batch (the model computes it from ``labels``)."""
 
 
-def build_model(recipe: ClassificationRecipe, data: ClassificationData, peft_task_type: str | None):
-    """``(model, tokenizer, max_length)``: a pretrained checkpoint with a new head (LoRA
-    applied when asked) or a fresh ``model.type`` model over a tokenizer built on train."""
+def build_model(
+    recipe: ClassificationRecipe, data: PreparedClassification, peft_task_type: str | None
+):
+    """The model over the prepared data's tokenizer: a pretrained checkpoint with a new head
+    (LoRA applied when asked) or a fresh ``model.type`` model."""
     labels = label_maps(data.label_names)
+    tokenizer = data.tokenizer
     if is_pretrained(recipe.model):
         torch.manual_seed(recipe.training.seed)  # the new head's initialisation
-        model, tokenizer = load_pretrained(
-            AutoModelForSequenceClassification, recipe.model, **labels
-        )
-        positions = getattr(model.config, "max_position_embeddings", None)
-        max_length = min(recipe.data.max_length, positions or recipe.data.max_length)
+        model = pretrained_model(AutoModelForSequenceClassification, recipe.model, **labels)
         if recipe.lora is not None:
             model = apply_lora(model, recipe.lora, peft_task_type)
-    else:
-        section = recipe.tokenizer or ClassificationTokenizerSection()
-        max_length = recipe.data.max_length
-        tokenizer = build_text_tokenizer(section, data.texts("train"), max_length)
-        config = sized_model_config(recipe, tokenizer, special_tokens=("pad_token_id",))
-        for key, value in labels.items():
-            setattr(config, key, value)
-        torch.manual_seed(recipe.training.seed)
-        model = AutoModelForSequenceClassification.from_config(config)
-        if recipe.word_vectors is not None:
-            require(
-                hasattr(model, "set_embedding_matrix"),
-                "word_vectors",
-                f"{type(model).__name__} cannot take word vectors",
-            )
-            matrix, coverage = word_vector_matrix(recipe, tokenizer, config, data.texts("train"))
-            model.set_embedding_matrix(matrix)
-            logger.info("word vectors cover %.1f%% of the vocabulary", 100 * coverage)
-    tokenizer.model_max_length = max_length
-    return model, tokenizer, max_length
+        return model
+    config = sized_model_config(recipe, tokenizer, special_tokens=("pad_token_id",))
+    for key, value in labels.items():
+        setattr(config, key, value)
+    torch.manual_seed(recipe.training.seed)
+    model = AutoModelForSequenceClassification.from_config(config)
+    if recipe.word_vectors is not None:
+        require(
+            hasattr(model, "set_embedding_matrix"),
+            "word_vectors",
+            f"{type(model).__name__} cannot take word vectors",
+        )
+        texts = data.splits["train"].texts
+        matrix, coverage = word_vector_matrix(recipe, tokenizer, config, texts)
+        model.set_embedding_matrix(matrix)
+        logger.info("word vectors cover %.1f%% of the vocabulary", 100 * coverage)
+    return model
+
+
+def batcher_rows(split: EncodedSplit) -> tuple[list[list[int]], list[int]]:
+    """The training split as the batchers take it today: every row and label as a Python list.
+
+    TEMPORARY (issue 60): the batchers of :mod:`hfattn.batching` are being changed to take the
+    mapped :class:`~hfattn.storage.ragged.RaggedIds` and the label array themselves; once they
+    do, pass ``split.ids`` and ``split.labels`` and remove this function."""
+    return split.ids.tolist(), split.labels.tolist()
 
 
 def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
-    """Load the data, build model and tokenizer, and wire batches, loss and evaluation
-    (``task`` gives the PEFT task type of a LoRA adapter and the card metadata)."""
-    data = load_data(recipe.data)
+    """Map the prepared data (preparing it first when needed), build the model and wire
+    batches, loss and evaluation (``task`` gives the PEFT task type of a LoRA adapter and the
+    card metadata)."""
+    data = PreparedClassification.of(recipe)
     logger.info("classification data %s: %s", recipe.data.source, data.sizes())
-    model, tokenizer, max_length = build_model(recipe, data, task.card.peft_task_type)
-    encoded: dict[str, list[list[int]]] = {}
-
-    def ids(split: str) -> list[list[int]]:
-        if split not in encoded:
-            encoded[split] = encode_texts(tokenizer, data.texts(split), max_length)
-        return encoded[split]
-
+    model = build_model(recipe, data, task.card.peft_task_type)
+    tokenizer, splits = data.tokenizer, data.splits
     t = recipe.training
+    sources, targets = batcher_rows(splits["train"])
     if t.token_budget is not None:
-        batches = BucketedBatches(ids("train"), data.labels("train"),
+        batches = BucketedBatches(sources, targets,
                                   token_budget=t.token_budget, num_buckets=t.length_buckets,
                                   pad_token_id=tokenizer.pad_token_id, seed=t.seed)  # fmt: skip
     else:
-        batches = LabelBatches(ids("train"), data.labels("train"), t.batch_size,
+        batches = LabelBatches(sources, targets, t.batch_size,
                                pad_token_id=tokenizer.pad_token_id, seed=t.seed)  # fmt: skip
     output_dir = Path(recipe.output_dir)
     e = recipe.evaluation
 
     def evaluate(model, split: str) -> dict:
+        encoded = splits[split]
         logits = predict_logits(
-            model, ids(split), batch_size=e.batch_size, pad_token_id=tokenizer.pad_token_id
+            model, encoded.ids, batch_size=e.batch_size, pad_token_id=tokenizer.pad_token_id
         )
         if split == "test":
             write_confusion_matrix(
                 output_dir / CONFUSION_MATRIX_FILE,
                 logits,
-                data.labels(split),
+                encoded.labels,
                 data.label_names,
                 split=split,
                 data=recipe.data.source,
             )
-        return classification_scores(logits, data.labels(split))
+        return classification_scores(logits, encoded.labels)
 
     def sample(model) -> str:
-        texts = data.texts("test")[:3]
+        test = splits["test"]
+        texts, truth = test.texts[:3], test.labels[:3]
         logits = predict_logits(
             model,
-            encode_texts(tokenizer, texts, max_length),
+            encode_texts(tokenizer, texts, data.max_length),
             batch_size=3,
             pad_token_id=tokenizer.pad_token_id,
         )
-        truth = data.labels("test")[:3]
         return "\n".join(
             f"{sample_text(text)}  →  {data.label_names[int(p)]} (true: {data.label_names[t]})"
             for text, p, t in zip(texts, logits.argmax(-1), truth, strict=True)
@@ -196,11 +195,13 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
         compute_loss=classification_loss,
         evaluate=evaluate,
         sample=sample,
+        data_preparation=data.prepared.record(),
     )
 
 
 __all__ = [
     "SAMPLE_WIDTH",
+    "batcher_rows",
     "build_job",
     "build_model",
     "classification_loss",

@@ -1,11 +1,14 @@
-"""``TASK``, the classification :class:`~hfattn.tasks.base.Task`: the card facts, the training
-job (:func:`hfattn.tasks.classification.job.build_job`) and the re-scoring of a saved model.
+"""``TASK``, the classification :class:`~hfattn.tasks.base.Task`: the card facts, the prepared
+data (:func:`hfattn.tasks.classification.encoding.prepare_data`), the training job
+(:func:`hfattn.tasks.classification.job.build_job`) and the re-scoring of a saved model.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
+from ...data.prepared import Prepared
 from ...evaluation.classification import (
     classification_scores,
     predict_logits,
@@ -15,7 +18,7 @@ from ...storage.run_folder import CONFUSION_MATRIX_FILE
 from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
-from .encoding import encode_texts, load_data
+from .encoding import encode_splits, load_data, prepare_data
 from .inference import load_classifier
 from .recipe import RECIPE_CLASS, ClassificationRecipe
 
@@ -52,9 +55,14 @@ class ClassificationTask(Task):
     )
 
     def build_job(self, recipe: ClassificationRecipe) -> TrainingJob:
-        """Load the data, build model and tokenizer, and wire batches, loss and evaluation
+        """Map the prepared data, build the model, and wire batches, loss and evaluation
         (:func:`hfattn.tasks.classification.job.build_job`)."""
         return job.build_job(recipe, self)
+
+    def prepare_data(self, recipe: ClassificationRecipe) -> Prepared:
+        """The tokenizer, token ids, labels and texts of every split, prepared once
+        (:func:`hfattn.tasks.classification.encoding.prepare_data`)."""
+        return prepare_data(recipe)
 
     def generation_defaults(self, recipe: ClassificationRecipe) -> dict:
         """A classifier does not generate: nothing goes into ``generation_config.json``."""
@@ -64,29 +72,33 @@ class ClassificationTask(Task):
         self, model_dir: Path, recipe: ClassificationRecipe, splits: list[str], *, data=None
     ) -> dict[str, dict]:
         """Loss, accuracy and macro-F1 of a saved model (or LoRA adapter) folder; scoring
-        ``test`` rewrites the folder's ``confusion_matrix.json``."""
+        ``test`` rewrites the folder's ``confusion_matrix.json``. The splits are encoded with
+        the folder's own tokenizer, in batches, into a temporary folder."""
         model_dir = Path(model_dir)
         labelled = load_data(recipe.data, data)
         model, tokenizer = load_classifier(model_dir, labelled.label_names)
         max_length = min(recipe.data.max_length, tokenizer.model_max_length)
         results = {}
-        for split in splits:
-            logits = predict_logits(
-                model,
-                encode_texts(tokenizer, labelled.texts(split), max_length),
-                batch_size=recipe.evaluation.batch_size,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            if split == "test":
-                write_confusion_matrix(
-                    model_dir / CONFUSION_MATRIX_FILE,
-                    logits,
-                    labelled.labels(split),
-                    labelled.label_names,
-                    split=split,
-                    data=data or recipe.data.source,
+        with tempfile.TemporaryDirectory(prefix="hfattn-evaluate-") as folder:
+            encoded = encode_splits(folder, labelled, tokenizer, max_length, splits)
+            for split in splits:
+                logits = predict_logits(
+                    model,
+                    encoded[split].ids,
+                    batch_size=recipe.evaluation.batch_size,
+                    pad_token_id=tokenizer.pad_token_id,
                 )
-            results[split] = classification_scores(logits, labelled.labels(split))
+                labels = encoded[split].labels
+                if split == "test":
+                    write_confusion_matrix(
+                        model_dir / CONFUSION_MATRIX_FILE,
+                        logits,
+                        labels,
+                        labelled.label_names,
+                        split=split,
+                        data=data or recipe.data.source,
+                    )
+                results[split] = classification_scores(logits, labels)
         return results
 
 

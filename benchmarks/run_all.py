@@ -115,6 +115,12 @@ REGISTRY: dict[str, Bench] = {
     # builds both GPU recipes' jobs (Bible, BPE) and compiles a small Transformer per bucket
     # with inductor: about 15 minutes on 2 CPU cores
     "bench_feed.py": Bench(timeout_s=3600),
+    # quick: a few hundred kB and a few thousand pairs, no paper-base Transformer (a minute a
+    # step on 2 cores), into data_scale_quick.json; full: every case at its size (1.5-2 h estimated)
+    "bench_data_scale.py": Bench(
+        quick=("--quick", "--cases", "char-rnn/100MB", "luong/31k", "luong-2proc/1.45M"),
+        timeout_s=4 * 3600,
+    ),
 }
 """Arguments per script; anything else found in the folder runs as :func:`bench_for` says."""
 

@@ -2,11 +2,11 @@
 build, so a built site never shows a table its files no longer give.
 
 A page of :data:`results_tables.BLOCKS` (``docs/results/index.md``,
-``docs/models/bahdanau.md``, ``docs/training.md``) has its blocks between ``<!-- results:NAME:start
--->`` /
-``<!-- results:NAME:end -->`` rendered by ``docs/hooks/results_tables.py``, the module ``make
-results`` runs on the committed files
-(the README, which the site does not publish, is rewritten by ``make results`` only).
+``docs/models/bahdanau.md``, ``docs/training.md``, the large corpora of
+``docs/tasks/causal-lm.md`` and ``docs/tasks/translation.md``) has its blocks between
+``<!-- results:NAME:start -->`` / ``<!-- results:NAME:end -->`` rendered by
+``docs/hooks/results_tables.py``, the module ``make results`` runs on the committed files (the
+README, which the site does not publish, is rewritten by ``make results`` only).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Every figure of the README's headline table, of its speed and GPU paragraphs, of the docs'
 results page (``docs/results/index.md``), of the attention-variants table of
-``docs/models/bahdanau.md`` and of the GPU feed of ``docs/training.md`` is read here from the
-results file that measured it; what no file
+``docs/models/bahdanau.md``, of the GPU feed of ``docs/training.md`` and of the large corpora
+of ``docs/tasks/causal-lm.md`` and ``docs/tasks/translation.md`` is read here from the results
+file that measured it; what no file
 holds (the command) is written once in :data:`ROWS`, :data:`SPEED` and :data:`GPU_SPEED`.
 ``make results`` (``python -m docs.hooks.results_tables --write``, from the repository root)
 rewrites the README and those pages between their ``<!-- results:NAME:start -->`` /
@@ -47,6 +48,8 @@ README = ROOT / "README.md"
 RESULTS_PAGE = ROOT / "docs" / "results" / "index.md"
 BAHDANAU_PAGE = ROOT / "docs" / "models" / "bahdanau.md"
 TRAINING_PAGE = ROOT / "docs" / "training.md"
+CAUSAL_LM_PAGE = ROOT / "docs" / "tasks" / "causal-lm.md"
+TRANSLATION_PAGE = ROOT / "docs" / "tasks" / "translation.md"
 
 
 @dataclass(frozen=True)
@@ -675,6 +678,110 @@ def printed_table(file: str, root: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
+DATA_SCALE = "data_scale.json"
+"""Time to the first step and memory on large corpora (``benchmarks/bench_data_scale.py``):
+optional, a page says it has no measurement while the file is missing."""
+DATA_SCALE_NONE = (
+    "The time to the first step and the memory of `hfattn train` on large corpora have no "
+    "measurement in this release (`python -m benchmarks.bench_data_scale`; how it measures: "
+    "[benchmark notes](../../benchmarks/NOTES.md))."
+)
+DATA_SCALE_TEXT = (
+    "`hfattn train` as a user runs it on {machine} (`python -m benchmarks.bench_data_scale`, "
+    "{date}): each corpus twice, first with an empty prepared-data cache, then with the cache "
+    "the first run left; the peak RSS is the whole process tree's, sampled every {poll_s:g} s; "
+    "steps/s are the second run's, from step {steady_from} to the last of the {steps} steps "
+    "watched. How the figures are measured: [benchmark notes](../../benchmarks/NOTES.md)."
+)
+DATA_SCALE_FAMILIES = {
+    CAUSAL_LM_PAGE: ("char-rnn",),
+    TRANSLATION_PAGE: ("luong", "vaswani", "luong-2proc"),
+}
+"""The cases of each page (the part of a case's name before ``/``)."""
+
+
+def _scale_corpus(corpus: dict) -> str:
+    """A case's corpus in words: its size and what it is made of."""
+    if "pairs" in corpus:
+        return f"{corpus['pairs']:,} pairs ({corpus['made_of']}, {corpus['repeats']}×)"
+    if "bytes" in corpus:
+        return f"{corpus['bytes'] / 1e6:,.1f} MB ({corpus['made_of']}, {corpus['copies']:g}×)"
+    return corpus["made_of"]
+
+
+def _scale_run(run: dict, first: bool) -> str:
+    """One run of a case: seconds to the first step (the preparation's), peak RSS."""
+    if run["status"] == "not run":
+        return "not run"
+    peak = f"peak {run['peak_rss_gb']:.2f} GB"
+    if run["seconds_to_first_step"] is None:
+        return f"{run['status']} after {run['seconds']:,.0f} s, no step; {peak}"
+    how = run["preparation"]
+    if first and run["preparation_seconds"] is not None:
+        how = f"prepared in {run['preparation_seconds']:,.1f} s"
+    return f"{run['seconds_to_first_step']:,.1f} s ({how}), {peak}"
+
+
+def _scale_targets(targets: list[dict]) -> str:
+    """The targets of a case: how many are met, then each one missed or not measured."""
+    if not targets:
+        return "—"
+    parts = [f"{sum(t['met'] is True for t in targets)} of {len(targets)} met"]
+    for t in targets:
+        if t["met"] is False:
+            value = "none" if t["value"] is None else t["value"]
+            parts.append(f"missed: {t['name']} {value} (target {t['comparison']} {t['target']})")
+        elif t["met"] is None:
+            parts.append(f"not measured: {t['name']}")
+    return "; ".join(parts)
+
+
+def data_scale_block(page: Path, root: Path = RESULTS) -> str:
+    """The "Large corpora" table of ``page`` (:data:`DATA_SCALE_FAMILIES`): per case the
+    recipe, the corpus, both runs (seconds to the first step, how the data was come by, peak
+    RSS), the steady steps/s and the targets; :data:`DATA_SCALE_NONE` without the file or
+    without a case of the page.
+
+    Raises:
+        ValueError: the file holds a ``--quick`` run's figures (tiny corpora).
+        KeyError: the file lacks a figure, or records no provenance.
+    """
+    path = root / DATA_SCALE
+    if not path.is_file():
+        return DATA_SCALE_NONE
+    data = json.loads(path.read_text("utf-8"))
+    if data.get("quick"):
+        raise ValueError(f"{DATA_SCALE}: the figures of a --quick run (tiny corpora)")
+    families = DATA_SCALE_FAMILIES[page]
+    cases = {n: c for n, c in data["cases"].items() if n.split("/")[0] in families}
+    if not cases:
+        return DATA_SCALE_NONE
+    settings = data["settings"]
+    steps = {c["steps_watched"] for c in cases.values()}
+    lines = [
+        DATA_SCALE_TEXT.format(
+            machine=shared_machine([DATA_SCALE], root),
+            date=data["provenance"]["date"][:10],
+            poll_s=settings["poll_s"],
+            steady_from=settings["steady_from"],
+            steps=" or ".join(str(n) for n in sorted(steps)),
+        ),
+        "",
+        "| recipe | corpus | first run: to the first step, peak RSS | second run | "
+        "steps/s | targets |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case in cases.values():
+        processes = f", {case['processes']} processes" if case["processes"] > 1 else ""
+        speed = case["steps_per_s"]
+        lines.append(
+            f"| `{case['recipe']}`{processes} | {_scale_corpus(case['corpus'])} "
+            f"| {_scale_run(case['first_run'], True)} | {_scale_run(case['cached_run'], False)} "
+            f"| {'—' if speed is None else f'{speed:.2f}'} | {_scale_targets(case['targets'])} |"
+        )
+    return "\n".join(lines)
+
+
 BLOCKS = {
     README: {"headline": readme_table},
     RESULTS_PAGE: {
@@ -684,6 +791,10 @@ BLOCKS = {
     },
     BAHDANAU_PAGE: {"attention-variants": lambda root: printed_table(ATTENTION_VARIANTS, root)},
     TRAINING_PAGE: {"feed": feed_block},
+    **{
+        page: {"large-corpora": lambda root, page=page: data_scale_block(page, root)}
+        for page in DATA_SCALE_FAMILIES
+    },
 }
 """The generated blocks of each file, by marker name."""
 

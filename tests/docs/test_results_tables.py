@@ -15,6 +15,8 @@ from docs.hooks import results_tables
 from docs.hooks.results_tables import (
     ATTENTION_VARIANTS,
     BAHDANAU_PAGE,
+    CAUSAL_LM_PAGE,
+    DATA_SCALE,
     FEED,
     FEED_FIGURES,
     GPU_FIGURES,
@@ -24,14 +26,17 @@ from docs.hooks.results_tables import (
     ROWS,
     SPEED_FIGURES,
     TRAINING_PAGE,
+    TRANSLATION_PAGE,
 )
 
 
 def cited_files() -> set[str]:
+    """The files the tables read; the large corpora's (optional) when it exists."""
     figures = [f for row in ROWS for f in row.figures.values()]
     figures += list(SPEED_FIGURES.values()) + list(GPU_FIGURES.values())
     figures += list(FEED_FIGURES.values())
-    return {figure.file for figure in figures} | {ATTENTION_VARIANTS}
+    optional = {DATA_SCALE} if (RESULTS / DATA_SCALE).is_file() else set()
+    return {figure.file for figure in figures} | {ATTENTION_VARIANTS} | optional
 
 
 def test_every_cited_file_exists_and_holds_its_figure():
@@ -198,6 +203,15 @@ def test_the_gpu_paragraph_refuses_a_benchmark_of_another_gpu(tmp_path):
 TEST_CPU = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
 
 
+def write_results(path: Path, data: dict, machine: dict | None, **origin) -> dict:
+    """Write ``data`` to ``path`` with a provenance of ``origin`` naming ``machine`` (``None``:
+    none); returns ``data``."""
+    if machine is not None:
+        data["provenance"] = {**origin, "machine": machine}
+    path.write_text(json.dumps(data), "utf-8")
+    return data
+
+
 def write_feed(root: Path, machine: dict | None = TEST_CPU) -> dict:
     """A ``bench_feed.json`` under ``root`` as ``benchmarks/bench_feed.py`` writes it, recording
     ``machine`` (``None``: no provenance); returns its content."""
@@ -224,10 +238,7 @@ def write_feed(root: Path, machine: dict | None = TEST_CPU) -> dict:
             "graph_breaks": 0, "recompiles_second_epoch": 0,
             "bahdanau_host_reads": {"bahdanau": 0, "luong-general": 1},
             "bahdanau_host_reads_per_step": 1}  # fmt: skip
-    if machine is not None:
-        data["provenance"] = {"command": "bench_feed.py", "machine": machine}
-    (root / FEED).write_text(json.dumps(data), "utf-8")
-    return data
+    return write_results(root / FEED, data, machine, command="bench_feed.py")
 
 
 def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
@@ -314,3 +325,93 @@ def test_the_time_to_quality_comes_from_the_gpu_speedrun_files(tmp_path):
     (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
     with pytest.raises(KeyError, match="test_chrf"):
         results_tables.speedrun_paragraph(root)
+
+
+def scale_run(first_step: float | None, peak: float, preparation: str, seconds: float | None,
+              status: str = "done") -> dict:  # fmt: skip
+    """One run of a ``data_scale.json`` case (the fields the docs read)."""
+    return {"status": status, "seconds": 612.0, "seconds_to_first_step": first_step,
+            "peak_rss_gb": peak, "preparation": preparation,
+            "preparation_seconds": seconds}  # fmt: skip
+
+
+def write_data_scale(root: Path, machine: dict | None = TEST_CPU) -> dict:
+    """A ``data_scale.json`` under ``root`` as ``benchmarks/bench_data_scale.py`` writes it
+    (the fields the docs read), recording ``machine`` (``None``: no provenance)."""
+    text = {"bytes": 99_999_979, "copies": 22.857,
+            "made_of": "the Shakespeare training plays repeated"}  # fmt: skip
+    pairs = {"pairs": 1_450_200, "repeats": 50, "made_of": "the Bible's training books repeated"}
+    target = {"name": "first run: seconds to the first step", "value": 71.2, "target": 60,
+              "comparison": "<=", "met": False}  # fmt: skip
+    cases = {
+        "char-rnn/100MB": {"recipe": "char_rnn_shakespeare", "processes": 1, "steps_watched": 100,
+                           "corpus": text, "steps_per_s": 9.87,
+                           "first_run": scale_run(71.2, 1.83, "prepared", 58.44),
+                           "cached_run": scale_run(6.1, 0.9, "reused", None),
+                           "targets": [target, {**target, "met": True}]},
+        "luong-2proc/1.45M": {"recipe": "bahdanau_bible_en_es", "processes": 2,
+                              "steps_watched": 100, "corpus": pairs, "steps_per_s": None,
+                              "first_run": scale_run(None, 23.9, "not reported", None,
+                                                     status="over RSS limit"),
+                              "cached_run": scale_run(14.0, 2.2, "reused", None),
+                              "targets": [{**target, "value": None},
+                                          {**target, "name": "peak", "met": None}]},
+    }  # fmt: skip
+    data = {"benchmark": "data_scale", "quick": False, "cases": cases,
+            "settings": {"poll_s": 0.1, "steady_from": 10}}  # fmt: skip
+    return write_results(root / DATA_SCALE, data, machine, date="2026-11-27T15:00:00+00:00")
+
+
+def test_the_large_corpora_say_they_have_no_measurement_without_their_file(tmp_path):
+    root = copy_results(tmp_path)
+    (root / DATA_SCALE).unlink(missing_ok=True)
+    for page in (CAUSAL_LM_PAGE, TRANSLATION_PAGE):
+        assert results_tables.data_scale_block(page, root) == results_tables.DATA_SCALE_NONE
+        assert page in results_tables.BLOCKS
+
+
+def test_the_large_corpora_tables_are_the_data_scale_files(tmp_path):
+    root = copy_results(tmp_path)
+    data = write_data_scale(root)
+    text = results_tables.data_scale_block(CAUSAL_LM_PAGE, root)
+    assert (
+        "on 4-core Test CPU 9000, AVX2 (`python -m benchmarks.bench_data_scale`, 2026-11-27)"
+        in text
+    )
+    assert "steps/s are the second run's, from step 10 to the last of the 100 steps" in text
+    assert (
+        "| `char_rnn_shakespeare` | 100.0 MB (the Shakespeare training plays repeated, 22.857×) "
+        "| 71.2 s (prepared in 58.4 s), peak 1.83 GB | 6.1 s (reused), peak 0.90 GB | 9.87 "
+        "| 1 of 2 met; missed: first run: seconds to the first step 71.2 (target <= 60) |"
+    ) in text
+    assert "bahdanau" not in text
+    pairs = results_tables.data_scale_block(TRANSLATION_PAGE, root)
+    assert (
+        "| `bahdanau_bible_en_es`, 2 processes | 1,450,200 pairs (the Bible's training books "
+        "repeated, 50×) | over RSS limit after 612 s, no step; peak 23.90 GB "
+        "| 14.0 s (reused), peak 2.20 GB | — | 0 of 2 met; missed: first run: seconds to the "
+        "first step none (target <= 60); not measured: peak |"
+    ) in pairs
+    page = results_tables.rendered(CAUSAL_LM_PAGE, root)
+    assert text in page and "## Large corpora" in page
+    data["cases"]["char-rnn/100MB"]["cached_run"]["seconds_to_first_step"] = 7.3
+    (root / DATA_SCALE).write_text(json.dumps(data), "utf-8")
+    assert "7.3 s (reused)" in results_tables.rendered(CAUSAL_LM_PAGE, root)
+    assert CAUSAL_LM_PAGE in results_tables.stale_files(root)
+
+
+def test_the_large_corpora_refuse_a_quick_file_or_one_without_its_machine(tmp_path):
+    root = copy_results(tmp_path)
+    data = write_data_scale(root)
+    (root / DATA_SCALE).write_text(json.dumps({**data, "quick": True}), "utf-8")
+    with pytest.raises(ValueError, match="data_scale.json: the figures of a --quick run"):
+        results_tables.stale_files(root)
+    write_data_scale(root, machine=None)
+    with pytest.raises(KeyError, match="data_scale.json: records no provenance"):
+        results_tables.data_scale_block(TRANSLATION_PAGE, root)
+    data = write_data_scale(root)
+    del data["cases"]["luong-2proc/1.45M"]
+    (root / DATA_SCALE).write_text(json.dumps(data), "utf-8")
+    assert results_tables.data_scale_block(TRANSLATION_PAGE, root) == (
+        results_tables.DATA_SCALE_NONE
+    )  # no case of the page

@@ -250,6 +250,8 @@ def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
     hints = field_hints(cls)
     for key, value in given.items():
         name = f"{prefix}{key}"
+        if not prefix:
+            _require_in_a_section(key, hints)
         require_known_key(key, name, hints, prefix.rstrip(".") or "a recipe")
         shape = _shape(hints[key])
         if value is None:
@@ -269,6 +271,27 @@ def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
                 name,
                 f"expected a list, got {type(value).__name__} {value!r}",
             )
+
+
+def _require_in_a_section(key: str, hints: dict) -> None:
+    """A top-level ``key`` that is no field of a recipe but a field of one of its sections
+    (``--set max_steps=3``) is refused naming the field it likely means.
+
+    Raises:
+        RecipeError: ``max_steps: not a field of a recipe; did you mean training.max_steps?``.
+    """
+    if key in hints:
+        return
+    sections = [
+        name
+        for name, hint in hints.items()
+        if (section := _section_class(hint)) is not None and key in field_hints(section)
+    ]
+    require(
+        not sections,
+        key,
+        f"not a field of a recipe; did you mean {' or '.join(f'{s}.{key}' for s in sections)}?",
+    )
 
 
 def _section_class(hint) -> type | None:

@@ -245,3 +245,17 @@ def test_run_recipe_takes_a_loaded_recipe_and_checks_only_what_it_was_not_checke
     assert load_recipe(RECIPE, overrides, run=Run(overwrite=True)).checks.covers(
         resume=False, overwrite=True
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("max_steps=3", "max_steps: not a field of a recipe; did you mean training.max_steps?"),
+        ("seed=3", "seed: not a field of a recipe; did you mean training.seed or "
+                   "generation.seed?"),
+    ],
+)  # fmt: skip
+def test_a_section_field_set_at_the_top_names_its_section(tmp_path, override, message):
+    out, err = train(str(RECIPE), "--set", override, "--set", f"output_dir={tmp_path / 'run'}")
+    assert out["code"] == 2 and out["heavy"] == []
+    assert err.strip().splitlines() == [f"error: {message}"]

@@ -46,6 +46,36 @@ VERBOSE_HELP = (
 """``-v`` / ``--verbose``, before or after the command (:mod:`hfattn.commands.logging_setup`)."""
 
 
+EXAMPLES = {
+    "train": [
+        "hfattn train recipes/char_rnn_shakespeare.yaml",
+        "hfattn train recipes/bahdanau_bible_en_es.yaml --set training.max_steps=2000",
+        "hfattn train --resume runs/char_rnn_shakespeare",
+    ],
+    "evaluate": [
+        "hfattn evaluate runs/bahdanau_bible_en_es --split test --num-beams 4",
+        "hfattn evaluate runs/bahdanau_bible_en_es --data heldout.tsv",
+    ],
+    "generate": ['hfattn generate runs/char_rnn_shakespeare --prompt "ROMEO:" --temperature 0.8'],
+    "translate": [
+        'hfattn translate runs/bahdanau_bible_en_es "In the beginning was the Word."',
+        "hfattn translate runs/bahdanau_bible_en_es --file english.txt > spanish.txt",
+    ],
+    "classify": ['hfattn classify runs/rnn_classifier_genre "O, what a noble mind is here"'],
+    "export": ["hfattn export runs/vaswani_bible_en_es vaswani-ct2 --format ctranslate2"],
+    "push": ["hfattn push runs/char_rnn_shakespeare --repo-id me/char-rnn --space --dry-run out"],
+    "demo": ["hfattn demo runs/char_rnn_shakespeare"],
+    "plot": [
+        "hfattn plot noam --out noam.png",
+        'hfattn plot attention runs/bahdanau_bible_en_es "In the beginning was the Word."',
+    ],
+    "baseline": ["hfattn baseline recipes/baseline_reviews_es.yaml"],
+    "prepare": ["hfattn prepare recipes/char_rnn_shakespeare.yaml --set data.source=big.txt"],
+    "cache": ["hfattn cache list", "hfattn cache remove causal_lm-0123456789abcdef"],
+}
+"""What each command's ``--help`` ends with."""
+
+
 class CommandParser(argparse.ArgumentParser):
     """The parser of one command, whose options and positional arguments come in any order:
     its options are read first, then the positional arguments from what is left, as
@@ -65,6 +95,24 @@ class CommandParser(argparse.ArgumentParser):
         finally:
             self._intermixing = False
 
+    def error(self, message: str):
+        """Exit with ``message`` (rc 2); a list of missing arguments leaves out the optional
+        positional ones (``TEXT``, which ``--file`` replaces), and an unknown option names the
+        closest known one."""
+        optional = {a.metavar or a.dest for a in self._actions if a.nargs in ("*", "?")}
+        required = "the following arguments are required: "
+        if message.startswith(required):
+            names = [n for n in message[len(required) :].split(", ") if n not in optional]
+            message = required + ", ".join(names)
+        super().error(message)
+
+    def closest_option(self, given: str) -> str:
+        """``; did you mean --split?`` for an unknown option ``given``, or ``""``."""
+        from .common.field_checks import did_you_mean
+
+        options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        return did_you_mean(given.split("=", 1)[0], options, show=str)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with one sub-parser per command in :data:`COMMANDS`."""
@@ -76,8 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=CommandParser
     )
+    parser.command_parsers = subparsers.choices
+    """Each command's own parser, by name."""
     for name in COMMANDS:
         importlib.import_module(f"hfattn.commands.{name}").register(subparsers)
+        command = subparsers.choices[name]
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
     for command in subparsers.choices.values():  # `hfattn train R.yaml -v` works too
         command.add_argument(
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
@@ -98,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     from .common.command_clock import mark_command_start
 
     mark_command_start(process_start=argv is None)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own usage, and the option it likely means
+        command = parser.command_parsers[args.command]
+        command.error(f"unrecognized arguments: {' '.join(unknown)}"
+                      + command.closest_option(unknown[0]))  # fmt: skip
     from .commands.inputs import allow_pickle
     from .commands.logging_setup import set_verbose
     from .common.launch import process_rank

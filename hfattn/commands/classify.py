@@ -28,7 +28,9 @@ def register(subparsers) -> None:
         "--top-k", type=int, default=1, help="labels shown per text, most probable first "
         "(default: 1; more than the model has shows them all)",
     )  # fmt: skip
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="texts classified at once (default: 32)"
+    )
     parser.set_defaults(func=run)
 
 

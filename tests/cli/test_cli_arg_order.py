@@ -157,3 +157,41 @@ def test_a_file_that_is_not_utf8_is_named_with_its_line_and_column(
         f"--file: {latin1}, line 2, column 22: byte 0xe9 is not UTF-8; text files must be UTF-8 "
         f"(convert it, e.g. `iconv -f latin1 -t utf-8 {latin1} > new.txt`)"
     )
+
+
+def test_every_help_example_parses():
+    """The examples that each command's ``--help`` ends with are commands the parser takes
+    (their paths need not exist: nothing runs)."""
+    import shlex
+
+    from hfattn.cli import EXAMPLES, build_parser
+
+    parser = build_parser()
+    assert set(EXAMPLES) == set(parser.command_parsers)
+    for name, lines in EXAMPLES.items():
+        assert f"examples:\n  {lines[0]}" in parser.command_parsers[name].format_help()
+        for line in lines:
+            args, unknown = parser.parse_known_args(shlex.split(line.split(" > ")[0])[1:])
+            assert args.command == name and unknown == [], line
+
+
+def test_an_unknown_option_names_the_closest_and_the_command(capsys):
+    from hfattn.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", "runs/x", "--splits", "test"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("usage: hfattn evaluate ")
+    assert err[-1] == (
+        "hfattn evaluate: error: unrecognized arguments: --splits test; did you mean --split?"
+    )
+
+
+def test_a_missing_model_does_not_call_the_optional_text_required(capsys):
+    from hfattn.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["translate"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "hfattn translate: error: the following arguments are required: model_dir"

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         return report_error(err)
 
     from ..tasks.classification.inference import classify_texts
-    from .inputs import load_model_and_tokenizer
+    from .inputs import answer_lines, load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()
@@ -57,10 +57,10 @@ def run(args: argparse.Namespace) -> int:
         model, tokenizer = load_model_and_tokenizer(
             args.model_dir, "AutoModelForSequenceClassification"
         )
-        scores = classify_texts(
-            model, tokenizer, texts, top_k=args.top_k, batch_size=args.batch_size
-        )
-    except ValueError as err:  # ModelLoadError, or a text that is blank or not valid text
+        lines = answer_lines(texts, lambda kept: [format_labels(row) for row in classify_texts(
+            model, tokenizer, kept, top_k=args.top_k, batch_size=args.batch_size
+        )])  # fmt: skip
+    except ValueError as err:  # ModelLoadError, or a text that is not valid text
         return report_error(err)
-    print("\n".join(format_labels(row) for row in scores))
+    print("\n".join(lines))
     return 0

@@ -116,31 +116,44 @@ def text_command_inputs(
     """The texts of a ``MODEL TEXT... [--file FILE]`` command (``translate``, ``classify``):
     ``args.texts`` then the lines of ``args.file`` (UTF-8, ``-`` for stdin), after the checks
     that need no torch: the ``counts`` options are unset or >= 1 (:func:`require_counts`) and,
-    with ``locate``, ``args.model_dir`` is found (:func:`locate_model`); each text is then
-    checked to hold more than whitespace.
+    with ``locate``, ``args.model_dir`` is found (:func:`locate_model`); each text given as an
+    argument is then checked to hold more than whitespace. A blank line of the file is kept
+    (as ``""``): its output is a blank line (:func:`answer_lines`), so the output has a line
+    for every line of the file.
 
     Raises:
         ValueError: a count below 1, a missing model folder (:class:`ModelLoadError`), a file
             that cannot be read (``--file: ...``), no text at all (``give <what> or --file``), or
-            a blank one (``<item> 1 is blank: there is nothing to <verb>``, counted from 0).
+            a blank argument (``<item> 1 is blank: there is nothing to <verb>``, counted from 0).
     """
     require_counts(args, *counts)
     if locate:
         locate_model(args.model_dir)
     texts = list(args.texts)
-    try:
-        if args.file == "-":
-            texts += sys.stdin.read().splitlines()
-        elif args.file:  # not UTF-8: the file, line and column (read_utf8_text)
-            texts += read_utf8_text(args.file).splitlines()
-    except (OSError, ValueError) as err:  # (UnicodeDecodeError is a ValueError)
-        raise ValueError(f"--file: {err}") from None
-    if not texts:
-        raise ValueError(f"give {what} or --file")
     blank = blank_text_error(texts, item, verb)  # the Spaces' words too
     if blank is not None:
         raise ValueError(blank)
+    try:
+        if args.file == "-":
+            texts += [line if line.strip() else "" for line in sys.stdin.read().splitlines()]
+        elif args.file:  # not UTF-8: the file, line and column (read_utf8_text)
+            lines = read_utf8_text(args.file).splitlines()
+            texts += [line if line.strip() else "" for line in lines]
+    except (OSError, ValueError) as err:  # (UnicodeDecodeError is a ValueError)
+        raise ValueError(f"--file: {err}") from None
+    if not any(texts):
+        raise ValueError(f"give {what} or --file")
     return texts
+
+
+def answer_lines(texts: list[str], answer) -> list[str]:
+    """``answer(non_blank_texts)`` (one output line each) spread back over ``texts``, a blank
+    line (``""``, a blank line of ``--file``) for each blank text."""
+    kept = [i for i, text in enumerate(texts) if text]
+    lines = [""] * len(texts)
+    for i, line in zip(kept, answer([texts[i] for i in kept]), strict=True):
+        lines[i] = line
+    return lines
 
 
 @contextmanager

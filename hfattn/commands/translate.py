@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tasks.translation.inference import translate_texts
     from ..tokenization.characters import require_text, warn_unknown
-    from .inputs import load_model_and_tokenizer
+    from .inputs import answer_lines, load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()
@@ -91,15 +91,16 @@ def run(args: argparse.Namespace) -> int:
         model, tokenizer = load_model_and_tokenizer(args.model_dir, "AutoModelForSeq2SeqLM")
         for i, text in enumerate(texts):
             warn_unknown(tokenizer, require_text(text, f"source {i}"), f"source {i}")
-        translations = translate_texts(
+        translations = answer_lines(texts, lambda kept: translate_texts(
             model,
             tokenizer,
-            texts,
+            kept,
             batch_size=args.batch_size,
             num_beams=args.num_beams,  # None: the model's saved setting
             max_new_tokens=args.max_new_tokens,
             on_too_long="error" if args.refuse_long else "warn",
-        )
+            progress=True,
+        ))  # fmt: skip
     except ValueError as err:  # ModelLoadError, SourceTooLongError, a source that is not text
         return report_error(err)
     print("\n".join(translations))
@@ -130,7 +131,7 @@ def _run_ctranslate2(args: argparse.Namespace, texts: list[str]) -> int:
     """``--engine ctranslate2``: translate with the model's CTranslate2 export."""
     from ..export.serving import CTranslate2Translation
     from ..tokenization.characters import require_text, warn_unknown
-    from .inputs import report_error
+    from .inputs import answer_lines, report_error
     from .logging_setup import configure_logging
 
     configure_logging()
@@ -140,13 +141,13 @@ def _run_ctranslate2(args: argparse.Namespace, texts: list[str]) -> int:
         )
         for i, text in enumerate(texts):
             warn_unknown(translator.tokenizer, require_text(text, f"source {i}"), f"source {i}")
-        translations = translator.translate(
-            texts,
+        translations = answer_lines(texts, lambda kept: translator.translate(
+            kept,
             num_beams=args.num_beams,
             max_new_tokens=args.max_new_tokens,
             batch_size=args.batch_size,
             on_too_long="error" if args.refuse_long else "warn",
-        )
+        ))  # fmt: skip
     except (ValueError, ImportError) as err:
         return report_error(err)
     print("\n".join(translations))

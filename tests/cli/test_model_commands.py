@@ -691,3 +691,25 @@ def test_the_training_log_says_what_a_classification_tokenizer_is(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         f"char tokenizer of the texts to classify: {len(tokenizer)} tokens"
     ]
+
+
+def test_a_blank_line_of_a_file_gives_a_blank_output_line(models, capsys, tmp_path):
+    """``translate --file`` keeps one output line per input line: a blank line among the
+    sources is a blank line among the translations, not a refusal of the whole file."""
+    folder = str(models["translator"])
+    file = tmp_path / "in.txt"
+    file.write_text("lunes\n\n  \nmartes\n", encoding="utf-8")
+    assert main(["translate", folder, "lunes", "martes"]) == 0
+    alone = capsys.readouterr().out.split("\n")[:2]
+    assert main(["translate", folder, "--file", str(file)]) == 0
+    assert capsys.readouterr().out.split("\n")[:4] == [alone[0], "", "", alone[1]]
+
+
+def test_a_blank_line_of_a_file_gives_a_blank_label_line(models, capsys, tmp_path):
+    folder = str(models["classifier"])
+    file = tmp_path / "in.txt"
+    file.write_text("BPB\n\nBTB\n", encoding="utf-8")
+    assert main(["classify", folder, "BPB", "BTB"]) == 0
+    alone = capsys.readouterr().out.split("\n")[:2]
+    assert main(["classify", folder, "--file", str(file)]) == 0
+    assert capsys.readouterr().out.split("\n")[:3] == [alone[0], "", alone[1]]

@@ -19,8 +19,10 @@ import logging
 from collections.abc import Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 from ...batching.seq2seq import pad_sources
+from ...common.launch import process_rank
 from ...evaluation.translation import source_limit
 from ...tokenization.characters import require_text
 from ..decoding import TRANSLATION_FALLBACK, saved_decoding
@@ -92,12 +94,13 @@ def translate_n_best(
     max_new_tokens: int | None = None,
     on_too_long: str = "warn",
     source_ids: Sequence[Sequence[int]] | None = None,
+    progress: bool = False,
     **generate_kwargs,
 ) -> list[list[str]]:
     """The ``num_return_sequences`` best translations of each of ``texts``, best first (beam
     search keeps at most ``num_beams``), as :func:`translate_texts` translates (``source_ids``
     too, the saved ``num_beams`` / ``max_new_tokens`` included); an empty or blank source gives
-    ``[""]``.
+    ``[""]``. With ``progress`` a bar counts the sources translated once it has taken 2 s.
 
     Raises:
         ValueError: ``batch_size`` < 1, a source that is not valid text
@@ -135,6 +138,8 @@ def translate_n_best(
     else:
         encoded = [source_ids[i] for i in todo]
     order = sorted(range(len(todo)), key=lambda k: len(encoded[k]))
+    bar = tqdm(total=len(todo), desc="translating", unit="source", delay=2.0,
+               disable=not progress or process_rank() != 0, leave=False)  # fmt: skip
     for begin in range(0, len(order), batch_size):
         chunk = order[begin : begin + batch_size]
         batch = pad_sources([encoded[k] for k in chunk], tokenizer.pad_token_id)
@@ -152,6 +157,8 @@ def translate_n_best(
         for position, k in enumerate(chunk):
             start = position * num_return_sequences
             outputs[todo[k]] = decoded[start : start + num_return_sequences]
+        bar.update(len(chunk))
+    bar.close()
     model.train(was_training)
     return outputs
 

@@ -50,6 +50,8 @@ ROOT_VARIABLE = "HFATTN_PREPARED_DIR"
 """The environment variable that moves the prepared-data cache."""
 WAIT_NOTICE_S = 1.0
 """A process that waits this long for another's preparation says so."""
+PROGRESS_DELAY_S = 2.0
+"""A preparation phase shows its bar (:func:`progress_bar`) once it has taken this long."""
 
 
 def prepared_root() -> Path:
@@ -57,6 +59,15 @@ def prepared_root() -> Path:
     if os.environ.get(ROOT_VARIABLE):
         return Path(os.environ[ROOT_VARIABLE]).expanduser()
     return hfattn_cache_dir() / "prepared"
+
+
+def progress_bar(*, total: int, desc: str, unit: str):
+    """The ``tqdm`` bar of a preparation phase (``total`` ``unit`` s, with counts and rate):
+    shown once the phase has run :data:`PROGRESS_DELAY_S`, by the first process only."""
+    from tqdm.auto import tqdm  # tqdm.auto looks for a notebook: not for `hfattn cache`
+
+    return tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S,
+                disable=process_rank() != 0)  # fmt: skip
 
 
 def source_identity(source: str) -> dict:
@@ -243,6 +254,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MANIFEST_FILE",
     "ROOT_VARIABLE",
+    "PROGRESS_DELAY_S",
     "Prepared",
     "data_key",
     "folder_size",
@@ -250,6 +262,7 @@ __all__ = [
     "list_prepared",
     "prepare",
     "prepared_root",
+    "progress_bar",
     "remove_prepared",
     "source_identity",
 ]

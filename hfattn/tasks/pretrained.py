@@ -126,12 +126,36 @@ def load_pretrained(auto_class, model: dict[str, Any], **kwargs):
 
     Returns ``(model, tokenizer)``; ``kwargs`` go to the model's ``from_pretrained`` (e.g.
     ``num_labels``, ``id2label``)."""
+    source = resolve_pretrained(model["pretrained"], model.get("revision"))
+    tokenizer = pretrained_tokenizer(model, source=source)
+    return pretrained_model(auto_class, model, source=source, **kwargs), tokenizer
+
+
+def pretrained_model(auto_class, model: dict[str, Any], *, source: str | None = None, **kwargs):
+    """``auto_class.from_pretrained`` of the recipe's ``model:`` section (``source``: where
+    :func:`resolve_pretrained` found it, when already known); ``kwargs`` go to
+    ``from_pretrained``."""
+    source = source or resolve_pretrained(model["pretrained"], model.get("revision"))
+    return auto_class.from_pretrained(source, revision=model.get("revision"), **kwargs)
+
+
+def pretrained_tokenizer(model: dict[str, Any], *, source: str | None = None):
+    """The tokenizer of the recipe's ``model:`` section (``source`` as :func:`pretrained_model`
+    takes it)."""
     from transformers import AutoTokenizer
 
-    source = resolve_pretrained(model["pretrained"], model.get("revision"))
-    revision = model.get("revision")
-    tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
-    return auto_class.from_pretrained(source, revision=revision, **kwargs), tokenizer
+    source = source or resolve_pretrained(model["pretrained"], model.get("revision"))
+    return AutoTokenizer.from_pretrained(source, revision=model.get("revision"))
+
+
+def pretrained_positions(model: dict[str, Any], *, source: str | None = None) -> int | None:
+    """The ``max_position_embeddings`` of the recipe's pretrained model, read from its config
+    alone (``None`` when it has none)."""
+    from transformers import AutoConfig
+
+    source = source or resolve_pretrained(model["pretrained"], model.get("revision"))
+    config = AutoConfig.from_pretrained(source, revision=model.get("revision"))
+    return getattr(config, "max_position_embeddings", None)
 
 
 # ---- LoRA ----------------------------------------------------------------------------------
@@ -215,6 +239,9 @@ __all__ = [
     "linear_layer_names",
     "load_pretrained",
     "packaged_model_folder",
+    "pretrained_model",
+    "pretrained_positions",
+    "pretrained_tokenizer",
     "resolve_pretrained",
     "trainable_parameters",
 ]

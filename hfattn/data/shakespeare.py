@@ -17,6 +17,7 @@ see :data:`SPLITS`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 
@@ -85,9 +86,22 @@ def split_plays(split: str) -> list[str]:
     raise ValueError(f"split must be one of train, validation, test; got {split!r}")
 
 
+def iter_shakespeare(split: str) -> Iterator[str]:
+    """The plays of ``split``, one document (string) per play, made one at a time."""
+    return map(play_text, split_plays(split))
+
+
 def load_shakespeare(split: str) -> list[str]:
     """The plays of ``split`` as a list of documents (one string per play)."""
-    return [play_text(slug) for slug in split_plays(split)]
+    return list(iter_shakespeare(split))
 
 
-__all__ = ["DATA_LICENSES", "SPLITS", "load_shakespeare", "play_files", "play_text", "split_plays"]
+__all__ = [
+    "DATA_LICENSES",
+    "SPLITS",
+    "iter_shakespeare",
+    "load_shakespeare",
+    "play_files",
+    "play_text",
+    "split_plays",
+]

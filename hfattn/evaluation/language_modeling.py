@@ -40,7 +40,7 @@ from contextlib import contextmanager
 import torch
 from torch.nn import functional as F
 
-from ..batching.lm import StreamBatches, count_characters
+from ..batching.lm import StreamBatches, count_characters, gather_windows, id_array
 from . import load_metric
 
 ZERO_STATE_METRIC = "loss_zero_state"
@@ -97,7 +97,7 @@ def passage_starts(num_ids: int, passages: int, length: int) -> tuple[list[int],
 @torch.no_grad()
 def zero_state_loss(
     model,
-    ids: torch.LongTensor,
+    ids,
     *,
     passages: int = ZERO_STATE_PASSAGES,
     length: int = ZERO_STATE_PASSAGE_LEN,
@@ -122,13 +122,13 @@ def zero_state_loss(
     Raises:
         ValueError: see :func:`passage_starts`.
     """
+    ids = id_array(ids)
     starts, length = passage_starts(len(ids), passages, length)
-    offsets = torch.arange(length + 1)
     losses: list[float] = []
     with evaluating(model) as device:
         for first in range(0, len(starts), batch_size):
-            rows = torch.tensor(starts[first : first + batch_size])
-            window = ids[rows[:, None] + offsets].to(device)
+            window = gather_windows(ids, starts[first : first + batch_size], length + 1)
+            window = window.to(device)
             logits = model(input_ids=window[:, :-1], use_cache=False).logits.float()
             nll = F.cross_entropy(logits.transpose(1, 2), window[:, 1:], reduction="none")
             losses += nll.mean(dim=1).tolist()
@@ -169,7 +169,7 @@ def explain_zero_state(metrics: dict[str, dict]) -> str | None:
 @torch.no_grad()
 def evaluate_causal_lm(
     model,
-    ids: torch.LongTensor,
+    ids,
     *,
     batch_size: int = 32,
     seq_len: int = 256,
@@ -182,10 +182,12 @@ def evaluate_causal_lm(
     recurrent state also its zero-state loss right after ``loss`` (:func:`zero_state_loss` on
     ``zero_state_passages`` passages of ``zero_state_len`` tokens; 0 passages: left out).
 
-    Loss and perplexity come from the bundled ``evaluate`` module ``perplexity``, accuracy
-    from ``accuracy``. With ``tokenizer`` the scored tokens are decoded to count their
-    characters (:func:`~hfattn.batching.lm.count_characters`, also reported as ``num_chars``);
-    without it every token counts as one character (bits per token).
+    ``ids`` is a 1-D array (a prepared split's memory-mapped values, or a tensor): each window
+    is gathered from it, never the whole split copied. Loss and perplexity come from the
+    bundled ``evaluate`` module ``perplexity``, accuracy from ``accuracy``. With ``tokenizer``
+    the scored tokens are decoded to count their characters
+    (:func:`~hfattn.batching.lm.count_characters`, also reported as ``num_chars``); without it
+    every token counts as one character (bits per token).
     """
     stateful = is_stateful(model)
     perplexity, accuracy = load_metric("perplexity"), load_metric("accuracy")

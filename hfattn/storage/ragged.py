@@ -145,11 +145,24 @@ class RaggedWriter:
 
     def add_flat(self, values: np.ndarray, lengths: np.ndarray) -> None:
         """Append rows given flat: ``values`` of all of them and each one's length."""
-        lengths = np.asarray(lengths, dtype=np.int64)
+        lengths = np.array(lengths, dtype=np.int64)  # a copy: extend_row changes it
         if int(lengths.sum()) != len(values):
             raise ValueError(f"{len(values)} values but the lengths add up to {lengths.sum()}")
         self._file.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
         self._lengths.append(lengths)
+
+    def extend_row(self, values: np.ndarray) -> None:
+        """Append ``values`` to the last row added: a row written in pieces (a long document
+        encoded a chunk at a time).
+
+        Raises:
+            ValueError: no row was added yet.
+        """
+        if not any(len(lengths) for lengths in self._lengths):
+            raise ValueError("extend_row: no row to extend; add one first")
+        self._file.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        last = next(lengths for lengths in reversed(self._lengths) if len(lengths))
+        last[-1] += len(values)
 
     def close(self) -> RaggedIds:
         """Flush the values, write the index and the metadata; the array, mapped."""

@@ -1,8 +1,10 @@
-"""The causal-LM training job: the text splits, the tokenizer and model (a char tokenizer and
-a fresh model built from ``model.type``, or a pretrained checkpoint with its own tokenizer, eos
-as pad, optionally LoRA-wrapped), the encoded corpus cut into the windows of
-``training.mode``, the next-token loss, the held-out evaluation and the sample after training,
-wired into a :class:`~hfattn.training.training_job.TrainingJob` by :func:`build_job`.
+"""The causal-LM training job: the prepared corpus (:mod:`hfattn.tasks.causal_lm.corpus`:
+a char tokenizer and the ids of every split, or a pretrained checkpoint's tokenizer and the
+ids it gives, memory-mapped), the model (a fresh one built from ``model.type``, or the
+pretrained checkpoint, eos as pad, optionally LoRA-wrapped), the training ids cut into the
+windows of ``training.mode``, the next-token loss, the held-out evaluation and the sample
+after training, wired into a :class:`~hfattn.training.training_job.TrainingJob` by
+:func:`build_job`.
 """
 
 from __future__ import annotations
@@ -14,25 +16,23 @@ import torch
 from torch.nn import functional as F
 from transformers import AutoModelForCausalLM
 
-from ...batching.lm import PackedBlocks, StreamBatches, WindowBatches, encode_corpus
+from ...batching.lm import PackedBlocks, StreamBatches, WindowBatches
 from ...common.field_checks import require
-from ...data.text import load_text_splits
 from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
 from ...models.modeling_char_rnn import detach_state, state_tensors
 from ...recipes.model_section import is_pretrained, sized_model_config
 from ...recipes.schema import RecipeBase
 from ...storage.run_folder import SAMPLES_FILE
-from ...tokenization.characters import build_char_tokenizer
 from ...training.training_job import TrainingJob
 from ..base import Task
-from ..pretrained import apply_lora, load_pretrained
+from ..pretrained import apply_lora, load_pretrained, pretrained_tokenizer
+from .corpus import LMCorpus, document_separator, prepare_char_corpus, prepare_tokenized_corpus
 from .inference import context_length, generate_text, is_char_vocabulary, write_sample
 from .recipe import (
     METRIC_NAMES,
     SUBWORD_METRIC_NAMES,
     CausalLMRecipe,
     LMTrainingSection,
-    TextDataSection,
 )
 
 logger = logging.getLogger(__name__)
@@ -69,26 +69,6 @@ def causal_lm_loss(model, window: torch.LongTensor, state, stateful: bool):
     logits = out.logits
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
     return loss, state_tensors(detach_state(out.cache)) if stateful else None
-
-
-def _text_splits(data: TextDataSection, source: str | None = None) -> dict[str, list[str]]:
-    return load_text_splits(
-        source or data.source,
-        text_column=data.text_column,
-        validation_fraction=data.validation_fraction,
-        test_fraction=data.test_fraction,
-    )
-
-
-def document_separator(tokenizer, pretrained: bool) -> int:
-    """The token put before every document of a corpus: ``<bos>`` for the char tokenizer (as
-    the char-RNN was always trained), ``eos`` for a pretrained model (GPT-2's
-    ``<|endoftext|>``, what it saw between documents), each falling back on the other."""
-    first, second = ("eos", "bos") if pretrained else ("bos", "eos")
-    token = getattr(tokenizer, f"{first}_token_id")
-    token = getattr(tokenizer, f"{second}_token_id") if token is None else token
-    require(token is not None, "tokenizer", "has neither a bos nor an eos token")
-    return token
 
 
 def use_eos_as_pad(model, tokenizer) -> None:
@@ -164,30 +144,40 @@ def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
     return model.train(), tokenizer
 
 
-def build_char_lm(recipe: CausalLMRecipe, splits: dict[str, list[str]]):
-    """``(model, tokenizer)`` of a recipe that builds its model from ``model.type``: a char
-    tokenizer from the training text and a fresh model (seeded) of the recipe's model config
-    sized to that vocabulary."""
-    _check_tokenizer_section(recipe, pretrained=False)
-    require(
-        recipe.lora is None,
-        "lora",
-        "applies to a pretrained model (model: <hub id | folder>), not to one trained from scratch",
-    )
-    held_out = [doc for split in ("validation", "test") for doc in splits[split]]
-    tokenizer = build_char_tokenizer(
-        "".join(splits["train"]),
-        held_out=held_out,
-        min_frequency=recipe.tokenizer.min_frequency,
-    )
+def prepare_corpus(recipe: CausalLMRecipe, tokenizer=None) -> LMCorpus:
+    """The recipe's corpus, prepared or found in the prepared-data cache, after the checks of
+    the ``tokenizer:`` and ``lora:`` sections: a char corpus of ``tokenizer.min_frequency`` for
+    a model built from ``model.type``; for a pretrained model the ids its own tokenizer gives
+    (``tokenizer``, when already loaded with the model, else loaded alone)."""
+    pretrained = is_pretrained(recipe.model)
+    _check_tokenizer_section(recipe, pretrained)
+    if not pretrained:
+        require(
+            recipe.lora is None,
+            "lora",
+            "applies to a pretrained model (model: <hub id | folder>), not to one trained from "
+            "scratch",
+        )
+        return prepare_char_corpus(recipe.data, recipe.tokenizer.min_frequency)
+    tokenizer = pretrained_tokenizer(recipe.model) if tokenizer is None else tokenizer
+    named = {"type": "pretrained", "name": recipe.model["pretrained"],
+             "revision": recipe.model.get("revision")}  # fmt: skip
+    separator = document_separator(tokenizer, pretrained=True)
+    return prepare_tokenized_corpus(recipe.data, tokenizer, named, separator)
+
+
+def build_char_lm(recipe: CausalLMRecipe, tokenizer):
+    """A fresh model (seeded) of the recipe's model config (``model.type``) sized to the
+    vocabulary of the char ``tokenizer`` of its prepared corpus."""
     logger.info("%d held-out characters map to <unk>", tokenizer.unknown_char_count)
     config = sized_model_config(recipe, tokenizer)
     torch.manual_seed(recipe.training.seed)
-    return AutoModelForCausalLM.from_config(config), tokenizer
+    return AutoModelForCausalLM.from_config(config)
 
 
-def training_batches(t: LMTrainingSection, ids: torch.LongTensor, model):
-    """The batcher of ``training.mode`` over the training ids.
+def training_batches(t: LMTrainingSection, ids, model):
+    """The batcher of ``training.mode`` over the training ids (a 1-D array: the prepared
+    split's memory-mapped values, gathered from batch by batch, never copied).
 
     Raises:
         RecipeError: ``stateful`` for a model that carries no state between windows.
@@ -206,33 +196,38 @@ def training_batches(t: LMTrainingSection, ids: torch.LongTensor, model):
 
 
 def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
-    """Load the corpus and the model with its tokenizer (a char tokenizer and a fresh model,
-    or a pretrained checkpoint, optionally LoRA-wrapped), and wire batches and evaluation;
-    ``task`` gives the card metadata and the PEFT task type of a ``lora:`` adapter."""
-    splits = _text_splits(recipe.data)
-    pretrained = is_pretrained(recipe.model)
-    if pretrained:
+    """Prepare (or find) the corpus and build the model with its tokenizer (a char tokenizer
+    and a fresh model, or a pretrained checkpoint, optionally LoRA-wrapped), and wire batches
+    and evaluation over the prepared ids; ``task`` gives the card metadata and the PEFT task
+    type of a ``lora:`` adapter."""
+    if is_pretrained(recipe.model):
         model, tokenizer = load_pretrained_lm(recipe, task.card.peft_task_type)
+        corpus = prepare_corpus(recipe, tokenizer)
     else:
-        model, tokenizer = build_char_lm(recipe, splits)
-    separator = document_separator(tokenizer, pretrained)
-    ids = {split: encode_corpus(tokenizer, docs, separator) for split, docs in splits.items()}
+        corpus = prepare_corpus(recipe)
+        tokenizer = corpus.tokenizer
+        model = build_char_lm(recipe, tokenizer)
     scored = set(recipe.evaluation.splits) | (
         {"validation"} if recipe.training.eval_every else set()
     )
     for split in sorted(scored):  # fail now, not after training
+        tokens = corpus.ids[split].num_values
         require(
-            len(ids[split]) - 1 >= recipe.evaluation.batch_size,
+            tokens - 1 >= recipe.evaluation.batch_size,
             "evaluation.batch_size",
-            f"the {split} split has {len(ids[split])} tokens, too few for "
+            f"the {split} split has {tokens} tokens, too few for "
             f"{recipe.evaluation.batch_size} streams; lower evaluation.batch_size",
         )
-    batches = training_batches(recipe.training, ids["train"], model)
+    batches = training_batches(recipe.training, corpus.tokens("train"), model)
     e, g = recipe.evaluation, recipe.generation
 
     def evaluate(model, split: str) -> dict:
         return evaluate_causal_lm(
-            model, ids[split], batch_size=e.batch_size, seq_len=e.seq_len, tokenizer=tokenizer
+            model,
+            corpus.tokens(split),
+            batch_size=e.batch_size,
+            seq_len=e.seq_len,
+            tokenizer=tokenizer,
         )
 
     def sample(model) -> str:
@@ -250,6 +245,7 @@ def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
         compute_loss=causal_lm_loss,
         evaluate=evaluate,
         sample=sample,
+        data_preparation=corpus.prepared.record(),
     )
 
 
@@ -259,9 +255,9 @@ __all__ = [
     "build_char_lm",
     "build_job",
     "causal_lm_loss",
-    "document_separator",
     "load_pretrained_lm",
     "metric_names",
+    "prepare_corpus",
     "training_batches",
     "use_eos_as_pad",
 ]

@@ -1,4 +1,5 @@
-"""``TASK``, the causal-LM :class:`~hfattn.tasks.base.Task`: the card facts, the training job
+"""``TASK``, the causal-LM :class:`~hfattn.tasks.base.Task`: the card facts, the prepared
+corpus (:mod:`hfattn.tasks.causal_lm.corpus`), the training job
 (:func:`hfattn.tasks.causal_lm.job.build_job`) and the re-scoring of a saved model.
 """
 
@@ -9,12 +10,13 @@ from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ... import models  # noqa: F401  (registers the hfattn model types with the Auto classes)
-from ...batching.lm import encode_corpus
+from ...data.prepared import Prepared
 from ...evaluation.language_modeling import evaluate_causal_lm
 from ...recipes.model_section import is_pretrained
 from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
+from .corpus import document_separator, prepare_tokenized_corpus, with_source
 from .recipe import RECIPE_CLASS, CausalLMRecipe
 
 
@@ -58,21 +60,30 @@ class CausalLMTask(Task):
         (:func:`hfattn.tasks.causal_lm.job.build_job`)."""
         return job.build_job(recipe, self)
 
+    def prepare_data(self, recipe: CausalLMRecipe) -> Prepared:
+        """Prepare the recipe's corpus (tokenizer and ids of every split) or find it in the
+        prepared-data cache, without building a model
+        (:func:`hfattn.tasks.causal_lm.job.prepare_corpus`)."""
+        return job.prepare_corpus(recipe).prepared
+
     def evaluate_folder(
         self, model_dir: Path, recipe: CausalLMRecipe, splits: list[str], *, data=None
     ) -> dict[str, dict]:
         """Loss (and for a recurrent model the zero-state loss), perplexity, bits per char and
         next-token accuracy of a saved model (a full model folder, or a LoRA adapter folder:
-        transformers loads its base model first)."""
-        texts = job._text_splits(recipe.data, data)
+        transformers loads its base model first), on the recipe's corpus (or ``data``)
+        encoded with the model's own tokenizer, prepared once and memory-mapped."""
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir)
-        separator = job.document_separator(tokenizer, is_pretrained(recipe.model))
+        separator = document_separator(tokenizer, is_pretrained(recipe.model))
+        corpus = prepare_tokenized_corpus(
+            with_source(recipe.data, data), tokenizer, {"type": "saved model"}, separator
+        )
         e = recipe.evaluation
         return {
             split: evaluate_causal_lm(
                 model,
-                encode_corpus(tokenizer, texts[split], separator),
+                corpus.tokens(split),
                 batch_size=e.batch_size,
                 seq_len=e.seq_len,
                 tokenizer=tokenizer,

@@ -23,6 +23,11 @@ width up to a multiple of it; the engine sets it when the step is compiled
 (:data:`hfattn.training.compiling.COMPILE_PAD_MULTIPLE`), so that a run meets a few shapes.
 The extra positions are padding like the rest: masked in the attention, ignored by the loss.
 
+The batchers read the pairs as :class:`~hfattn.storage.ragged.RaggedIds` (the memory-mapped
+ids of prepared data; lists of ids are converted, :func:`ragged_ids`), and the class ids of
+classification as a 1-D array: the orders are computed from the arrays of lengths, and each
+batch gathers and pads only its own rows (:func:`pad_ragged`).
+
 ``group_by_length`` names the length a pool is sorted by: ``source`` (the encoder's padded
 width), or ``target`` (the target length, ties broken by the source's), which is the one to
 pick when the decoder's padded positions set the step's cost: an RNN encoder reads packed
@@ -34,8 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 
+from ..storage.ragged import RaggedIds
 from .protocol import HostBatches
 
 IGNORE_INDEX = -100
@@ -45,7 +52,7 @@ GROUP_BY_LENGTH = ("source", "target")
 
 def padded_width(lengths, pad_to_multiple_of: int | None = None) -> int:
     """The longest of ``lengths``, rounded up to a multiple of ``pad_to_multiple_of``."""
-    width = max(lengths)
+    width = int(max(lengths))
     if pad_to_multiple_of:
         width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
     return width
@@ -86,13 +93,64 @@ def pad_pairs(
     return {**pad_sources(sources, pad_token_id, pad_to_multiple_of), "labels": labels}
 
 
+def ragged_ids(rows: RaggedIds | Sequence[Sequence[int]]) -> RaggedIds:
+    """``rows`` as a :class:`~hfattn.storage.ragged.RaggedIds` (itself when it is one; lists of
+    ids, small data, are copied into one)."""
+    return rows if isinstance(rows, RaggedIds) else RaggedIds.from_rows(rows)
+
+
+def batch_targets(targets) -> tuple[RaggedIds | np.ndarray, bool]:
+    """``(targets, classes)``: the rows of target ids as :func:`ragged_ids`, or class ids (a
+    1-D array, or a sequence of ints) as an ``int64`` array with ``classes`` true."""
+    if isinstance(targets, RaggedIds):
+        return targets, False
+    if isinstance(targets, np.ndarray) and targets.ndim == 1 and targets.dtype != object:
+        return targets.astype(np.int64, copy=False), True
+    if len(targets) and isinstance(targets[0], (Sequence, np.ndarray)):
+        return RaggedIds.from_rows(targets), False
+    return np.asarray(targets, dtype=np.int64), True
+
+
+def pad_ragged(
+    ids: RaggedIds,
+    rows: np.ndarray,
+    fill: int,
+    pad_to_multiple_of: int | None = None,
+    width: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``rows`` of ``ids`` right-padded with ``fill`` to ``width`` (default: the longest
+    row's, :func:`padded_width`) and the mask of their tokens, gathered from ``ids`` alone
+    (:meth:`~hfattn.storage.ragged.RaggedIds.padded`)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if width is None:
+        width = padded_width(ids.lengths[rows], pad_to_multiple_of)
+    values, mask = ids.padded(rows, width, fill)
+    return torch.from_numpy(values), torch.from_numpy(mask)
+
+
+def pad_ragged_pairs(
+    sources: RaggedIds,
+    targets: RaggedIds,
+    rows: np.ndarray,
+    pad_token_id: int,
+    pad_to_multiple_of: int | None = None,
+) -> dict[str, torch.Tensor]:
+    """Pairs ``rows`` padded as :func:`pad_pairs` pads them, gathered from the ragged
+    ``sources`` and ``targets`` (:func:`pad_ragged`)."""
+    input_ids, attention_mask = pad_ragged(sources, rows, pad_token_id, pad_to_multiple_of)
+    labels, _ = pad_ragged(targets, rows, IGNORE_INDEX, pad_to_multiple_of)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
 class PairBatches(HostBatches):
-    """Length-grouped, shuffled, padded batches of id pairs (see the module docstring)."""
+    """Length-grouped, shuffled, padded batches of id pairs (see the module docstring):
+    ``sources`` and ``targets`` are :class:`~hfattn.storage.ragged.RaggedIds` (or lists of
+    ids, :func:`ragged_ids`)."""
 
     def __init__(
         self,
-        sources: Sequence[Sequence[int]],
-        targets: Sequence[Sequence[int]],
+        sources: RaggedIds | Sequence[Sequence[int]],
+        targets: RaggedIds | Sequence[Sequence[int]] | np.ndarray,
         batch_size: int,
         *,
         pad_token_id: int,
@@ -112,7 +170,12 @@ class PairBatches(HostBatches):
             raise ValueError(
                 f"{len(sources)} training pairs are fewer than training.batch_size={batch_size}"
             )
-        self.sources, self.targets = list(sources), list(targets)
+        self.sources = ragged_ids(sources)
+        self.targets, classes = batch_targets(targets)
+        self.source_lengths = self.sources.lengths
+        self.target_lengths = (
+            np.zeros_like(self.source_lengths) if classes else self.targets.lengths
+        )
         self.batch_size = batch_size
         self.pad_token_id = pad_token_id
         self.seed = seed
@@ -127,7 +190,7 @@ class PairBatches(HostBatches):
         would not fit)."""
         self._num_batches = None
         if max_tokens is not None:
-            widest = max(map(len, self.sources)) + max(map(len, self.targets))
+            widest = int(self.source_lengths.max() + self.target_lengths.max())
             if max_tokens < widest:
                 raise ValueError(
                     f"training.max_tokens={max_tokens} is smaller than the longest source plus "
@@ -153,15 +216,16 @@ class PairBatches(HostBatches):
             self._num_batches = len(self.order(0))
         return self._num_batches
 
-    def order(self, epoch: int) -> list[list[int]]:
-        """The batches of ``epoch`` as lists of pair indices."""
+    def order(self, epoch: int) -> list[np.ndarray]:
+        """The batches of ``epoch`` as arrays of pair indices."""
         generator = torch.Generator().manual_seed(self.seed + epoch)
-        shuffled = torch.randperm(len(self.sources), generator=generator).tolist()
+        shuffled = torch.randperm(len(self.sources), generator=generator).numpy()
         if self.max_tokens is None:
             shuffled = shuffled[: len(self) * self.batch_size]
-        batches, carried = [], []
+        batches, carried = [], shuffled[:0]
         for begin in range(0, len(shuffled), self.pool):
-            pool = sorted(carried + shuffled[begin : begin + self.pool], key=self._length)
+            pool = np.concatenate([carried, shuffled[begin : begin + self.pool]])
+            pool = pool[self._sorted(pool)]
             if self.max_tokens is None:
                 batches += [
                     pool[k : k + self.batch_size] for k in range(0, len(pool), self.batch_size)
@@ -173,59 +237,60 @@ class PairBatches(HostBatches):
         permutation = torch.randperm(len(batches), generator=generator).tolist()
         return [batches[k] for k in permutation]
 
-    def _length(self, i: int) -> int | tuple[int, int]:
-        """The sort key of pair ``i`` in its pool (``group_by_length``)."""
+    def _sorted(self, pool: np.ndarray) -> np.ndarray:
+        """The stable order of ``pool`` by length (``group_by_length``; ``target``: ties broken
+        by the source length)."""
         if self.group_by_length == "target":
-            return len(self.targets[i]), len(self.sources[i])
-        return len(self.sources[i])
+            return np.lexsort((self.source_lengths[pool], self.target_lengths[pool]))
+        return np.argsort(self.source_lengths[pool], kind="stable")
 
-    def _cut_by_size(self, pool: list[int]) -> list[list[int]]:
+    def _cut_by_size(self, pool: np.ndarray) -> list[np.ndarray]:
         """``pool`` (sorted by length) cut into consecutive batches of at most
         ``max_tokens`` padded tokens and ``batch_size`` rows; the last one may be partial."""
-        batches, rows, width = [], [], (0, 0)
-        for i in pool:
-            grown = (max(width[0], len(self.sources[i])), max(width[1], len(self.targets[i])))
-            if rows and (
-                len(rows) == self.batch_size or (len(rows) + 1) * sum(grown) > self.max_tokens
-            ):
-                batches.append(rows)
-                rows, grown = [], (len(self.sources[i]), len(self.targets[i]))
-            rows.append(i)
-            width = grown
-        return batches + [rows]
+        sources, targets = self.source_lengths[pool], self.target_lengths[pool]
+        batches, begin = [], 0
+        while begin < len(pool):
+            end = min(begin + self.batch_size, len(pool))
+            widths = np.maximum.accumulate(sources[begin:end])
+            widths += np.maximum.accumulate(targets[begin:end])
+            over = np.flatnonzero(np.arange(1, end - begin + 1) * widths > self.max_tokens)
+            rows = max(1, int(over[0])) if len(over) else end - begin
+            batches.append(pool[begin : begin + rows])
+            begin += rows
+        return batches
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """Padded batches ``start, start+1, …`` of ``epoch``."""
         for rows in self.order(epoch)[start:]:
-            yield pad_pairs(
-                [self.sources[i] for i in rows],
-                [self.targets[i] for i in rows],
-                self.pad_token_id,
-                self.pad_to_multiple_of,
+            yield pad_ragged_pairs(
+                self.sources, self.targets, rows, self.pad_token_id, self.pad_to_multiple_of
             )
 
 
 class LabelBatches(PairBatches):
     """Shuffled, length-grouped batches of ``(token ids, label)`` for sequence classification:
     dicts of ``input_ids`` / ``attention_mask`` (right-padded) and ``labels`` (one class id per
-    row). The ordering is :meth:`PairBatches.order`'s (pools of ``pool_batches`` batches
-    sorted by length)."""
+    row, from ``targets``: a 1-D array or a list of ints). The ordering is
+    :meth:`PairBatches.order`'s (pools of ``pool_batches`` batches sorted by length)."""
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """Padded batches ``start, start+1, …`` of ``epoch``."""
         for rows in self.order(epoch)[start:]:
-            sources = [self.sources[i] for i in rows]
-            batch = pad_sources(sources, self.pad_token_id, self.pad_to_multiple_of)
-            batch["labels"] = torch.tensor([self.targets[i] for i in rows], dtype=torch.long)
-            yield batch
+            ids, mask = pad_ragged(self.sources, rows, self.pad_token_id, self.pad_to_multiple_of)
+            labels = torch.from_numpy(self.targets[rows])
+            yield {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
 __all__ = [
     "IGNORE_INDEX",
     "LabelBatches",
     "PairBatches",
+    "batch_targets",
     "pad_pairs",
+    "pad_ragged",
+    "pad_ragged_pairs",
     "pad_rows",
     "pad_sources",
     "padded_width",
+    "ragged_ids",
 ]

@@ -1,10 +1,12 @@
-r"""Batches of a token budget in a few fixed shapes, gathered from tensors padded once.
+r"""Batches of a token budget in a few fixed shapes, gathered from the ragged ids of the split.
 
 fairseq's ``--max-tokens`` (Ott et al. 2019) with length buckets, built for an accelerator as
-nanoGPT's ``get_batch`` is: the training split is tokenized and padded **once** into one
-tensor per bucket, and a batch is an index gather from it (on the device when the split fits
-there), so a step costs the host next to nothing and a compiled step meets only as many shapes
-as there are buckets.
+nanoGPT's ``get_batch`` is: the training split is read as flat ids and offsets
+(:class:`~hfattn.storage.ragged.RaggedIds`, memory-mapped prepared data), each bucket keeps the
+indices of its pairs, and a batch gathers and pads only its own rows to its bucket's widths:
+on the device when the split's ids fit there (:meth:`BucketedBatches.to`, the same gather in
+torch, :class:`DeviceRagged`), else on the host into pinned memory. A step costs the host next
+to nothing and a compiled step meets only as many shapes as there are buckets.
 
 **Buckets.** Each bucket :math:`k` has a fixed padded shape: a source width :math:`S_k` and a
 target width :math:`T_k` (:func:`choose_buckets`). A pair :math:`(s, t)` of lengths goes to
@@ -51,16 +53,19 @@ from tqdm.auto import tqdm
 
 from ..common.field_checks import require
 from ..common.launch import process_rank
-from .seq2seq import IGNORE_INDEX, pad_rows
+from ..storage.ragged import RaggedIds
+from .seq2seq import IGNORE_INDEX, batch_targets, pad_ragged, ragged_ids
 
 logger = logging.getLogger(__name__)
 
 ROW_MULTIPLE = 8
 """Rows of a bucket's batch are a multiple of this (tensor-core tiles; process shares)."""
 DEVICE_SHARE = 0.25
-"""The split's tensors move to the device when they take at most this share of its free
-memory (the Bible's 29k training pairs take about 50 MB); else they stay in pinned host memory
-and each batch is gathered there and copied without waiting."""
+"""The split's ids and offsets move to the device when they take at most this share of its
+free memory (the Bible's 29k training pairs take 7.5 MB, 1.45M pairs 374 MB); else each batch
+is gathered on the host into pinned memory and copied without waiting."""
+COPY_CHUNK = 1 << 24
+"""Ids copied to the device this many at a time (host memory bounded by a chunk)."""
 PROGRESS_DELAY_S = 2.0
 """The choice of the bucket widths shows a progress bar once it has taken this many seconds."""
 
@@ -92,9 +97,14 @@ def choose_buckets(
     """The bucket widths ``[(S_k, T_k), …]`` (``T_k = 0`` without targets) that pad the pairs
     least (see the module docstring), narrowest first; buckets no pair falls in are left out."""
     sources = np.asarray(source_lengths, dtype=np.int64)
-    targets = np.zeros_like(sources) if target_lengths is None else np.asarray(target_lengths)
-    histogram = np.zeros((sources.max() + 1, targets.max() + 1), dtype=np.int64)
-    np.add.at(histogram, (sources, targets), 1)
+    targets = (
+        np.zeros_like(sources)
+        if target_lengths is None
+        else np.asarray(target_lengths, dtype=np.int64)
+    )
+    shape = (int(sources.max()) + 1, int(targets.max()) + 1)
+    cells = np.bincount(sources * shape[1] + targets, minlength=shape[0] * shape[1])
+    histogram = cells.reshape(shape)
     key = targets if target_lengths is not None else sources
     cuts = np.quantile(key, np.linspace(0, 1, num_buckets + 1)[1:], method="higher")
     widths = []
@@ -123,10 +133,11 @@ def choose_buckets(
                         if cost < best:
                             best, widths, improved = cost, trial, True
                 bar.update()
+    seen_sources, seen_targets = np.nonzero(histogram)  # the lengths of some pair
     fits = [
         k
         for k, (s, t) in enumerate(widths)
-        if ((sources <= s) & (targets <= t)).any() and widths.index(widths[k]) == k
+        if ((seen_sources <= s) & (seen_targets <= t)).any() and widths.index(widths[k]) == k
     ]
     return [tuple(widths[k]) for k in fits]
 
@@ -179,18 +190,52 @@ def fillable_buckets(num_buckets: int, lengths: np.ndarray, classes: bool = Fals
     return distinct
 
 
+class DeviceRagged:
+    """A :class:`~hfattn.storage.ragged.RaggedIds` copied to a torch device (values as
+    ``int32``, offsets as ``int64``) whose :meth:`padded` gathers rows there, as
+    :meth:`RaggedIds.padded <hfattn.storage.ragged.RaggedIds.padded>` does on the host."""
+
+    def __init__(self, ids: RaggedIds, device: torch.device):
+        values = ids.values[ids.offsets[0] : ids.offsets[-1]]
+        self.values = torch.empty(len(values), dtype=torch.int32, device=device)
+        for begin in range(0, len(values), COPY_CHUNK):
+            chunk = np.asarray(values[begin : begin + COPY_CHUNK], dtype=np.int32)
+            self.values[begin : begin + len(chunk)] = torch.from_numpy(chunk).to(device)
+        self.offsets = torch.from_numpy(ids.offsets - ids.offsets[0]).to(device)
+        self.columns = torch.arange(int(ids.lengths.max(initial=0)) + 1, device=device)
+
+    @staticmethod
+    def nbytes(ids: RaggedIds) -> int:
+        """Bytes the device copy of ``ids`` takes."""
+        return 4 * ids.num_values + 8 * len(ids.offsets)
+
+    def padded(
+        self, rows: torch.Tensor, width: int, fill: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows ``rows`` (a device tensor) right-padded with ``fill`` to ``width`` (``int64``)
+        and the mask of their values: the value at column :math:`j` of row :math:`r` is
+        ``values[offsets[r] + j]`` where :math:`j < \\ell_r`."""
+        starts = self.offsets[rows]
+        lengths = self.offsets[rows + 1] - starts
+        columns = self.columns[:width]
+        keep = columns[None, :] < lengths[:, None]
+        positions = (starts[:, None] + columns[None, :]).clamp_(max=max(len(self.values) - 1, 0))
+        return torch.where(keep, self.values[positions].long(), fill), keep.long()
+
+
 class BucketedBatches:
     """Batches of about ``token_budget`` tokens in at most ``num_buckets`` shapes, gathered
-    from tensors padded once (see the module docstring): ``input_ids`` / ``attention_mask``
-    (right padding) and ``labels`` (``-100`` padding; one class id per row when ``targets``
-    are class ids). Each yielded batch is a :class:`TokenBatch`."""
+    row by row from ``sources`` (a :class:`~hfattn.storage.ragged.RaggedIds`, or lists of ids)
+    (see the module docstring): ``input_ids`` / ``attention_mask`` (right padding) and
+    ``labels`` (``-100`` padding, from the ragged ``targets``; one class id per row when
+    ``targets`` are class ids, a 1-D array). Each yielded batch is a :class:`TokenBatch`."""
 
     stateful = False
 
     def __init__(
         self,
-        sources: Sequence[Sequence[int]],
-        targets: Sequence[Sequence[int]] | Sequence[int],
+        sources: RaggedIds | Sequence[Sequence[int]],
+        targets: RaggedIds | Sequence[Sequence[int]] | Sequence[int] | np.ndarray,
         *,
         token_budget: int,
         pad_token_id: int,
@@ -202,38 +247,33 @@ class BucketedBatches:
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
         if not len(sources):
             raise ValueError("no training examples to batch")
-        self.classes = not isinstance(targets[0], Sequence)
-        source_lengths = np.array([len(s) for s in sources])
-        target_lengths = (
-            np.zeros_like(source_lengths) if self.classes else np.array([len(t) for t in targets])
-        )
-        counted = source_lengths if self.classes else target_lengths
-        check_budget(token_budget, int(counted.max()), self.classes)
-        num_buckets = fillable_buckets(num_buckets, counted, self.classes)
+        self.sources = ragged_ids(sources)
+        self.targets, self.classes = batch_targets(targets)
+        source_lengths = self.sources.lengths
+        target_lengths = np.zeros_like(source_lengths) if self.classes else self.targets.lengths
+        self.counted = source_lengths if self.classes else target_lengths
+        """The tokens each example trains on (``num_tokens`` of a batch is their sum)."""
+        check_budget(token_budget, int(self.counted.max()), self.classes)
+        num_buckets = fillable_buckets(num_buckets, self.counted, self.classes)
         self.widths = choose_buckets(
             source_lengths, None if self.classes else target_lengths, num_buckets
         )
         bucket = bucket_of(source_lengths, target_lengths, self.widths)
-        self.token_budget, self.seed = token_budget, seed
-        self.members, self.rows, self.tensors, self.tokens = [], [], [], []
-        for k, (source_width, target_width) in enumerate(self.widths):
-            members = np.flatnonzero(bucket == k)
-            mean = counted[members].mean()
+        self.token_budget, self.seed, self.pad_token_id = token_budget, seed, pad_token_id
+        by_bucket = np.argsort(bucket, kind="stable")
+        ends = np.cumsum(np.bincount(bucket, minlength=len(self.widths)))
+        self.members = np.split(by_bucket, ends[:-1])
+        """The indices of each bucket's examples, in corpus order."""
+        self.rows = []
+        for members in self.members:
+            mean = self.counted[members].mean()
             rows = max(row_multiple, round(token_budget / (row_multiple * mean)) * row_multiple)
-            self.members.append(members)
             self.rows.append(min(rows, len(members)))
-            ids, mask = pad_rows([sources[i] for i in members], source_width, pad_token_id)
-            tensors = {"input_ids": ids, "attention_mask": mask}
-            if self.classes:
-                tensors["labels"] = torch.tensor([targets[i] for i in members], dtype=torch.long)
-            else:
-                labels = [targets[i] for i in members]
-                tensors["labels"] = pad_rows(labels, target_width, IGNORE_INDEX)[0]
-            self.tensors.append(tensors)
-            self.tokens.append(counted[members])
         self.batch_size = self.min_rows = min(self.rows)
         """The fewest rows of a batch (the engine splits every batch over its processes)."""
         self.device = torch.device("cpu")
+        self._on_device: tuple | None = None
+        self._pinned = False
         self._epochs: list[list[tuple[int, np.ndarray]]] = []
         self._carried = [np.zeros(0, dtype=np.int64) for _ in self.widths]
 
@@ -269,37 +309,66 @@ class BucketedBatches:
         return [batches[i] for i in permutation]
 
     def to(self, device) -> BucketedBatches:
-        """Move the padded split to ``device`` when it fits (:data:`DEVICE_SHARE` of the free
-        memory); on a CUDA device a split that does not fit is pinned on the host instead."""
+        """Move the split's ids and offsets to ``device`` when they fit (:data:`DEVICE_SHARE`
+        of its free memory), where each batch is then gathered; on a CUDA device a split that
+        does not fit is gathered on the host into pinned memory, for a copy without waiting."""
         device = torch.device(device)
         if device.type != "cuda":
             return self
-        size = sum(t.numel() * t.element_size() for b in self.tensors for t in b.values())
+        size = DeviceRagged.nbytes(self.sources)
+        size += 8 * len(self.targets) if self.classes else DeviceRagged.nbytes(self.targets)
         free, _ = torch.cuda.mem_get_info(device)
         if size <= DEVICE_SHARE * free:
-            self.tensors = [{n: t.to(device) for n, t in b.items()} for b in self.tensors]
+            targets = (
+                torch.from_numpy(self.targets).to(device)
+                if self.classes
+                else DeviceRagged(self.targets, device)
+            )
+            self._on_device = (DeviceRagged(self.sources, device), targets)
             self.device = device
         else:
-            self.tensors = [{n: t.pin_memory() for n, t in b.items()} for b in self.tensors]
+            self._pinned = True
         return self
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[TokenBatch]:
-        """Batches ``start, start+1, …`` of ``epoch``, each an index gather from the padded
-        split (on the device that holds it)."""
+        """Batches ``start, start+1, …`` of ``epoch``, each gathered and padded to its bucket's
+        widths from the split (on the device that holds it)."""
         for k, positions in self.order(epoch)[start:]:
-            index = torch.from_numpy(positions).to(self.device, non_blocking=True)
-            batch = TokenBatch(
-                (name, tensor.index_select(0, index)) for name, tensor in self.tensors[k].items()
-            )
-            batch.num_tokens = int(self.tokens[k][positions].sum())
+            rows = self.members[k][positions]
+            batch = TokenBatch(self._gather(rows, *self.widths[k]))
+            batch.num_tokens = int(self.counted[rows].sum())
             yield batch
+
+    def _gather(self, rows: np.ndarray, source_width: int, target_width: int) -> dict:
+        """The padded tensors of examples ``rows`` (on the device holding the split, else on
+        the host, pinned for a CUDA device)."""
+        if self._on_device is not None:
+            sources, targets = self._on_device
+            index = torch.from_numpy(rows).to(self.device, non_blocking=True)
+            ids, mask = sources.padded(index, source_width, self.pad_token_id)
+            labels = (
+                targets[index] if self.classes
+                else targets.padded(index, target_width, IGNORE_INDEX)[0]
+            )  # fmt: skip
+        else:
+            ids, mask = pad_ragged(self.sources, rows, self.pad_token_id, width=source_width)
+            labels = (
+                torch.from_numpy(self.targets[rows]) if self.classes
+                else pad_ragged(self.targets, rows, IGNORE_INDEX, width=target_width)[0]
+            )  # fmt: skip
+        tensors = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        if self._pinned:
+            tensors = {name: tensor.pin_memory() for name, tensor in tensors.items()}
+        return tensors
 
 
 __all__ = [
     "DEVICE_SHARE",
     "PROGRESS_DELAY_S",
     "ROW_MULTIPLE",
+    "COPY_CHUNK",
     "BucketedBatches",
+    "DeviceRagged",
     "TokenBatch",
     "bucket_of",
     "check_budget",

@@ -236,7 +236,7 @@ def evaluate_export(
     translator = CTranslate2Translation(folder, compute_type=compute_type)
     settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens}
     translator.settings(**settings)  # bad settings fail before the data loads
-    pairs = load_pairs(recipe.data, data)
+    pairs = load_pairs(recipe.data, data, splits)
     batch_size = recipe.evaluation.batch_size
 
     def translate(texts: list[str]) -> list[str]:

@@ -56,6 +56,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers.processors import TemplateProcessing
+from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast
 
 from ..data.tatoeba import CHOLLET_STRIP_CHARS
@@ -73,6 +74,9 @@ DEFAULT_VOCAB_SIZES = {"word": 15_000, "char": None, "bpe": 8_000, "unigram": 8_
 """Default ``vocab_size`` per kind (``None``: every character seen)."""
 
 _SPECIALS = list(SPECIAL_TOKENS.values())  # <pad> <unk> <bos> <eos>, ids 0..3
+
+PROGRESS_DELAY_S = 2.0
+"""The counting of a word or char vocabulary shows its bar after this many seconds."""
 
 
 def _pairs(pairs_or_dataset, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
@@ -126,8 +130,10 @@ def _top(counts: Counter, n: int | None, min_frequency: int) -> list[str]:
     return items if n is None else items[: max(0, n)]
 
 
-def _count(backend: Tokenizer, texts: Iterable[str], kind: str) -> Counter:
+def _count(backend: Tokenizer, texts: Iterable[str], kind: str, show_progress: bool) -> Counter:
     counts: Counter = Counter()
+    texts = tqdm(texts, desc=f"counting {kind}s", unit="text", delay=PROGRESS_DELAY_S,
+                 disable=not show_progress, leave=False)  # fmt: skip
     for text in texts:
         normalized = backend.normalizer.normalize_str(text)
         if kind == "char":
@@ -137,7 +143,9 @@ def _count(backend: Tokenizer, texts: Iterable[str], kind: str) -> Counter:
     return counts
 
 
-def _bpe_model(texts: list[str], vocab_size: int, min_frequency: int, normalizer, pre_tok):
+def _bpe_model(
+    texts: list[str], vocab_size: int, min_frequency: int, normalizer, pre_tok, show_progress
+):
     backend = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
     backend.normalizer = normalizer
     backend.pre_tokenizer = pre_tok
@@ -145,7 +153,7 @@ def _bpe_model(texts: list[str], vocab_size: int, min_frequency: int, normalizer
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=_SPECIALS,
-        show_progress=False,
+        show_progress=show_progress,
     )
     backend.train_from_iterator(texts, trainer=trainer)
     model = json.loads(backend.to_str())["model"]
@@ -168,7 +176,7 @@ def _subword_pre_tokenizer(kind: str):
     return pre_tokenizers.Sequence([metaspace, pre_tokenizers.Split(delimiters, "isolated")])
 
 
-def _unigram_pieces(texts: list[str], vocab_size: int, normalizer, pre_tok):
+def _unigram_pieces(texts: list[str], vocab_size: int, normalizer, pre_tok, show_progress):
     """``[(piece, log p(piece)), ...]`` of a unigram language model (Kudo 2018) trained on
     ``texts``, the special tokens first (ids 0..3, log-probability 0)."""
     backend = Tokenizer(models.Unigram())
@@ -178,24 +186,31 @@ def _unigram_pieces(texts: list[str], vocab_size: int, normalizer, pre_tok):
         vocab_size=vocab_size,
         special_tokens=_SPECIALS,
         unk_token=SPECIAL_TOKENS["unk_token"],
-        show_progress=False,
+        show_progress=show_progress,
     )
     backend.train_from_iterator(texts, trainer=trainer)
     return [(piece, score) for piece, score in json.loads(backend.to_str())["model"]["vocab"]]
 
 
-def _merged_unigram_model(groups: list[list[str]], vocab_size: int, normalizer, pre_tok):
+def _merged_unigram_model(
+    groups: list[list[str]], vocab_size: int, normalizer, pre_tok, show_progress: bool
+):
     """The unigram model trained on each group of texts, merged into one id space (the first
     group's pieces, then the others' new ones, each with its own log-probability)."""
     pieces = {tok: 0.0 for tok in _SPECIALS}
     for texts in groups:
-        for piece, score in _unigram_pieces(texts, vocab_size, normalizer, pre_tok):
+        for piece, score in _unigram_pieces(texts, vocab_size, normalizer, pre_tok, show_progress):
             pieces.setdefault(piece, score)
     return models.Unigram(list(pieces.items()), unk_id=_SPECIALS.index(SPECIAL_TOKENS["unk_token"]))
 
 
 def _merged_bpe_model(
-    groups: list[list[str]], vocab_size: int, min_frequency: int, normalizer, pre_tok
+    groups: list[list[str]],
+    vocab_size: int,
+    min_frequency: int,
+    normalizer,
+    pre_tok,
+    show_progress: bool,
 ):
     """The BPE model trained on each group of texts, merged into one id space (the union of
     the vocabularies; the first group's merges, then the others' new ones)."""
@@ -204,7 +219,7 @@ def _merged_bpe_model(
     seen_merges: set[tuple[str, str]] = set()
     for texts in groups:
         group_vocab, group_merges = _bpe_model(
-            texts, vocab_size, min_frequency, normalizer, pre_tok
+            texts, vocab_size, min_frequency, normalizer, pre_tok, show_progress
         )
         for tok, _ in sorted(group_vocab.items(), key=lambda kv: kv[1]):
             vocab.setdefault(tok, len(vocab))
@@ -229,6 +244,7 @@ def build_translation_tokenizer(
     min_frequency: int = 1,
     model_max_length: int = 512,
     description: str | None = None,
+    show_progress: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Build a seq2seq tokenizer from training pairs (see the module docstring).
 
@@ -249,6 +265,9 @@ def build_translation_tokenizer(
         model_max_length: the tokenizer's ``model_max_length`` (truncation length).
         description: what the log line calls the tokenizer; default ``joint word tokenizer
             (en→es)`` (a caller that builds it on one kind of text names that instead).
+        show_progress: show the training's progress: the ``tokenizers`` trainer's own bar
+            (``bpe``, ``unigram``; shown at once), a bar of the texts counted (``word``,
+            ``char``; after :data:`PROGRESS_DELAY_S`).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
@@ -273,9 +292,11 @@ def build_translation_tokenizer(
     if kind in SUBWORD_KINDS:
         pre_tok = _subword_pre_tokenizer(kind)
         backend = Tokenizer(
-            _merged_unigram_model(groups, vocab_size, normalizer, pre_tok)
+            _merged_unigram_model(groups, vocab_size, normalizer, pre_tok, show_progress)
             if kind == "unigram"
-            else _merged_bpe_model(groups, vocab_size, min_frequency, normalizer, pre_tok)
+            else _merged_bpe_model(
+                groups, vocab_size, min_frequency, normalizer, pre_tok, show_progress
+            )
         )
         backend.pre_tokenizer = pre_tok
         backend.decoder = decoders.Metaspace()
@@ -292,7 +313,7 @@ def build_translation_tokenizer(
         vocab = {tok: i for i, tok in enumerate(_SPECIALS)}
         n_tokens = None if vocab_size is None else vocab_size - len(_SPECIALS)
         for texts in groups:
-            for tok in _top(_count(probe, texts, kind), n_tokens, min_frequency):
+            for tok in _top(_count(probe, texts, kind, show_progress), n_tokens, min_frequency):
                 vocab.setdefault(tok, len(vocab))
         backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=unk))
         backend.pre_tokenizer = pre_tok
@@ -326,6 +347,7 @@ def unknown_rate(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> fl
 __all__ = [
     "DEFAULT_VOCAB_SIZES",
     "KINDS",
+    "PROGRESS_DELAY_S",
     "SPECIAL_TOKEN_DELIMITERS",
     "SUBWORD_KINDS",
     "build_translation_tokenizer",

@@ -1,6 +1,7 @@
 """The translation task (``task: translation``): parallel sentence pairs, a seq2seq tokenizer
-built on the training pairs, teacher-forced cross-entropy, BLEU / chrF / exact match and masked
-next-token accuracy on held-out pairs, and a few translated sentences as the sample.
+built on (a sample of) the training pairs, teacher-forced cross-entropy, BLEU / chrF / exact
+match and masked next-token accuracy on held-out pairs, and a few translated sentences as the
+sample.
 
 Data sources (:func:`hfattn.data.translation.load_translation_splits`): the Bible (Debian's
 SWORD modules), the embedded ``dates`` / ``numbers`` / ``date-normalization`` generators,
@@ -13,8 +14,10 @@ Modules:
   (light: no torch, no transformers).
 - ``encoding``: the pairs of the ``data:`` section, sources and targets as token ids cut to the
   model's limits (``SourceTooLongError``), references as the tokenizer writes them.
-- ``job``: the tokenizer, the model and the ``TrainingJob`` (batches, loss, the scoring of a
-  split, the sample).
+- ``prepared``: the pairs prepared once on disk: the tokenizer trained on a sample of the
+  training pairs, every split's ids and texts memory-mapped (``prepare_pairs``).
+- ``job``: the model and the ``TrainingJob`` on the prepared pairs (batches, loss, the scoring
+  of a split, the sample).
 - ``inference``: ``translate_texts`` and the cross-attention of a translation
   (``cross_attention_maps``, ``select_attention``, ``alignment``).
 - ``task``: ``TASK``, the :class:`~hfattn.tasks.base.Task` (card facts, job, re-scoring of a

@@ -1,37 +1,36 @@
-"""The translation training job: tokenizer built on the training pairs, model from the
-``model:`` section, teacher-forced batches and loss, the scoring of a split (loss, token
-accuracy, BLEU, chrF, exact match) and the translated sample.
+"""The translation training job: the pairs prepared on disk with their tokenizer
+(:mod:`~hfattn.tasks.translation.prepared`), model from the ``model:`` section,
+teacher-forced batches and loss, the scoring of a split (loss, token accuracy, BLEU, chrF,
+exact match) and the translated sample.
 
-A run scores its validation split at every ``training.eval_every`` steps: each split is
-tokenized, cut and padded once (:class:`EncodedSplit`, kept by :class:`EncodedSplits`), its
-teacher-forced batches are cut from the pairs sorted by length (little padding), and the
-translations decode in batches of sources sorted by length
+A run scores its validation split at every ``training.eval_every`` steps from the split's
+prepared ids and texts (:class:`EncodedSplit`, kept by :class:`EncodedSplits`): its
+teacher-forced batches are cut from the pairs sorted by length (little padding) and gathered
+from the mapped ids, and the translations decode in batches of sources sorted by length
 (:func:`~hfattn.tasks.translation.inference.translate_texts` with the ids already encoded).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import numpy as np
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from ...batching.seq2seq import PairBatches, pad_pairs
+from ...batching.seq2seq import PairBatches, pad_ragged_pairs
 from ...batching.token_buckets import BucketedBatches
 from ...evaluation.translation import source_limit, teacher_forced_scores, text_scores
 from ...recipes.model_section import sized_model_config
-from ...tokenization.translation import build_translation_tokenizer
+from ...storage.ragged import RaggedIds, RaggedTexts
 from ...training.training_job import TrainingJob
 from ..base import Task, model_loss
-from .encoding import (
-    DATASET_NAMES,
-    cut_sources,
-    encode_sources,
-    encode_targets,
-    load_pairs,
-    reference_text,
-)
+from .encoding import DATASET_NAMES, RowCutter, reference_text
 from .inference import translate_texts
+from .prepared import PreparedPairs, load_tokenizer
 from .recipe import (
     METRIC_NAMES,
+    PairDataSection,
     TranslationEvaluationSection,
     TranslationGenerationSection,
     TranslationRecipe,
@@ -42,38 +41,42 @@ translation_loss = model_loss
 
 
 class EncodedSplit:
-    """One split's pairs as :func:`score_split` reads them, each piece made once and kept for
-    the next scoring of the split: the sources tokenized once (then cut to each limit asked
-    for, :func:`~hfattn.tasks.translation.encoding.cut_sources`), the targets
-    (``data.max_target_length``), the references
-    (:func:`~hfattn.tasks.translation.encoding.reference_text`) and the padded teacher-forced
-    batches."""
+    """One split's pairs as :func:`score_split` reads them: the source and target ids and
+    texts of the prepared split (:meth:`PreparedPairs.ids
+    <hfattn.tasks.translation.prepared.PreparedPairs.ids>`; the sources as the tokenizer gives
+    them, the targets cut to ``data.max_target_length``), and what is made of them once and
+    kept for the next scoring: the sources cut to each limit asked for
+    (:class:`~hfattn.tasks.translation.encoding.RowCutter`), the references
+    (:func:`~hfattn.tasks.translation.encoding.reference_text`) and the length order of the
+    teacher-forced batches."""
 
-    def __init__(self, tokenizer, sources, targets, data):
+    def __init__(
+        self,
+        tokenizer,
+        source_ids: RaggedIds,
+        target_ids: RaggedIds,
+        source_texts: RaggedTexts,
+        target_texts: RaggedTexts,
+        data: PairDataSection,
+    ):
         self.tokenizer, self.data = tokenizer, data
-        self.source_texts, self.target_texts = list(sources), list(targets)
-        self._tokenized: list[list[int]] | None = None
-        self._sources: dict[int | None, list[list[int]]] = {}
-        self._targets: list[list[int]] | None = None
+        self.source_ids, self.target_ids = source_ids, target_ids
+        self.source_texts, self.target_texts = source_texts, target_texts
+        self._sources: dict[int | None, RaggedIds] = {}
         self._references: list[str] | None = None
-        self._batches: dict[int, list[dict]] = {}
+        self._order: np.ndarray | None = None
 
-    def sources(self, limit: int | None) -> list[list[int]]:
+    def sources(self, limit: int | None) -> RaggedIds:
         """The source ids cut to ``limit`` tokens, as :func:`encode_sources` gives them (too
         long sources warned about once per limit)."""
         if limit not in self._sources:
-            if self._tokenized is None:
-                self._tokenized = self.tokenizer(self.source_texts)["input_ids"]
-            texts = self.source_texts
-            self._sources[limit] = cut_sources(self.tokenizer, texts, self._tokenized, limit)
+            cutter = RowCutter("source", limit, self.tokenizer.eos_token_id)
+            self._sources[limit] = cutter.cut_ids(self.source_ids, self.source_texts)
         return self._sources[limit]
 
-    def targets(self) -> list[list[int]]:
-        """The label ids, cut to ``data.max_target_length`` (:func:`encode_targets`)."""
-        if self._targets is None:
-            limit = self.data.max_target_length
-            self._targets = encode_targets(self.tokenizer, self.target_texts, limit, "warn")
-        return self._targets
+    def targets(self) -> RaggedIds:
+        """The label ids, cut to ``data.max_target_length`` when the split was prepared."""
+        return self.target_ids
 
     def references(self) -> list[str]:
         """Every target as the tokenizer can write it back (what BLEU compares with)."""
@@ -81,33 +84,32 @@ class EncodedSplit:
             self._references = [reference_text(self.tokenizer, t) for t in self.target_texts]
         return self._references
 
-    def teacher_forced_batches(self, batch_size: int) -> list[dict]:
+    def teacher_forced_batches(self, batch_size: int) -> Iterator[dict]:
         """The pairs (sources cut to ``data.max_source_length``) sorted by source then target
-        length and padded (:func:`~hfattn.batching.seq2seq.pad_pairs`) in batches of
+        length and padded (:func:`~hfattn.batching.seq2seq.pad_ragged_pairs`) in batches of
         ``batch_size``: neighbours in length share a batch, so little of it is padding."""
-        if batch_size not in self._batches:
-            sources, targets = self.sources(self.data.max_source_length), self.targets()
-            order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), len(targets[i])))
-            pad = self.tokenizer.pad_token_id
-            self._batches[batch_size] = [
-                pad_pairs([sources[i] for i in rows], [targets[i] for i in rows], pad)
-                for rows in (order[k : k + batch_size] for k in range(0, len(order), batch_size))
-            ]
-        return self._batches[batch_size]
+        sources, targets = self.sources(self.data.max_source_length), self.targets()
+        if self._order is None:
+            self._order = np.lexsort((targets.lengths, sources.lengths))
+        pad = self.tokenizer.pad_token_id
+        for begin in range(0, len(self._order), batch_size):
+            yield pad_ragged_pairs(sources, targets, self._order[begin : begin + batch_size], pad)
 
 
 class EncodedSplits:
-    """The splits of a run's ``pairs`` (split → ``(sources, targets)``), each made an
-    :class:`EncodedSplit` on its first scoring and kept for the next (a run's periodic
-    validations tokenize and pad the split once)."""
+    """The splits of a run's prepared ``pairs``
+    (:class:`~hfattn.tasks.translation.prepared.PreparedPairs`), each made an
+    :class:`EncodedSplit` on its first scoring and kept for the next."""
 
-    def __init__(self, tokenizer, pairs: dict[str, tuple[list, list]], data):
+    def __init__(self, tokenizer, pairs: PreparedPairs, data: PairDataSection):
         self.tokenizer, self.pairs, self.data = tokenizer, pairs, data
         self._splits: dict[str, EncodedSplit] = {}
 
     def __getitem__(self, split: str) -> EncodedSplit:
         if split not in self._splits:
-            self._splits[split] = EncodedSplit(self.tokenizer, *self.pairs[split], self.data)
+            self._splits[split] = EncodedSplit(
+                self.tokenizer, *self.pairs.ids(split), *self.pairs.texts(split), self.data
+            )
         return self._splits[split]
 
 
@@ -133,7 +135,7 @@ def score_split(
             tokenizer,
             texts,
             batch_size=evaluation.batch_size,
-            source_ids=source_ids[: len(texts)],
+            source_ids=source_ids[: len(texts)].tolist(),
             **decoding,
         )
 
@@ -171,31 +173,15 @@ def decoded_scores(
     return {**text_scores(predictions, references[:n]), "num_examples": n}
 
 
-def build_tokenizer(recipe: TranslationRecipe, sources, targets):
-    """The seq2seq tokenizer of the ``tokenizer:`` section, built on the training pairs."""
-    t, d = recipe.tokenizer, recipe.data
-    target_lang = d.target_lang or "target"
-    pairs = [{d.source_lang: s, target_lang: g} for s, g in zip(sources, targets, strict=True)]
-    return build_translation_tokenizer(
-        pairs,
-        kind=t.type,
-        vocab_size=t.vocab_size,
-        joint=t.joint,
-        source_lang=d.source_lang,
-        target_lang=target_lang,
-        min_frequency=t.min_frequency,
-        model_max_length=d.max_source_length,
-        **t.normalization_options(),
-    )
-
-
 def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
-    """Load the pairs, build tokenizer and model, and wire batches, loss and evaluation;
-    ``task`` gives the card metadata the job records."""
+    """Map the prepared pairs (``task.prepare_data``: prepared once, then reused), build the
+    model, and wire batches, loss and evaluation; ``task`` gives the card metadata the job
+    records."""
     d = recipe.data
-    pairs = load_pairs(d)
-    train_sources, train_targets = pairs["train"]
-    tokenizer = build_tokenizer(recipe, train_sources, train_targets)
+    prepared = task.prepare_data(recipe)
+    pairs = PreparedPairs(prepared.folder)
+    pairs.warn_cuts()
+    tokenizer = load_tokenizer(prepared.folder)
     config = sized_model_config(recipe, tokenizer)
     if getattr(config, "decoder_vocab_size", None) is not None:  # Marian's separate size
         config.decoder_vocab_size = len(tokenizer)
@@ -205,10 +191,7 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
     torch.manual_seed(recipe.training.seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
 
-    train_ids = (
-        encode_sources(tokenizer, train_sources, d.max_source_length, on_too_long=d.on_too_long),
-        encode_targets(tokenizer, train_targets, d.max_target_length, d.on_too_long),
-    )
+    train_ids = pairs.ids("train")
     t = recipe.training
     if t.token_budget is not None:
         batches = BucketedBatches(*train_ids, token_budget=t.token_budget,
@@ -230,7 +213,7 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
     def final_evaluate(model, split: str) -> dict:
         return score_split(model, encoded[split], e, final_decoding)
 
-    examples = list(g.examples) or pairs["test"][0][:3]
+    examples = list(g.examples) or pairs.texts("test")[0][:3]
 
     def sample(model) -> str:
         kwargs = decoding_kwargs(g)
@@ -248,6 +231,7 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
         evaluate=evaluate,
         final_evaluate=final_evaluate,
         sample=sample,
+        data_preparation=prepared.record(),
     )
 
 
@@ -297,7 +281,6 @@ __all__ = [
     "EncodedSplit",
     "EncodedSplits",
     "build_job",
-    "build_tokenizer",
     "decoded_scores",
     "decoding_kwargs",
     "score_split",

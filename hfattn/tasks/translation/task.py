@@ -4,15 +4,18 @@ job of :mod:`~hfattn.tasks.translation.job`, the re-scoring of a saved model and
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from ... import models  # noqa: F401  (registers the model types with the Auto classes)
+from ...data.prepared import Prepared
 from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
-from .encoding import load_pairs
+from .encoding import load_pair_splits
+from .prepared import PreparedPairs, encode_splits, prepare_pairs
 from .recipe import RECIPE_CLASS, TranslationRecipe
 
 
@@ -47,9 +50,15 @@ class TranslationTask(Task):
     )
 
     def build_job(self, recipe: TranslationRecipe) -> TrainingJob:
-        """Load the pairs, build tokenizer and model, and wire batches, loss and evaluation
-        (:func:`hfattn.tasks.translation.job.build_job`)."""
+        """Map the prepared pairs and their tokenizer, build the model, and wire batches, loss
+        and evaluation (:func:`hfattn.tasks.translation.job.build_job`)."""
         return job.build_job(recipe, self)
+
+    def prepare_data(self, recipe: TranslationRecipe) -> Prepared:
+        """The tokenizer trained on a sample of the training pairs and the ids and texts of
+        every split, prepared once into the cache
+        (:func:`hfattn.tasks.translation.prepared.prepare_pairs`)."""
+        return prepare_pairs(recipe)
 
     def generation_defaults(self, recipe: TranslationRecipe) -> dict:
         """Beam width, length and sampling settings saved in ``generation_config.json``."""
@@ -69,7 +78,7 @@ class TranslationTask(Task):
         decoded with its saved generation settings (``generation_config.json``: what the end
         of ``hfattn train`` scores with) or the ``num_beams`` / ``max_new_tokens`` given
         (:func:`~hfattn.tasks.translation.job.scoring_decoding`)."""
-        pairs = load_pairs(recipe.data, data)
+        loaded, target_lang = load_pair_splits(recipe.data, data)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
         decoding = job.scoring_decoding(
@@ -78,11 +87,18 @@ class TranslationTask(Task):
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
         )
-        encoded = job.EncodedSplits(tokenizer, pairs, recipe.data)
-        return {
-            split: job.score_split(model, encoded[split], recipe.evaluation, decoding)
-            for split in splits
-        }
+        with tempfile.TemporaryDirectory(prefix="hfattn-evaluate-") as folder:
+            # the splits scored, encoded as a training run prepares its held-out splits
+            chosen = {split: loaded[split] for split in splits}
+            encode_splits(tokenizer, chosen, Path(folder), recipe.data, target_lang,
+                          cut_train=False)  # fmt: skip
+            pairs = PreparedPairs(Path(folder))
+            pairs.warn_cuts()
+            encoded = job.EncodedSplits(tokenizer, pairs, recipe.data)
+            return {
+                split: job.score_split(model, encoded[split], recipe.evaluation, decoding)
+                for split in splits
+            }
 
 
 TASK = TranslationTask()

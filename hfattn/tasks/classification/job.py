@@ -32,7 +32,6 @@ from ..base import Task, model_loss
 from ..pretrained import apply_lora, pretrained_model
 from .encoding import (
     DATASET_NAMES,
-    EncodedSplit,
     PreparedClassification,
     encode_texts,
     label_maps,
@@ -126,15 +125,6 @@ def build_model(
     return model
 
 
-def batcher_rows(split: EncodedSplit) -> tuple[list[list[int]], list[int]]:
-    """The training split as the batchers take it today: every row and label as a Python list.
-
-    TEMPORARY (issue 60): the batchers of :mod:`hfattn.batching` are being changed to take the
-    mapped :class:`~hfattn.storage.ragged.RaggedIds` and the label array themselves; once they
-    do, pass ``split.ids`` and ``split.labels`` and remove this function."""
-    return split.ids.tolist(), split.labels.tolist()
-
-
 def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
     """Map the prepared data (preparing it first when needed), build the model and wire
     batches, loss and evaluation (``task`` gives the PEFT task type of a LoRA adapter and the
@@ -144,7 +134,7 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
     model = build_model(recipe, data, task.card.peft_task_type)
     tokenizer, splits = data.tokenizer, data.splits
     t = recipe.training
-    sources, targets = batcher_rows(splits["train"])
+    sources, targets = splits["train"].ids, splits["train"].labels
     if t.token_budget is not None:
         batches = BucketedBatches(sources, targets,
                                   token_budget=t.token_budget, num_buckets=t.length_buckets,
@@ -201,7 +191,6 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
 
 __all__ = [
     "SAMPLE_WIDTH",
-    "batcher_rows",
     "build_job",
     "build_model",
     "classification_loss",

@@ -341,11 +341,6 @@ def test_a_quick_run_records_both_runs_of_each_case(quick):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tasks prepare their data into the cache once issue 60's data path is merged; "
-    "remove this mark then",
-)
 def test_a_quick_run_prepares_the_first_time_and_reuses_the_second(quick):
     data, _, _ = quick
     for record in data["cases"].values():

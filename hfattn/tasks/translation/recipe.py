@@ -50,9 +50,8 @@ class Seq2SeqTokenizerSection(BuiltTokenizerSection):
     """The tokenizer is trained on at most this many training pairs: a random sample drawn
     with ``data.seed`` (kept in corpus order) when the training split has more, else every
     pair (the Bible's 29 k: the shipped recipes train on all of theirs); every pair is then
-    encoded with it. It bounds the memory and the seconds of a large corpus's tokenizer: 500 k
-    pairs of Bible verses take about 20 s to read and train an 8 k BPE vocabulary on 2 cores,
-    so that 1.45 M pairs reach their first step in about 90 s; ``null``: every pair."""
+    encoded with it. It bounds the memory and the seconds of a large corpus's tokenizer (the
+    measured times: the translation page's "Large corpora"); ``null``: every pair."""
 
     def __post_init__(self):
         super().__post_init__()

@@ -89,9 +89,14 @@ def process_label(process: psutil.Process, root_pid: int) -> str:
         return f"process {process.pid}"
 
 
-def tree_rss(root: psutil.Process, labels: dict[int, str]) -> dict[str, int]:
-    """The RSS of ``root`` and of each of its descendants, by label (``labels`` caches each
-    pid's label); a process that ends while it is read is left out."""
+FINAL_LABELS = ("command", "rank ")
+"""Labels that a process keeps; any other is read again at the next sample (a process caught
+between its fork and its exec has its parent's environment, without ``RANK`` yet)."""
+
+
+def tree_rss(root: psutil.Process, labels: dict[int, str]) -> dict[int, int]:
+    """The RSS of ``root`` and of each of its descendants, by pid (``labels`` gets each pid's
+    label, read again until it is final); a process that ends while it is read is left out."""
     try:
         processes = [root, *root.children(recursive=True)]
     except psutil.Error:
@@ -100,12 +105,11 @@ def tree_rss(root: psutil.Process, labels: dict[int, str]) -> dict[str, int]:
     for process in processes:
         try:
             value = process.memory_info().rss
-            if process.pid not in labels:
+            if not labels.get(process.pid, "").startswith(FINAL_LABELS):
                 labels[process.pid] = process_label(process, root.pid)
         except psutil.Error:
             continue
-        label = labels[process.pid]
-        rss[label] = rss.get(label, 0) + value
+        rss[process.pid] = value
     return rss
 
 
@@ -156,7 +160,7 @@ def run_watched(
     ``until(watch)`` holds; see the module docstring."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     labels: dict[int, str] = {}
-    peaks: dict[str, int] = {}
+    peaks: dict[int, int] = {}
     peak, samples, status = 0, 0, "exited"
     with open(log_path, "wb") as log:
         started = time.monotonic()
@@ -171,8 +175,8 @@ def run_watched(
                 total = sum(rss.values())
                 samples += 1
                 peak = max(peak, total)
-                for label, value in rss.items():
-                    peaks[label] = max(peaks.get(label, 0), value)
+                for pid, value in rss.items():
+                    peaks[pid] = max(peaks.get(pid, 0), value)
                 for name in watch.peak_after:
                     watch.peak_after[name] = max(watch.peak_after[name], total)
                 if until(watch):
@@ -192,9 +196,18 @@ def run_watched(
             returncode = process.poll()
             kill_tree(process)
     return Watched(status=status, returncode=returncode,
-                   seconds=watch.elapsed(), peak_rss=peak, peak_rss_per_process=peaks,
+                   seconds=watch.elapsed(), peak_rss=peak,
+                   peak_rss_per_process=_by_label(peaks, labels),
                    samples=samples, marks=dict(watch.marks),
                    peak_rss_after=dict(watch.peak_after))  # fmt: skip
+
+
+def _by_label(peaks: dict[int, int], labels: dict[int, str]) -> dict[str, int]:
+    """Each process's peak under its last label (the largest where two share one)."""
+    out: dict[str, int] = {}
+    for pid, value in peaks.items():
+        out[labels[pid]] = max(out.get(labels[pid], 0), value)
+    return out
 
 
 __all__ = ["GB", "Watch", "Watched", "is_running", "kill_tree", "run_watched", "tree_rss"]

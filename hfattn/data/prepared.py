@@ -50,6 +50,9 @@ MANIFEST_FILE = "manifest.json"
 ROOT_VARIABLE = "HFATTN_PREPARED_DIR"
 """The environment variable that moves the prepared-data cache."""
 WAIT_NOTICE_S = 1.0
+MAIN_FIRST_S = 60.0
+"""How long a process other than the main one of a launch leaves the preparation to it
+(:func:`_take_turn`) before it prepares itself (the main one may have failed)."""
 """A process that waits this long for another's preparation says so."""
 PROGRESS_DELAY_S = 2.0
 """A preparation phase shows its bar (:func:`progress_bar`) once it has taken this long."""
@@ -173,6 +176,27 @@ def _reused(folder: Path, manifest: dict, start: float) -> Prepared:
     return Prepared(folder, True, time.monotonic() - start, manifest.get("prepared_by", ""))
 
 
+def _take_turn(lock: FileLock, folder: Path, what: str) -> None:
+    """Acquire ``lock`` of ``folder``, saying so once when another process holds it. A process
+    other than the main one (rank 0) of a launch gives way for :data:`MAIN_FIRST_S`: a lock it
+    gets while the data is not there yet is released again, so that the main process, whose
+    messages are the ones printed, prepares, and the others wait and map."""
+    give_way_until = time.monotonic() + (MAIN_FIRST_S if process_rank() else 0.0)
+    said = False
+    while True:
+        try:
+            lock.acquire(timeout=WAIT_NOTICE_S)
+        except Timeout:
+            if not said:
+                logger.info("waiting for another process preparing %s into %s", what, folder)
+                said = True
+            continue
+        if _complete(folder) is not None or time.monotonic() >= give_way_until:
+            return
+        lock.release()
+        time.sleep(WAIT_NOTICE_S / 10)
+
+
 def prepare(
     task: str, settings: dict, build: Callable[[Path], dict | None], *, what: str
 ) -> Prepared:
@@ -191,11 +215,7 @@ def prepare(
     root = _writable_root()
     folder = root / name
     lock = FileLock(root / f".{name}.lock")
-    try:
-        lock.acquire(timeout=WAIT_NOTICE_S)
-    except Timeout:
-        logger.info("waiting for another process preparing %s into %s", what, folder)
-        lock.acquire()
+    _take_turn(lock, folder, what)
     try:
         manifest = _complete(folder)
         if manifest is not None:

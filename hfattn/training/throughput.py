@@ -186,7 +186,8 @@ def recurrent_seq2seq_parameter_counts(model: nn.Module) -> tuple[int, int, int,
     key_side = 0
     widths = (0, 0)
     if attention is not None:
-        probe = torch.zeros(1, 1, model.config.annotation_size)
+        device = next(model.parameters()).device  # the meta device too: a shape is enough
+        probe = torch.zeros(1, 1, model.config.annotation_size, device=device)
         with torch.no_grad():
             key_width = attention.precompute_keys(probe).shape[-1]
         key_modules = [m for name in ("key_proj", "weight") if isinstance(

@@ -204,10 +204,13 @@ def test_the_space_answers_and_warns_as_the_translate_command(
         answer, _ = client.predict(text, 2, NEW_TOKENS, api_name="/translate")
         return answer, [r.getMessage() for r in caplog.records if r.name == "frame"]
 
+    # a --file of blank lines holds no source: the command asks for one; a blank line among
+    # sources is a blank line among the translations (one output line per input line)
+    assert command(" \t")[:3] == (2, "", "error: give sentences to translate or --file\n")
+    status, out, _, _ = command(f"{SENTENCES[0]}\n\n{SENTENCES[1]}")
+    assert status == 0 and out.split("\n")[1] == "" and all(out.split("\n")[i] for i in (0, 2))
     for text, blank in (("", 0), (" \t", 0), (f"{SENTENCES[0]}\n\n{SENTENCES[1]}", 1)):
         refusal = f"source {blank} is blank: there is nothing to translate"
-        if text:  # an empty --file holds no source at all: the command asks for one
-            assert command(text)[:3] == (2, "", f"error: {refusal}\n")
         with pytest.raises(AppError, match=f"^{refusal}$"):
             client.predict(text, 2, NEW_TOKENS, api_name="/translate")
     assert cli_main(["translate", str(translation_run), ""]) == 2

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -18,8 +20,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 # Prepared data (hfattn.data.prepared) goes to a folder of this session, never to the user's
-# cache; subprocesses inherit it. A test of the cache itself points it at its own tmp_path.
-os.environ.setdefault("HFATTN_PREPARED_DIR", tempfile.mkdtemp(prefix="hfattn-test-prepared-"))
+# cache; subprocesses (xdist workers too) inherit it, and the process that made it removes it at
+# exit. A test of the cache itself points it at its own tmp_path.
+if "HFATTN_PREPARED_DIR" not in os.environ:
+    os.environ["HFATTN_PREPARED_DIR"] = tempfile.mkdtemp(prefix="hfattn-test-prepared-")
+    atexit.register(shutil.rmtree, os.environ["HFATTN_PREPARED_DIR"], ignore_errors=True)
 
 # --------------------------------------------------------------------------- publishing
 # A local Hub, a trained tiny char-RNN run folder and a Python environment without hfattn

@@ -19,7 +19,6 @@ gathers the rows of a batch into a padded array in a few vectorised reads.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -165,9 +164,8 @@ class RaggedWriter:
         last[-1] += len(values)
 
     def close(self) -> RaggedIds:
-        """Flush the values, write the index and the metadata; the array, mapped."""
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        """Close the values, write the index and the metadata; the array, mapped (the folder
+        that publishes it flushes it to the disk: :func:`~hfattn.storage.file_io.atomic_dir`)."""
         self._file.close()
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)

@@ -44,8 +44,10 @@ class TrainingSection:
     """Examples per micro-batch, over all processes (divisible by their number)."""
     gradient_accumulation_steps: int = 1
     """Micro-batches whose gradients are summed into one optimizer step."""
-    epochs: int = 1
-    """Passes over the training data (the run ends at ``max_steps`` if that comes first)."""
+    epochs: int | None = 1
+    """Passes over the training data (the run ends at ``max_steps`` if that comes first);
+    ``null``: no limit of passes, the run ends by ``max_steps`` or ``max_minutes`` (one of them
+    is then needed)."""
     max_steps: int | None = None
     """The most optimizer steps; ``null``: as many as ``epochs`` give."""
     max_minutes: float | None = None
@@ -53,7 +55,10 @@ class TrainingSection:
     up, and the learning-rate schedule follows the clock so that it still ends annealed. It
     counts the training steps (with their checkpoints) only, not the evaluations: the periodic
     validations and the final scoring come on top (``eval_runtime_s``, ``final_eval_runtime_s``
-    in ``eval_results.json``)."""
+    in ``eval_results.json``). With ``epochs: null`` and no ``max_steps`` the run is planned by
+    the clock alone: it trains until the clock on any machine, and a ``linear`` or ``cosine``
+    schedule runs on the share of the clock used, reaching its end value at the clock
+    (:meth:`hfattn.training.clock.TrainingClock.follow_time_budget`)."""
     optimizer: str = "adamw"
     """The optimizer by name: ``adamw``, ``nadam`` (Géron ch. 16), ``rmsprop`` (Chollet ch. 11),
     ``radam`` (Liu et al. 2020), ``sgd`` or ``muon`` (Jordan et al. 2024: Muon on the hidden
@@ -160,6 +165,12 @@ class TrainingSection:
         if self.mixed_precision in (False, "False"):
             self.mixed_precision = "no"
         require_choice(self.mixed_precision, "training.mixed_precision", MIXED_PRECISION)
+        require(
+            self.epochs is not None or self.max_steps is not None or self.max_minutes is not None,
+            "training.epochs",
+            "null (no limit of passes) needs training.max_steps or training.max_minutes to end "
+            "the run",
+        )
         require_positive(
             self,
             "training",

@@ -534,7 +534,7 @@ def finished_run_message(folder: str | Path, training) -> str | None:
         how = f"training.max_steps={training.max_steps}", f"training.max_steps=N (> {step})"
     elif training.max_minutes is not None and (runtime_s or 0) >= 60 * training.max_minutes:
         how = f"training.max_minutes={training.max_minutes}", "training.max_minutes=M"
-    elif isinstance(epochs, int) and epochs >= training.epochs:
+    elif isinstance(epochs, int) and training.epochs is not None and epochs >= training.epochs:
         how = f"training.epochs={training.epochs}", None
     else:
         return None

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from .checkpoints import Progress
 from .processes import max_over_processes
+from .schedules import NEEDS_TOTAL_STEPS, schedule_length
 
 STEPS_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 """The progress bar of a run: the steps done out of ``total_steps``, the time so far and the
@@ -60,10 +61,15 @@ class StepPace:
 
 class TrainingClock:
     """The clock of one run: ``cfg`` its ``training:`` section, ``scheduler`` the learning-rate
-    schedule of ``total_steps`` steps that it drives with ``max_minutes``."""
+    schedule of ``total_steps`` steps that it drives with ``max_minutes``. ``total_steps`` is
+    ``None`` for a run planned by the clock alone (``epochs: null``, no ``max_steps``): its
+    schedule is :func:`~hfattn.training.schedules.schedule_length` steps long and moves with the
+    clock only."""
 
-    def __init__(self, cfg, scheduler, total_steps: int, accelerator: Accelerator):
-        self.cfg, self.scheduler, self.total_steps = cfg, scheduler, total_steps
+    def __init__(self, cfg, scheduler, total_steps: int | None, accelerator: Accelerator):
+        self.cfg, self.scheduler = cfg, scheduler
+        self.by_clock_alone = total_steps is None
+        self.total_steps = schedule_length(cfg, total_steps)
         self.accelerator = accelerator
         self.start = time.monotonic()
         self.pace = StepPace()
@@ -81,39 +87,58 @@ class TrainingClock:
         return self.cfg.max_minutes is not None and elapsed_s >= 60 * self.cfg.max_minutes
 
     def follow_time_budget(self, elapsed_s: float) -> None:
-        """With ``max_minutes``, run the schedule on the share of the run already done,
-        ``max(step / total_steps, elapsed / budget)``: a run that the clock stops before its
-        last step still ends with the schedule's last learning rate (annealed), whatever the
-        machine's speed. The schedule counter jumps ahead when time leads; all processes take
-        the largest counter, so they keep one learning rate. The warmup counts optimizer steps
-        (the clock is followed from step ``warmup_steps`` on): a counter that jumped with the
-        clock would pass a warmup of 1,000 steps within the first few dozen steps of a run whose
-        ``max_steps`` lies far beyond what the clock allows."""
+        """With ``max_minutes``, run the schedule on the share of the run already done, so that
+        it ends annealed at the clock whatever the machine's speed.
+
+        With a step budget too (``T = total_steps``), the share is ``max(step / T, elapsed /
+        budget)``: a run that the clock stops before its last step still ends with the
+        schedule's last learning rate. Planned by the clock alone, the counter after the warmup
+        ``W`` is ``W + (T − W) · elapsed / budget`` (``T − W`` =
+        :data:`~hfattn.training.schedules.CLOCK_SCHEDULE_STEPS`): a ``linear`` schedule's factor
+        is then ``1 − elapsed / budget``, 0 at the clock. The counter only moves forward, and
+        only for the schedules that decay to an end (``linear``, ``cosine``): ``noam`` and the
+        warmups count steps. All processes take the largest counter, so they keep one learning
+        rate. The warmup counts optimizer steps (the clock is followed from step
+        ``warmup_steps`` on): a counter that jumped with the clock would pass a warmup of 1,000
+        steps within the first few dozen steps of a run whose ``max_steps`` lies far beyond what
+        the clock allows."""
         cfg, scheduler = self.cfg, self.scheduler
         if cfg.max_minutes is None or scheduler.last_epoch < cfg.warmup_steps:
             return
-        by_time = int(self.total_steps * elapsed_s / (60 * cfg.max_minutes))
+        if cfg.schedule not in NEEDS_TOTAL_STEPS:
+            return
+        share = min(elapsed_s / (60 * cfg.max_minutes), 1.0)  # the clock's share
+        if self.by_clock_alone:
+            warmup = cfg.warmup_steps
+            by_time = warmup + round((self.total_steps - warmup) * share)
+        else:
+            by_time = int(self.total_steps * share)
         by_time = min(max_over_processes(self.accelerator, by_time), self.total_steps)
         if by_time > scheduler.last_epoch:
             scheduler.last_epoch = by_time - 1
             scheduler.step()
 
-    def bar_position(self, step: int) -> int:
-        """Where the progress bar stands: the steps done or, with ``max_minutes``, the
-        schedule's counter, ``max(step, elapsed / budget × total_steps)`` (see
-        :meth:`follow_time_budget`), which reaches the end when the clock stops the run."""
-        position = step
+    def share_done(self, step: int, elapsed_s: float) -> float:
+        """The share of the run done at ``step`` after ``elapsed_s`` training seconds: the
+        steps' ``step / total_steps`` or, with ``max_minutes``, the larger of it and the
+        clock's ``elapsed / budget`` (the clock's alone for a run planned by it)."""
+        share = 0.0 if self.by_clock_alone else step / self.total_steps
         if self.cfg.max_minutes is not None:
-            position = max(position, self.scheduler.last_epoch)
-        return min(position, self.total_steps)
+            share = max(share, elapsed_s / (60 * self.cfg.max_minutes))
+        return min(share, 1.0)
 
-    def progress_bar(self, step: int) -> tqdm:
+    def bar_position(self, step: int, elapsed_s: float) -> int:
+        """Where the progress bar of ``total_steps`` stands: :meth:`share_done` of it, which
+        reaches the end when the clock stops the run."""
+        return round(self.share_done(step, elapsed_s) * self.total_steps)
+
+    def progress_bar(self, step: int, elapsed_s: float) -> tqdm:
         """The run's tqdm bar on stderr: steps out of ``total_steps``; with ``max_minutes``, the
         share of the run done (:meth:`bar_position`: the clock's or the steps', whichever leads),
         the step next to it. Its ``eta`` comes from :meth:`show_step`."""
         return tqdm(
             total=self.total_steps,
-            initial=self.bar_position(step),
+            initial=self.bar_position(step, elapsed_s),
             disable=not self.accelerator.is_local_main_process,
             desc=BAR_LABEL,
             bar_format=STEPS_BAR_FORMAT if self.cfg.max_minutes is None else TIMED_BAR_FORMAT,
@@ -126,7 +151,7 @@ class TrainingClock:
         pace = self.pace.seconds_per_step
         if pace is None:
             return None
-        left = (self.total_steps - step) * pace
+        left = float("inf") if self.by_clock_alone else (self.total_steps - step) * pace
         if self.cfg.max_minutes is not None:
             left = min(left, 60 * self.cfg.max_minutes - elapsed_s)
         return max(left, 0.0)
@@ -143,7 +168,7 @@ class TrainingClock:
         eta = self.eta_seconds(step, elapsed_s)
         postfix["eta"] = "?" if eta is None else tqdm.format_interval(eta)
         bar.set_postfix(postfix, refresh=False)
-        bar.update(self.bar_position(step) - bar.n)
+        bar.update(self.bar_position(step, elapsed_s) - bar.n)
 
     @staticmethod
     def label(bar: tqdm, compiling: str | None) -> None:

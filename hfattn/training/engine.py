@@ -154,13 +154,13 @@ def _train_loop(run: TrainingSession) -> bool:
     acc, cfg, p, clock = run.accelerator, run.cfg, run.progress, run.clock
     batches, losses, last_saved = run.job.batches, p.unlogged_losses, p.step
     clock.resume(p)  # the seconds trained before, the evaluations' left out
-    bar, postfix = clock.progress_bar(p.step), {}
+    bar, postfix = clock.progress_bar(p.step, p.elapsed_s), {}
     run.nonfinite.checked_step = p.step
     run.speed.start(p.train_tokens)
     run.flops.start()
     reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
     with stop_on_signals(p), freed_memory_kept(reuse), bar:  # the bar closed on an error too
-        while p.epoch < cfg.epochs and p.step < run.total_steps and not p.stop.requested:
+        while run.steps_left(p) and not p.stop.requested:
             epoch = batches.epoch(p.epoch, start=p.batch_in_epoch)
             if acc.device.type == "cuda" and not on_device(batches):
                 epoch = prefetched(epoch)  # built on the host while the GPU steps
@@ -190,7 +190,7 @@ def _train_loop(run: TrainingSession) -> bool:
                     callback.on_step_end(p)
                 if clock.over_budget(p.elapsed_s):
                     p.stop.request("time budget")
-                stop = p.step >= run.total_steps or any_process(acc, p.stop.requested)
+                stop = not run.steps_left(p) or any_process(acc, p.stop.requested)
                 if cfg.save_every and p.step % cfg.save_every == 0:
                     run.save_checkpoint()
                     last_saved = p.step

@@ -35,10 +35,10 @@ def save_last_step(run: TrainingSession, last_saved: int) -> bool:
     reason, or ``completed``) and make the last state resumable: a checkpoint of the current
     step unless ``last_saved`` is it (then the end is recorded in it). Returns whether any
     process was interrupted."""
-    p, cfg = run.progress, run.cfg
+    p = run.progress
     interrupted = any_process(run.accelerator, p.stop.interrupted or p.stop.reason == "interrupted")
     reason = None if p.stop.reason == "interrupted" else p.stop.reason
-    if reason is not None or p.step >= run.total_steps or p.epoch >= cfg.epochs:
+    if reason is not None or not run.steps_left(p):
         p.training_end = reason or "completed"
     # written before the final validation, averaging, evaluation and model folder
     if p.step != last_saved or p.step == 0:

@@ -244,11 +244,29 @@ def check_schedule_steps(training, *, resume: bool = False) -> None:
         )
 
 
-def schedule_steps(training, steps_per_epoch: int) -> int:
+CLOCK_SCHEDULE_STEPS = 100_000
+"""The length, after its warmup, of the schedule of a run planned by the clock alone
+(``epochs: null``, no ``max_steps``, ``max_minutes``): its counter moves with the share of the
+clock used, in this many parts (:meth:`hfattn.training.clock.TrainingClock.follow_time_budget`),
+so the learning rate changes smoothly whatever the step rate."""
+
+
+def schedule_steps(training, steps_per_epoch: int) -> int | None:
     """The optimizer steps a ``training:`` section runs:
-    ``min(epochs × steps_per_epoch, max_steps)``."""
-    steps = training.epochs * steps_per_epoch
-    return steps if training.max_steps is None else min(steps, training.max_steps)
+    ``min(epochs × steps_per_epoch, max_steps)`` (``epochs: null`` counts no limit); ``None``
+    for a run planned by the clock alone (``epochs`` and ``max_steps`` both ``null``)."""
+    limits = [training.max_steps]
+    if training.epochs is not None:
+        limits.append(training.epochs * steps_per_epoch)
+    limits = [steps for steps in limits if steps is not None]
+    return min(limits) if limits else None
+
+
+def schedule_length(training, total_steps: int | None) -> int:
+    """The ``total_steps`` the learning-rate schedule is built with: the run's steps
+    (:func:`schedule_steps`), or for a run planned by the clock alone ``warmup_steps +``
+    :data:`CLOCK_SCHEDULE_STEPS`."""
+    return total_steps if total_steps is not None else training.warmup_steps + CLOCK_SCHEDULE_STEPS
 
 
 def check_warmup_fits_epochs(training, steps_per_epoch: int) -> None:
@@ -260,7 +278,7 @@ def check_warmup_fits_epochs(training, steps_per_epoch: int) -> None:
             optimizer steps (3 epoch(s) × 40 steps per epoch of this data ...``.
     """
     name, warmup, max_steps = training.schedule, training.warmup_steps, training.max_steps
-    if warmup < 1 or name in OWN_WARMUP_LENGTH:
+    if warmup < 1 or name in OWN_WARMUP_LENGTH or training.epochs is None:
         return
     by_epochs = training.epochs * steps_per_epoch
     if by_epochs <= warmup and (max_steps is None or by_epochs <= max_steps):
@@ -326,6 +344,7 @@ def build_lr_scheduler(
 
 
 __all__ = [
+    "CLOCK_SCHEDULE_STEPS",
     "SCHEDULES",
     "WARMUP_FACTORS",
     "build_lr_scheduler",
@@ -336,6 +355,7 @@ __all__ = [
     "noam_lr",
     "radam_rectification",
     "schedule_factor",
+    "schedule_length",
     "schedule_steps",
     "untuned_exponential_warmup",
     "untuned_linear_warmup",

@@ -32,7 +32,12 @@ from .compiling import COMPILE_PAD_MULTIPLE, CompileWatch, compile_for_training,
 from .nonfinite import NonFiniteLosses
 from .optim import build_optimizer
 from .processes import check_batch_size, check_rows_per_process
-from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
+from .schedules import (
+    build_lr_scheduler,
+    check_warmup_fits_epochs,
+    schedule_length,
+    schedule_steps,
+)
 from .speed import SessionFlops, Speedometer, floats, trained_tokens, warn_if_sized_for_gpu
 from .trackers import tracked_scalars
 from .training_job import TrainingJob, as_callbacks
@@ -75,7 +80,7 @@ class TrainingSession:
             cfg.schedule,
             optimizer,
             warmup_steps=cfg.warmup_steps,
-            total_steps=self.total_steps,
+            total_steps=schedule_length(cfg, self.total_steps),
             d_model=getattr(config, "d_model", None) or getattr(config, "hidden_size", None),
         )
         self.model, self.optimizer = acc.prepare(job.model, optimizer)
@@ -159,6 +164,13 @@ class TrainingSession:
             on_state_saved=state_saved,
         )
 
+    def steps_left(self, p: Progress) -> bool:
+        """Whether the step and epoch budgets leave steps to train after ``p``: ``p.step <
+        total_steps`` and ``p.epoch < epochs`` (a run planned by the clock alone has neither:
+        its clock ends it, :meth:`~hfattn.training.clock.TrainingClock.over_budget`)."""
+        steps_ok = self.total_steps is None or p.step < self.total_steps
+        return steps_ok and (self.cfg.epochs is None or p.epoch < self.cfg.epochs)
+
     def resume_from(self, checkpoint: Path) -> None:
         """Continue from ``checkpoint`` (:func:`~hfattn.training.checkpoints.load_checkpoint`).
         A checkpoint written once training had ended (``progress.training_end``) goes on with
@@ -172,7 +184,7 @@ class TrainingSession:
         self.compile_watch.seconds, self.compile_watch.compiles = p.compile_s, p.compiles
         p.commands.append(command_line())
         if p.training_end == "completed":
-            reopened = p.step < self.total_steps and p.epoch < cfg.epochs
+            reopened = self.steps_left(p)
         elif p.training_end == "time budget":
             reopened = cfg.max_minutes is None or p.elapsed_s < 60 * cfg.max_minutes
         else:

@@ -31,7 +31,7 @@ def test_pace_leaves_out_the_first_steps_and_those_that_compile():
 
 
 def clock(max_minutes=None, total_steps=100):
-    cfg = SimpleNamespace(max_minutes=max_minutes, warmup_steps=0)
+    cfg = SimpleNamespace(max_minutes=max_minutes, warmup_steps=0, schedule="linear")
     accelerator = SimpleNamespace(is_local_main_process=False, num_processes=1)
     return TrainingClock(cfg, scheduler=None, total_steps=total_steps, accelerator=accelerator)
 
@@ -83,3 +83,62 @@ def test_a_disabled_bar_takes_the_compile_label_and_the_eta():
     run.label(bar, "compiling one graph for 8 shapes")
     run.show_step(bar, {}, 1, 0.5, compiled=True)
     assert bar.disable
+
+
+def test_a_run_planned_by_the_clock_alone_anneals_with_the_clock_not_the_steps():
+    from hfattn.training.schedules import CLOCK_SCHEDULE_STEPS, build_lr_scheduler
+
+    cfg = SimpleNamespace(max_minutes=1, warmup_steps=10, schedule="linear")
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=1.0)
+    scheduler = build_lr_scheduler(
+        "linear", optimizer, warmup_steps=10, total_steps=10 + CLOCK_SCHEDULE_STEPS
+    )
+    accelerator = SimpleNamespace(is_local_main_process=False, num_processes=1)
+    run = TrainingClock(cfg, scheduler, total_steps=None, accelerator=accelerator)
+    optimizer.step()  # (no gradient: nothing moves) the order torch expects
+    for _ in range(10):  # the warmup counts steps
+        scheduler.step()
+    assert scheduler.get_last_lr()[0] == pytest.approx(1.0)
+    for _ in range(5000):  # many fast steps do not move the schedule: only the clock does
+        scheduler.step()
+        run.follow_time_budget(elapsed_s=1.0)
+    run.follow_time_budget(elapsed_s=15.0)
+    assert scheduler.get_last_lr()[0] == pytest.approx(0.75, abs=1e-4)
+    run.follow_time_budget(elapsed_s=45.0)
+    assert scheduler.get_last_lr()[0] == pytest.approx(0.25, abs=1e-4)
+    run.follow_time_budget(elapsed_s=60.0)
+    assert scheduler.get_last_lr()[0] == 0.0
+    assert run.eta_seconds(6000, 30.0) is None or run.eta_seconds(6000, 30.0) <= 30.0
+
+
+def test_a_clock_planned_run_trains_to_the_clock_and_ends_annealed(tmp_path):
+    """``epochs: null`` and no ``max_steps``: neither the steps nor the passes over the 1,200
+    pairs end the run; its last step is the first past the clock, at learning rate 0."""
+    budget_minutes = 0.1
+    run = build_translation_run(tmp_path / "run", steps=10,
+                                training={"max_steps": None, "epochs": None,
+                                          "max_minutes": budget_minutes, "schedule": "linear",
+                                          "warmup_steps": 2, "log_every": 1, "eval_every": None,
+                                          "save_every": None})  # fmt: skip
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    results = json.loads((run / "eval_results.json").read_text())["training"]
+    assert results["stop_reason"] == "time budget"
+    assert train[-1]["elapsed_s"] >= 60 * budget_minutes > train[-2]["elapsed_s"]
+    assert train[-1]["learning_rate"] == 0.0
+    after_warmup = [r["learning_rate"] for r in train[2:]]
+    assert after_warmup == sorted(after_warmup, reverse=True)  # annealed along the clock
+    for record in train[2:-1]:  # the factor is the share of the clock left
+        left = 1 - record["elapsed_s"] / (60 * budget_minutes)
+        assert record["learning_rate"] == pytest.approx(0.005 * left, abs=0.005 * 0.02)
+
+
+def test_epochs_null_needs_a_budget_that_ends_the_run():
+    from hfattn.recipes.training_section import TrainingSection
+
+    with pytest.raises(
+        ValueError, match=r"training\.epochs: null .*max_steps or training\.max_minutes"
+    ):
+        TrainingSection(epochs=None)
+    assert TrainingSection(epochs=None, max_minutes=5).epochs is None

@@ -98,7 +98,7 @@ def test_the_schedule_follows_the_clock_after_the_warmup_only():
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), lambda e: 1.0
     )
-    cfg = SimpleNamespace(max_minutes=10, warmup_steps=5)
+    cfg = SimpleNamespace(max_minutes=10, warmup_steps=5, schedule="linear")
     clock = TrainingClock(cfg, scheduler, 1000, SimpleNamespace(num_processes=1))
     clock.follow_time_budget(elapsed_s=300)  # half the budget, the warmup not done
     assert scheduler.last_epoch == 0
@@ -106,7 +106,7 @@ def test_the_schedule_follows_the_clock_after_the_warmup_only():
         scheduler.optimizer.step()
         scheduler.step()
     clock.follow_time_budget(elapsed_s=300)
-    assert scheduler.last_epoch == 500 and clock.bar_position(step=5) == 500
+    assert scheduler.last_epoch == 500 and clock.bar_position(step=5, elapsed_s=300) == 500
     assert not clock.over_budget(599.0) and clock.over_budget(600.0)
 
 

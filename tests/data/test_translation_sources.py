@@ -233,3 +233,65 @@ def test_the_target_language_is_inferred_or_asked_for(tmp_path):
     with pytest.raises(ValueError, match=r"data.source_lang: 'es' is not a language of"):
         load_translation_splits(two, source_lang="es")
 
+
+# ------------------------------------------------------------------ a relative data.source
+
+
+def test_absolute_source_resolves_local_paths_only(tmp_path, monkeypatch):
+    from hfattn.storage.location import absolute_source
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dates").mkdir()  # a folder named like an embedded source
+    (tmp_path / "mydata").mkdir()
+    assert absolute_source("mydata") == str(tmp_path / "mydata")
+    assert absolute_source("dates", ("dates", "numbers")) == "dates"
+    assert absolute_source("https://example.org/spa-eng.zip") == "https://example.org/spa-eng.zip"
+    assert absolute_source("owner/name") == "owner/name"
+
+
+def test_a_run_on_a_relative_source_loads_its_data_from_another_folder(tmp_path, monkeypatch):
+    import yaml
+
+    from hfattn.cli import main
+    from hfattn.orchestration.run import run_recipe
+    from hfattn.recipes import load_recipe
+    from hfattn.storage.run_folder import check_resume, recipe_differences
+    from tests.helpers.recipe_helpers import write_recipe
+    from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
+
+    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(tmp_path / "cache"))
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    rows = [{"en": s, "fr": t} for s, t in PAIRS]
+    save_splits(work / "mydata" / "ds_disk", {"train": rows})
+    monkeypatch.chdir(work)
+    recipe_file = write_recipe(
+        work,
+        base={},
+        name="relative_source",
+        task="translation",
+        model=TINY_TRANSLATION_MODELS["bahdanau"],
+        tokenizer={"type": "char"},
+        data={
+            "source": "mydata/ds_disk",
+            "target_lang": "fr",
+            "validation_fraction": 0.1,
+            "test_fraction": 0.1,
+        },
+        training={"batch_size": 8, "max_steps": 2, "eval_every": None, "save_every": 2},
+        evaluation={"splits": ["test"], "max_new_tokens": 8},
+        generation={"max_new_tokens": 8, "num_beams": 1},
+    )
+    run = work / "run"
+    run_recipe(load_recipe(recipe_file))
+    stored = yaml.safe_load((run / "recipe.yaml").read_text())
+    assert stored["data"]["source"] == str(work / "mydata" / "ds_disk")
+    check_resume(run, load_recipe(recipe_file).to_yaml())  # the relative recipe resumes it
+    old = {"data": {"source": "mydata/ds_disk"}}  # a run stored before: relative
+    assert recipe_differences(old, {"data": {"source": stored["data"]["source"]}}) == []
+
+    monkeypatch.chdir(elsewhere)
+    recipe = load_recipe(run / "recipe.yaml")
+    splits, target_lang = load_pair_splits(recipe.data)
+    assert target_lang == "fr" and sum(len(splits[s]) for s in SPLITS) == 40
+    assert main(["evaluate", str(run), "--split", "test"]) == 0

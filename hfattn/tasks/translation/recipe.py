@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...common.field_checks import require, require_choice, require_positive
-from ...data.translation import check_pair_source
+from ...data.translation import EMBEDDED, check_pair_source
 from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     BuiltTokenizerSection,
@@ -222,7 +222,9 @@ class TranslationRecipe(RecipeBase):
 RECIPE_CLASS = TranslationRecipe
 
 
-TASK_RECIPE = register_task_recipe("translation", RECIPE_CLASS, REPORTED_METRICS, check_pair_source)
+TASK_RECIPE = register_task_recipe(
+    "translation", RECIPE_CLASS, REPORTED_METRICS, check_pair_source, embedded_sources=EMBEDDED
+)
 """The task ``translation`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`).
 ``data.source`` must name sentence pairs it can load, checked before any data is read
 (:func:`hfattn.data.translation.check_pair_source`)."""

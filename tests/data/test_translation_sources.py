@@ -188,8 +188,10 @@ def test_carved_splits_share_no_pair(tmp_path, caplog, kind):
     else:
         (tmp_path / "spa.txt").write_text("".join(f"{s}\t{t}\n" for s, t in rows), "utf-8")
         source = str(tmp_path / "spa.txt")
+    files = sorted(p.name for p in tmp_path.rglob("*"))
     with caplog.at_level(logging.INFO, logger="hfattn.data.pair_splits"):
         dd = load_translation_splits(source, target_lang="fr", seed=3)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == files  # nothing written beside it
     got = every_pair(dd)
     train = set(got["train"])
     assert not train & set(got["validation"]) and not train & set(got["test"])
@@ -206,8 +208,9 @@ def test_the_sources_own_splits_are_kept_and_their_overlap_said(tmp_path, caplog
         tmp_path / "own", {"train": rows[:30], "validation": rows[30:35], "test": rows[25:32]}
     )
     with caplog.at_level(logging.WARNING, logger="hfattn.data.translation"):
-        dd = load_translation_splits(folder)
-    assert [len(dd[s]) for s in SPLITS] == [30, 5, 7]
+        dd = load_translation_splits(folder, size=20, preprocessing="chollet")
+    assert not [p for p in (tmp_path / "own").rglob("cache-*")]  # no datasets cache in it
+    assert [len(dd[s]) for s in SPLITS] == [20, 5, 7]
     assert "5 of the 7 test pairs are also in train" in caplog.text
     assert "validation pairs" not in caplog.text
 

@@ -55,6 +55,7 @@ import logging
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .bible import LANGUAGES, load_bible
 from .pair_generators import DEFAULT_SIZE, GENERATORS, generate_pairs
@@ -62,6 +63,9 @@ from .pair_splits import deal_by_pair, pair_keys
 from .sources import check_source
 from .tables import TABLE_FORMATS, load_table_file
 from .tatoeba import PAIR_TRANSFORMS, PREPROCESSINGS, download, read_spa_txt, split_spa_pairs
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -405,7 +409,7 @@ def _drop_empty(dd: dict, source: str, source_lang: str, target_lang: str) -> di
     return dd
 
 
-def _keys_of(dataset, source_lang: str, target_lang: str, transform) -> object:
+def _keys_of(dataset, source_lang: str, target_lang: str, transform) -> np.ndarray:
     """:func:`~hfattn.data.pair_splits.pair_keys` of ``dataset``'s pairs, as ``transform``
     (a preprocessing's pair rewrite, or ``None``) makes them."""
     import numpy as np
@@ -485,6 +489,8 @@ def _load_dataset_source(
     dd = {split: _as_translation(dataset, column, languages, source_lang, target_lang, in_memory)
           for split, dataset in raw.items()}  # fmt: skip
     dd = _drop_empty(dd, source, source_lang, target_lang)
+    if not len(dd["train"]):
+        raise ValueError(f"data.source: {source} has no {source_lang}-{target_lang} pair in train")
     transform = None
     if preprocessing is not None:
         transform = partial(PAIR_TRANSFORMS[preprocessing], source_lang=source_lang,

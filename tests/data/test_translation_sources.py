@@ -298,3 +298,9 @@ def test_a_run_on_a_relative_source_loads_its_data_from_another_folder(tmp_path,
     splits, target_lang = load_pair_splits(recipe.data)
     assert target_lang == "fr" and sum(len(splits[s]) for s in SPLITS) == 40
     assert main(["evaluate", str(run), "--split", "test"]) == 0
+
+
+def test_a_source_left_without_pairs_is_refused_in_one_line(tmp_path):
+    path = write_jsonl(tmp_path / "empty.jsonl", [{"en": "hi", "fr": ""}] * 3)
+    with pytest.raises(ValueError, match=r"data.source: .* has no en-fr pair in train"):
+        load_translation_splits(path)

@@ -7,8 +7,9 @@
 - an embedded name from :data:`EMBEDDED_SOURCES` (``genre``: the genre of a Shakespeare passage,
   ``reber``: Reber-grammar strings, ``reviews-es``: the 14 Spanish reviews of Navarro Castillo,
   2022), each a loader ``(seed) -> ClassificationData`` imported when first used;
-- a local ``.csv`` / ``.tsv`` / ``.json`` / ``.jsonl`` file (one split: test and validation are
-  carved from it), a folder written by ``Dataset(Dict).save_to_disk``, or a local dataset folder;
+- a local ``.csv`` / ``.tsv`` / ``.json`` / ``.jsonl`` / ``.parquet`` file
+  (:mod:`hfattn.data.tables`; one split: test and validation are carved from it), a folder
+  written by ``Dataset(Dict).save_to_disk``, or a local dataset folder;
 - a Hub dataset id (``datasets.load_dataset``), e.g. ``imdb`` (train/test: validation is carved
   from train) or ``stanfordnlp/sst2`` (``text_column: sentence``).
 
@@ -44,6 +45,7 @@ from typing import Any
 
 from ..common.field_checks import RecipeError, require
 from .sources import check_source
+from .tables import TABLE_FORMATS, load_table_file
 
 EMBEDDED_SOURCES = {
     "genre": "hfattn.data.genre:load_genre",
@@ -54,8 +56,6 @@ EMBEDDED_SOURCES = {
 ``(seed: int) -> ClassificationData``."""
 
 SPLIT_NAMES = ("train", "validation", "test")
-FILE_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
-"""Local file suffix → ``datasets`` builder (``.tsv`` is read with a tab delimiter)."""
 MISSING_LABEL = -1
 """The label value ``datasets`` uses for an unlabelled row (GLUE test splits)."""
 
@@ -193,14 +193,12 @@ def _load_raw(source: str) -> dict:
 
     path = Path(source).expanduser()
     if path.is_file():
-        builder = FILE_FORMATS.get(path.suffix.lower())
         require(
-            builder is not None,
+            path.suffix.lower() in TABLE_FORMATS,
             "data.source",
-            f"{source!r} is not a {', '.join(FILE_FORMATS)} file",
+            f"{source!r} is not a {', '.join(TABLE_FORMATS)} file",
         )
-        options = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-        loaded = datasets.load_dataset(builder, data_files=str(path), **options)
+        loaded = load_table_file(path)
     elif (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
         loaded = datasets.load_from_disk(str(path))
     elif path.is_dir():

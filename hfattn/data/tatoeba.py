@@ -6,7 +6,8 @@ The file (``spa-eng.zip`` on manythings.org / the TensorFlow bucket) has one pai
     Go.<TAB>Ve.<TAB>CC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM) & #4986655 (cueyayotl)
 
 The third field (attribution) is optional and ignored. A line without a tab, or with an empty
-side, is malformed: it is reported (logging warning, with its line number) and skipped.
+or blank side, is malformed: it is skipped, and one warning counts them and shows the first
+(its line number and text).
 
 Two preprocessings reproduce Chollet's and Géron's (:data:`PREPROCESSINGS`):
 
@@ -33,6 +34,7 @@ from urllib.parse import urlparse
 
 from ..storage.file_io import atomic_path, read_utf8_text
 from .cache import hfattn_cache_dir
+from .pair_splits import deal_by_pair, pair_keys
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +85,9 @@ def read_spa_txt(
     path: str | Path, *, source_lang: str = "en", target_lang: str = "es"
 ) -> list[dict[str, str]]:
     """The pairs of a tab-separated ``spa.txt`` (or a ``.zip`` holding one) as
-    ``[{source_lang: col 1, target_lang: col 2}, ...]``, in file order. Malformed lines are
-    logged (warning with the line number) and skipped."""
+    ``[{source_lang: col 1, target_lang: col 2}, ...]``, in file order. Malformed lines (no tab,
+    an empty or blank side) are skipped, with one warning that counts them and shows the
+    first."""
     path = Path(path)
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
@@ -94,21 +97,27 @@ def read_spa_txt(
             text = zf.read(members[0]).decode("utf-8")
     else:
         text = read_utf8_text(path)
-    pairs = []
+    pairs, malformed = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         fields = line.split("\t")
         if len(fields) < 2 or not fields[0].strip() or not fields[1].strip():
-            logger.warning(
-                "%s:%d: malformed line (expected English<TAB>Spanish[<TAB>attribution]), "
-                "skipped: %r",
-                path,
-                number,
-                line[:80],
-            )
+            malformed.append((number, line))
             continue
         pairs.append({source_lang: fields[0].strip(), target_lang: fields[1].strip()})
+    if malformed:
+        number, line = malformed[0]
+        logger.warning(
+            "%s: %d malformed line(s) skipped (expected %s<TAB>%s[<TAB>attribution], both "
+            "sides non-empty), the first at line %d: %r",
+            path,
+            len(malformed),
+            source_lang,
+            target_lang,
+            number,
+            line[:80],
+        )
     return pairs
 
 
@@ -153,6 +162,7 @@ def split_spa_pairs(
     test_fraction: float = 0.15,
     train_size: int | None = None,
     group_by_source: bool = False,
+    what: str = "pairs",
 ) -> dict[str, list[dict[str, str]]]:
     """Shuffle (``seed``) and split the pairs of a file, applying ``preprocessing``.
 
@@ -161,7 +171,10 @@ def split_spa_pairs(
     ``train`` and the rest is cut into ``validation`` / ``test`` in the ratio of the
     fractions. ``group_by_source=True`` keeps all translations of one source sentence in one
     split (the seeds do not: ``"Go."`` has several translations that may land in different
-    splits); the fractions then count source sentences.
+    splits); the fractions then count source sentences. Either way each exact duplicate pair
+    (after ``preprocessing``) lies in one split only: without grouping, a copy goes to the split
+    of the pair's first copy in shuffled order (:func:`hfattn.data.pair_splits.deal_by_pair`,
+    one line names ``what`` and counts the copies moved).
     """
     if preprocessing is not None and preprocessing not in PREPROCESSINGS:
         raise ValueError(
@@ -196,11 +209,12 @@ def split_spa_pairs(
     else:
         n_val, n_test = int(n * val_share), int(n * test_share)
         n_train = n - n_val - n_test
-    return {
-        "train": pairs[:n_train],
-        "validation": pairs[n_train : n_train + n_val],
-        "test": pairs[n_train + n_val :],
-    }
+    import numpy as np  # on use: recipe parsing imports this module
+
+    keys = pair_keys((p[source_lang] for p in pairs), (p[target_lang] for p in pairs), n)
+    cuts = [("train", n_train), ("validation", n_val), ("test", n_test)]
+    rows = deal_by_pair(keys, np.arange(n), cuts, what=what)
+    return {split: [pairs[i] for i in rows[split]] for split, _ in cuts}
 
 
 __all__ = [

@@ -32,15 +32,13 @@ from pathlib import Path
 from ..storage.file_io import READ_CHUNK_BYTES, iter_utf8_text
 from .shakespeare import iter_shakespeare
 from .sources import check_source
+from .tables import TABLE_FORMATS, load_table_file
 
 EMBEDDED: dict[str, Callable[[str], Iterable[str]]] = {"shakespeare": iter_shakespeare}
 """Embedded corpora by name (no network needed): the documents of a split, one at a time."""
 
 SPLIT_NAMES = ("train", "validation", "test")
 
-TABLE_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
-"""Local file suffixes read as tables by ``datasets`` (their ``text_column`` holds the text);
-any other file is plain UTF-8 text."""
 
 COUNT_BLOCK_BYTES = 1 << 20
 """Bytes of a text file counted at a time when its cuts are located (:class:`FileSplits`;
@@ -273,10 +271,10 @@ def open_text_splits(
     Args:
         source: ``"shakespeare"`` (embedded), a path to a UTF-8 text file (e.g. the classic
             tiny-shakespeare ``input.txt``), a local ``.csv`` / ``.tsv`` / ``.json`` /
-            ``.jsonl`` file, or a Hub dataset id or local dataset folder (loaded with
-            ``datasets.load_dataset``; its ``train`` / ``validation`` / ``test`` splits are
-            used when present). A source that is none of these fails at once, before
-            anything is read (:func:`check_text_source`).
+            ``.jsonl`` / ``.parquet`` file (:mod:`hfattn.data.tables`), or a Hub dataset id or
+            local dataset folder (loaded with ``datasets.load_dataset``; its ``train`` /
+            ``validation`` / ``test`` splits are used when present). A source that is none of
+            these fails at once, before anything is read (:func:`check_text_source`).
         text_column: the column holding the text in a table file or a Hub dataset.
         validation_fraction, test_fraction: the tail fractions held out when the source has
             no splits of its own (a file, or a Hub dataset with only ``train``).
@@ -291,13 +289,8 @@ def open_text_splits(
         return FileSplits(path, *fractions, chunk_bytes=chunk_bytes)
     import datasets
 
-    if path.is_file():
-        dataset = datasets.load_dataset(
-            TABLE_FORMATS[path.suffix.lower()],
-            data_files=str(path),
-            **({"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}),
-        )
-        return DatasetSplits(dataset, str(path), text_column, fractions)
+    if path.is_file():  # a table file (TABLE_FORMATS): its text_column holds the text
+        return DatasetSplits(load_table_file(path), str(path), text_column, fractions)
     return DatasetSplits(datasets.load_dataset(source), source, text_column, fractions)
 
 

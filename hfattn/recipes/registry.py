@@ -9,7 +9,7 @@ the run orchestration and the Hub code do so before they parse a recipe).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..common.field_checks import RecipeError
@@ -28,6 +28,8 @@ class TaskRecipe:
     check_data_source: Callable[[str], None]
     """Raises ``ValueError`` / ``FileNotFoundError`` when ``data.source`` names no dataset the
     task can load; reads no data."""
+    embedded_sources: tuple[str, ...] = ()
+    """The ``data.source`` names of its embedded datasets (never taken for a local path)."""
 
 
 _TASK_RECIPES: dict[str, TaskRecipe] = {}
@@ -39,18 +41,27 @@ def register_task_recipe(
     recipe_class: type,
     reported_metrics: tuple[str, ...],
     check_data_source: Callable[[str], None],
+    embedded_sources: Iterable[str] = (),
 ) -> TaskRecipe:
     """Register the task ``name`` (called once, by the task's ``recipe`` module) and return its
-    :class:`TaskRecipe`.
+    :class:`TaskRecipe` (``embedded_sources``: the names of its embedded datasets).
 
     Raises:
         ValueError: another recipe class is registered under ``name``.
     """
-    registered = TaskRecipe(name, recipe_class, tuple(reported_metrics), check_data_source)
+    registered = TaskRecipe(name, recipe_class, tuple(reported_metrics), check_data_source,
+                            tuple(embedded_sources))  # fmt: skip
     known = _TASK_RECIPES.setdefault(name, registered)
     if known.recipe_class is not recipe_class:
         raise ValueError(f"task {name!r} is already registered by {known.recipe_class.__name__}")
     return known
+
+
+def embedded_sources(name) -> tuple[str, ...]:
+    """The embedded dataset names of the registered task ``name`` (none for a task that is not
+    registered)."""
+    known = _TASK_RECIPES.get(name) if isinstance(name, str) else None
+    return known.embedded_sources if known else ()
 
 
 def task_names() -> tuple[str, ...]:
@@ -78,4 +89,4 @@ def task_recipe(name) -> TaskRecipe:
     raise RecipeError(f"task: {name!r} is not one of {', '.join(_TASK_RECIPES)}")
 
 
-__all__ = ["TaskRecipe", "register_task_recipe", "task_names", "task_recipe"]
+__all__ = ["TaskRecipe", "embedded_sources", "register_task_recipe", "task_names", "task_recipe"]

@@ -30,6 +30,8 @@ from ..common.field_checks import (
     require_positive,
     require_reported_metric,
 )
+from ..storage.location import absolute_source
+from .registry import embedded_sources
 from .training_section import (
     MIXED_PRECISION,
     ON_NONFINITE_LOSS,
@@ -310,8 +312,15 @@ class RecipeBase:
         )
 
     def to_yaml(self) -> str:
-        """The resolved recipe as YAML (written next to the trained model)."""
-        return OmegaConf.to_yaml(OmegaConf.structured(self))
+        """The resolved recipe as YAML (written next to the trained model): a ``data.source``
+        that names a local file or folder is written as its absolute path
+        (:func:`~hfattn.storage.location.absolute_source`), so that ``hfattn evaluate RUN`` and
+        ``hfattn train --resume RUN`` load the same data from any working folder."""
+        config = OmegaConf.structured(self)
+        source = getattr(getattr(self, "data", None), "source", None)
+        if isinstance(source, str):
+            config.data.source = absolute_source(source, embedded_sources(self.task))
+        return OmegaConf.to_yaml(config)
 
 
 __all__ = [

@@ -8,12 +8,14 @@ recipe's ``model.pretrained``): the local path, or ``None`` for a Hub id.
 A Hub id can be loaded without the network only when it was downloaded before
 (:func:`in_local_cache`), which matters when the Hub is offline (:func:`hub_offline`). The
 callers turn the answers into their own one-line errors (``model folder not found: runs/x``
-for a model, ``data.source: ...`` for a data set). Light: no torch, no ``datasets``.
+for a model, ``data.source: ...`` for a data set). :func:`absolute_source` is the one rule
+that stores a local ``data.source`` as an absolute path. Light: no torch, no ``datasets``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from .model_folder import ADAPTER_CONFIG_FILE, CONFIG_FILE
@@ -44,6 +46,17 @@ def looks_like_path(name: str) -> bool:
         or Path(name).exists()
         or ("/" in name and Path(name.split("/", 1)[0]).is_dir())
     )
+
+
+def absolute_source(source: str, embedded: Iterable[str] = ()) -> str:
+    """``source`` (a recipe's ``data.source``) as the absolute path of the local file or folder
+    it names, so that a recipe stored in a run folder loads the same data from any working
+    folder; an ``embedded`` dataset name, a URL, a Hub id or a path that does not exist is
+    returned as it is."""
+    if source in embedded or "://" in source:
+        return source
+    path = Path(source).expanduser()
+    return str(path.resolve()) if path.exists() else source
 
 
 def is_repo_id(name: str, *, bare: bool = True) -> bool:
@@ -118,6 +131,7 @@ def in_local_cache(repo_id: str, repo_type: str = "model") -> bool:
 __all__ = [
     "DATA_FILE_SUFFIXES",
     "TRUE_VALUES",
+    "absolute_source",
     "hub_offline",
     "in_local_cache",
     "is_repo_id",

@@ -36,6 +36,7 @@ import yaml
 from filelock import FileLock, Timeout
 
 from .file_io import FileWriteError, atomic_path, writing
+from .location import absolute_source
 from .model_folder import WEIGHTS_FILE
 
 RECIPE_FILE = "recipe.yaml"
@@ -233,13 +234,16 @@ def _flatten(data, prefix: str = "") -> dict[str, object]:
 
 def recipe_differences(stored: dict, given: dict) -> list[FieldChange]:
     """The fields (dotted names, sorted) whose values differ between two recipe mappings,
-    :data:`IGNORED_FIELDS` left out."""
+    :data:`IGNORED_FIELDS` left out; a ``data.source`` path is compared as the absolute path it
+    names (:func:`~hfattn.storage.location.absolute_source`)."""
     a, b = _flatten(stored), _flatten(given)
     changes = []
     for name in sorted(a.keys() | b.keys()):
         if name in IGNORED_FIELDS or name.split(".")[0] in IGNORED_FIELDS:
             continue
         old, new = a.get(name, _ABSENT), b.get(name, _ABSENT)
+        if name == "data.source" and isinstance(old, str) and isinstance(new, str):
+            old, new = absolute_source(old), absolute_source(new)  # a run stored it relative
         if old != new:
             changes.append(FieldChange(name, old, new))
     return changes

@@ -208,7 +208,8 @@ def test_unknown_sources_name_the_field(tmp_path):
         load_classification_data(str(tmp_path / "missing.csv"))
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(
-        RecipeError, match=r"data\.source: .* is not a \.csv, \.tsv, \.json, \.jsonl file"
+        RecipeError,
+        match=r"data\.source: .* is not a \.csv, \.tsv, \.json, \.jsonl, \.parquet file",
     ):
         load_classification_data(str(tmp_path / "notes.txt"))
     with pytest.raises(RecipeError, match=r"data\.validation_fraction: must be in \(0, 0\.5\)"):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...common.field_checks import require, require_choice, require_positive
-from ...data.text import check_text_source
+from ...data.text import EMBEDDED, check_text_source
 from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     EvaluationSection,
@@ -142,7 +142,9 @@ class CausalLMRecipe(RecipeBase):
 RECIPE_CLASS = CausalLMRecipe
 
 
-TASK_RECIPE = register_task_recipe("causal-lm", RECIPE_CLASS, REPORTED_METRICS, check_text_source)
+TASK_RECIPE = register_task_recipe(
+    "causal-lm", RECIPE_CLASS, REPORTED_METRICS, check_text_source, embedded_sources=EMBEDDED
+)
 """The task ``causal-lm`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`).
 ``data.source`` must name a text corpus it can load, checked before any data is read
 (:func:`hfattn.data.text.check_text_source`)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...common.field_checks import require, require_choice, require_positive
-from ...data.classification import check_classification_source
+from ...data.classification import EMBEDDED_SOURCES, check_classification_source
 from ...recipes.model_section import is_pretrained
 from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
@@ -147,7 +147,11 @@ RECIPE_CLASS = ClassificationRecipe
 
 
 TASK_RECIPE = register_task_recipe(
-    "classification", RECIPE_CLASS, REPORTED_METRICS, check_classification_source
+    "classification",
+    RECIPE_CLASS,
+    REPORTED_METRICS,
+    check_classification_source,
+    embedded_sources=EMBEDDED_SOURCES,
 )
 """The task ``classification`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`).
 ``data.source`` must name labelled texts it can load, checked before any data is read

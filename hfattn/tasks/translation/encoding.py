@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...common.field_checks import RecipeError
-from ...data.translation import load_translation_splits
+from ...data.translation import load_translation_splits, pair_batches
 from ..base import split_settings
 from .recipe import ON_TOO_LONG, PairDataSection
 
@@ -44,13 +44,15 @@ class SourceTooLongError(ValueError):
 def load_pair_splits(data: PairDataSection, source: str | None = None):
     """``(splits, target_lang)``: the ``DatasetDict`` of the recipe's data (or of ``source``),
     memory-mapped Arrow tables for a dataset folder or Hub dataset, and the language key of
-    its targets (``data.target_lang``, or the one beside ``data.source_lang``)."""
+    its targets (``data.target_lang``, or the one beside ``data.source_lang``). The pairs are
+    read by :func:`~hfattn.data.translation.pair_batches` (defined there, exported here)."""
     splits = load_translation_splits(
         source or data.source,
         source_lang=data.source_lang,
         target_lang=data.target_lang,
         size=data.size,
         preprocessing=data.preprocessing,
+        translation_column=data.translation_column,
         **split_settings(data),
     )
     return splits, target_language(splits["train"], data.source_lang)
@@ -72,22 +74,6 @@ def load_pairs(
             targets += batch_targets
         pairs[split] = (sources, targets)
     return pairs
-
-
-def pair_batches(
-    dataset, source_lang: str, target_lang: str, batch_size: int | None = None
-) -> Iterator[tuple[list[str], list[str]]]:
-    """``(sources, targets)`` of ``dataset`` (a ``translation`` column) in batches of
-    ``batch_size`` pairs (default: one batch), read from its Arrow table: only a batch of
-    strings is in memory at a time."""
-    import pyarrow.compute as pc
-
-    table = dataset.with_format("arrow")
-    size = batch_size or max(1, len(dataset))
-    for begin in range(0, len(dataset), size):
-        column = table[begin : begin + size].column("translation")
-        yield (pc.struct_field(column, source_lang).to_pylist(),
-               pc.struct_field(column, target_lang).to_pylist())  # fmt: skip
 
 
 def encode_flat(backend, texts: list[str], dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -18,8 +18,8 @@ The training sources are cut to ``data.max_source_length`` with ``data.on_too_lo
 held-out sources are kept whole (the scoring cuts them to the model's limit,
 :class:`~hfattn.tasks.translation.job.EncodedSplit`); the targets of every split are cut to
 ``data.max_target_length`` (training: ``data.on_too_long``; held out: a warning). The key of
-the folder is the source's identity, every field of the ``data:`` section and the
-``tokenizer:`` section (:func:`data_settings`).
+the folder is the source's identity, every field of the ``data:`` section, the
+``tokenizer:`` section and the loader's version (:func:`data_settings`).
 
 The pairs stay in their Arrow tables (memory-mapped for a dataset folder or a Hub dataset)
 until encoded, :data:`ENCODE_BATCH` pairs at a time by the Rust tokenizer, so memory holds the
@@ -40,6 +40,7 @@ from transformers import PreTrainedTokenizerFast
 
 from ...common.launch import process_rank
 from ...data.prepared import Prepared, prepare, source_identity
+from ...data.translation import LOADER_VERSION
 from ...storage.file_io import atomic_write_json
 from ...storage.ragged import RaggedIds, RaggedTexts, RaggedWriter, ids_dtype
 from ...tokenization.translation import build_translation_tokenizer
@@ -63,10 +64,11 @@ SIDES = ("source", "target")
 def data_settings(recipe: TranslationRecipe) -> dict:
     """The key of the recipe's prepared pairs: the identity of ``data.source``
     (:func:`~hfattn.data.prepared.source_identity`), every other field of the ``data:``
-    section and the ``tokenizer:`` section."""
+    section (``translation_column`` included), the ``tokenizer:`` section and the version of
+    what the loader makes of a source (:data:`~hfattn.data.translation.LOADER_VERSION`)."""
     data = asdict(recipe.data)
     return {"source": source_identity(data.pop("source")), "data": data,
-            "tokenizer": asdict(recipe.tokenizer)}  # fmt: skip
+            "tokenizer": asdict(recipe.tokenizer), "loader": LOADER_VERSION}  # fmt: skip
 
 
 def prepare_pairs(recipe: TranslationRecipe) -> Prepared:

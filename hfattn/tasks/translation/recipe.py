@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...common.field_checks import require, require_choice, require_positive
-from ...data.translation import check_pair_source
+from ...data.translation import EMBEDDED, check_pair_source
 from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     BuiltTokenizerSection,
@@ -61,13 +61,22 @@ class Seq2SeqTokenizerSection(BuiltTokenizerSection):
 @dataclass
 class PairDataSection:
     """``data:`` — ``source`` is ``bible``, ``dates``, ``numbers``, ``date-normalization``, a
-    ``spa.txt`` path or URL, or a Hub dataset id / local dataset folder; pairs whose source
+    table file (``.jsonl`` / ``.json`` / ``.csv`` / ``.parquet``, a ``.tsv`` whose first line
+    names the languages), a ``spa.txt`` path or URL (any other file), or a Hub dataset id /
+    local dataset folder (:mod:`hfattn.data.translation`; ``docs/data.md``); pairs whose source
     (target) is longer than ``max_source_length`` (``max_target_length``) tokens are cut, with a
     warning (``on_too_long: warn``) or refused (``error``)."""
 
     source: str = "dates"
     source_lang: str = "en"
     target_lang: str | None = None
+    """The language key of the targets; ``null``: the source's own (the one language beside
+    ``source_lang`` in a table or dataset, an error where it has more; ``es`` for
+    ``spa.txt``)."""
+    translation_column: str = "translation"
+    """The column of ``{language: text}`` dicts in a table file, a dataset folder or a Hub
+    dataset. A source without it is read from two flat text columns named by ``source_lang``
+    and ``target_lang`` (``en``, ``fr``)."""
     size: int | None = None
     seed: int = 0
     preprocessing: str | None = None
@@ -82,6 +91,11 @@ class PairDataSection:
         if self.preprocessing is not None:
             require_choice(self.preprocessing, "data.preprocessing", PREPROCESSINGS)
         require_choice(self.on_too_long, "data.on_too_long", ON_TOO_LONG)
+        require(
+            isinstance(self.translation_column, str) and self.translation_column.strip() != "",
+            "data.translation_column",
+            f"must be a column name, got {self.translation_column!r}",
+        )
         require_positive(self, "data", "size", "train_size", "max_source_length")
         require(self.max_target_length > 1, "data.max_target_length", "must be > 1")
         for name in ("validation_fraction", "test_fraction"):
@@ -208,7 +222,9 @@ class TranslationRecipe(RecipeBase):
 RECIPE_CLASS = TranslationRecipe
 
 
-TASK_RECIPE = register_task_recipe("translation", RECIPE_CLASS, REPORTED_METRICS, check_pair_source)
+TASK_RECIPE = register_task_recipe(
+    "translation", RECIPE_CLASS, REPORTED_METRICS, check_pair_source, embedded_sources=EMBEDDED
+)
 """The task ``translation`` as recipe parsing knows it (:mod:`hfattn.recipes.registry`).
 ``data.source`` must name sentence pairs it can load, checked before any data is read
 (:func:`hfattn.data.translation.check_pair_source`)."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ...common.field_checks import RecipeError
 from ...data.translation import load_translation_splits, pair_batches
+from ...tokenization.translation import BatchEncoder
 from ..base import split_settings
 from .recipe import ON_TOO_LONG, PairDataSection
 
@@ -76,12 +77,12 @@ def load_pairs(
     return pairs
 
 
-def encode_flat(backend, texts: list[str], dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids of ``texts`` encoded by ``backend`` (a ``tokenizers.Tokenizer``, special
-    tokens added, in parallel in Rust) as flat ``values`` of ``dtype`` and each text's length."""
+def encode_flat(encoder: BatchEncoder, texts: list[str], dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of ``texts`` encoded by ``encoder`` (special tokens added, in parallel in Rust)
+    as flat ``values`` of ``dtype`` and each text's length."""
     import numpy as np  # on use, as in cut_flat
 
-    ids = [encoding.ids for encoding in backend.encode_batch_fast(texts)]
+    ids = encoder.encode(texts)
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     values = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
     return values, lengths

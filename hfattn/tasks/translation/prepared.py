@@ -43,7 +43,7 @@ from ...data.prepared import Prepared, prepare, source_identity
 from ...data.translation import LOADER_VERSION
 from ...storage.file_io import atomic_write_json
 from ...storage.ragged import RaggedIds, RaggedTexts, RaggedWriter, ids_dtype
-from ...tokenization.translation import build_translation_tokenizer
+from ...tokenization.translation import BatchEncoder, build_translation_tokenizer
 from .encoding import RowCutter, encode_flat, load_pair_splits, pair_batches, warn_cut
 from .recipe import PairDataSection, TranslationRecipe
 
@@ -186,6 +186,7 @@ def encode_split(
     backend = tokenizer.backend_tokenizer
     backend.no_truncation()  # what ``tokenizer(texts)`` does: every token kept, no padding
     backend.no_padding()
+    encoder = BatchEncoder(backend)
     dtype = ids_dtype(len(tokenizer))
     eos = tokenizer.eos_token_id
     cutters = [RowCutter("source", source_limit, eos, on_too_long),
@@ -200,7 +201,7 @@ def encode_split(
         for batch in pair_batches(dataset, *languages, ENCODE_BATCH):
             for side_texts, cutter, id_writer, text_writer in zip(batch, cutters, ids, texts,
                                                                   strict=True):  # fmt: skip
-                id_writer.add_flat(*cutter(*encode_flat(backend, side_texts, dtype), side_texts))
+                id_writer.add_flat(*cutter(*encode_flat(encoder, side_texts, dtype), side_texts))
                 RaggedTexts.write(text_writer, side_texts)
             bar.update(len(batch[0]))
         for writer in ids + texts:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from ...common.field_checks import RecipeError
 from ...data.translation import load_translation_splits, pair_batches
-from ...tokenization.translation import BatchEncoder
 from ..base import split_settings
 from .recipe import ON_TOO_LONG, PairDataSection
 
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ...storage.ragged import RaggedIds
+    from ...tokenization.translation import BatchEncoder
 
 DATASET_NAMES = {
     "bible": ("Bible en-es (World English Bible / Reina-Valera 1909)", "sword-bible-en-es"),

@@ -105,9 +105,9 @@ def build_text_tokenizer(section: ClassificationTokenizerSection, texts: list[st
         source_lang="text",
         target_lang="none",
         model_max_length=max_length,
-        description=f"{section.type} tokenizer of the texts to classify",
         **section.normalization_options(),
     )
+    logger.info("%s tokenizer of the texts to classify: %d tokens", section.type, len(tokenizer))
     return ignore_whitespace(tokenizer) if section.whitespace == "ignore" else tokenizer
 
 

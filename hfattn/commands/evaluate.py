@@ -136,8 +136,9 @@ def run(args: argparse.Namespace) -> int:
     if whole:
         if args.split:
             print(f"note: --split is ignored: {args.data} is scored whole", file=sys.stderr)
-        if getattr(recipe.evaluation, "max_examples", None) is not None:
-            recipe.evaluation.max_examples = None  # every pair decoded, not the recipe's cap
+        for cap in ("max_examples", "final_max_examples"):  # every pair decoded, no cap
+            if hasattr(recipe.evaluation, cap):
+                setattr(recipe.evaluation, cap, None)
     splits = [WHOLE_FILE_SPLIT] if whole else args.split or ["test"]
     decoding = {name: getattr(args, name) for name in DECODING_OPTIONS}
     if args.engine == "ctranslate2":

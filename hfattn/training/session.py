@@ -109,6 +109,9 @@ class TrainingSession:
         self.state = None  # the recurrent state carried from batch to batch (stateful jobs)
         self.metrics_path = output_dir / METRICS_FILE
         self.grad_norm = None  # the last optimizer step's gradient norm (a device tensor)
+        # the weights the model holds when they are not the current step's (weights_key)
+        self.loaded_weights: tuple | None = None
+        self._scores: dict[tuple, dict] = {}  # see scores_of
 
     # ---- meters ------------------------------------------------------------------------
     def count_batch(self, batch) -> None:
@@ -208,11 +211,36 @@ class TrainingSession:
         return self.wall_before + time.monotonic() - self.session_start
 
     # ---- evaluation --------------------------------------------------------------------
+    def weights_key(self) -> tuple:
+        """What names the weights the model holds: ``("step", N)`` (the current step's, or
+        step N's best weights loaded back) or ``("averaged", (steps...))``."""
+        return self.loaded_weights or ("step", self.progress.step)
+
+    def best_weights_key(self) -> tuple | None:
+        """:meth:`weights_key` of the best weights kept so far (``None``: none)."""
+        p = self.progress
+        if p.best_averaged_steps:
+            return ("averaged", tuple(p.best_averaged_steps))
+        return None if p.best_step is None else ("step", p.best_step)
+
+    def _scoring_key(self, split: str, final: bool) -> tuple:
+        """The weights, the split and the scoring (``final`` only where the job scores the
+        end of training otherwise: its ``final_evaluate``)."""
+        return self.weights_key(), split, bool(final and self.job.final_evaluate)
+
+    def scores_of(self, split: str, final: bool = False) -> dict | None:
+        """The scores :meth:`evaluate` already gave ``split`` in this session with the weights
+        the model holds and the same scoring, or ``None``: the end of training does not
+        decode the validation split twice with the same weights and settings."""
+        scores = self._scores.get(self._scoring_key(split, final))
+        return None if scores is None else dict(scores)
+
     def evaluate(self, split: str, final: bool = False) -> tuple[dict, float]:
         """Score ``split`` on the main process and share the result with every process
         (``final``: with the job's ``final_evaluate`` when it has one). Returns the scores and
         the seconds the main process's evaluation took (shared too: every process takes the
-        same seconds off its training clock)."""
+        same seconds off its training clock). The scores are kept for :meth:`scores_of` (those
+        of the current and the best weights only)."""
         acc = self.accelerator
         result = [None]
         if acc.is_main_process:
@@ -221,6 +249,9 @@ class TrainingSession:
             scores = score(acc.unwrap_model(self.model), split)
             result[0] = (scores, time.monotonic() - began)
         broadcast_object_list(result)
+        kept = (self.weights_key(), self.best_weights_key())
+        self._scores = {k: v for k, v in self._scores.items() if k[0] in kept}
+        self._scores[self._scoring_key(split, final)] = dict(result[0][0])
         return result[0]
 
     def validate(self) -> tuple[dict, float]:

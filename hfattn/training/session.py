@@ -34,6 +34,7 @@ from .optim import build_optimizer
 from .processes import check_batch_size, check_rows_per_process
 from .schedules import build_lr_scheduler, check_warmup_fits_epochs, schedule_steps
 from .speed import SessionFlops, Speedometer, floats, trained_tokens, warn_if_sized_for_gpu
+from .stop_signals import Interrupted
 from .trackers import tracked_scalars
 from .training_job import TrainingJob, as_callbacks
 
@@ -240,15 +241,25 @@ class TrainingSession:
         (``final``: with the job's ``final_evaluate`` when it has one). Returns the scores and
         the seconds the main process's evaluation took (shared too: every process takes the
         same seconds off its training clock). The scores are kept for :meth:`scores_of` (those
-        of the current and the best weights only)."""
+        of the current and the best weights only).
+
+        Raises:
+            Interrupted: on every process, when a stop requested during the evaluation ended
+                it between two batches (:mod:`hfattn.common.stop_request`).
+        """
         acc = self.accelerator
         result = [None]
         if acc.is_main_process:
             began = time.monotonic()
             score = (final and self.job.final_evaluate) or self.job.evaluate
-            scores = score(acc.unwrap_model(self.model), split)
-            result[0] = (scores, time.monotonic() - began)
+            try:
+                scores = score(acc.unwrap_model(self.model), split)
+                result[0] = (scores, time.monotonic() - began)
+            except Interrupted:  # stopped between batches: the other processes stop too
+                pass
         broadcast_object_list(result)
+        if result[0] is None:
+            raise Interrupted
         kept = (self.weights_key(), self.best_weights_key())
         self._scores = {k: v for k, v in self._scores.items() if k[0] in kept}
         self._scores[self._scoring_key(split, final)] = dict(result[0][0])
@@ -265,9 +276,28 @@ class TrainingSession:
         return scores, seconds
 
     def periodic_eval(self) -> None:
-        """Score the validation split now and keep the weights when they are the best."""
+        """Score the validation split now and keep the weights when they are the best. A stop
+        requested meanwhile ends the validation after its current batch, nothing logged: the
+        step's checkpoint then records it unvalidated (``evaluated_step``), and a resume
+        validates it first (:meth:`validation_owed`)."""
         self.nonfinite.check_gathered(self.progress)
-        self.keep_validation(*self.validate())
+        try:
+            scores, seconds = self.validate()
+        except Interrupted:
+            return
+        self.keep_validation(scores, seconds)
+
+    def validation_owed(self) -> bool:
+        """Whether the current step, one that ``training.eval_every`` validates, lost its
+        validation to a stop (:meth:`periodic_eval`) and training goes on from it: a resumed
+        run validates it before its next step, as an uninterrupted run did."""
+        p, every = self.progress, self.cfg.eval_every
+        return (
+            bool(every)
+            and 0 < p.step < self.total_steps
+            and p.step % every == 0
+            and (p.evaluated_step != p.step)
+        )
 
     def keep_validation(self, scores: dict, seconds: float) -> None:
         """Log the validation ``scores`` of the current step (scored in ``seconds``), mark the

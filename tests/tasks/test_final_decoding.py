@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +20,11 @@ import pytest
 
 import hfattn.tasks.translation.job as job_module
 from hfattn.cli import main
+from hfattn.common.stop_request import Interrupted
+from hfattn.storage.run_folder import latest_checkpoint
 from hfattn.tasks.translation.recipe import TranslationEvaluationSection
+from hfattn.training.checkpoints import Progress
+from hfattn.training.stop_signals import stop_on_signals
 from tests.helpers.recipe_helpers import write_recipe
 from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 
@@ -145,3 +151,110 @@ def test_decoded_rows_sample_with_the_seed_and_warn_about_a_large_split(monkeypa
         "validation: decoding 15,000 pairs at beam 4; set evaluation.final_max_examples to "
         "sample fewer"
     ]
+
+
+# ---- a stop asked for during a decoding --------------------------------------------------------
+
+
+class CountingGenerate:
+    """Wraps a model class's ``generate``: counts the calls (one per batch of sources) and
+    sends SIGTERM to this process during call ``signal_at``; ``swallow``: the signal's
+    exception raised inside is swallowed (a library that catches it), the batch ends
+    normally."""
+
+    def __init__(self, monkeypatch, model_class, signal_at: int, swallow: bool = False):
+        self.calls, self.signal_at, self.swallow = 0, signal_at, swallow
+        generate = model_class.generate
+
+        def counting(model, *args, **kwargs):
+            self.calls += 1
+            out = generate(model, *args, **kwargs)
+            if self.calls == self.signal_at:
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                except KeyboardInterrupt:
+                    if not self.swallow:
+                        raise
+            return out
+
+        monkeypatch.setattr(model_class, "generate", counting)
+
+
+def test_a_stop_during_a_decoding_ends_it_after_the_current_batch(monkeypatch):
+    from hfattn.models import BahdanauConfig
+    from hfattn.tasks.translation.inference import translate_texts
+
+    config = BahdanauConfig(
+        vocab_size=20, embedding_dim=8, encoder_hidden_size=8, decoder_hidden_size=16
+    )
+    model = model_class()(config).train()
+
+    class Tokenizer:
+        pad_token_id, eos_token_id, model_max_length = 0, 3, 64
+
+        def batch_decode(self, ids, skip_special_tokens=True):
+            return ["x"] * len(ids)
+
+    counter = CountingGenerate(monkeypatch, type(model), signal_at=1)
+    progress = Progress()
+    texts = [f"source {i}" for i in range(10)]
+    ids = [[5 + i % 7, 6, 3] for i in range(10)]
+    with pytest.raises(Interrupted), stop_on_signals(progress):
+        translate_texts(model, Tokenizer(), texts, batch_size=2, source_ids=ids, num_beams=1,
+                        max_new_tokens=3)  # fmt: skip
+    assert counter.calls == 1  # batch 1 of 5 decoded, then the stop
+    assert progress.stop.interrupted and model.training  # its mode restored
+    # the request ends with the run's signal handling: a later decoding is not stopped
+    assert len(translate_texts(model, Tokenizer(), texts, source_ids=ids, num_beams=1,
+                               max_new_tokens=3)) == 10  # fmt: skip
+
+
+def model_class():
+    from hfattn.models import BahdanauForConditionalGeneration
+
+    return BahdanauForConditionalGeneration
+
+
+def test_a_sigterm_in_a_periodic_validation_stops_after_its_batch_and_resumes(
+    tmp_path, monkeypatch, capsys
+):
+    """The validation of step 2 (30 pairs, 8 a batch) gets a SIGTERM in its first decoded batch:
+    the run stops there, its checkpoint of step 2 unvalidated, and a resume validates step 2
+    before it trains on, as an uninterrupted run did."""
+    recipe = translation_recipe(
+        tmp_path, generation={"num_beams": 1, "max_new_tokens": 16},
+        evaluation={"batch_size": 8}, training={"eval_every": 2},
+    )  # fmt: skip
+    counter = CountingGenerate(monkeypatch, model_class(), signal_at=1)
+    assert main(["train", str(recipe)]) == 130
+    run = tmp_path / "run"
+    assert counter.calls == 1  # not the 3 other batches of the validation
+    assert latest_checkpoint(run) == run / "checkpoints" / "step-2"
+    assert [r for r in logged(run) if r["split"] == "validation"] == []
+    assert "Traceback" not in capsys.readouterr().err
+    monkeypatch.undo()
+    assert main(["train", str(recipe), "--resume"]) == 0
+    validated = [r["step"] for r in logged(run) if r["split"] == "validation"]
+    assert validated == [2, 4]
+    assert (run / "eval_results.json").is_file()
+
+
+def test_a_sigterm_lost_inside_a_final_decoding_still_stops_it_after_the_batch(
+    tmp_path, monkeypatch, capsys
+):
+    """After the last checkpoint a signal raises at once; should a library catch that
+    exception, the decoding still stops after the batch it was in (the flag its batches
+    check), and the run is resumable."""
+    recipe = translation_recipe(
+        tmp_path, generation={"num_beams": 2, "max_new_tokens": 16},
+        evaluation={"batch_size": 8, "splits": ["test"]}, training={"eval_every": None},
+    )  # fmt: skip
+    counter = CountingGenerate(monkeypatch, model_class(), signal_at=1, swallow=True)
+    assert main(["train", str(recipe)]) == 130
+    run = tmp_path / "run"
+    assert counter.calls == 1 and not (run / "eval_results.json").exists()
+    assert latest_checkpoint(run) == run / "checkpoints" / f"step-{STEPS}"
+    capsys.readouterr()
+    monkeypatch.undo()
+    assert main(["train", str(recipe), "--resume"]) == 0
+    assert (run / "eval_results.json").is_file()

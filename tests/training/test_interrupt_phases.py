@@ -187,6 +187,8 @@ def test_an_interrupt_at_any_phase_then_resume_matches_an_uninterrupted_run(
         ) in capsys.readouterr().err
     else:
         assert f"interrupted at step {step}; checkpoint saved. Continue with:" in err
+    if phase == "periodic validation":  # stopped after its first batch: logged on resume
+        assert ("validation", step) not in [(r["split"], r["step"]) for r in records(run)]
 
     hooks.clear()
     monkeypatch.setattr(sys, "argv", ["hfattn", "train", str(recipe), "--resume"])

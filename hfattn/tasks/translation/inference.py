@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from ...batching.seq2seq import pad_sources
+from ...common.stop_request import raise_if_stop_requested
 from ...data.prepared import progress_bar
 from ...evaluation.translation import source_limit
 from ...tokenization.characters import require_text
@@ -100,7 +101,9 @@ def translate_n_best(
     search keeps at most ``num_beams``), as :func:`translate_texts` translates (``source_ids``
     too, the saved ``num_beams`` / ``max_new_tokens`` included); an empty or blank source gives
     ``[""]``. With ``progress`` a bar counts the sources translated once it has taken 2 s
-    (:func:`~hfattn.data.prepared.progress_bar`; a string ``progress`` is its label).
+    (:func:`~hfattn.data.prepared.progress_bar`; a string ``progress`` is its label). Between
+    batches it stops when the run is asked to
+    (:func:`~hfattn.common.stop_request.raise_if_stop_requested`).
 
     Raises:
         ValueError: ``batch_size`` < 1, a source that is not valid text
@@ -143,6 +146,7 @@ def translate_n_best(
                        leave=False)  # fmt: skip
     try:
         for begin in range(0, len(order), batch_size):
+            raise_if_stop_requested()
             chunk = order[begin : begin + batch_size]
             batch = pad_sources([encoded[k] for k in chunk], tokenizer.pad_token_id)
             generated = model.generate(
@@ -161,7 +165,7 @@ def translate_n_best(
                 start = position * num_return_sequences
                 outputs[todo[k]] = decoded[start : start + num_return_sequences]
             bar.update(len(chunk))
-    finally:
+    finally:  # a stop between batches too
         bar.close()
         model.train(was_training)
     return outputs

@@ -159,7 +159,7 @@ def score_split(
             split.target_texts,
             rows,
             references=split.references(),
-        )  # fmt: skip
+        )
     )
     return scores
 

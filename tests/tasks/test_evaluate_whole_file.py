@@ -93,3 +93,18 @@ def test_every_row_of_a_labelled_file_is_scored(tmp_path, monkeypatch):
     table = evaluate(monkeypatch, str(run), "--data", str(tmp_path / "heldout.csv"))
     assert list(table) == ["heldout.csv"] and WHOLE_FILE_SPLIT != "heldout.csv"
     assert table["heldout.csv"]["num_examples"] == 37
+
+
+@pytest.mark.parametrize("preprocessing", [None, "chollet", "geron"])
+def test_a_pair_file_loads_whole_whatever_its_preprocessing(tmp_path, preprocessing):
+    """``geron`` keeps its first ``train_size`` pairs for training and holds out the rest:
+    scored whole, a file keeps none aside (nor does ``data.size`` cut it)."""
+    from hfattn.tasks.translation.encoding import load_pair_splits
+
+    file = tmp_path / "pairs.txt"
+    file.write_text("".join(f"Sentence {i}.\tFrase {i}.\n" for i in range(40)))
+    data = PairDataSection(source="dates", size=10, preprocessing=preprocessing, train_size=5)
+    splits, _ = load_pair_splits(data, str(file))
+    assert {name: len(split) for name, split in splits.items()} == {
+        WHOLE_FILE_SPLIT: 40, "validation": 0, "test": 0,
+    }  # fmt: skip

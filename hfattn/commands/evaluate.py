@@ -1,5 +1,9 @@
 """``hfattn evaluate DIR``: re-score a saved model with its task's metrics (causal LM: loss,
 perplexity, bits per char, next-char accuracy; translation: BLEU, chrF, exact match, ...).
+``--data FILE`` scores a single file in full, every pair, row or character of it, in a column
+named after the file (:func:`hfattn.tasks.base.scoring_data`); a dataset folder or Hub id
+keeps its named splits (``--split``). The table counts what was scored (``num_examples``,
+``num_chars``).
 A translation decodes with the model's saved generation settings, the ones the end of
 ``hfattn train`` scores with (``--num-beams`` / ``--max-new-tokens`` change them), with
 ``generate()`` or (``--engine ctranslate2``) the run's CTranslate2 export."""
@@ -22,8 +26,17 @@ def register(subparsers) -> None:
         description="Score a saved model on the data named by its recipe.yaml (or --data).",
     )
     parser.add_argument("model_dir", help="a folder written by `hfattn train`")
-    parser.add_argument("--split", action="append", help="split(s) to score (default: test)")
-    parser.add_argument("--data", help="override the data source (name, text file or Hub id)")
+    parser.add_argument(
+        "--split",
+        action="append",
+        help="split(s) to score (default: test); not with a single --data FILE, scored whole",
+    )
+    parser.add_argument(
+        "--data",
+        help="another data source: a single file (spa.txt / .tsv pairs, text, .csv / .jsonl "
+        "labelled texts) is scored in full, every pair, row or character; a dataset folder or "
+        "Hub id by its named --split",
+    )
     parser.add_argument(
         "--batch-size", type=int, help="default: the recipe's evaluation.batch_size"
     )
@@ -113,12 +126,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from ..tasks import get_task
+    from ..tasks.base import WHOLE_FILE_SPLIT, scores_whole_file
     from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
 
     configure_logging()
     task = get_task(recipe.task)
-    splits = args.split or ["test"]
+    whole = scores_whole_file(args.data)
+    if whole:
+        if args.split:
+            print(f"note: --split is ignored: {args.data} is scored whole", file=sys.stderr)
+        for cap in ("max_examples", "final_max_examples"):  # every pair decoded, no cap
+            if hasattr(recipe.evaluation, cap):
+                setattr(recipe.evaluation, cap, None)
+    splits = [WHOLE_FILE_SPLIT] if whole else args.split or ["test"]
     decoding = {name: getattr(args, name) for name in DECODING_OPTIONS}
     if args.engine == "ctranslate2":
         from ..export.export_folder import export_of, missing_export
@@ -132,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         except (FileNotFoundError, ValueError, ImportError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        return _report(args, model_dir, recipe, metrics)
+        return _report(args, model_dir, recipe, _named(metrics, args.data, whole))
     try:  # one clear message for unreadable weights, config or tokenizer files
         load_model_and_tokenizer(str(model_dir), task.card.auto_class)
     except ModelLoadError as err:
@@ -144,7 +165,16 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return _report(args, model_dir, recipe, metrics)
+    return _report(args, model_dir, recipe, _named(metrics, args.data, whole))
+
+
+def _named(metrics: dict[str, dict], data: str | None, whole: bool) -> dict[str, dict]:
+    """``metrics`` with the column of a file scored whole named after the file."""
+    from pathlib import Path
+
+    from ..tasks.base import WHOLE_FILE_SPLIT
+
+    return {Path(data).name: metrics[WHOLE_FILE_SPLIT]} if whole else metrics
 
 
 def _report(args: argparse.Namespace, model_dir, recipe, metrics: dict) -> int:

@@ -155,7 +155,8 @@ def load_classification_data(
         text_column, label_column: the columns of a file or dataset source (embedded sources
             have their own).
         validation_fraction, test_fraction: the shares of ``train`` carved out for a missing
-            validation / test split.
+            validation / test split (0: that split is empty; a recipe holds out more than 0,
+            a file scored whole nothing).
         seed: drives the embedded generators and the carving.
         train_size: keep a seeded random ``train_size`` examples of ``train`` (held-out splits
             are never cut).
@@ -170,7 +171,7 @@ def load_classification_data(
         ("validation_fraction", validation_fraction),
         ("test_fraction", test_fraction),
     ):
-        require(0 < value < 0.5, f"data.{name}", f"must be in (0, 0.5), got {value}")
+        require(0 <= value < 0.5, f"data.{name}", f"must be in [0, 0.5), got {value}")
     require(
         train_size is None or train_size > 0, "data.train_size", f"must be > 0, got {train_size}"
     )
@@ -301,11 +302,15 @@ class _Partial:
 
 def _carve(data: _Partial, validation_fraction: float, test_fraction: float, seed: int):
     """Carve a missing ``test``, then a missing ``validation``, out of ``train`` (stratified
-    by label when every class has enough examples; seeded)."""
+    by label when every class has enough examples; seeded); a fraction of 0 carves an empty
+    split."""
     splits = dict(data.splits)
     n = len(splits["train"])
     for name, fraction in (("test", test_fraction), ("validation", validation_fraction)):
         if name in splits:
+            continue
+        if fraction == 0:
+            splits[name] = splits["train"].select([])
             continue
         n_held = max(1, round(n * fraction))
         require(

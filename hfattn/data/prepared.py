@@ -65,13 +65,17 @@ def prepared_root() -> Path:
     return hfattn_cache_dir() / "prepared"
 
 
-def progress_bar(*, total: int, desc: str, unit: str):
-    """The ``tqdm`` bar of a preparation phase (``total`` ``unit`` s, with counts and rate):
-    shown once the phase has run :data:`PROGRESS_DELAY_S`, by the first process only."""
+def progress_bar(
+    *, total: int | None, desc: str, unit: str, shown: bool = True, leave: bool = True
+):
+    """The ``tqdm`` bar of a long phase, a preparation or a split's decoding (``total``
+    ``unit`` s, with counts and rate): shown once the phase has run :data:`PROGRESS_DELAY_S`,
+    by the first process only (and never when not ``shown``); erased once done unless
+    ``leave``."""
     from tqdm.auto import tqdm  # tqdm.auto looks for a notebook: not for `hfattn cache`
 
-    return tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S,
-                disable=process_rank() != 0)  # fmt: skip
+    return tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S, leave=leave,
+                disable=not shown or process_rank() != 0)  # fmt: skip
 
 
 def source_identity(source: str) -> dict:

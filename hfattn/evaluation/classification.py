@@ -26,6 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from ..batching.seq2seq import pad_sources
+from ..common.stop_request import raise_if_stop_requested
 from ..storage.file_io import atomic_write_json
 from ..storage.run_folder import CONFUSION_MATRIX_FILE
 from . import load_metric
@@ -44,6 +45,7 @@ def predict_logits(
     logits = [None] * len(encoded)
     try:
         for begin in range(0, len(order), batch_size):
+            raise_if_stop_requested()
             rows = order[begin : begin + batch_size]
             batch = pad_sources([encoded[i] for i in rows], pad_token_id)
             out = model(**{k: v.to(device) for k, v in batch.items()}).logits.float().cpu()

@@ -41,6 +41,7 @@ import torch
 from torch.nn import functional as F
 
 from ..batching.lm import StreamBatches, count_characters, gather_windows, id_array
+from ..common.stop_request import raise_if_stop_requested
 from . import load_metric
 
 ZERO_STATE_METRIC = "loss_zero_state"
@@ -195,6 +196,7 @@ def evaluate_causal_lm(
     state, total_nats = None, 0.0
     with evaluating(model) as device:
         for window in streams.epoch(0):
+            raise_if_stop_requested()
             window = window.to(device)
             inputs, targets = window[:, :-1], window[:, 1:]
             out = model(input_ids=inputs, cache=state, use_cache=stateful)

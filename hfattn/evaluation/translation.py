@@ -21,6 +21,7 @@ import torch
 from torch.nn import functional as F
 
 from ..batching.seq2seq import IGNORE_INDEX
+from ..common.stop_request import raise_if_stop_requested
 from . import load_metric
 
 
@@ -52,6 +53,7 @@ def teacher_forced_scores(model, batches) -> dict:
     counts = torch.zeros(2, dtype=torch.long, device=device)  # tokens, correct predictions
     try:
         for batch in batches:
+            raise_if_stop_requested()
             batch = {k: v.to(device) for k, v in batch.items()}
             logits = model(**batch).logits.float()
             labels = batch["labels"]

@@ -231,20 +231,20 @@ def evaluate_export(
         ValueError: ``folder`` is no export, or a decoding setting out of range.
         ImportError: ``ctranslate2`` is not installed.
     """
-    from ..tasks.translation.job import decoded_scores  # torch on use, as above
+    from ..tasks.translation.job import decoded_rows, decoded_scores  # torch on use, as above
 
     translator = CTranslate2Translation(folder, compute_type=compute_type)
     settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens}
-    translator.settings(**settings)  # bad settings fail before the data loads
+    beams = translator.settings(**settings).num_beams  # bad settings fail before the data loads
     pairs = load_pairs(recipe.data, data, splits)
-    batch_size = recipe.evaluation.batch_size
+    e, seed = recipe.evaluation, recipe.data.seed
 
-    def translate(texts: list[str]) -> list[str]:
-        return translator.translate(texts, batch_size=batch_size, **settings)
+    def translate(texts: list[str], rows) -> list[str]:
+        return translator.translate(texts, batch_size=e.batch_size, **settings)
 
-    return {
-        split: decoded_scores(
-            translate, translator.tokenizer, *pairs[split], recipe.evaluation.max_examples
-        )
-        for split in splits
-    }
+    scores = {}
+    for split in splits:
+        sources, targets = pairs[split]
+        rows = decoded_rows(split, len(sources), e, beams, True, seed)
+        scores[split] = decoded_scores(translate, translator.tokenizer, sources, targets, rows)
+    return scores

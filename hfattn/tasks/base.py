@@ -9,6 +9,8 @@ trains, and ``TASK.evaluate_folder`` re-scores a saved model; :mod:`hfattn.hub` 
 
 from __future__ import annotations
 
+import copy
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -44,6 +46,46 @@ def dataset_card_names(source: str, known: dict[str, tuple[str, str]]) -> tuple[
     """``(name, type)`` the model card gives the dataset ``source``: its entry in ``known`` (a
     task's embedded sources), else ``source`` itself for both (a Hub id or a file)."""
     return known.get(source, (source, source))
+
+
+WHOLE_FILE_SPLIT = "train"
+"""The split that holds every example of a file scored whole (:func:`scoring_data`): a loader
+that holds nothing out puts the whole file in ``train``."""
+WHOLE_FILE_SETTINGS = {
+    "validation_fraction": 0.0,
+    "test_fraction": 0.0,
+    "size": None,
+    "train_size": sys.maxsize,
+}
+"""The ``data:`` fields of a file scored whole: nothing held out (fractions 0), nothing left
+out (no ``size`` cut, a ``train_size`` no file reaches: ``preprocessing: geron`` keeps no pair
+aside either). A section's field that is not among them is not changed."""
+
+
+def scores_whole_file(source: str | None) -> bool:
+    """Whether ``hfattn evaluate --data SOURCE`` scores ``source`` whole: a single local file
+    (a ``spa.txt`` / ``.tsv`` of pairs, a text file, a ``.csv`` / ``.jsonl`` of labelled
+    texts) is scored in full, every pair, row or character of it, as :data:`WHOLE_FILE_SPLIT`;
+    a dataset folder or a Hub id keeps its named splits."""
+    return source is not None and Path(source).expanduser().is_file()
+
+
+def scoring_data(data, source: str | None):
+    """The ``data:`` section that scoring a saved model on ``source`` loads: ``data`` itself
+    (``None``: the recipe's own data), a copy naming ``source`` (a dataset folder or Hub id:
+    its splits as the recipe cuts them), and for a single file (:func:`scores_whole_file`) a
+    copy that loads the whole file as :data:`WHOLE_FILE_SPLIT` (:data:`WHOLE_FILE_SETTINGS`).
+    The copy is set field by field: a recipe's checks (held-out fractions above 0) are for
+    training, and this section is only read by the split loaders."""
+    if source is None:
+        return data
+    scored = copy.copy(data)
+    scored.source = source
+    if scores_whole_file(source):
+        for name, value in WHOLE_FILE_SETTINGS.items():
+            if hasattr(scored, name):
+                setattr(scored, name, value)
+    return scored
 
 
 def split_settings(data) -> dict:
@@ -142,4 +184,14 @@ class Task:
         raise NotImplementedError
 
 
-__all__ = ["Task", "TaskInfo", "dataset_card_names", "model_loss", "split_settings"]
+__all__ = [
+    "WHOLE_FILE_SETTINGS",
+    "WHOLE_FILE_SPLIT",
+    "Task",
+    "TaskInfo",
+    "dataset_card_names",
+    "model_loss",
+    "scores_whole_file",
+    "scoring_data",
+    "split_settings",
+]

@@ -50,7 +50,6 @@ labels carry no ``<bos>``: the model's decoder starts from ``decoder_start_token
 from __future__ import annotations
 
 import json
-import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -61,8 +60,6 @@ from transformers import PreTrainedTokenizerFast
 
 from ..data.tatoeba import CHOLLET_STRIP_CHARS
 from .characters import SPECIAL_TOKENS
-
-logger = logging.getLogger(__name__)
 
 KINDS = ("word", "char", "bpe", "unigram")
 """Tokenizer kinds of :func:`build_translation_tokenizer`."""
@@ -296,10 +293,11 @@ def build_translation_tokenizer(
     target_lang: str = "es",
     min_frequency: int = 1,
     model_max_length: int = 512,
-    description: str | None = None,
     show_progress: bool = False,
 ) -> PreTrainedTokenizerFast:
-    """Build a seq2seq tokenizer from training pairs (see the module docstring).
+    """Build a seq2seq tokenizer from training pairs (see the module docstring). It logs
+    nothing: its caller names what it built (a translation's tokenizer, a classifier's), in
+    the caller's own log.
 
     Args:
         pairs_or_dataset: ``[{source_lang: ..., target_lang: ...}, ...]``, ``[(source,
@@ -316,8 +314,6 @@ def build_translation_tokenizer(
         min_frequency: rarer tokens (words, characters, BPE pairs) are left out; must be 1
             for ``"unigram"``, which keeps pieces by likelihood, not count.
         model_max_length: the tokenizer's ``model_max_length`` (truncation length).
-        description: what the log line calls the tokenizer; default ``joint word tokenizer
-            (en→es)`` (a caller that builds it on one kind of text names that instead).
         show_progress: show the training's progress: the ``tokenizers`` trainer's own bar
             (``bpe``, ``unigram``; shown at once), a bar of the texts counted (``word``,
             ``char``; after :data:`PROGRESS_DELAY_S`).
@@ -384,10 +380,6 @@ def build_translation_tokenizer(
         split_special_tokens=True,
         **SPECIAL_TOKENS,
     )
-    if description is None:
-        sharing = "joint" if joint else "per-language"
-        description = f"{sharing} {kind} tokenizer ({source_lang}→{target_lang})"
-    logger.info("%s: %d tokens", description, len(tokenizer))
     return tokenizer
 
 

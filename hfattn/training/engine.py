@@ -160,6 +160,8 @@ def _train_loop(run: TrainingSession) -> bool:
     run.flops.start()
     reuse = cfg.reuse_freed_memory and acc.device.type == "cpu"
     with stop_on_signals(p), freed_memory_kept(reuse), bar:  # the bar closed on an error too
+        if run.validation_owed() and not p.stop.requested:
+            run.periodic_eval()  # the validation a stop cut short, before any further step
         while run.steps_left(p) and not p.stop.requested:
             epoch = batches.epoch(p.epoch, start=p.batch_in_epoch)
             if acc.device.type == "cuda" and not on_device(batches):

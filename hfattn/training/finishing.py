@@ -30,6 +30,16 @@ def announce_evaluation(run: TrainingSession, split: str, weights: str) -> None:
         logger.info("evaluating the %s split with %s...", split, weights)
 
 
+def announce_reuse(run: TrainingSession, split: str) -> None:
+    """Say, in one line on the main process, that the final scores of ``split`` are those
+    already computed with the same weights and the same scoring (not computed again)."""
+    if run.accelerator.is_main_process:
+        kind, what = run.weights_key()
+        weights = f"step {what}" if kind == "step" else f"the mean of steps {list(what)}"
+        logger.info("the %s split with the final weights: the scores of %s, already computed "
+                    "the same way", split, weights)  # fmt: skip
+
+
 def save_last_step(run: TrainingSession, last_saved: int) -> bool:
     """Close the loop of ``run``: set ``progress.training_end`` when training is over (the stop
     reason, or ``completed``) and make the last state resumable: a checkpoint of the current
@@ -84,6 +94,7 @@ def score_checkpoint_average(run: TrainingSession) -> None:
     own = {k: v.detach().clone() for k, v in model.state_dict().items()}
     load_saved_weights(model, average_checkpoint_weights(folders))
     steps = [checkpoint_step(folder) for folder in folders]
+    run.loaded_weights = ("averaged", tuple(steps))
     try:
         announce_evaluation(run, "validation", f"the mean weights of {len(folders)} checkpoints")
         scores, seconds = run.validate()
@@ -97,6 +108,7 @@ def score_checkpoint_average(run: TrainingSession) -> None:
             run.record_in_checkpoint()
     finally:
         model.load_state_dict(own)
+        run.loaded_weights = None
 
 
 def evaluate_and_save(
@@ -114,8 +126,14 @@ def evaluate_and_save(
     model = acc.unwrap_model(run.model)
     if cfg.load_best_at_end and p.best_step is not None:
         load_best_weights(model, output_dir)
+        run.loaded_weights = run.best_weights_key()
     final_eval_s = 0.0
     for split in dict.fromkeys(job.eval_splits):
+        earlier = run.scores_of(split, final=True)
+        if earlier is not None:  # these weights, scored the same way: not decoded again
+            announce_reuse(run, split)
+            result.metrics[split] = earlier
+            continue
         announce_evaluation(run, split, "the final weights")
         result.metrics[split], seconds = run.evaluate(split, final=True)
         final_eval_s += seconds
@@ -142,6 +160,7 @@ def evaluate_and_save(
 
 __all__ = [
     "announce_evaluation",
+    "announce_reuse",
     "evaluate_and_save",
     "finish_training",
     "save_last_step",

@@ -39,6 +39,7 @@ from .schedules import (
     schedule_steps,
 )
 from .speed import SessionFlops, Speedometer, floats, trained_tokens, warn_if_sized_for_gpu
+from .stop_signals import Interrupted
 from .trackers import tracked_scalars
 from .training_job import TrainingJob, as_callbacks
 
@@ -114,6 +115,9 @@ class TrainingSession:
         self.state = None  # the recurrent state carried from batch to batch (stateful jobs)
         self.metrics_path = output_dir / METRICS_FILE
         self.grad_norm = None  # the last optimizer step's gradient norm (a device tensor)
+        # the weights the model holds when they are not the current step's (weights_key)
+        self.loaded_weights: tuple | None = None
+        self._scores: dict[tuple, dict] = {}  # see scores_of
 
     # ---- meters ------------------------------------------------------------------------
     def count_batch(self, batch) -> None:
@@ -220,19 +224,57 @@ class TrainingSession:
         return self.wall_before + time.monotonic() - self.session_start
 
     # ---- evaluation --------------------------------------------------------------------
+    def weights_key(self) -> tuple:
+        """What names the weights the model holds: ``("step", N)`` (the current step's, or
+        step N's best weights loaded back) or ``("averaged", (steps...))``."""
+        return self.loaded_weights or ("step", self.progress.step)
+
+    def best_weights_key(self) -> tuple | None:
+        """:meth:`weights_key` of the best weights kept so far (``None``: none)."""
+        p = self.progress
+        if p.best_averaged_steps:
+            return ("averaged", tuple(p.best_averaged_steps))
+        return None if p.best_step is None else ("step", p.best_step)
+
+    def _scoring_key(self, split: str, final: bool) -> tuple:
+        """The weights, the split and the scoring (``final`` only where the job scores the
+        end of training otherwise: its ``final_evaluate``)."""
+        return self.weights_key(), split, bool(final and self.job.final_evaluate)
+
+    def scores_of(self, split: str, final: bool = False) -> dict | None:
+        """The scores :meth:`evaluate` already gave ``split`` in this session with the weights
+        the model holds and the same scoring, or ``None``: the end of training does not
+        decode the validation split twice with the same weights and settings."""
+        scores = self._scores.get(self._scoring_key(split, final))
+        return None if scores is None else dict(scores)
+
     def evaluate(self, split: str, final: bool = False) -> tuple[dict, float]:
         """Score ``split`` on the main process and share the result with every process
         (``final``: with the job's ``final_evaluate`` when it has one). Returns the scores and
         the seconds the main process's evaluation took (shared too: every process takes the
-        same seconds off its training clock)."""
+        same seconds off its training clock). The scores are kept for :meth:`scores_of` (those
+        of the current and the best weights only).
+
+        Raises:
+            Interrupted: on every process, when a stop requested during the evaluation ended
+                it between two batches (:mod:`hfattn.common.stop_request`).
+        """
         acc = self.accelerator
         result = [None]
         if acc.is_main_process:
             began = time.monotonic()
             score = (final and self.job.final_evaluate) or self.job.evaluate
-            scores = score(acc.unwrap_model(self.model), split)
-            result[0] = (scores, time.monotonic() - began)
+            try:
+                scores = score(acc.unwrap_model(self.model), split)
+                result[0] = (scores, time.monotonic() - began)
+            except Interrupted:  # stopped between batches: the other processes stop too
+                pass
         broadcast_object_list(result)
+        if result[0] is None:
+            raise Interrupted
+        kept = (self.weights_key(), self.best_weights_key())
+        self._scores = {k: v for k, v in self._scores.items() if k[0] in kept}
+        self._scores[self._scoring_key(split, final)] = dict(result[0][0])
         return result[0]
 
     def validate(self) -> tuple[dict, float]:
@@ -246,9 +288,28 @@ class TrainingSession:
         return scores, seconds
 
     def periodic_eval(self) -> None:
-        """Score the validation split now and keep the weights when they are the best."""
+        """Score the validation split now and keep the weights when they are the best. A stop
+        requested meanwhile ends the validation after its current batch, nothing logged: the
+        step's checkpoint then records it unvalidated (``evaluated_step``), and a resume
+        validates it first (:meth:`validation_owed`)."""
         self.nonfinite.check_gathered(self.progress)
-        self.keep_validation(*self.validate())
+        try:
+            scores, seconds = self.validate()
+        except Interrupted:
+            return
+        self.keep_validation(scores, seconds)
+
+    def validation_owed(self) -> bool:
+        """Whether the current step, one that ``training.eval_every`` validates, lost its
+        validation to a stop (:meth:`periodic_eval`) and training goes on from it: a resumed
+        run validates it before its next step, as an uninterrupted run did."""
+        p, every = self.progress, self.cfg.eval_every
+        return (
+            bool(every)
+            and 0 < p.step < self.total_steps
+            and p.step % every == 0
+            and (p.evaluated_step != p.step)
+        )
 
     def keep_validation(self, scores: dict, seconds: float) -> None:
         """Log the validation ``scores`` of the current step (scored in ``seconds``), mark the

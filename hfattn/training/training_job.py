@@ -29,7 +29,9 @@ class TrainingJob:
         evaluate: ``(model, split) -> {metric: value}`` with a ``loss`` entry.
         final_evaluate: the same, for the scores at the end of training (those written to
             ``eval_results.json``) when they differ from the periodic ones (a translation run
-            decodes them with its saved generation settings); ``None``: ``evaluate``.
+            decodes them with its saved generation settings); ``None``: ``evaluate``, whose
+            scores of the final weights, when a validation computed them already, are not
+            computed again (:meth:`~hfattn.training.session.TrainingSession.scores_of`).
         eval_splits: splits scored at the end (``validation`` is also scored periodically).
         sample: optional ``model -> str`` shown at the end of training.
         card_metadata: task / dataset names recorded in ``eval_results.json``.

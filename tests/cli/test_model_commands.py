@@ -688,8 +688,28 @@ def test_the_training_log_says_what_a_classification_tokenizer_is(caplog):
     caplog.set_level(logging.INFO, logger="hfattn")
     section = ClassificationTokenizerSection(type="char", whitespace="ignore")
     tokenizer = build_text_tokenizer(section, ["B P T", "S X V E"], 32)
-    assert [r.getMessage() for r in caplog.records] == [
-        f"char tokenizer of the texts to classify: {len(tokenizer)} tokens"
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        (
+            "hfattn.tasks.classification.encoding",
+            f"char tokenizer of the texts to classify: {len(tokenizer)} tokens",
+        )
+    ]
+
+
+def test_a_translation_tokenizer_is_logged_by_the_translation_task(caplog):
+    """The tokenizer builder logs nothing: each task names what it built in its own log (the
+    classifier's once logged as ``hfattn.tokenization.translation``)."""
+    from hfattn.tasks.translation.prepared import build_tokenizer
+    from hfattn.tasks.translation.recipe import Seq2SeqTokenizerSection, TranslationRecipe
+
+    caplog.set_level(logging.INFO, logger="hfattn")
+    recipe = TranslationRecipe(tokenizer=Seq2SeqTokenizerSection(type="char"))
+    tokenizer = build_tokenizer(recipe, ["ab c", "d"], ["x yz", "w"], "es")
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        (
+            "hfattn.tasks.translation.prepared",
+            f"joint char tokenizer (en→es): {len(tokenizer)} tokens",
+        )
     ]
 
 

@@ -212,7 +212,7 @@ def test_unknown_sources_name_the_field(tmp_path):
         match=r"data\.source: .* is not a \.csv, \.tsv, \.json, \.jsonl, \.parquet file",
     ):
         load_classification_data(str(tmp_path / "notes.txt"))
-    with pytest.raises(RecipeError, match=r"data\.validation_fraction: must be in \(0, 0\.5\)"):
+    with pytest.raises(RecipeError, match=r"data\.validation_fraction: must be in \[0, 0\.5\)"):
         load_classification_data("genre", validation_fraction=0.7)
 
 

@@ -112,6 +112,11 @@ def test_ctranslate2_engine_scores_the_export_as_generate(run, tmp_path, monkeyp
     assert set(export_greedy) == {*TEXT_METRICS, "num_examples"}
     for name in TEXT_METRICS:  # fp32 greedy: generate()'s tokens
         assert export_greedy[name] == pytest.approx(torch_greedy[name], abs=1e-9), name
+    # a single --data file is scored whole by the export too (issue 61)
+    file = tmp_path / "heldout.txt"
+    file.write_text("".join(f"June {d}, 2020\t2020-06-{d:02d}\n" for d in range(1, 21)))
+    whole = evaluate(monkeypatch, str(copy), "--engine", "ctranslate2", "--data", str(file))
+    assert list(whole) == ["heldout.txt"] and whole["heldout.txt"]["num_examples"] == 20
 
 
 def char_rnn_folder(tmp_path: Path) -> Path:

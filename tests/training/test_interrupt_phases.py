@@ -41,10 +41,10 @@ TRAINING = {
     "load_best_at_end": True,
 }
 EVALUATE_CALLS = {"periodic validation": 1, "final validation": 3, "checkpoint averaging": 4,
-                  "final evaluation": 6}  # fmt: skip
+                  "final evaluation": 5}  # fmt: skip
 """The ``job.evaluate`` calls of an uninterrupted run: validations at steps 4 and 8, the final
-validation of step 10, the averaged checkpoints, then the final scores of validation and test
-(call 6)."""
+validation of step 10, the averaged checkpoints, then the final scores of test (call 5); those
+of validation are the ones already computed for the kept weights, not computed again."""
 AFTER_TRAINING = ("final validation", "checkpoint averaging", "final evaluation", "sample",
                   "model folder")  # fmt: skip
 
@@ -187,6 +187,8 @@ def test_an_interrupt_at_any_phase_then_resume_matches_an_uninterrupted_run(
         ) in capsys.readouterr().err
     else:
         assert f"interrupted at step {step}; checkpoint saved. Continue with:" in err
+    if phase == "periodic validation":  # stopped after its first batch: logged on resume
+        assert ("validation", step) not in [(r["split"], r["step"]) for r in records(run)]
 
     hooks.clear()
     monkeypatch.setattr(sys, "argv", ["hfattn", "train", str(recipe), "--resume"])

@@ -4,6 +4,7 @@ Runs that assert no score train on 6000 characters (``small_recipe``): quick val
 
 import json
 import logging
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -515,17 +516,23 @@ def test_the_final_evaluations_are_announced_before_they_run(tmp_path, caplog):
         caplog.at_level(logging.INFO, logger=finishing.logger.name),
     ):
         run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
+    final = said()[2]
     assert said() == [
         "evaluating the validation split with the weights of step 30...",
         "evaluating the validation split with the mean weights of 2 checkpoints...",
-        "evaluating the validation split with the final weights...",
+        final,
         "evaluating the test split with the final weights...",
     ]
+    # the kept weights were validated already, the same way: their scores, not a new decoding
+    assert re.fullmatch(
+        r"the validation split with the final weights: the scores of (step \d+|the mean of "
+        r"steps \[20, 30\]), already computed the same way",
+        final,
+    )
     # step 20's periodic validation unannounced (the bar shows it), then each after its line
     assert scored == [
         ("validation", False, 0),
         ("validation", False, 1),
         ("validation", False, 2),
-        ("validation", True, 3),
         ("test", True, 4),
     ]

@@ -32,7 +32,6 @@ whatever the corpus' size; every pass shows a progress bar after two seconds.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -179,11 +178,6 @@ def prepare_tokenized_corpus(
 
     what = f"the corpus of {data.source} tokenized for {tokenizer_settings.get('name', 'a model')}"
     return _open(prepare(TASK_KEY, settings, build, what=what), tokenizer)
-
-
-def with_source(data: TextDataSection, source: str | None) -> TextDataSection:
-    """``data`` with another ``source`` (``hfattn evaluate --data``), or as it is."""
-    return data if source is None else dataclasses.replace(data, source=source)
 
 
 def _open(prepared: Prepared, tokenizer) -> LMCorpus:
@@ -335,5 +329,4 @@ __all__ = [
     "prepare_char_corpus",
     "prepare_tokenized_corpus",
     "safe_cut",
-    "with_source",
 ]

@@ -14,9 +14,9 @@ from ...data.prepared import Prepared
 from ...evaluation.language_modeling import evaluate_causal_lm
 from ...recipes.model_section import is_pretrained
 from ...training.training_job import TrainingJob
-from ..base import Task, TaskInfo
+from ..base import Task, TaskInfo, scoring_data
 from . import job
-from .corpus import document_separator, prepare_tokenized_corpus, with_source
+from .corpus import document_separator, prepare_tokenized_corpus
 from .recipe import RECIPE_CLASS, CausalLMRecipe
 
 
@@ -71,13 +71,14 @@ class CausalLMTask(Task):
     ) -> dict[str, dict]:
         """Loss (and for a recurrent model the zero-state loss), perplexity, bits per char and
         next-token accuracy of a saved model (a full model folder, or a LoRA adapter folder:
-        transformers loads its base model first), on the recipe's corpus (or ``data``)
-        encoded with the model's own tokenizer, prepared once and memory-mapped."""
+        transformers loads its base model first), on the recipe's corpus (or ``data``; a
+        single file whole, :func:`~hfattn.tasks.base.scoring_data`) encoded with the model's
+        own tokenizer, prepared once and memory-mapped."""
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir)
         separator = document_separator(tokenizer, is_pretrained(recipe.model))
         corpus = prepare_tokenized_corpus(
-            with_source(recipe.data, data), tokenizer, {"type": "saved model"}, separator
+            scoring_data(recipe.data, data), tokenizer, {"type": "saved model"}, separator
         )
         e = recipe.evaluation
         return {

@@ -42,7 +42,7 @@ from ...storage.file_io import atomic_write_json
 from ...storage.ragged import RaggedIds, RaggedTexts, RaggedWriter, ids_dtype
 from ...tokenization.characters import ignore_whitespace
 from ...tokenization.translation import build_translation_tokenizer
-from ..base import split_settings
+from ..base import scoring_data, split_settings
 from ..pretrained import pretrained_positions, pretrained_tokenizer, resolve_pretrained
 from .recipe import ClassificationDataSection, ClassificationRecipe, ClassificationTokenizerSection
 
@@ -66,9 +66,11 @@ DATASET_NAMES = {
 
 
 def load_data(data: ClassificationDataSection, source: str | None = None) -> ClassificationData:
-    """The recipe's labelled splits (or those of ``source``)."""
+    """The recipe's labelled splits (or those of ``source``; a single file whole, in
+    :data:`~hfattn.tasks.base.WHOLE_FILE_SPLIT`: :func:`~hfattn.tasks.base.scoring_data`)."""
+    data = scoring_data(data, source)
     return load_classification_data(
-        source or data.source,
+        data.source,
         text_column=data.text_column,
         label_column=data.label_column,
         **split_settings(data),
@@ -105,9 +107,9 @@ def build_text_tokenizer(section: ClassificationTokenizerSection, texts: list[st
         source_lang="text",
         target_lang="none",
         model_max_length=max_length,
-        description=f"{section.type} tokenizer of the texts to classify",
         **section.normalization_options(),
     )
+    logger.info("%s tokenizer of the texts to classify: %d tokens", section.type, len(tokenizer))
     return ignore_whitespace(tokenizer) if section.whitespace == "ignore" else tokenizer
 
 

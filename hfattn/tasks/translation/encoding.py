@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ...common.field_checks import RecipeError
 from ...data.translation import load_translation_splits, pair_batches
-from ..base import split_settings
+from ..base import scoring_data, split_settings
 from .recipe import ON_TOO_LONG, PairDataSection
 
 if TYPE_CHECKING:
@@ -43,12 +43,15 @@ class SourceTooLongError(ValueError):
 
 
 def load_pair_splits(data: PairDataSection, source: str | None = None):
-    """``(splits, target_lang)``: the ``DatasetDict`` of the recipe's data (or of ``source``),
-    memory-mapped Arrow tables for a dataset folder or Hub dataset, and the language key of
-    its targets (``data.target_lang``, or the one beside ``data.source_lang``). The pairs are
-    read by :func:`~hfattn.data.translation.pair_batches` (defined there, exported here)."""
+    """``(splits, target_lang)``: the ``DatasetDict`` of the recipe's data (or of ``source``;
+    a single file whole, in :data:`~hfattn.tasks.base.WHOLE_FILE_SPLIT`:
+    :func:`~hfattn.tasks.base.scoring_data`), memory-mapped Arrow tables for a dataset folder
+    or Hub dataset, and the language key of its targets (``data.target_lang``, or the one
+    beside ``data.source_lang``). The pairs are read by
+    :func:`~hfattn.data.translation.pair_batches` (defined there, exported here)."""
+    data = scoring_data(data, source)
     splits = load_translation_splits(
-        source or data.source,
+        data.source,
         source_lang=data.source_lang,
         target_lang=data.target_lang,
         size=data.size,

@@ -19,10 +19,10 @@ import logging
 from collections.abc import Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from ...batching.seq2seq import pad_sources
-from ...common.launch import process_rank
+from ...common.stop_request import raise_if_stop_requested
+from ...data.prepared import progress_bar
 from ...evaluation.translation import source_limit
 from ...tokenization.characters import require_text
 from ..decoding import TRANSLATION_FALLBACK, saved_decoding
@@ -94,13 +94,16 @@ def translate_n_best(
     max_new_tokens: int | None = None,
     on_too_long: str = "warn",
     source_ids: Sequence[Sequence[int]] | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
     **generate_kwargs,
 ) -> list[list[str]]:
     """The ``num_return_sequences`` best translations of each of ``texts``, best first (beam
     search keeps at most ``num_beams``), as :func:`translate_texts` translates (``source_ids``
     too, the saved ``num_beams`` / ``max_new_tokens`` included); an empty or blank source gives
-    ``[""]``. With ``progress`` a bar counts the sources translated once it has taken 2 s.
+    ``[""]``. With ``progress`` a bar counts the sources translated once it has taken 2 s
+    (:func:`~hfattn.data.prepared.progress_bar`; a string ``progress`` is its label). Between
+    batches it stops when the run is asked to
+    (:func:`~hfattn.common.stop_request.raise_if_stop_requested`).
 
     Raises:
         ValueError: ``batch_size`` < 1, a source that is not valid text
@@ -138,28 +141,33 @@ def translate_n_best(
     else:
         encoded = [source_ids[i] for i in todo]
     order = sorted(range(len(todo)), key=lambda k: len(encoded[k]))
-    bar = tqdm(total=len(todo), desc="translating", unit="source", delay=2.0,
-               disable=not progress or process_rank() != 0, leave=False)  # fmt: skip
-    for begin in range(0, len(order), batch_size):
-        chunk = order[begin : begin + batch_size]
-        batch = pad_sources([encoded[k] for k in chunk], tokenizer.pad_token_id)
-        generated = model.generate(
-            input_ids=batch["input_ids"].to(device),
-            attention_mask=batch["attention_mask"].to(device),
-            num_beams=num_beams,
-            max_new_tokens=max_new_tokens,
-            **({"num_return_sequences": num_return_sequences} if num_return_sequences > 1 else {}),
-            **generate_kwargs,
-        )
-        decoded = [
-            text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)
-        ]
-        for position, k in enumerate(chunk):
-            start = position * num_return_sequences
-            outputs[todo[k]] = decoded[start : start + num_return_sequences]
-        bar.update(len(chunk))
-    bar.close()
-    model.train(was_training)
+    label = progress if isinstance(progress, str) else "translating"
+    bar = progress_bar(total=len(todo), desc=label, unit="source", shown=bool(progress),
+                       leave=False)  # fmt: skip
+    try:
+        for begin in range(0, len(order), batch_size):
+            raise_if_stop_requested()
+            chunk = order[begin : begin + batch_size]
+            batch = pad_sources([encoded[k] for k in chunk], tokenizer.pad_token_id)
+            generated = model.generate(
+                input_ids=batch["input_ids"].to(device),
+                attention_mask=batch["attention_mask"].to(device),
+                num_beams=num_beams,
+                max_new_tokens=max_new_tokens,
+                **({"num_return_sequences": num_return_sequences}
+                   if num_return_sequences > 1 else {}),
+                **generate_kwargs,
+            )  # fmt: skip
+            decoded = [
+                text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)
+            ]
+            for position, k in enumerate(chunk):
+                start = position * num_return_sequences
+                outputs[todo[k]] = decoded[start : start + num_return_sequences]
+            bar.update(len(chunk))
+    finally:  # a stop between batches too
+        bar.close()
+        model.train(was_training)
     return outputs
 
 

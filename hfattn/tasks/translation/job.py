@@ -12,7 +12,8 @@ from the mapped ids, and the translations decode in batches of sources sorted by
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -29,12 +30,15 @@ from .encoding import DATASET_NAMES, RowCutter, reference_text
 from .inference import translate_texts
 from .prepared import PreparedPairs, load_tokenizer
 from .recipe import (
+    LARGE_FINAL_SPLIT,
     METRIC_NAMES,
     PairDataSection,
     TranslationEvaluationSection,
     TranslationGenerationSection,
     TranslationRecipe,
 )
+
+logger = logging.getLogger(__name__)
 
 translation_loss = model_loss
 """Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
@@ -58,8 +62,9 @@ class EncodedSplit:
         source_texts: RaggedTexts,
         target_texts: RaggedTexts,
         data: PairDataSection,
+        name: str = "split",
     ):
-        self.tokenizer, self.data = tokenizer, data
+        self.tokenizer, self.data, self.name = tokenizer, data, name
         self.source_ids, self.target_ids = source_ids, target_ids
         self.source_texts, self.target_texts = source_texts, target_texts
         self._sources: dict[int | None, RaggedIds] = {}
@@ -108,7 +113,7 @@ class EncodedSplits:
     def __getitem__(self, split: str) -> EncodedSplit:
         if split not in self._splits:
             self._splits[split] = EncodedSplit(
-                self.tokenizer, *self.pairs.ids(split), *self.pairs.texts(split), self.data
+                self.tokenizer, *self.pairs.ids(split), *self.pairs.texts(split), self.data, split
             )
         return self._splits[split]
 
@@ -118,24 +123,31 @@ def score_split(
     split: EncodedSplit,
     evaluation: TranslationEvaluationSection,
     decoding: dict | None = None,
+    *,
+    final: bool = False,
 ) -> dict:
     """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one encoded ``split``;
     the translations decode with ``decoding`` (``generate()`` keyword arguments, see
     :func:`scoring_decoding`), by default ``evaluation.num_beams`` and
-    ``evaluation.max_new_tokens`` (the periodic validations of a training run)."""
+    ``evaluation.max_new_tokens`` (the periodic validations of a training run), on the rows of
+    :func:`decoded_rows` (``final``: the end of training and ``hfattn evaluate``), a bar
+    counting them (``validation: decoding``)."""
     tokenizer = split.tokenizer
     scores = teacher_forced_scores(model, split.teacher_forced_batches(evaluation.batch_size))
     if decoding is None:
         decoding = {"num_beams": evaluation.num_beams, "max_new_tokens": evaluation.max_new_tokens}
     source_ids = split.sources(source_limit(model, tokenizer))
+    beams = decoding.get("num_beams") or 1
+    rows = decoded_rows(split.name, len(source_ids), evaluation, beams, final, split.data.seed)
 
-    def translate(texts):  # the first len(texts) sources of the split (decoded_scores)
+    def translate(texts, rows):  # the sources of these rows, already encoded
         return translate_texts(
             model,
             tokenizer,
             texts,
             batch_size=evaluation.batch_size,
-            source_ids=source_ids[: len(texts)].tolist(),
+            source_ids=source_ids.take(rows).tolist(),
+            progress=f"{split.name}: decoding",
             **decoding,
         )
 
@@ -145,11 +157,36 @@ def score_split(
             tokenizer,
             split.source_texts,
             split.target_texts,
-            evaluation.max_examples,
+            rows,
             references=split.references(),
         )
     )
     return scores
+
+
+def decoded_rows(
+    name: str,
+    size: int,
+    evaluation: TranslationEvaluationSection,
+    num_beams: int,
+    final: bool,
+    seed: int,
+) -> Sequence[int]:
+    """The rows of split ``name`` (``size`` pairs) whose translations are scored: the first
+    ``evaluation.max_examples`` (``null``: all); at the end of training and by ``hfattn
+    evaluate`` (``final``), with ``evaluation.final_max_examples`` set, a random sample of that
+    many drawn with ``seed`` (in split order), and without it a warning when more than
+    :data:`~hfattn.tasks.translation.recipe.LARGE_FINAL_SPLIT` pairs are decoded."""
+    cap = evaluation.final_max_examples if final else None
+    if cap is not None:
+        if cap >= size:
+            return range(size)
+        return np.sort(np.random.default_rng(seed).choice(size, size=cap, replace=False))
+    rows = range(min(size, evaluation.max_examples or size))
+    if final and len(rows) > LARGE_FINAL_SPLIT:
+        logger.warning("%s: decoding %s pairs at beam %d; set evaluation.final_max_examples to "
+                       "sample fewer", name, f"{len(rows):,}", num_beams)  # fmt: skip
+    return rows
 
 
 def decoded_scores(
@@ -157,20 +194,25 @@ def decoded_scores(
     tokenizer,
     sources,
     targets,
-    max_examples: int | None,
+    rows: Sequence[int],
     *,
     references: list[str] | None = None,
 ) -> dict:
-    """BLEU, chrF and exact match of ``translate`` (a list of the first sources -> their
-    translations: the model's ``generate()``, or a CTranslate2 export) on the first
-    ``max_examples`` pairs (``None``: all), against the references as ``tokenizer`` writes them
+    """BLEU, chrF and exact match of ``translate`` (``(texts, rows)`` -> the translations of
+    the sources of ``rows``: the model's ``generate()``, or a CTranslate2 export) on the pairs
+    ``rows`` (:func:`decoded_rows`), against the references as ``tokenizer`` writes them
     (:func:`~hfattn.tasks.translation.encoding.reference_text`; ``references``: those of all
-    ``targets``, written before), and ``num_examples``."""
-    n = len(sources) if max_examples is None else max_examples
-    predictions = translate(list(sources[:n]))
+    ``targets``, written before), ``num_examples`` (the pairs decoded) and, for a sample of
+    the split, ``sampled_from`` (its pairs)."""
+    predictions = translate([sources[i] for i in rows], rows)
     if references is None:
-        references = [reference_text(tokenizer, t) for t in targets[:n]]
-    return {**text_scores(predictions, references[:n]), "num_examples": n}
+        written = [reference_text(tokenizer, targets[i]) for i in rows]
+    else:
+        written = [references[i] for i in rows]
+    scores = {**text_scores(predictions, written), "num_examples": len(rows)}
+    if not isinstance(rows, range):
+        scores["sampled_from"] = len(sources)
+    return scores
 
 
 def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
@@ -211,7 +253,11 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
     final_decoding = scoring_decoding(decoding_kwargs(g), e.max_new_tokens)
 
     def final_evaluate(model, split: str) -> dict:
-        return score_split(model, encoded[split], e, final_decoding)
+        return score_split(model, encoded[split], e, final_decoding, final=True)
+
+    periodic = {"num_beams": e.num_beams, "max_new_tokens": e.max_new_tokens, "do_sample": False}
+    # decoded as the validations are: the engine reuses their scores of the same weights
+    same_scoring = final_decoding == periodic and e.final_max_examples is None
 
     examples = list(g.examples) or pairs.texts("test")[0][:3]
 
@@ -229,7 +275,7 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
         batches=batches,
         compute_loss=translation_loss,
         evaluate=evaluate,
-        final_evaluate=final_evaluate,
+        final_evaluate=None if same_scoring else final_evaluate,
         sample=sample,
         data_preparation=prepared.record(),
     )
@@ -281,6 +327,7 @@ __all__ = [
     "EncodedSplit",
     "EncodedSplits",
     "build_job",
+    "decoded_rows",
     "decoded_scores",
     "decoding_kwargs",
     "score_split",

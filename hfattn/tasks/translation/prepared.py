@@ -29,6 +29,7 @@ tokenizer's sample and one batch, whatever the corpus.
 from __future__ import annotations
 
 import json
+import logging
 from contextlib import ExitStack
 from dataclasses import asdict
 from functools import partial
@@ -46,6 +47,8 @@ from ...storage.ragged import RaggedIds, RaggedTexts, RaggedWriter, ids_dtype
 from ...tokenization.translation import BatchEncoder, build_translation_tokenizer
 from .encoding import RowCutter, encode_flat, load_pair_splits, pair_batches, warn_cut
 from .recipe import PairDataSection, TranslationRecipe
+
+logger = logging.getLogger(__name__)
 
 TASK_NAME = "translation"
 """The task part of a prepared folder's name."""
@@ -128,7 +131,7 @@ def build_tokenizer(
     """The seq2seq tokenizer of the ``tokenizer:`` section, built on the pairs ``sources`` /
     ``targets`` (:func:`tokenizer_sample`)."""
     t, d = recipe.tokenizer, recipe.data
-    return build_translation_tokenizer(
+    tokenizer = build_translation_tokenizer(
         list(zip(sources, targets, strict=True)),
         kind=t.type,
         vocab_size=t.vocab_size,
@@ -140,6 +143,10 @@ def build_tokenizer(
         show_progress=show_progress,
         **t.normalization_options(),
     )
+    sharing = "joint" if t.joint else "per-language"
+    logger.info("%s %s tokenizer (%s→%s): %d tokens", sharing, t.type, d.source_lang,
+                target_lang, len(tokenizer))  # fmt: skip
+    return tokenizer
 
 
 def load_tokenizer(folder: Path):

@@ -136,6 +136,12 @@ class TranslationTrainingSection(TokenBatchingSection):
         )
 
 
+LARGE_FINAL_SPLIT = 5_000
+"""Pairs above which the decoding of a held-out split at the end of training (with the saved
+beam search) is said in a warning naming ``evaluation.final_max_examples``: a beam of 4 over
+15,000 pairs once took 70 minutes."""
+
+
 @dataclass
 class TranslationEvaluationSection(EvaluationSection):
     """``evaluation:`` — teacher-forced loss and token accuracy on every pair of a split; BLEU,
@@ -145,10 +151,20 @@ class TranslationEvaluationSection(EvaluationSection):
     num_beams: int = 1
     max_new_tokens: int = 128
     max_examples: int | None = None
+    """The first pairs of a split decoded for BLEU, chrF and exact match at each validation
+    and at the end (``null``: all)."""
+    final_max_examples: int | None = None
+    """The pairs of a split decoded at the end of training and by ``hfattn evaluate`` (named
+    splits): a random sample of this many, drawn with ``data.seed`` (``num_examples`` in
+    ``eval_results.json`` says how many, ``sampled_from`` out of how many); ``null``: as
+    ``max_examples``. A split of more than 5,000 pairs decoded whole at the end is warned
+    about, naming this field."""
 
     def __post_init__(self):
         super().__post_init__()
-        require_positive(self, "evaluation", "num_beams", "max_new_tokens", "max_examples")
+        require_positive(
+            self, "evaluation", "num_beams", "max_new_tokens", "max_examples", "final_max_examples"
+        )
 
 
 @dataclass
@@ -230,6 +246,7 @@ TASK_RECIPE = register_task_recipe(
 (:func:`hfattn.data.translation.check_pair_source`)."""
 
 __all__ = [
+    "LARGE_FINAL_SPLIT",
     "TASK_RECIPE",
     "METRIC_NAMES",
     "ON_TOO_LONG",

@@ -96,7 +96,9 @@ class TranslationTask(Task):
             pairs.warn_cuts()
             encoded = job.EncodedSplits(tokenizer, pairs, recipe.data)
             return {
-                split: job.score_split(model, encoded[split], recipe.evaluation, decoding)
+                split: job.score_split(
+                    model, encoded[split], recipe.evaluation, decoding, final=True
+                )  # fmt: skip
                 for split in splits
             }
 

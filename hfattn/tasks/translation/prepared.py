@@ -93,6 +93,9 @@ def build_prepared(recipe: TranslationRecipe, folder: Path) -> dict:
     sources, targets = tokenizer_sample(splits["train"], recipe.tokenizer.sample_pairs, d.seed,
                                         d.source_lang, target_lang)  # fmt: skip
     shown = process_rank() == 0 and len(sources) >= TRAINER_PROGRESS_PAIRS
+    if shown:  # the trainer's own bar is drawn on a terminal only: say what the wait is
+        logger.info("training the %s tokenizer on %s pairs...", recipe.tokenizer.type,
+                    f"{len(sources):,}")  # fmt: skip
     tokenizer = build_tokenizer(recipe, sources, targets, target_lang, show_progress=shown)
     del sources, targets
     tokenizer.save_pretrained(folder / TOKENIZER_FOLDER)

@@ -39,7 +39,9 @@ measured). Per run:
 - ``steps_per_s``: steps ``--steady-from`` to the last one over the ``wall_s`` between their
   records.
 
-A run that makes no step (killed over ``--rss-limit-gb``, failed, out of time) keeps its peak
+A ``prepare`` case (``hfattn prepare RECIPE --set data.source=CORPUS``) runs to its exit instead
+and records ``seconds_to_prepared``. A run that makes no step (killed over ``--rss-limit-gb``,
+failed, out of time) keeps its peak
 RSS and the end of its output (``log_tail``), and its case's second run is not made. A case's
 ``targets`` are the issue's (:data:`TARGETS`), each with ``met`` true, false (every target of
 a case whose first run made no step) or ``null`` (not measured). The results file holds the
@@ -137,6 +139,9 @@ class Case:
     corpus: str
     steps: int = 100
     processes: int = 1
+    command: str = "train"
+    """``train`` (watched to step :attr:`steps`) or ``prepare`` (``hfattn prepare``, watched to
+    its exit: the data path alone)."""
 
 
 CASES = {
@@ -148,12 +153,18 @@ CASES = {
             Case(f"vaswani/{size}", VASWANI, size, steps=3)
             for size in ("31k", "290k", "1.45M", "4.5M")
         ),
+        *(
+            Case(f"vaswani-prepare/{size}", VASWANI, size, command="prepare")
+            for size in ("31k", "1.45M", "4.5M")
+        ),
         Case("luong-2proc/1.45M", LUONG, "1.45M", processes=2),
     )
 }
 """Every case by name. The paper-base Transformer's step takes a minute or more on a 2-core CPU
-(25,000 target tokens): its cases are watched for 3 steps (time to the first step, memory), not
-100, and have no steady steps/s."""
+(25,000 target tokens) and holds about 17 GB there: its ``train`` cases are watched for 3 steps
+(time to the first step, memory), not 100, and have no steady steps/s; its ``prepare`` cases
+measure its data path alone (``hfattn prepare``: the tokenizer and every split encoded), which
+is all of the first step's wait that the data makes."""
 QUICK_STEPS, QUICK_STEADY_FROM = 4, 2
 
 
@@ -215,6 +226,17 @@ def steps_seen_until(tail: MetricsTail, steps: int) -> Callable[[Watch], bool]:
         return bool(rows) and rows[-1]["step"] >= steps
 
     return until
+
+
+def never(watch: Watch) -> bool:
+    """The watch's condition of a ``prepare`` case: it runs until the command exits."""
+    return False
+
+
+def ready_seconds(run: dict) -> float | None:
+    """The seconds a run took to be ready: to its first step (``train``) or to its exit
+    (``prepare``); ``None`` when it never was."""
+    return run.get("seconds_to_first_step") or run.get("seconds_to_prepared")
 
 
 def steady_steps_per_s(rows: list[dict], steady_from: int) -> float | None:
@@ -322,6 +344,8 @@ def train_command(case: Case, source: str, output_dir: Path) -> tuple[list[str],
         "--set", "training.log_every=1",
         "--overwrite",
     ]  # fmt: skip
+    if case.command == "prepare":
+        arguments = ["prepare", f"recipes/{case.recipe}.yaml", "--set", f"data.source={source}"]
     typed = " ".join(arguments)
     if case.processes == 1:
         return [sys.executable, "-m", "hfattn", *arguments], f"hfattn {typed}"
@@ -358,7 +382,7 @@ def run_case(case: Case, corpus: dict, settings: Settings, work: Path) -> dict:
               "corpus": corpus, "load_average": load_average(),
               "hfattn_commit": hfattn_commit(), "prepared_dir": str(cache)}  # fmt: skip
     for run in ("first_run", "cached_run"):
-        if run == "cached_run" and record["first_run"]["seconds_to_first_step"] is None:
+        if run == "cached_run" and ready_seconds(record["first_run"]) is None:
             record[run] = skipped_run(record["first_run"], "the first run made no step")
             continue
         output_dir = work / "runs" / slug / run
@@ -369,12 +393,16 @@ def run_case(case: Case, corpus: dict, settings: Settings, work: Path) -> dict:
         tail = MetricsTail(output_dir / METRICS_FILE)
         log = work / "logs" / f"{slug}-{run}.log"
         print(f"{case.name}, {run.replace('_', ' ')}: {typed}", flush=True)
+        until = steps_seen_until(tail, steps) if case.command == "train" else never
         watched = run_watched(command, env=env, cwd=ROOT, log_path=log,
-                              until=steps_seen_until(tail, steps), poll_s=settings.poll_s,
+                              until=until, poll_s=settings.poll_s,
                               timeout_s=settings.timeout_s,
                               rss_limit_bytes=settings.rss_limit_gb * GB)  # fmt: skip
         prepared = preparation_of(log_lines(log), before, prepared_folders(cache))
         record[run] = run_record(watched, tail.rows, prepared, log, settings.steady_from)
+        if case.command == "prepare":
+            done = watched.status == "exited" and watched.returncode == 0
+            record[run]["seconds_to_prepared"] = round(watched.seconds, 1) if done else None
         print(json.dumps({k: v for k, v in record[run].items() if k != "log_tail"}), flush=True)
     runs = (record["first_run"], record["cached_run"])
     peaks = [run["peak_rss_gb"] for run in runs if run["peak_rss_gb"] is not None]
@@ -461,6 +489,12 @@ TARGETS = {
     "vaswani/1.45M": _pairs_targets(120, 15, 3.0),
     "luong/4.5M": _big_pairs_targets("luong"),
     "vaswani/4.5M": _big_pairs_targets("vaswani"),
+    "vaswani-prepare/1.45M": (
+        ("first run: seconds to prepared", _run("first_run", "seconds_to_prepared"), 120, "<="),
+        ("second run: seconds to prepared", _run("cached_run", "seconds_to_prepared"), 15, "<="),
+        (*PEAK, 3.0, "<="),
+    ),
+    "vaswani-prepare/4.5M": ((*PREPARED_IN, 360, "<="), (*PREPARED_PEAK, 4.0, "<=")),
     "luong-2proc/1.45M": (
         ("first run: preparations of one prepared folder", _one_preparation, 1, "<="),
         ("first run: peak RSS of each process (GB)", _ranks_peak, 3.0, "<="),
@@ -475,7 +509,7 @@ def targets_of(name: str, cases: dict) -> list[dict]:
     ``None`` for a figure not measured, and false for every figure of a case whose first run
     made no step (killed, failed, out of time)."""
     out = []
-    failed = cases[name].get("first_run", {}).get("seconds_to_first_step") is None
+    failed = ready_seconds(cases[name].get("first_run", {})) is None
     for label, value_of, target, comparison in TARGETS.get(name, ()):
         value = value_of(cases[name], cases)
         met = False if failed else is_met(value, target, comparison)

@@ -9,7 +9,9 @@ round, so that every variant sees the same host. It reports, per variant, the me
 a step and the rows (sentences, or windows) and trained tokens a second.
 
 A step is what the training loop does: forward, loss, backward, gradient clipping at
-``training.max_grad_norm``, AdamW at the recipe's learning rate. Batches come from epoch 0 in
+``training.max_grad_norm``, AdamW at the recipe's learning rate; the forward and loss under
+bf16 autocast when the variant's ``training.mixed_precision`` resolves to ``bf16`` on this
+CPU (as Accelerate's autocast in ``hfattn train``). Batches come from epoch 0 in
 the training order, so every variant trains on the same sentences (its own tokenization of
 them) when the variants share their data and batch size. The steps run with freed memory
 kept for reuse when the variants' ``training.reuse_freed_memory`` says so; since that sets the
@@ -42,6 +44,7 @@ from hfattn.orchestration.run import build_job
 from hfattn.recipes import load_recipe
 from hfattn.training.engine import trained_tokens
 from hfattn.training.host_memory import freed_memory_kept
+from hfattn.training.precision import resolve_mixed_precision
 
 DEFAULT_RECIPE = str(Path(__file__).resolve().parents[1] / "recipes" / "bahdanau_bible_en_es.yaml")
 DEFAULT_VARIANTS = (
@@ -61,6 +64,7 @@ class Variant:
     max_grad_norm: float | None
     batches: object
     reuse_freed_memory: bool = False
+    autocast: bool = False
     seconds: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
@@ -71,9 +75,10 @@ class Variant:
         batch = next(self.batches)
         model = self.job.model
         start = time.perf_counter()
-        loss, self.state = self.job.compute_loss(
-            model, batch, self.state, self.job.batches.stateful
-        )
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+            loss, self.state = self.job.compute_loss(
+                model, batch, self.state, self.job.batches.stateful
+            )
         loss.backward()
         if self.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
@@ -102,6 +107,7 @@ def build_variant(recipe_path: str, spec: str) -> Variant:
         training.max_grad_norm,
         iter(job.batches.epoch(0)),
         training.reuse_freed_memory,
+        resolve_mixed_precision(training.mixed_precision, torch.device("cpu")) == "bf16",
     )
 
 

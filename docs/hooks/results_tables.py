@@ -695,7 +695,7 @@ DATA_SCALE_TEXT = (
 )
 DATA_SCALE_FAMILIES = {
     CAUSAL_LM_PAGE: ("char-rnn",),
-    TRANSLATION_PAGE: ("luong", "vaswani", "luong-2proc"),
+    TRANSLATION_PAGE: ("luong", "vaswani", "vaswani-prepare", "luong-2proc"),
 }
 """The cases of each page (the part of a case's name before ``/``)."""
 
@@ -714,6 +714,9 @@ def _scale_run(run: dict, first: bool) -> str:
     if run["status"] == "not run":
         return "not run"
     peak = f"peak {run['peak_rss_gb']:.2f} GB"
+    if run.get("seconds_to_prepared") is not None:  # `hfattn prepare`: the data path alone
+        how = "prepared" if first else run["preparation"]
+        return f"`hfattn prepare`: {run['seconds_to_prepared']:,.1f} s ({how}), {peak}"
     if run["seconds_to_first_step"] is None:
         return f"{run['status']} after {run['seconds']:,.0f} s, no step; {peak}"
     how = run["preparation"]

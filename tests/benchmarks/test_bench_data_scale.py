@@ -365,3 +365,20 @@ def test_the_docs_render_what_the_benchmark_writes_and_refuse_a_quick_file(quick
     assert f"{record['corpus']['bytes'] / MB:,.1f} MB (the Shakespeare training plays" in block
     assert f"{record['first_run']['seconds_to_first_step']:,.1f} s (" in block
     assert "| `char_rnn_shakespeare` |" in block and "luong" not in block
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bible_missing() is not None, reason="the Bible is not installed")
+def test_a_prepare_case_runs_hfattn_prepare_to_its_exit_then_reuses(tmp_path):
+    out = tmp_path / "out.json"
+    argv = ["--quick", "--cases", "vaswani-prepare/1.45M", "--work", str(tmp_path / "work"),
+            "--out", str(out), "--json", str(tmp_path / "report.json")]  # fmt: skip
+    assert bench.main(argv) == 0
+    record = json.loads(out.read_text())["cases"]["vaswani-prepare/1.45M"]
+    assert record["command"].startswith("hfattn prepare recipes/vaswani_bible_en_es_base.yaml")
+    first, second = record["first_run"], record["cached_run"]
+    assert first["status"] == second["status"] == "exited"
+    assert first["preparation"] == "prepared" and second["preparation"] == "reused"
+    assert first["seconds_to_prepared"] >= first["preparation_seconds"] > 0
+    assert second["seconds_to_prepared"] > 0 and first["seconds_to_first_step"] is None
+    assert [t["met"] for t in record["targets"]] == [True, True, True]  # tiny corpus

@@ -356,6 +356,13 @@ def write_data_scale(root: Path, machine: dict | None = TEST_CPU) -> dict:
                               "cached_run": scale_run(14.0, 2.2, "reused", None),
                               "targets": [{**target, "value": None},
                                           {**target, "name": "peak", "met": None}]},
+        "vaswani-prepare/1.45M": {"recipe": "vaswani_bible_en_es_base", "processes": 1,
+                                  "steps_watched": 100, "corpus": pairs, "steps_per_s": None,
+                                  "first_run": {**scale_run(None, 2.1, "prepared", 88.1),
+                                                "seconds_to_prepared": 93.4},
+                                  "cached_run": {**scale_run(None, 0.5, "reused", None),
+                                                 "seconds_to_prepared": 4.2},
+                                  "targets": []},
     }  # fmt: skip
     data = {"benchmark": "data_scale", "quick": False, "cases": cases,
             "settings": {"poll_s": 0.1, "steady_from": 10}}  # fmt: skip
@@ -392,6 +399,11 @@ def test_the_large_corpora_tables_are_the_data_scale_files(tmp_path):
         "| 14.0 s (reused), peak 2.20 GB | — | 0 of 2 met; missed: first run: seconds to the "
         "first step none (target <= 60); not measured: peak |"
     ) in pairs
+    assert (
+        "| `vaswani_bible_en_es_base` | 1,450,200 pairs (the Bible's training books repeated, 50×) "
+        "| `hfattn prepare`: 93.4 s (prepared), peak 2.10 GB "
+        "| `hfattn prepare`: 4.2 s (reused), peak 0.50 GB | — | — |"
+    ) in pairs
     page = results_tables.rendered(CAUSAL_LM_PAGE, root)
     assert text in page and "## Large corpora" in page
     data["cases"]["char-rnn/100MB"]["cached_run"]["seconds_to_first_step"] = 7.3
@@ -410,7 +422,7 @@ def test_the_large_corpora_refuse_a_quick_file_or_one_without_its_machine(tmp_pa
     with pytest.raises(KeyError, match="data_scale.json: records no provenance"):
         results_tables.data_scale_block(TRANSLATION_PAGE, root)
     data = write_data_scale(root)
-    del data["cases"]["luong-2proc/1.45M"]
+    del data["cases"]["luong-2proc/1.45M"], data["cases"]["vaswani-prepare/1.45M"]
     (root / DATA_SCALE).write_text(json.dumps(data), "utf-8")
     assert results_tables.data_scale_block(TRANSLATION_PAGE, root) == (
         results_tables.DATA_SCALE_NONE

@@ -49,7 +49,10 @@ labels carry no ``<bos>``: the model's decoder starts from ``decoder_start_token
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -175,55 +178,94 @@ def _subword_pre_tokenizer(kind: str):
 
 class BatchEncoder:
     """Encodes batches of texts with a ``tokenizers.Tokenizer`` (:meth:`encode`), the ids those
-    of ``backend`` itself, for less CPU where a unigram tokenizer allows it.
+    of ``backend`` itself, for less CPU where the texts allow it.
 
-    A unigram tokenizer's pre-tokenizer splits :data:`SPECIAL_TOKEN_DELIMITERS` off every word
-    (a regex search a word): in a text holding neither delimiter it splits nothing, and the
-    tokenizer without that step (``Metaspace`` alone) gives the same ids. No character becomes
-    a delimiter under the ``NFC`` normalization (checked over every code point by the tests), so
-    a batch without delimiters is encoded by that twin; the texts of a batch that holds one are
-    encoded by ``backend``."""
+    Two steps of a tokenizer do nothing to most texts, yet cost a pass over every one: a unigram
+    tokenizer's split of :data:`SPECIAL_TOKEN_DELIMITERS` off every word (a regex search a word)
+    finds nothing in a text without them, and the ``NFC`` normalizer leaves a text that is
+    already in NFC as it is. A twin of ``backend`` without those steps gives the same ids for such
+    texts: a batch whose texts all qualify (one check of the batch joined by newlines, a
+    starter that composes with nothing) is encoded by the twin, any other text by ``backend``,
+    as is every text holding a delimiter (a special token can only be spelled with them).
+    No character becomes a delimiter under the normalizers (checked over every code point by
+    the tests); NFC is checked with :func:`unicodedata.is_normalized`, and a text holding a
+    character that Python's Unicode data does not assign goes to ``backend`` (the stability of
+    normalization holds for assigned characters only)."""
 
     def __init__(self, backend: Tokenizer):
         self.backend = backend
-        self.twin = _without_delimiter_split(backend)
+        spec = json.loads(backend.to_str())
+        self.without_split = _is_unigram_pre_tokenizer(spec.get("pre_tokenizer"))
+        self.without_nfc = _is_nfc_alone(spec.get("normalizer"))
+        if self.without_split:
+            spec["pre_tokenizer"] = spec["pre_tokenizer"]["pretokenizers"][0]
+        if self.without_nfc:
+            spec["normalizer"] = None
+        exact = self.without_split or self.without_nfc
+        self.twin = Tokenizer.from_str(json.dumps(spec)) if exact else None
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """The token ids of each of ``texts`` (special tokens added, in parallel in Rust)."""
         if self.twin is None:
             return [e.ids for e in self.backend.encode_batch_fast(texts)]
-        if not _has_delimiter("".join(texts)):  # the common case: one scan of the batch
+        if self.twin_gives_its_ids("\n".join(texts)):  # the common case: one check a batch
             return [e.ids for e in self.twin.encode_batch_fast(texts)]
         ids = [e.ids for e in self.twin.encode_batch_fast(texts)]
-        held = [i for i, text in enumerate(texts) if _has_delimiter(text)]
+        held = [i for i, text in enumerate(texts) if not self.twin_gives_its_ids(text)]
         for i, encoding in zip(held, self.backend.encode_batch_fast([texts[i] for i in held]),
                                strict=True):  # fmt: skip
             ids[i] = encoding.ids
         return ids
 
+    def twin_gives_its_ids(self, text: str) -> bool:
+        """Whether the twin encodes ``text`` as ``backend`` does: no delimiter (nothing to split
+        off, and no special token spelled in the text, whose matching may differ between a
+        tokenizer and its copy), already in NFC (when the twin skips NFC)."""
+        if any(char in text for char in SPECIAL_TOKEN_DELIMITERS):
+            return False
+        if self.without_nfc:
+            return not _has_unassigned(text) and unicodedata.is_normalized("NFC", text)
+        return True
 
-def _has_delimiter(text: str) -> bool:
-    return any(char in text for char in SPECIAL_TOKEN_DELIMITERS)
 
-
-def _without_delimiter_split(backend: Tokenizer) -> Tokenizer | None:
-    """A copy of ``backend`` with ``Metaspace`` as its pre-tokenizer, when its pre-tokenizer is
-    the unigram one of :func:`_subword_pre_tokenizer` (``Metaspace`` then the delimiters' split);
-    ``None`` for any other."""
-    spec = json.loads(backend.to_str())
-    pre = spec.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers") or []
+def _is_unigram_pre_tokenizer(spec: dict | None) -> bool:
+    """Whether ``spec`` is the unigram pre-tokenizer of :func:`_subword_pre_tokenizer`:
+    ``Metaspace`` then the delimiters' split."""
+    steps = (spec or {}).get("pretokenizers") or []
     delimiters = f"[{_regex_class(SPECIAL_TOKEN_DELIMITERS)}]"
-    if not (
-        pre.get("type") == "Sequence"
+    return (
+        (spec or {}).get("type") == "Sequence"
         and len(steps) == 2
         and steps[0].get("type") == "Metaspace"
         and steps[1].get("type") == "Split"
         and steps[1].get("pattern") == {"Regex": delimiters}
-    ):
-        return None
-    spec["pre_tokenizer"] = steps[0]
-    return Tokenizer.from_str(json.dumps(spec))
+    )
+
+
+def _is_nfc_alone(spec: dict | None) -> bool:
+    """Whether the normalizer ``spec`` is NFC alone (``lowercase`` and ``strip_punctuation``
+    off: :func:`_normalizer`)."""
+    if (spec or {}).get("type") == "Sequence":
+        return [step.get("type") for step in spec["normalizers"]] == ["NFC"]
+    return (spec or {}).get("type") == "NFC"
+
+
+@functools.cache
+def _unassigned_table():
+    """A boolean per code point: unassigned in Python's Unicode data (category ``Cn``)."""
+    import numpy as np
+
+    return np.array(
+        [unicodedata.category(chr(cp)) == "Cn" for cp in range(sys.maxunicode + 1)], dtype=bool
+    )
+
+
+def _has_unassigned(text: str) -> bool:
+    """Whether ``text`` holds a code point that Python's Unicode data leaves unassigned."""
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return bool(_unassigned_table()[codes].any())
 
 
 def _unigram_pieces(texts: list[str], vocab_size: int, normalizer, pre_tok, show_progress):

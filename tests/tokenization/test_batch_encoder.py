@@ -25,30 +25,41 @@ TEXTS = [
     "a <eos> written in the text",
     "x > y and y < z",
     "≮ is not less, <\u0338 neither",
+    "cafe\u0301 decomposed, café composed",  # not in NFC: the normalizer changes it
+    "an unassigned code point: \u0378",
     "",
     "   ",
 ]
 
 
-def tokenizer(kind: str):
-    return build_translation_tokenizer(PAIRS, kind=kind, vocab_size=60, joint=True)
+def tokenizer(kind: str, **options):
+    return build_translation_tokenizer(PAIRS, kind=kind, vocab_size=60, joint=True, **options)
 
 
-def test_the_unigram_encoder_gives_the_tokenizers_ids_in_every_kind_of_batch():
-    backend = tokenizer("unigram").backend_tokenizer
+def backend_ids(backend, texts):
+    return [e.ids for e in backend.encode_batch_fast(texts)]
+
+
+@pytest.mark.parametrize("kind", ["unigram", "bpe"])
+def test_the_encoder_gives_the_tokenizers_ids_in_every_kind_of_batch(kind):
+    backend = tokenizer(kind).backend_tokenizer
     encoder = BatchEncoder(backend)
-    assert encoder.twin is not None  # the cheaper path is taken
-    for texts in (TEXTS, TEXTS[:1] + TEXTS[4:], TEXTS[1:3]):  # mixed, plain, all delimited
-        assert encoder.encode(texts) == [e.ids for e in backend.encode_batch_fast(texts)]
+    assert encoder.twin is not None and encoder.without_nfc  # the cheaper path is taken
+    assert encoder.without_split == (kind == "unigram")
+    for texts in (TEXTS, TEXTS[:1] + TEXTS[6:], TEXTS[1:6]):  # mixed, plain, all held
+        assert encoder.encode(texts) == backend_ids(backend, texts)
+    held = [text for text in TEXTS if not encoder.twin_gives_its_ids(text)]
+    assert held == TEXTS[1:6]
     literal = encoder.encode(["<eos>"])[0]
-    assert literal.count(backend.token_to_id("<eos>")) == 1  # the text is not the token
+    assert literal == backend_ids(backend, ["<eos>"])[0]
 
 
-def test_other_tokenizers_encode_with_the_backend_itself():
-    backend = tokenizer("bpe").backend_tokenizer
+@pytest.mark.parametrize("kind", ["bpe", "word"])
+def test_a_tokenizer_whose_steps_change_every_text_encodes_with_itself(kind):
+    backend = tokenizer(kind, lowercase=True).backend_tokenizer  # NFC, then lowercase
     encoder = BatchEncoder(backend)
     assert encoder.twin is None
-    assert encoder.encode(TEXTS) == [e.ids for e in backend.encode_batch_fast(TEXTS)]
+    assert encoder.encode(TEXTS) == backend_ids(backend, TEXTS)
 
 
 @pytest.mark.parametrize("options", [(False, False), (True, True)])

@@ -93,9 +93,9 @@ class TrainingSection:
     """At the end of training, average the weights of the newest N checkpoints (Vaswani et
     al. 2017, §6.1), score the average on the validation split and keep it as the model when
     it beats the best checkpoint by ``metric_for_best_model`` (with ``load_best_at_end``, the
-    default); ``null``: no averaging. Needs
-    ``keep_checkpoints >= N`` and ``eval_every``; ``save_every`` sets how far apart the
-    averaged checkpoints are."""
+    default); ``null``: no averaging. Needs ``keep_checkpoints >= N``; ``save_every`` sets how
+    far apart the averaged checkpoints are. With ``eval_every: null`` the last step is validated
+    at the end too, so that the average competes with it."""
     load_best_at_end: bool = True
     """Load the weights of the best validation before the final evaluation and save."""
     metric_for_best_model: str = "loss"
@@ -192,12 +192,6 @@ class TrainingSection:
                 "training.average_checkpoints",
                 f"must be from 2 to training.keep_checkpoints={self.keep_checkpoints} "
                 f"(the checkpoints kept), got {self.average_checkpoints}",
-            )
-            require(
-                self.eval_every is not None,
-                "training.average_checkpoints",
-                "needs training.eval_every: the average competes with the best validated "
-                "checkpoint",
             )
         require(
             bool(self.metric_for_best_model.strip()),

@@ -61,10 +61,12 @@ def save_last_step(run: TrainingSession, last_saved: int) -> bool:
 def finish_training(run: TrainingSession) -> None:
     """What follows the checkpoint of the last step before the final evaluation, each part
     recorded in that checkpoint once done, so that a resume goes on after the last part done:
-    the validation of the last steps (best-model tracking sees them) and, with
+    the validation of the last steps (best-model tracking sees them; with
+    ``training.average_checkpoints`` also when ``eval_every`` is null) and, with
     ``training.average_checkpoints``, the score of the averaged checkpoints."""
     cfg, p = run.cfg, run.progress
-    if cfg.eval_every and (p.evaluated_step or 0) != p.step:
+    validated = cfg.eval_every or cfg.average_checkpoints  # the average competes with the last
+    if validated and (p.evaluated_step or 0) != p.step:
         announce_evaluation(run, "validation", f"the weights of step {p.step}")
         scores, seconds = run.validate()
         with signals_held():

@@ -444,6 +444,22 @@ def test_averaged_checkpoints_compete_with_the_best_checkpoint(tmp_path):
         assert not all(torch.equal(kept[k], mean[k]) for k in mean)
 
 
+def test_averaged_checkpoints_compete_with_the_last_step_without_periodic_validation(tmp_path):
+    """``eval_every: null``: no validation while training; at the end the last step and the
+    mean of the newest two checkpoints are validated, and the better one is the model."""
+    training = {"max_steps": 20, "epochs": 2, "eval_every": None, "save_every": 10,
+                "keep_checkpoints": 2, "average_checkpoints": 2, "learning_rate": 0.03}  # fmt: skip
+    result = run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    validations = [(r["split"], r["step"]) for r in records if r["split"].startswith("valid")]
+    assert validations == [("validation", 20), ("validation-averaged", 20)]
+    averaged = next(r for r in records if r["split"] == "validation-averaged")
+    last = next(r for r in records if r["split"] == "validation")
+    assert averaged["averaged_steps"] == [10, 20]
+    won = averaged["loss"] < last["loss"]
+    assert (result.progress.best_averaged_steps == [10, 20]) == won
+
+
 @pytest.mark.parametrize(
     ("training", "message"),
     [
@@ -451,8 +467,6 @@ def test_averaged_checkpoints_compete_with_the_best_checkpoint(tmp_path):
          "training.average_checkpoints: must be from 2 to training.keep_checkpoints=2"),
         ({"average_checkpoints": 1},
          "training.average_checkpoints: must be from 2 to training.keep_checkpoints=2"),
-        ({"average_checkpoints": 2, "eval_every": None},
-         "training.average_checkpoints: needs training.eval_every"),
     ],
 )  # fmt: skip
 def test_average_checkpoints_is_checked_before_training(tmp_path, capsys, training, message):

@@ -248,12 +248,12 @@ def _baseline_row(
     return Row(model, "baseline", held_out, command, training, result, figures)
 
 
-CHAR_RNN = "char_rnn_make_run_xeon_amx"
-LUONG = "bahdanau_bible_en_es_xeon_amx_30min"
+CHAR_RNN = "char_rnn_make_run_epyc_bf16"
+LUONG = "bahdanau_bible_en_es_epyc_bf16_30min"
 """The Luong recipe as a user runs it: ``hfattn train`` (its final scores: beam 4, the saved
 generation settings, as ``hfattn evaluate`` prints them)."""
 VASWANI = "vaswani_bible_en_es_xeon_amx_30min"
-"""The 2+2 Vaswani recipe as a user runs it, on the same machine as :data:`LUONG`."""
+"""The 2+2 Vaswani recipe as a user runs it (its file names its machine)."""
 ROWS: tuple[Row, ...] = (
     Row(
         model="char-RNN, GRU 512, Muon",

@@ -6,7 +6,7 @@ keeping the whole code span on one line. :func:`keep_words_whole` wraps each suc
 inline ``<code>`` inside a ``<table>`` in ``<span class="keep-word">``, which
 ``docs/stylesheets/extra.css`` keeps on one line. The words of a ``snake_case`` name are words
 too: a ``<wbr>`` after each ``_`` lets a long file, recipe or run name
-(``bahdanau_bible_en_es_xeon_amx_30min_eval_results.json``) wrap there, so that the results
+(``bahdanau_bible_en_es_epyc_bf16_30min_eval_results.json``) wrap there, so that the results
 table fits a 1,280 px window. The text (and what a reader copies) is unchanged. The function
 is importable without MkDocs (``tests/docs/test_docs_browser.py``).
 """

@@ -110,20 +110,17 @@ def tokenizer_sample(
 ) -> tuple[list[str], list[str]]:
     """``(sources, targets)`` the tokenizer trains on: every pair of ``train`` (in order) when
     it has at most ``limit``, else ``limit`` pairs drawn at random with ``seed``, kept in
-    corpus order (gathered from the Arrow table in one ``take``)."""
-    import pyarrow.compute as pc
-
-    column = train.with_format("arrow")[:].column("translation")
+    corpus order."""
     if limit is not None and len(train) > limit:
         rows = np.random.default_rng(seed).choice(len(train), size=limit, replace=False)
-        column = column.take(np.sort(rows))
+        train = train.select(np.sort(rows))
     sources, targets = [], []
-    with progress(total=len(column), desc="tokenizer sample", unit="pair") as bar:
-        for begin in range(0, len(column), ENCODE_BATCH):
-            batch = column.slice(begin, ENCODE_BATCH)
-            sources += pc.struct_field(batch, source_lang).to_pylist()
-            targets += pc.struct_field(batch, target_lang).to_pylist()
-            bar.update(len(batch))
+    with progress(total=len(train), desc="tokenizer sample", unit="pair") as bar:
+        for batch_sources, batch_targets in pair_batches(train, source_lang, target_lang,
+                                                         ENCODE_BATCH):  # fmt: skip
+            sources += batch_sources
+            targets += batch_targets
+            bar.update(len(batch_sources))
     return sources, targets
 
 

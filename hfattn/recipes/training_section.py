@@ -79,7 +79,9 @@ class TrainingSection:
     mixed_precision: str = "no"
     """``no``, ``bf16`` (CPU and recent GPUs) or ``fp16`` (GPU), as in Accelerate, or ``auto``:
     bf16 where the device has bf16 kernels (a bf16 GPU; a CPU with AVX-512 or AMX), else
-    ``no`` (an AVX2-only CPU emulates bf16, many times slower than fp32)."""
+    ``no`` (an AVX2-only CPU emulates bf16, many times slower than fp32). Autocast keeps bf16
+    copies of the weights and activations beside the fp32 ones: a step peaks higher in
+    memory than in fp32."""
     log_every: int = 50
     """Write the mean train loss and the learning rate to ``metrics.jsonl`` every N steps."""
     eval_every: int | None = 500

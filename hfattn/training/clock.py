@@ -107,7 +107,7 @@ class TrainingClock:
             return
         if cfg.schedule not in NEEDS_TOTAL_STEPS:
             return
-        share = min(elapsed_s / (60 * cfg.max_minutes), 1.0)  # the clock's share
+        share = self.clock_share(elapsed_s)
         if self.by_clock_alone:
             warmup = cfg.warmup_steps
             by_time = warmup + round((self.total_steps - warmup) * share)
@@ -118,14 +118,18 @@ class TrainingClock:
             scheduler.last_epoch = by_time - 1
             scheduler.step()
 
+    def clock_share(self, elapsed_s: float) -> float:
+        """The share of ``max_minutes`` that ``elapsed_s`` training seconds used, at most 1."""
+        return min(elapsed_s / (60 * self.cfg.max_minutes), 1.0)
+
     def share_done(self, step: int, elapsed_s: float) -> float:
         """The share of the run done at ``step`` after ``elapsed_s`` training seconds: the
         steps' ``step / total_steps`` or, with ``max_minutes``, the larger of it and the
         clock's ``elapsed / budget`` (the clock's alone for a run planned by it)."""
-        share = 0.0 if self.by_clock_alone else step / self.total_steps
+        share = 0.0 if self.by_clock_alone else min(step / self.total_steps, 1.0)
         if self.cfg.max_minutes is not None:
-            share = max(share, elapsed_s / (60 * self.cfg.max_minutes))
-        return min(share, 1.0)
+            share = max(share, self.clock_share(elapsed_s))
+        return share
 
     def bar_position(self, step: int, elapsed_s: float) -> int:
         """Where the progress bar of ``total_steps`` stands: :meth:`share_done` of it, which

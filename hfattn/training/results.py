@@ -34,7 +34,7 @@ def hardware(accelerator, machine: dict) -> str:
 
 def training_summary(
     progress,
-    schedule_steps: int,
+    schedule_steps: int | None,
     accelerator,
     recipe_name,
     max_minutes: float | None = None,

@@ -306,7 +306,8 @@ class TrainingSession:
         p, every = self.progress, self.cfg.eval_every
         return (
             bool(every)
-            and 0 < p.step < self.total_steps
+            and p.step > 0
+            and self.steps_left(p)
             and p.step % every == 0
             and (p.evaluated_step != p.step)
         )

@@ -143,3 +143,22 @@ def test_epochs_null_needs_a_budget_that_ends_the_run():
     ):
         TrainingSection(epochs=None)
     assert TrainingSection(epochs=None, max_minutes=5).epochs is None
+
+
+def test_a_clock_planned_run_owes_the_validation_a_stop_cut_short():
+    """``validation_owed`` on resume of a run with no step budget (``total_steps`` None)."""
+    from functools import partial
+
+    from hfattn.training.session import TrainingSession
+
+    def owed(step, evaluated_step, total_steps=None):
+        cfg = SimpleNamespace(eval_every=10, epochs=None)
+        progress = SimpleNamespace(step=step, epoch=3, evaluated_step=evaluated_step)
+        run = SimpleNamespace(cfg=cfg, progress=progress, total_steps=total_steps)
+        run.steps_left = partial(TrainingSession.steps_left, run)
+        return TrainingSession.validation_owed(run)
+
+    assert owed(20, evaluated_step=10)
+    assert not owed(20, evaluated_step=20) and not owed(25, evaluated_step=20)
+    assert not owed(0, evaluated_step=None)
+    assert owed(20, evaluated_step=10, total_steps=30) and not owed(30, 20, total_steps=30)

@@ -207,14 +207,15 @@ class BatchEncoder:
     def encode(self, texts: list[str]) -> list[list[int]]:
         """The token ids of each of ``texts`` (special tokens added, in parallel in Rust)."""
         if self.twin is None:
-            return [e.ids for e in self.backend.encode_batch_fast(texts)]
+            return _ids(self.backend, texts)
         if self.twin_gives_its_ids("\n".join(texts)):  # the common case: one check a batch
-            return [e.ids for e in self.twin.encode_batch_fast(texts)]
-        ids = [e.ids for e in self.twin.encode_batch_fast(texts)]
-        held = [i for i, text in enumerate(texts) if not self.twin_gives_its_ids(text)]
-        for i, encoding in zip(held, self.backend.encode_batch_fast([texts[i] for i in held]),
-                               strict=True):  # fmt: skip
-            ids[i] = encoding.ids
+            return _ids(self.twin, texts)
+        by_twin = [self.twin_gives_its_ids(text) for text in texts]
+        ids: list[list[int]] = [[] for _ in texts]
+        for tokenizer, chosen in ((self.twin, True), (self.backend, False)):
+            rows = [i for i, twin in enumerate(by_twin) if twin is chosen]
+            for i, row in zip(rows, _ids(tokenizer, [texts[i] for i in rows]), strict=True):
+                ids[i] = row
         return ids
 
     def twin_gives_its_ids(self, text: str) -> bool:
@@ -226,6 +227,11 @@ class BatchEncoder:
         if self.without_nfc:
             return not _has_unassigned(text) and unicodedata.is_normalized("NFC", text)
         return True
+
+
+def _ids(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
+    """The token ids of each of ``texts`` encoded by ``tokenizer`` (no offsets computed)."""
+    return [encoding.ids for encoding in tokenizer.encode_batch_fast(texts)]
 
 
 def _is_unigram_pre_tokenizer(spec: dict | None) -> bool:

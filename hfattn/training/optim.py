@@ -45,11 +45,13 @@ def build_optimizer(
     weight_decay: float = 0.0,
     betas: tuple[float, float] = (0.9, 0.999),
     device: torch.device | str | None = None,
+    mixed_precision: str = "no",
 ) -> torch.optim.Optimizer:
     """Instantiate the optimizer ``name`` (one of :data:`OPTIMIZERS`) over ``model``'s parameters
     (``muon``: in the two groups of :func:`~.muon.muon_param_groups`). ``device`` is where the
     parameters will train (default: where they are now); on CUDA the AdamW updates run fused
-    (:func:`adamw_kernel`)."""
+    (:func:`adamw_kernel`). ``mixed_precision`` is the run's resolved Accelerate setting: in
+    ``bf16`` Muon's Newton-Schulz iteration runs in bfloat16 too."""
     if name not in OPTIMIZERS:
         raise ValueError(f"training.optimizer: {name!r} is not one of {', '.join(OPTIMIZERS)}")
     if device is None:
@@ -57,7 +59,9 @@ def build_optimizer(
     kernel = adamw_kernel(device) if name in FUSED_ADAMW else {}
     if name == "muon":
         groups = muon_param_groups(model)
-        return MuonAdamW(groups, lr=lr, weight_decay=weight_decay, betas=tuple(betas), **kernel)
+        ns_dtype = torch.bfloat16 if mixed_precision == "bf16" else None
+        return MuonAdamW(groups, lr=lr, weight_decay=weight_decay, betas=tuple(betas),
+                         ns_dtype=ns_dtype, **kernel)  # fmt: skip
     params = model.parameters()
     if name in ("rmsprop", "sgd"):
         return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay)

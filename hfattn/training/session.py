@@ -75,6 +75,7 @@ class TrainingSession:
             weight_decay=cfg.weight_decay,
             betas=tuple(cfg.betas),
             device=acc.device,
+            mixed_precision=acc.mixed_precision,
         )
         config = job.model.config
         self.scheduler = build_lr_scheduler(

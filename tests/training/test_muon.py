@@ -210,3 +210,27 @@ def test_a_transformer_sends_its_projections_to_muon_and_embeddings_norms_head_t
         m.weight for m in model.modules() if isinstance(m, nn.Linear) and m.weight is not head
     ]
     assert {id(w) for w in linears} == {id(p) for p in groups[0]["params"]}
+
+
+def test_a_bf16_run_orthogonalizes_in_bfloat16_and_keeps_float32_weights():
+    """In bf16 the Newton-Schulz iteration runs in bfloat16 (as Jordan et al.'s Muon): the same
+    direction within bfloat16's precision, the parameters and their state stay float32."""
+    generator = torch.Generator().manual_seed(2)
+    update = torch.randn(48, 16, generator=generator)
+    low = orthogonalize(update, dtype=torch.bfloat16)
+    assert low.dtype == torch.bfloat16
+    reference = orthogonalize(update)
+    assert (low.float() - reference).norm() / reference.norm() < 0.05
+    model = _tiny_char_rnn()
+    runs = {}
+    for precision in ("no", "bf16"):
+        optimizer = build_optimizer("muon", model, lr=0.01, mixed_precision=precision)
+        muon_group = next(g for g in optimizer.param_groups if g["use_muon"])
+        runs[precision] = muon_group["ns_dtype"]
+        weight = muon_group["params"][0]
+        before = weight.detach().clone()
+        weight.grad = torch.randn_like(weight)
+        optimizer.step()
+        assert weight.dtype == torch.float32 and not torch.equal(weight.detach(), before)
+        assert optimizer.state[weight]["momentum_buffer"].dtype == torch.float32
+    assert runs == {"no": None, "bf16": torch.bfloat16}

@@ -21,7 +21,7 @@ Classification has no target: its buckets are source widths only. More buckets t
 split has distinct lengths (target lengths; source lengths for classification) are cut to that
 many, with a warning (:func:`fillable_buckets`): the descent would take minutes to split them
 further. It takes seconds on a split with many lengths and many buckets; a bar shows its passes
-once it has taken :data:`PROGRESS_DELAY_S`.
+once it has taken :data:`~hfattn.common.progress.PROGRESS_DELAY_S`.
 
 **Rows.** Bucket :math:`k` cuts batches of
 
@@ -49,10 +49,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..common.field_checks import require
-from ..common.launch import process_rank
+from ..common.progress import progress_bar
 from ..storage.ragged import RaggedIds
 from .seq2seq import IGNORE_INDEX, batch_targets, pad_ragged, ragged_ids
 
@@ -66,8 +65,6 @@ free memory (the Bible's 29k training pairs take 7.5 MB, 1.45M pairs 374 MB); el
 is gathered on the host into pinned memory and copied without waiting."""
 COPY_CHUNK = 1 << 24
 """Ids copied to the device this many at a time (host memory bounded by a chunk)."""
-PROGRESS_DELAY_S = 2.0
-"""The choice of the bucket widths shows a progress bar once it has taken this many seconds."""
 
 
 class TokenBatch(dict):
@@ -115,8 +112,7 @@ def choose_buckets(
     best = _padding_cost(histogram, widths)
     axes = (0, 1) if target_lengths is not None else (0,)
     improved, passes = True, 0
-    bar = tqdm(total=len(widths) - 1, desc="length buckets", unit="bucket", leave=False,
-               delay=PROGRESS_DELAY_S, disable=process_rank() != 0)  # fmt: skip
+    bar = progress_bar(total=len(widths) - 1, desc="length buckets", unit="bucket", leave=False)
     with bar:
         while improved:
             improved, passes = False, passes + 1
@@ -364,7 +360,6 @@ class BucketedBatches:
 
 __all__ = [
     "DEVICE_SHARE",
-    "PROGRESS_DELAY_S",
     "ROW_MULTIPLE",
     "COPY_CHUNK",
     "BucketedBatches",

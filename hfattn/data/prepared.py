@@ -50,12 +50,10 @@ MANIFEST_FILE = "manifest.json"
 ROOT_VARIABLE = "HFATTN_PREPARED_DIR"
 """The environment variable that moves the prepared-data cache."""
 WAIT_NOTICE_S = 1.0
+"""A process that waits this long for another's preparation says so."""
 MAIN_FIRST_S = 60.0
 """How long a process other than the main one of a launch leaves the preparation to it
 (:func:`_take_turn`) before it prepares itself (the main one may have failed)."""
-"""A process that waits this long for another's preparation says so."""
-PROGRESS_DELAY_S = 2.0
-"""A preparation phase shows its bar (:func:`progress_bar`) once it has taken this long."""
 
 
 def prepared_root() -> Path:
@@ -63,19 +61,6 @@ def prepared_root() -> Path:
     if os.environ.get(ROOT_VARIABLE):
         return Path(os.environ[ROOT_VARIABLE]).expanduser()
     return hfattn_cache_dir() / "prepared"
-
-
-def progress_bar(
-    *, total: int | None, desc: str, unit: str, shown: bool = True, leave: bool = True
-):
-    """The ``tqdm`` bar of a long phase, a preparation or a split's decoding (``total``
-    ``unit`` s, with counts and rate): shown once the phase has run :data:`PROGRESS_DELAY_S`,
-    by the first process only (and never when not ``shown``); erased once done unless
-    ``leave``."""
-    from tqdm.auto import tqdm  # tqdm.auto looks for a notebook: not for `hfattn cache`
-
-    return tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S, leave=leave,
-                disable=not shown or process_rank() != 0)  # fmt: skip
 
 
 def source_identity(source: str) -> dict:
@@ -327,7 +312,6 @@ __all__ = [
     "FORMAT_VERSION",
     "MANIFEST_FILE",
     "ROOT_VARIABLE",
-    "PROGRESS_DELAY_S",
     "Prepared",
     "data_key",
     "folder_size",
@@ -335,7 +319,6 @@ __all__ = [
     "list_prepared",
     "prepare",
     "prepared_root",
-    "progress_bar",
     "remove_prepared",
     "remove_stale",
     "source_identity",

@@ -58,9 +58,9 @@ from collections.abc import Iterable, Sequence
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers.processors import TemplateProcessing
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast
 
+from ..common.progress import progress_bar
 from ..data.tatoeba import CHOLLET_STRIP_CHARS
 from .characters import SPECIAL_TOKENS
 
@@ -74,9 +74,6 @@ DEFAULT_VOCAB_SIZES = {"word": 15_000, "char": None, "bpe": 8_000, "unigram": 8_
 """Default ``vocab_size`` per kind (``None``: every character seen)."""
 
 _SPECIALS = list(SPECIAL_TOKENS.values())  # <pad> <unk> <bos> <eos>, ids 0..3
-
-PROGRESS_DELAY_S = 2.0
-"""The counting of a word or char vocabulary shows its bar after this many seconds."""
 
 
 def _pairs(pairs_or_dataset, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
@@ -132,8 +129,8 @@ def _top(counts: Counter, n: int | None, min_frequency: int) -> list[str]:
 
 def _count(backend: Tokenizer, texts: Iterable[str], kind: str, show_progress: bool) -> Counter:
     counts: Counter = Counter()
-    texts = tqdm(texts, desc=f"counting {kind}s", unit="text", delay=PROGRESS_DELAY_S,
-                 disable=not show_progress, leave=False)  # fmt: skip
+    texts = progress_bar(texts, desc=f"counting {kind}s", unit="text", shown=show_progress,
+                         leave=False)  # fmt: skip
     for text in texts:
         normalized = backend.normalizer.normalize_str(text)
         if kind == "char":
@@ -364,7 +361,7 @@ def build_translation_tokenizer(
         model_max_length: the tokenizer's ``model_max_length`` (truncation length).
         show_progress: show the training's progress: the ``tokenizers`` trainer's own bar
             (``bpe``, ``unigram``; shown at once), a bar of the texts counted (``word``,
-            ``char``; after :data:`PROGRESS_DELAY_S`).
+            ``char``; after :data:`~hfattn.common.progress.PROGRESS_DELAY_S`).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
@@ -441,7 +438,6 @@ __all__ = [
     "BatchEncoder",
     "DEFAULT_VOCAB_SIZES",
     "KINDS",
-    "PROGRESS_DELAY_S",
     "SPECIAL_TOKEN_DELIMITERS",
     "SUBWORD_KINDS",
     "build_translation_tokenizer",

@@ -47,7 +47,7 @@ from ..storage.run_folder import (
 )
 from .checkpoints import Progress
 from .finishing import evaluate_and_save, finish_training, save_last_step
-from .host_memory import freed_memory_kept
+from .host_memory import cap_primitive_cache, freed_memory_kept
 from .nonfinite import NonFiniteLosses, checks_every_loss
 from .prefetch import prefetched
 from .processes import (
@@ -114,6 +114,8 @@ def train(
         set_seed(cfg.seed)
         acc = build_accelerator(cfg.mixed_precision, cfg.gradient_accumulation_steps,
                                 cfg.report_to, output_dir / TRACKER_LOGS_DIR)  # fmt: skip
+        if acc.device.type == "cpu" and acc.mixed_precision == "bf16":
+            cap_primitive_cache()  # before the first bf16 product builds oneDNN's cache
         every_loss = checks_every_loss(cfg.on_nonfinite_loss, acc.device)
         nonfinite = NonFiniteLosses(acc, cfg, output_dir, every_loss)
         run = TrainingSession(job, cfg, output_dir, acc, nonfinite, callbacks, planned_training)

@@ -15,9 +15,9 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from hfattn.batching import token_buckets
 from hfattn.batching.seq2seq import IGNORE_INDEX, pad_pairs
 from hfattn.batching.token_buckets import BucketedBatches, TokenBatch, bucket_of, choose_buckets
+from hfattn.common import progress
 from hfattn.models import (
     BahdanauConfig,
     BahdanauForConditionalGeneration,
@@ -362,7 +362,7 @@ def test_choosing_buckets_shows_a_bar_only_once_it_takes_a_while(monkeypatch, ca
     lengths = [len(s) for s in sources], [len(t) for t in targets]
     quick = choose_buckets(*lengths, 6)
     assert "length buckets" not in capsys.readouterr().err
-    monkeypatch.setattr(token_buckets, "PROGRESS_DELAY_S", 0)  # as if it took long
+    monkeypatch.setattr(progress, "PROGRESS_DELAY_S", 0)  # as if it took long
     assert choose_buckets(*lengths, 6) == quick
     assert "length buckets:" in capsys.readouterr().err
 

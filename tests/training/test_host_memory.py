@@ -2,6 +2,7 @@
 
 import json
 import logging
+import os
 import resource
 import subprocess
 import sys
@@ -14,7 +15,12 @@ import torch
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
 from hfattn.training import host_memory
-from hfattn.training.host_memory import freed_memory_kept, glibc
+from hfattn.training.host_memory import (
+    PRIMITIVE_CACHE_VARIABLE,
+    cap_primitive_cache,
+    freed_memory_kept,
+    glibc,
+)
 from tests.helpers.crash_runs import assert_same_weights
 from tests.helpers.recipe_helpers import write_recipe
 
@@ -87,3 +93,28 @@ def test_training_with_freed_memory_kept_gives_the_same_model(tmp_path):
             run_recipe(recipe)
         kept.assert_called_once_with(reuse)
     assert_same_weights(tmp_path / "False" / "run", tmp_path / "True" / "run")
+
+
+def test_the_primitive_cache_cap_leaves_a_users_setting(monkeypatch):
+    monkeypatch.setenv(PRIMITIVE_CACHE_VARIABLE, "500")
+    assert cap_primitive_cache(32) is False
+    assert os.environ[PRIMITIVE_CACHE_VARIABLE] == "500"
+    monkeypatch.delenv(PRIMITIVE_CACHE_VARIABLE)
+    assert cap_primitive_cache(32) is True
+    assert os.environ[PRIMITIVE_CACHE_VARIABLE] == "32"
+
+
+def test_only_a_cpu_run_in_bf16_caps_the_primitive_cache(tmp_path):
+    """oneDNN's cache is bounded before the first step of a bf16 run on the CPU, not in fp32."""
+    common = {"training": {"mode": "stateless", "max_steps": 2, "eval_every": 100,
+                           "save_every": 2, "batch_size": 8}}  # fmt: skip
+    calls = {}
+    for precision in ("no", "bf16"):
+        recipe = load_recipe(
+            write_recipe(tmp_path / precision, **common),
+            [f"training.mixed_precision={precision}"],
+        )
+        with mock.patch("hfattn.training.engine.cap_primitive_cache") as cap:
+            run_recipe(recipe)
+        calls[precision] = cap.call_count
+    assert calls == {"no": 0, "bf16": 1}

@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 
 from ...common.field_checks import require
-from ...data.prepared import Prepared, prepare, progress_bar, source_identity
+from ...common.progress import progress_bar
+from ...data.prepared import Prepared, prepare, source_identity
 from ...data.text import SPLIT_NAMES, TextBatch, TextSplits, open_text_splits
 from ...storage.file_io import READ_CHUNK_BYTES, atomic_write_json
 from ...storage.ragged import RaggedIds, RaggedWriter, ids_dtype

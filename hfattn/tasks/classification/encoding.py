@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoTokenizer
 
+from ...common.progress import progress_bar
 from ...data.classification import SPLIT_NAMES, ClassificationData, load_classification_data
-from ...data.prepared import Prepared, prepare, progress_bar, source_identity
+from ...data.prepared import Prepared, prepare, source_identity
 from ...recipes.model_section import is_pretrained
 from ...storage.file_io import atomic_write_json
 from ...storage.ragged import RaggedIds, RaggedTexts, RaggedWriter, ids_dtype
@@ -155,7 +156,7 @@ def encode_splits(
 ) -> dict[str, EncodedSplit]:
     """Write the ``splits`` of ``data`` into ``folder`` (ids cut to ``max_length``, labels,
     texts: see the module docstring), ``batch_size`` (default :data:`ENCODE_BATCH_SIZE`) texts
-    at a time with a bar per split (:func:`~hfattn.data.prepared.progress_bar`); the splits,
+    at a time with a bar per split (:func:`~hfattn.common.progress.progress_bar`); the splits,
     mapped."""
     folder = Path(folder)
     batch_size = batch_size or ENCODE_BATCH_SIZE

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import torch
 
 from ...batching.seq2seq import pad_sources
+from ...common.progress import progress_bar
 from ...common.stop_request import raise_if_stop_requested
-from ...data.prepared import progress_bar
 from ...evaluation.translation import source_limit
 from ...tokenization.characters import require_text
 from ..decoding import TRANSLATION_FALLBACK, saved_decoding
@@ -101,7 +101,7 @@ def translate_n_best(
     search keeps at most ``num_beams``), as :func:`translate_texts` translates (``source_ids``
     too, the saved ``num_beams`` / ``max_new_tokens`` included); an empty or blank source gives
     ``[""]``. With ``progress`` a bar counts the sources translated once it has taken 2 s
-    (:func:`~hfattn.data.prepared.progress_bar`; a string ``progress`` is its label). Between
+    (:func:`~hfattn.common.progress.progress_bar`; a string ``progress`` is its label). Between
     batches it stops when the run is asked to
     (:func:`~hfattn.common.stop_request.raise_if_stop_requested`).
 

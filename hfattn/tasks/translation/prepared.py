@@ -39,7 +39,8 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from ...common.launch import process_rank
-from ...data.prepared import Prepared, prepare, progress_bar, source_identity
+from ...common.progress import progress_bar
+from ...data.prepared import Prepared, prepare, source_identity
 from ...data.translation import LOADER_VERSION
 from ...storage.file_io import atomic_write_json
 from ...storage.ragged import RaggedIds, RaggedTexts, RaggedWriter, ids_dtype

@@ -9,7 +9,7 @@ round, so that every variant sees the same host. It reports, per variant, the me
 a step and the rows (sentences, or windows) and trained tokens a second.
 
 A step is what the training loop does: forward, loss, backward, gradient clipping at
-``training.max_grad_norm``, the recipe's optimizer (``build_optimizer``, as the engine builds
+``training.max_grad_norm``, the recipe's optimizer (``training_optimizer``, as the engine builds
 it: Muon's iteration in bf16 when the variant trains in bf16); the forward and loss under
 bf16 autocast when the variant's ``training.mixed_precision`` resolves to ``bf16`` on this
 CPU (as Accelerate's autocast in ``hfattn train``). Batches come from epoch 0 in
@@ -45,7 +45,7 @@ from hfattn.orchestration.run import build_job
 from hfattn.recipes import load_recipe
 from hfattn.training.engine import trained_tokens
 from hfattn.training.host_memory import freed_memory_kept
-from hfattn.training.optim import build_optimizer
+from hfattn.training.optim import training_optimizer
 from hfattn.training.precision import resolve_mixed_precision
 
 DEFAULT_RECIPE = str(Path(__file__).resolve().parents[1] / "recipes" / "bahdanau_bible_en_es.yaml")
@@ -100,14 +100,7 @@ def build_variant(recipe_path: str, spec: str) -> Variant:
     job.model.train()
     training = recipe.training
     precision = resolve_mixed_precision(training.mixed_precision, torch.device("cpu"))
-    optimizer = build_optimizer(
-        training.optimizer,
-        job.model,
-        lr=training.learning_rate,
-        weight_decay=training.weight_decay,
-        betas=tuple(training.betas),
-        mixed_precision=precision,
-    )
+    optimizer = training_optimizer(training, job.model, mixed_precision=precision)
     return Variant(
         name,
         job,

@@ -68,4 +68,21 @@ def build_optimizer(
     return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay, betas=tuple(betas), **kernel)
 
 
-__all__ = ["FUSED_ADAMW", "OPTIMIZERS", "adamw_kernel", "build_optimizer"]
+def training_optimizer(
+    cfg, model: nn.Module, *, device=None, mixed_precision: str = "no"
+) -> torch.optim.Optimizer:
+    """The optimizer the ``training:`` section ``cfg`` names (``optimizer``, ``learning_rate``,
+    ``weight_decay``, ``betas``) over ``model``, as :func:`build_optimizer` builds it for
+    ``device`` and the run's resolved ``mixed_precision``."""
+    return build_optimizer(
+        cfg.optimizer,
+        model,
+        lr=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+        betas=tuple(cfg.betas),
+        device=device,
+        mixed_precision=mixed_precision,
+    )
+
+
+__all__ = ["FUSED_ADAMW", "OPTIMIZERS", "adamw_kernel", "build_optimizer", "training_optimizer"]

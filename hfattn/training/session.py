@@ -30,7 +30,7 @@ from .checkpoints import (
 from .clock import TrainingClock
 from .compiling import COMPILE_PAD_MULTIPLE, CompileWatch, compile_for_training, resolve_compile
 from .nonfinite import NonFiniteLosses
-from .optim import build_optimizer
+from .optim import training_optimizer
 from .processes import check_batch_size, check_rows_per_process
 from .schedules import (
     build_lr_scheduler,
@@ -68,14 +68,8 @@ class TrainingSession:
         steps_per_epoch = max(1, len(job.batches) // cfg.gradient_accumulation_steps)
         check_warmup_fits_epochs(cfg, steps_per_epoch)
         self.total_steps = schedule_steps(cfg, steps_per_epoch)
-        optimizer = build_optimizer(
-            cfg.optimizer,
-            job.model,
-            lr=cfg.learning_rate,
-            weight_decay=cfg.weight_decay,
-            betas=tuple(cfg.betas),
-            device=acc.device,
-            mixed_precision=acc.mixed_precision,
+        optimizer = training_optimizer(
+            cfg, job.model, device=acc.device, mixed_precision=acc.mixed_precision
         )
         config = job.model.config
         self.scheduler = build_lr_scheduler(

@@ -45,6 +45,8 @@ print(cache_path())')
 rm -rf .gpu && mkdir -p .gpu/hf/hfattn
 cp -r /usr/share/sword .gpu/sword
 cp -r "$cache" .gpu/hf/hfattn/
+# datasets' own map caches (cache-*.arrow) beside the splits are derived data: leave them out
+find .gpu/hf -name 'cache-*.arrow' -delete
 git clone -q --depth 1 "file://$PWD" .gpu/repo
 du -sh .whl .gpu
 echo "gpu_bundle.sh: on the GPU machine run: bash benchmarks/gpu_on_device.sh OUT_DIR"

@@ -23,11 +23,17 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target /tmp/site .whl/*.whl || exit 3
 export PYTHONPATH=/tmp/site
 # The results files name the commit of the checkout: a copy without .git gets the packed
-# clone's (an existing .git is never replaced; its own HEAD is what the files record).
+# clone's; an existing .git is never replaced: where its HEAD is another commit but the files
+# are the packed commit's, git reads the packed clone (GIT_DIR), so the files name that commit.
 if [[ ! -e .git ]]; then
   cp -r .gpu/repo/.git .git && git reset -q
 elif [[ "$(git rev-parse HEAD 2>/dev/null)" != "$(git -C .gpu/repo rev-parse HEAD)" ]]; then
-  echo "gpu_on_device.sh: this checkout's HEAD is not the packed one; the results name this HEAD" >&2
+  if git --git-dir=.gpu/repo/.git --work-tree=. diff --quiet HEAD --; then
+    # the files are the packed commit's under an older .git (a copy's): name the packed commit
+    export GIT_DIR=$PWD/.gpu/repo/.git GIT_WORK_TREE=$PWD
+  else
+    echo "gpu_on_device.sh: this checkout's HEAD is not the packed one; the results name this HEAD" >&2
+  fi
 fi
 [[ -d /usr/share/sword ]] || cp -r .gpu/sword /usr/share/sword
 export HF_HOME=/tmp/hf HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 RESULTS=/tmp/gpu_results PYTHON=python3

@@ -108,6 +108,7 @@ def test_the_tables_read_every_file_they_cite():
         figures += list(group.values())
     figures += list(results_tables.FEED_FIGURES.values())
     cited = set(results_tables.figure_files(figures)) | {results_tables.ATTENTION_VARIANTS}
+    cited |= {path.name for path in results_tables.speedrun_files(RESULTS)}
     if (RESULTS / results_tables.DATA_SCALE).is_file():  # optional: a page says when missing
         cited.add(results_tables.DATA_SCALE)
     assert read_by_tables() == cited

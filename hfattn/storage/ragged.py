@@ -10,8 +10,11 @@ A ragged array named ``name`` in a folder is three files:
 - ``name.json``: the dtype, the number of rows and of values.
 
 :class:`RaggedIds` reads one: its ``values`` are a read-only ``numpy.memmap``, so opening a
-corpus of any size costs the pages a batch touches, not the corpus. :meth:`RaggedIds.padded`
-gathers the rows of a batch into a padded array in a few vectorised reads.
+corpus of any size costs nothing but the index. :meth:`RaggedIds.padded` gathers the rows of a
+batch into a padded array with one ``preadv`` a row from the file, not through the map: a read
+through the map faults in the pages around each row as well (the kernel's fault-around, 16
+pages on Linux), so a random batch order would map an ever larger share of a large corpus
+into the process; a read copies only the row's bytes and maps nothing.
 :class:`RaggedWriter` writes one in batches (memory bounded by a batch), and
 :class:`RaggedTexts` keeps strings the same way (UTF-8 bytes per row).
 """
@@ -19,6 +22,7 @@ gathers the rows of a batch into a padded array in a few vectorised reads.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -36,11 +40,20 @@ class RaggedIds(Sequence):
     """Rows of ids as flat ``values`` and ``offsets`` (see the module docstring); ``ragged[i]``
     is row ``i`` as a numpy array (a view of the map)."""
 
-    def __init__(self, values: np.ndarray, offsets: np.ndarray):
+    def __init__(self, values: np.ndarray, offsets: np.ndarray, path: Path | None = None):
         self.values = values
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.lengths = np.diff(self.offsets)
         """Length of every row (``int64``)."""
+        self.path = path
+        """The ``.bin`` file that ``values`` maps, read row by row by :meth:`gather`
+        (``None``: values in memory)."""
+        self._file = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_file"] = None  # an open file does not cross processes: each opens its own
+        return state
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[int]], dtype=np.int64) -> RaggedIds:
@@ -58,12 +71,10 @@ class RaggedIds(Sequence):
         meta = json.loads((folder / f"{name}{META_SUFFIX}").read_text())
         offsets = np.load(folder / f"{name}{INDEX_SUFFIX}")
         dtype = np.dtype(meta["dtype"])
-        values = (
-            np.memmap(folder / f"{name}{BIN_SUFFIX}", dtype=dtype, mode="r")
-            if meta["values"]
-            else np.zeros(0, dtype=dtype)
-        )
-        return cls(values, offsets)
+        path = folder / f"{name}{BIN_SUFFIX}"
+        if not meta["values"]:
+            return cls(np.zeros(0, dtype=dtype), offsets)
+        return cls(np.memmap(path, dtype=dtype, mode="r"), offsets, path)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -73,7 +84,7 @@ class RaggedIds(Sequence):
             start, stop, step = i.indices(len(self))
             if step != 1:
                 raise ValueError("RaggedIds: slices take every row (step 1)")
-            return RaggedIds(self.values, self.offsets[start : stop + 1])
+            return RaggedIds(self.values, self.offsets[start : stop + 1], self.path)
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
@@ -91,7 +102,30 @@ class RaggedIds(Sequence):
         lengths = self.lengths[rows]
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return RaggedIds(self.values[self.positions(rows)], offsets)
+        return RaggedIds(self.gather(rows), offsets)
+
+    def gather(self, rows) -> np.ndarray:
+        """The values of ``rows`` (indices), row after row, in a new array: read from
+        :attr:`path` with one ``os.preadv`` a row into the array (the map is not touched), or
+        indexed from ``values`` in memory.
+
+        Raises:
+            OSError: the file holds fewer bytes than its index says (it was cut short).
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.path is None:
+            return self.values[self.positions(rows)]
+        lengths = self.lengths[rows]
+        out = np.empty(int(lengths.sum()), dtype=self.values.dtype)
+        if self._file is None:
+            self._file = open(self.path, "rb", buffering=0)  # noqa: SIM115 (closed with self)
+        fd, itemsize, buffer, at = self._file.fileno(), out.itemsize, memoryview(out).cast("B"), 0
+        for start, length in zip(self.offsets[rows].tolist(), lengths.tolist(), strict=True):
+            size = length * itemsize
+            if os.preadv(fd, [buffer[at : at + size]], start * itemsize) != size:
+                raise OSError(f"{self.path}: row at value {start} is cut short")
+            at += size
+        return out
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
         """The positions in ``values`` of every value of ``rows``, row after row."""
@@ -105,7 +139,7 @@ class RaggedIds(Sequence):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``rows`` right-padded with ``fill`` to ``[len(rows), width]`` (``int64``;
         ``width`` defaults to the longest row's) and the mask of their values (1 = value, 0 =
-        padding): one gather from the map.
+        padding): one :meth:`gather`.
 
         Raises:
             ValueError: a row is longer than ``width``.
@@ -118,7 +152,7 @@ class RaggedIds(Sequence):
             raise ValueError(f"a row of {longest} values does not fit a width of {width}")
         keep = np.arange(width)[None, :] < lengths[:, None]
         out = np.full((len(rows), width), fill, dtype=np.int64)
-        out[keep] = self.values[self.positions(rows)]
+        out[keep] = self.gather(rows)
         return out, keep.astype(np.int64)
 
     def tolist(self) -> list[list[int]]:

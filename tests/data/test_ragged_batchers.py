@@ -5,6 +5,7 @@ pair, each bucket padded once and indexed)."""
 
 from __future__ import annotations
 
+import pickle
 import random
 
 import numpy as np
@@ -195,6 +196,34 @@ def test_the_device_gather_is_the_host_gather(tmp_path):
         got_ids, got_mask = on_device.padded(torch.from_numpy(rows), width, fill)
         assert torch.equal(got_ids, torch.from_numpy(want_ids))
         assert torch.equal(got_mask, torch.from_numpy(want_mask))
+
+
+class ReadsForbidden(np.ndarray):
+    """An array that fails any read by indexing: a map the gather must not touch."""
+
+    def __getitem__(self, key):
+        raise AssertionError(f"values[{key!r}] read through the map")
+
+
+def test_a_mapped_gather_reads_the_file_not_the_map(tmp_path):
+    """:meth:`RaggedIds.padded` / ``take`` of a map read the rows from the file (a view of
+    the map included, and after a pickle round trip), equal to the rows in memory; a file
+    cut short is an error, not garbage."""
+    sources, _ = corpus(300)
+    ids = mapped(tmp_path, "s", sources)[20:280]
+    ids.values = np.asarray(ids.values).view(ReadsForbidden)
+    rows = np.array([259, 0, 7, 7, 131, 42])
+    values, mask = ids.padded(rows, 48, -1)
+    for row, value, keep in zip(rows, values, mask, strict=True):
+        assert value[keep == 1].tolist() == sources[20 + row]
+        assert (value[keep == 0] == -1).all()
+    assert ids.take(rows).tolist() == [sources[20 + row] for row in rows]
+    restored = pickle.loads(pickle.dumps(mapped(tmp_path, "t", sources)))
+    assert restored.gather(rows).tolist() == sum((sources[row] for row in rows), [])
+    with open(tmp_path / "t.bin", "r+b") as cut:
+        cut.truncate(2 * (sum(map(len, sources)) - 1))
+    with pytest.raises(OSError, match="cut short"):
+        restored.gather([len(sources) - 1])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

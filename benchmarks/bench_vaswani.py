@@ -65,6 +65,7 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import transformers
@@ -435,7 +436,7 @@ def measure_training(size: Size, args, autocast, peak_flops: float) -> dict:
     return result
 
 
-def measure_recipe(args) -> dict:
+def measure_recipe(args, on_eager=None) -> dict:
     """The training step of ``args.recipe`` (with ``args.set`` overrides) exactly as
     ``hfattn train`` runs it on ``args.device``: the recipe's own job (tokenizer, model, batches
     in its length buckets, on the device), optimizer (fused AdamW on CUDA), mixed precision
@@ -447,7 +448,12 @@ def measure_recipe(args) -> dict:
     graph; ``compiles``: the graphs). Then ``args.steps`` rounds of one eager and one compiled
     step on the same batch (the order flipping each round; both update the same weights), the
     batches taken in the recipe's training order, so every bucket's shape comes in. Figures:
-    the target tokens/s and MFU of each (the sums over the rounds), and their ratio."""
+    the target tokens/s and MFU of each (the sums over the rounds), and their ratio.
+
+    Before anything compiles, ``args.steps`` eager steps alone are timed (``eager_alone``,
+    what ``training.compile: auto`` trains with) and, with ``args.profile``, their kernels
+    written to the profile's ``_eager`` twin; ``on_eager(result)`` then receives the result so
+    far, so that a compile cut off by a time limit leaves the eager figures behind."""
     recipe = load_recipe(args.recipe, args.set)
     cfg = recipe.training
     if cfg.token_budget is None:
@@ -481,8 +487,34 @@ def measure_recipe(args) -> dict:
             yield from batches.epoch(epoch)
             epoch += 1
 
+    batch_stream = stream()
+    timed(args.device, step, "eager", next(batch_stream))  # eager's first step: allocator
+    alone, tokens, flops = 0.0, 0, 0
+    for _ in range(args.steps):
+        batch = next(batch_stream)
+        tokens, flops = tokens + batch.num_tokens, flops + count_flops(batch)
+        alone += timed(args.device, step, "eager", batch)[0]
+    if args.profile:
+        write_kernel_profile(eager_twin(args.profile), args.device, step, "eager", batch)
+    result = {
+        "recipe": recipe.name,
+        "settings": args.set,
+        "mixed_precision": precision,
+        "optimizer": cfg.optimizer,
+        "fused_adamw": bool(optimizer.defaults.get("fused")),
+        "token_budget": cfg.token_budget,
+        "bucket_shapes": [list(shape) for shape in batches.shapes],
+        "on_device": batches.device.type == device.type,
+        "peak_flops": peak_flops,
+        "peak_source": peak_source,
+        "eager_alone": {"rounds": args.steps, "target_tokens": tokens, "seconds": alone,
+                        "tokens_per_s": tokens / alone,
+                        "mfu": flops / alone / peak_flops if peak_flops else None},
+    }  # fmt: skip
+    if on_eager is not None:
+        on_eager(result)
     torch._dynamo.reset()
-    graphs, compile_s, seen, batch_stream = compiled_graphs(), 0.0, set(), stream()
+    graphs, compile_s, seen = compiled_graphs(), 0.0, set()
     while len(seen) < len(batches.shapes):  # one compiled step a shape: the compile
         batch = next(batch_stream)
         shape = tuple(batch["labels"].shape)
@@ -493,7 +525,6 @@ def measure_recipe(args) -> dict:
             if compiled_graphs() > before:
                 compile_s += seconds
     compiles = compiled_graphs() - graphs
-    timed(args.device, step, "eager", next(batch_stream))  # eager's first step: allocator
     seconds = {"eager": 0.0, "compiled": 0.0}
     tokens = flops = 0
     for round_ in range(args.steps):
@@ -506,28 +537,19 @@ def measure_recipe(args) -> dict:
         raise RuntimeError("the compiled step recompiled after every shape had been seen")
     if args.profile:  # the kernels of the compiled step on the last batch
         write_kernel_profile(args.profile, args.device, step, "compiled", batch)
-    result = {
-        "recipe": recipe.name,
-        "settings": args.set,
-        "mixed_precision": precision,
-        "optimizer": cfg.optimizer,
-        "fused_adamw": bool(optimizer.defaults.get("fused")),
-        "token_budget": cfg.token_budget,
-        "bucket_shapes": [list(shape) for shape in batches.shapes],
-        "on_device": batches.device.type == device.type,
-        "rounds": args.steps,
-        "target_tokens": tokens,
-        "flops": flops,
-        "peak_flops": peak_flops,
-        "peak_source": peak_source,
-        "compile_s": round(compile_s, 2),
-        "compiles": compiles,
-    }
+    result.update(rounds=args.steps, target_tokens=tokens, flops=flops,
+                  compile_s=round(compile_s, 2), compiles=compiles)  # fmt: skip
     for name, total in seconds.items():
         result[name] = {"seconds": total, "tokens_per_s": tokens / total,
                         "mfu": flops / total / peak_flops if peak_flops else None}  # fmt: skip
     result["compiled_over_eager"] = seconds["eager"] / seconds["compiled"]
     return result
+
+
+def eager_twin(path: str) -> str:
+    """``path`` with ``_eager`` before its suffix: the eager step's kernel profile."""
+    path = Path(path)
+    return str(path.with_name(f"{path.stem}_eager{path.suffix}"))
 
 
 def recipe_report(result: dict, args) -> BenchReport:
@@ -970,10 +992,23 @@ def main_recipe(args) -> None:
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
     load_before = load_average()
-    result = measure_recipe(args)
     results = {"provenance": provenance(gpu_name(args.device)), "torch": torch.__version__,
-               "load_average_before": load_before, "load_average_after": load_average(),
-               "recipe_training": result}  # fmt: skip
+               "load_average_before": load_before}  # fmt: skip
+
+    def on_eager(partial: dict) -> None:  # written before the compile starts
+        alone = partial["eager_alone"]
+        print(
+            f"{partial['recipe']} eager alone: {alone['tokens_per_s']:,.0f} target tokens/s"
+            + (f", MFU {alone['mfu']:.1%}" if alone["mfu"] is not None else ""),
+            flush=True,
+        )
+        if args.out:
+            write_atomically(
+                args.out, json.dumps({**results, "recipe_training": partial}, indent=2)
+            )
+
+    result = measure_recipe(args, on_eager)
+    results.update(load_average_after=load_average(), recipe_training=result)
     for name in ("eager", "compiled"):
         mfu = result[name]["mfu"]
         print(f"{result['recipe']} {name}: {result[name]['tokens_per_s']:,.0f} target tokens/s"

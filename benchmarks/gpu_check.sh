@@ -8,9 +8,10 @@
 #        every test verse), compile seconds, steady tokens/s and MFU
 #        (speedrun_vaswani_bible_en_es_base_<gpu>.json / .png);
 #     2. bench_vaswani.py --recipe recipes/vaswani_bible_en_es_base.yaml: the recipe's own
-#        step at its 25k-token batches, eager and compiled (one graph for the 8 buckets):
-#        tokens/s, MFU, compile seconds, and the kernels of the compiled step (torch.profiler)
-#        (vaswani_recipe_<gpu>.json);
+#        step at its 25k-token batches, eager (alone, written before anything compiles) and
+#        compiled (one graph for the 8 buckets): tokens/s, MFU, compile seconds, and the
+#        kernels of the eager and the compiled step (torch.profiler)
+#        (vaswani_recipe_<gpu>.json, vaswani_recipe_<gpu>_kernels[_eager].txt);
 #   rnn
 #     3. the speedruns of recipes/bahdanau_bible_en_es_rnnsearch.yaml and
 #        recipes/bahdanau_bible_en_es_luong_base.yaml;
@@ -87,7 +88,7 @@ for set in "${@:-speedrun}"; do
   case $set in
     speedrun)
       step vaswani_bible_en_es_base 400 speedrun vaswani_bible_en_es_base
-      step recipe_step 130 recipe_step ;;
+      step recipe_step 200 recipe_step ;;
     rnn)
       step bahdanau_bible_en_es_rnnsearch 250 speedrun bahdanau_bible_en_es_rnnsearch
       step bahdanau_bible_en_es_luong_base 250 speedrun bahdanau_bible_en_es_luong_base ;;

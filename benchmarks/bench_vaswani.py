@@ -89,7 +89,7 @@ from hfattn.training.compiling import (
     mark_dynamic_dims,
     resolve_compile,
 )
-from hfattn.training.optim import adamw_kernel, build_optimizer
+from hfattn.training.optim import adamw_kernel, training_optimizer
 from hfattn.training.precision import resolve_mixed_precision
 from hfattn.training.throughput import FlopCounter, device_peak_flops, vaswani_training_flops
 
@@ -463,9 +463,7 @@ def measure_recipe(args, on_eager=None) -> dict:
     model = job.model.to(device).train()
     batches = job.batches.to(device)
     precision = resolve_mixed_precision(cfg.mixed_precision, device)
-    optimizer = build_optimizer(cfg.optimizer, model, lr=cfg.learning_rate,
-                                weight_decay=cfg.weight_decay, betas=tuple(cfg.betas),
-                                device=device)  # fmt: skip
+    optimizer = training_optimizer(cfg, model, device=device, mixed_precision=precision)
     steppers = {"eager": model, "compiled": compile_for_training(model)}
     count_flops = FlopCounter(model)
     peak_flops, peak_source = device_peak_flops(device, precision)

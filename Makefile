@@ -27,10 +27,10 @@ browser:
 # baseline (Debian packages; the Bible tests skip with a reason without them).
 sword:
 	@test -f /usr/share/sword/mods.d/engWEB2015eb.conf -a -f /usr/share/sword/mods.d/spaRV1909eb.conf \
-	  -a -f /usr/share/apertium/modes/eng-spa.mode || { \
+	  -a -f /usr/share/sword/mods.d/engKJV2006eb.conf -a -f /usr/share/apertium/modes/eng-spa.mode || { \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    sword-text-web sword-text-sparv apertium-eng-spa >/dev/null) \
-	  || echo "sword-text-web/sword-text-sparv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
+	    sword-text-web sword-text-sparv sword-text-kjv apertium-eng-spa >/dev/null) \
+	  || echo "sword-text-web/sword-text-sparv/sword-text-kjv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
 
 # The whole suite, one pytest-xdist worker per core (each test runs torch on one thread), each
 # test file on one worker (its module fixtures built once). tests/docs/test_docs_browser.py builds

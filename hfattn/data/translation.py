@@ -5,7 +5,9 @@
 
 - ``"bible"``: the Bible, World English Bible ↔ Reina-Valera 1909, aligned by verse, split by
   whole books (:mod:`hfattn.data.bible`; needs ``apt-get install sword-text-web
-  sword-text-sparv``); extra columns ``book``, ``chapter``, ``verse``.
+  sword-text-sparv``); extra columns ``book``, ``chapter``, ``verse``. ``"bible+kjv"``: the
+  same, its training verses also paired with the King James Version's English (``apt-get
+  install sword-text-kjv`` too); the same held-out splits.
 - ``"dates"``, ``"numbers"``, ``"date-normalization"``: embedded generated tasks
   (:mod:`hfattn.data.pair_generators`), any ``size``, deterministic by ``seed``, each source
   sentence in one split only.
@@ -58,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .bible import LANGUAGES, load_bible
+from .bible import SOURCES as BIBLE_SOURCES
 from .pair_generators import DEFAULT_SIZE, GENERATORS, generate_pairs
 from .pair_splits import deal_by_pair, pair_keys
 from .sources import check_source
@@ -71,7 +74,7 @@ logger = logging.getLogger(__name__)
 
 SPLIT_NAMES = ("train", "validation", "test")
 
-EMBEDDED = ("bible", *GENERATORS)
+EMBEDDED = (*BIBLE_SOURCES, *GENERATORS)
 """Sources known by bare name."""
 
 LOADER_VERSION = 2
@@ -575,9 +578,9 @@ def load_translation_splits(
         )
         return _apply_preprocessing(dd, preprocessing, source_lang, target_lang)
 
-    if source == "bible":
+    if source in BIBLE_SOURCES:
         target_lang = _target_of(LANGUAGES, source_lang, target_lang, source)
-        dd = _limit_train(load_bible(), size, seed)
+        dd = _limit_train(load_bible(source=source), size, seed)
         return _apply_preprocessing(dd, preprocessing, source_lang, target_lang)
 
     if source.startswith(("http://", "https://")):

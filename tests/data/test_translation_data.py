@@ -172,24 +172,24 @@ def test_dataset_folder_and_json_files(tmp_path):
 # ---------------------------------------------------------------------------------- Bible
 
 
-def _bible_installed() -> bool:
-    from hfattn.data.bible import BibleNotInstalledError, module_versions
+def _bible_installed(source: str = "bible") -> bool:
+    from hfattn.data.bible import BibleNotInstalledError, install_hint, module_versions
 
     try:
-        module_versions()
+        module_versions(source=source)
         return True
     except BibleNotInstalledError:
         pass
     if shutil.which("apt-get") is None:
         return False
     subprocess.run(
-        "apt-get install -y -qq sword-text-web sword-text-sparv",
+        install_hint(source).replace("install", "install -y -qq", 1),
         shell=True,
         capture_output=True,
         timeout=600,
     )
     try:
-        module_versions()
+        module_versions(source=source)
         return True
     except BibleNotInstalledError:
         return False
@@ -221,9 +221,40 @@ def test_bible_split_by_whole_books(bible):
         assert r["en"] and r["es"] and "<" not in r["en"] + r["es"]
 
 
+@pytest.fixture(scope="session")
+def bible_kjv():
+    if not _bible_installed("bible+kjv"):
+        pytest.skip("sword-text-kjv could not be installed with apt-get")
+    return load_translation_splits("bible+kjv")
+
+
+def test_bible_kjv_pairs_a_second_english_with_the_training_verses(bible, bible_kjv):
+    for split in ("validation", "test"):  # the same held-out verses, from the WEB
+        assert bible_kjv[split]["translation"] == bible[split]["translation"]
+    web, kjv = bible["train"], bible_kjv["train"]
+    assert bible_kjv["train"][: len(web)]["translation"] == web["translation"]
+    extra = kjv.select(range(len(web), len(kjv)))
+    assert 28_000 < len(extra) <= 31_102 - len(bible["validation"]) - len(bible["test"])
+    assert set(extra["book"]) <= set(web["book"])
+    first = extra[0]
+    assert (first["book"], first["chapter"], first["verse"]) == ("Genesis", 1, 1)
+    assert first["translation"] == {
+        "en": "In the beginning God created the heaven and the earth.",
+        "es": "En el principio crió Dios los cielos y la tierra.",
+    }
+    spanish = {(r["book"], r["chapter"], r["verse"]): r["translation"]["es"] for r in web}
+    for r in extra.select(range(0, len(extra), 97)):  # the same Spanish verse as the WEB's pair
+        key = (r["book"], r["chapter"], r["verse"])
+        assert key not in spanish or spanish[key] == r["translation"]["es"]
+        assert r["translation"]["en"] and "<" not in r["translation"]["en"]
+        assert "¶" not in r["translation"]["en"]
+
+
 def test_bible_missing_modules_error_names_apt(tmp_path):
     from hfattn.data.bible import BibleNotInstalledError, load_bible
 
     (tmp_path / "mods.d").mkdir()
     with pytest.raises(BibleNotInstalledError, match="apt-get install sword-text-web"):
         load_bible(tmp_path)
+    with pytest.raises(BibleNotInstalledError, match="sword-text-sparv sword-text-kjv`"):
+        load_bible(tmp_path, source="bible+kjv")

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 DATASET_NAMES = {
     "bible": ("Bible en-es (World English Bible / Reina-Valera 1909)", "sword-bible-en-es"),
+    "bible+kjv": (
+        "Bible en-es (World English Bible and King James Version / Reina-Valera 1909)",
+        "sword-bible-en-es",
+    ),
     "dates": ("CLDR dates en-es (babel)", "hfattn-dates-en-es"),
     "numbers": ("Numbers in words en-es (num2words)", "hfattn-numbers-en-es"),
     "date-normalization": ("Date normalisation (Géron)", "hfattn-date-normalization"),

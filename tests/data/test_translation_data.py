@@ -79,7 +79,9 @@ def test_generated_pairs_are_valid_translations():
 
 
 def test_unknown_bare_name_fails_fast():
-    with pytest.raises(ValueError, match=r"not an embedded dataset \(bible, dates, numbers"):
+    with pytest.raises(
+        ValueError, match=r"not an embedded dataset \(bible, bible\+kjv, dates, numbers"
+    ):
         load_translation_splits("tatoeba")
     with pytest.raises(FileNotFoundError, match="data.source"):
         load_translation_splits("missing/spa.txt")

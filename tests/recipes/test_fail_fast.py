@@ -367,7 +367,7 @@ TYPOS = {
                   "data.source: 'shakespear' is not an embedded dataset (shakespeare), an "
                   "existing file, or a Hub dataset id; did you mean 'shakespeare'?"),
     "translation": ("vaswani_dates_en_es.yaml", "date",
-                    "data.source: 'date' is not an embedded dataset (bible, dates, numbers, "
+                    "data.source: 'date' is not an embedded dataset (bible, bible+kjv, dates, numbers, "
                     "date-normalization), an existing file, or a Hub dataset id; did you mean "
                     "'dates'?"),
 }  # fmt: skip

@@ -101,8 +101,8 @@ class BibleNotInstalledError(RuntimeError):
 def clean_verse(raw: str) -> str:
     """Plain text of one OSIS verse: notes and headings dropped with their content, other tags
     dropped keeping their text, entities decoded, ``¶`` paragraph marks dropped, whitespace
-    collapsed. A removed note between
-    two words becomes a space (``God<note>…</note><w>created`` → ``God created``)."""
+    collapsed. A removed note between two words becomes a space (``God<note>…</note><w>created``
+    → ``God created``)."""
     text = _TAG.sub("", _NOTE.sub(_REMOVED, raw))
     text = re.sub(rf"(?<=\w){_REMOVED}+(?=\w)", " ", text).replace(_REMOVED, "")
     text = html.unescape(text).replace("¶", " ")
@@ -204,14 +204,16 @@ def read_verses(sword_path: Path = SWORD_PATH, source: str = "bible") -> list[di
     training verse of the Spanish module again with the King James Version's English."""
     module_versions(sword_path, source)  # clear error first
     texts = {side: _module_verses(b) for side, b in _open_bibles(sword_path, source).items()}
+    spanish = {
+        key: (book_name, fix_chapter_initial(text) if key[2] == 1 else text)
+        for key, (book_name, text) in texts.pop("es").items()
+    }
     rows = []
-    for side in ("en", *SOURCES[source]):
-        for key, (book_name, es_text) in texts["es"].items():
-            if key not in texts[side] or (side != "en" and book_split(book_name) != "train"):
+    for side, english in texts.items():  # the WEB first, then each training English
+        for key, (book_name, es_text) in spanish.items():
+            if key not in english or (side != "en" and book_split(book_name) != "train"):
                 continue
-            en_text = texts[side][key][1]
-            if key[2] == 1:
-                es_text = fix_chapter_initial(es_text)
+            en_text = english[key][1]
             if en_text and es_text:
                 row = {"book": book_name, "chapter": key[1], "verse": key[2]}
                 rows.append({**row, "en": en_text, "es": es_text})

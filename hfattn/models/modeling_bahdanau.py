@@ -6,9 +6,10 @@ as BART: ``model.encoder`` (embeddings → (bi)GRU/LSTM layers over the real tok
 ``model.decoder`` (GRU/LSTM layers with Bahdanau, Luong or no attention over the encoder
 outputs) and ``lm_head``.
 
-- Encoder: padded positions never reach the RNN (packed, or skipped step by step under
-  ``torch.compile`` / ``torch.export``), so a sentence's annotations are the same padded in a
-  batch or alone. Sources must be right-padded (checked where reading the mask on the host
+- Encoder: padded positions never change a real token's annotation or the final state (the
+  fused kernel over the padded width, each row reversed within its length and its final state
+  taken at its last token; skipped step by step under ``torch.compile`` / ``torch.export``),
+  so a sentence's annotations are the same padded in a batch or alone. Sources must be right-padded (checked where reading the mask on the host
   costs nothing, i.e. on the CPU; on CUDA the encoder reads nothing on the host, see
   :func:`~.rnn_layers.reads_stall`).
 - Bahdanau: ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_j))``, ``s_t = cell([E y_{t-1};

@@ -93,10 +93,11 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
     (left padding, holes) and every mask under ``torch.compile`` / ``torch.export`` step the
     fused one-step kernel position by position (the same function, without data-dependent
     branches or shapes). An LSTM compiled with autograd on also steps (the fused LSTM kernel
-    does not go through AOT autograd). Choosing among these reads the mask on the host; where
-    that read stalls the device (:func:`reads_stall`: CUDA) and the caller guarantees right
-    padding (``right_padded=True``), the fused kernel runs over the padded width with indices
-    computed on the device instead (:meth:`_right_padded`), and nothing is read.
+    does not go through AOT autograd). Choosing among these reads the mask on the host. When
+    the caller guarantees right padding (``right_padded=True``, as hfattn's encoders do) the
+    fused kernel runs over the padded width with indices computed on the device instead
+    (:meth:`_right_padded`): nothing is read, which spares CUDA a stall, and on the CPU it
+    replaces the packed sequence, whose kernel is not oneDNN's (``benchmarks/NOTES.md``).
 
     The parameters are those of a one-layer ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN``
     (``weight_ih_l0``, ``weight_hh_l0_reverse``, ...; ``state_dict``-compatible with it) and
@@ -184,9 +185,9 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
         positions) and the final state.
 
         ``right_padded=True`` is the caller's guarantee that every row of ``mask`` is 1s then
-        0s: where host reads stall (:func:`reads_stall`: CUDA) the layer then runs
-        :meth:`_right_padded`, which reads nothing on the host; elsewhere the mask is
-        inspected as without it.
+        0s: the layer then runs :meth:`_right_padded`, which reads nothing on the host (no
+        stall on CUDA) and runs the fused kernel, faster on the CPU than a packed sequence.
+        Without it the mask is read to choose the path.
         """
         if not state:
             state = self.zero_state(inputs)
@@ -197,7 +198,7 @@ class RecurrentLayer(GradientCheckpointingLayer, nn.RNNBase):
         keep = mask != 0
         if is_tracing():
             return self._stepped(inputs, state, keep)
-        if right_padded and reads_stall(inputs.device):
+        if right_padded:
             return self._right_padded(inputs, state, keep)
         lengths = keep.sum(1)
         lengths_cpu = lengths.cpu()

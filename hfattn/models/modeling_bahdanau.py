@@ -9,9 +9,9 @@ outputs) and ``lm_head``.
 - Encoder: padded positions never change a real token's annotation or the final state (the
   fused kernel over the padded width, each row reversed within its length and its final state
   taken at its last token; skipped step by step under ``torch.compile`` / ``torch.export``),
-  so a sentence's annotations are the same padded in a batch or alone. Sources must be right-padded (checked where reading the mask on the host
-  costs nothing, i.e. on the CPU; on CUDA the encoder reads nothing on the host, see
-  :func:`~.rnn_layers.reads_stall`).
+  so a sentence's annotations are the same padded in a batch or alone. Sources must be
+  right-padded (checked where reading the mask on the host costs nothing, i.e. on the CPU; on
+  CUDA the encoder reads nothing on the host, see :func:`~.rnn_layers.reads_stall`).
 - Bahdanau: ``c_t = Σ_j α_tj h_j``, ``α_t = p(a(s_{t-1}, h_j))``, ``s_t = cell([E y_{t-1};
   c_t], s_{t-1})``, readout ``[s_t; c_t]``. The keys' share of the score (``W_k h_j``) is
   computed once per source, not once per step.

@@ -76,16 +76,16 @@ def test_right_padded_path_equals_the_packed_path(cell, bidirectional, dtype):
             (f * torch.randn(f.shape, generator=g, dtype=dtype)).sum() for f in finals
         )
         runs.append((outputs, finals, torch.autograd.grad(loss, leaves)))
-    (out_cpu, finals_cpu, grads_cpu), (out_stall, finals_stall, grads_stall) = runs
+    (out_packed, finals_packed, grads_packed), (out_fused, finals_fused, grads_fused) = runs
     tol = TOL[dtype]
-    torch.testing.assert_close(out_stall, out_cpu, rtol=tol, atol=tol)
-    assert (out_stall[mask == 0] == 0).all()
-    for a, b in zip(finals_stall, finals_cpu, strict=True):
+    torch.testing.assert_close(out_fused, out_packed, rtol=tol, atol=tol)
+    assert (out_fused[mask == 0] == 0).all()
+    for a, b in zip(finals_fused, finals_packed, strict=True):
         torch.testing.assert_close(a, b, rtol=tol, atol=tol)
     # The empty row (index 3) keeps its initial state, as packing gives it.
-    for final, initial in zip(finals_stall, (s for state in states for s in state), strict=True):
+    for final, initial in zip(finals_fused, (s for state in states for s in state), strict=True):
         assert torch.equal(final[:, 3], initial[:, 3])
-    for a, b in zip(grads_stall, grads_cpu, strict=True):
+    for a, b in zip(grads_fused, grads_packed, strict=True):
         torch.testing.assert_close(a, b, rtol=tol, atol=tol)
 
 

@@ -92,7 +92,8 @@ from hfattn.models.recurrent_cache import RecurrentCache
 CHARS = 84
 """The character vocabulary of the Shakespeare plays (``bench_char_rnn.py``'s)."""
 CHAR_RNN = {"cell": "gru", "embedding_dim": 64, "hidden_size": 512, "num_layers": 1}
-"""``recipes/char_rnn_shakespeare.yaml``'s model section."""
+"""``recipes/char_rnn_shakespeare.yaml``'s network (its recurrent step, without the continuous
+cache that the recipe adds at inference)."""
 BPE = 8000
 """``recipes/bahdanau_bible_en_es.yaml``'s joint BPE vocabulary."""
 BIBLE = {

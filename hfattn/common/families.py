@@ -84,6 +84,18 @@ def describe_pooling_attention(config: dict) -> str | None:
     return text
 
 
+def describe_continuous_cache(config: dict) -> str | None:
+    """A char-RNN's continuous cache (Grave et al. 2017) with its window, flatness and weight,
+    or ``None`` when it has none."""
+    size = config.get("neural_cache_size")
+    if not size:
+        return None
+    return (
+        f"continuous cache over the last {size:,} positions (Grave et al. 2017), "
+        f"θ = {config.get('neural_cache_theta')}, λ = {config.get('neural_cache_lambda')}"
+    )
+
+
 @dataclass(frozen=True)
 class Family:
     """The facts of one model family."""
@@ -113,6 +125,7 @@ FAMILIES: dict[str, Family] = {
     "char-rnn": Family(
         auto_class="AutoModelForCausalLM",
         compiled_by_auto=True,
+        describe_attention=describe_continuous_cache,
         papers=("karpathy2015unreasonable", "graves2013generating"),
     ),
     "bahdanau": Family(

@@ -115,7 +115,8 @@ def pretrained_config_fields() -> tuple[str, ...]:
 
 @functools.cache
 def config_field_rules(model_type: str) -> dict:
-    """Field → rule (:class:`~hfattn.models.config_checks.PositiveInt`, ``Rate``, ``Choice``)
+    """Field → rule (:class:`~hfattn.models.config_checks.PositiveInt`, ``NonNegativeInt``,
+    ``PositiveNumber``, ``Rate``, ``Choice``)
     of every field of hfattn's config class of ``model_type`` declared with one
     (``cell: str = choice("gru", CELL_TYPES)``), read from the class body: the declaration is
     called with its arguments (literals, or names the configuration file or a sibling module

@@ -28,6 +28,11 @@ median 2.29, mean 3.05); the median hid the two, the mean and the count show the
 trained char-RNN scores about the same both ways (1.449 zero-state median vs 1.437 carried).
 A stateless model (GPT-2) reads every evaluation window from its start, so its ``loss`` already
 is a zero-state loss: it is reported for models with a recurrent state only.
+
+**Without the continuous cache.** A char-RNN with a continuous cache (Grave et al. 2017,
+``neural_cache_size > 0``) is scored as it predicts, with the cache; the carried loss of the
+network alone is reported beside it (``loss_without_cache``), so that what the cache adds is
+read off the same evaluation.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ ZERO_STATE_PASSAGES = 20
 """Passages scored from a zero state per split (:func:`zero_state_loss`)."""
 ZERO_STATE_PASSAGE_LEN = 1000
 """Tokens predicted per passage (characters, for a character model)."""
+WITHOUT_CACHE_METRIC = "loss_without_cache"
+"""The carried loss of a model with a continuous cache, read with the cache switched off."""
 
 
 def is_stateful(model) -> bool:
@@ -67,6 +74,37 @@ def evaluating(model) -> Iterator[torch.device]:
         yield next(model.parameters()).device
     finally:
         model.train(was_training)
+
+
+def has_continuous_cache(model) -> bool:
+    """Whether ``model`` mixes a continuous cache into its predictions (``neural_cache_size``
+    of a char-RNN's config, :mod:`hfattn.models.neural_cache`)."""
+    return bool(getattr(model.config, "neural_cache_size", 0))
+
+
+@contextmanager
+def without_continuous_cache(model) -> Iterator[None]:
+    """For the block, ``model`` predicts with its network alone (``neural_cache_size = 0``);
+    its setting is restored after."""
+    size = model.config.neural_cache_size
+    model.config.neural_cache_size = 0
+    try:
+        yield
+    finally:
+        model.config.neural_cache_size = size
+
+
+def carried_windows(model, streams: StreamBatches, stateful: bool) -> Iterator[tuple]:
+    """``(logits, targets)`` of every window of ``streams`` in eval mode, the recurrent state
+    carried from one window to the next when ``stateful``; the logits in float32."""
+    state = None
+    with evaluating(model) as device:
+        for window in streams.epoch(0):
+            raise_if_stop_requested()
+            window = window.to(device)
+            out = model(input_ids=window[:, :-1], cache=state, use_cache=stateful)
+            state = out.cache if stateful else None
+            yield out.logits.float(), window[:, 1:]
 
 
 def passage_starts(num_ids: int, passages: int, length: int) -> tuple[list[int], int]:
@@ -167,6 +205,13 @@ def explain_zero_state(metrics: dict[str, dict]) -> str | None:
     )
 
 
+def window_nll(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """The summed next-token negative log-likelihood of one window (nats)."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum"
+    ).item()
+
+
 @torch.no_grad()
 def evaluate_causal_lm(
     model,
@@ -183,6 +228,9 @@ def evaluate_causal_lm(
     recurrent state also its zero-state loss right after ``loss`` (:func:`zero_state_loss` on
     ``zero_state_passages`` passages of ``zero_state_len`` tokens; 0 passages: left out).
 
+    For a model with a continuous cache the carried loss of the network alone follows ``loss``
+    (:data:`WITHOUT_CACHE_METRIC`).
+
     ``ids`` is a 1-D array (a prepared split's memory-mapped values, or a tensor): each window
     is gathered from it, never the whole split copied. Loss and perplexity come from the
     bundled ``evaluate`` module ``perplexity``, accuracy from ``accuracy``. With ``tokenizer``
@@ -193,25 +241,21 @@ def evaluate_causal_lm(
     stateful = is_stateful(model)
     perplexity, accuracy = load_metric("perplexity"), load_metric("accuracy")
     streams = StreamBatches(ids, batch_size, seq_len)
-    state, total_nats = None, 0.0
-    with evaluating(model) as device:
-        for window in streams.epoch(0):
-            raise_if_stop_requested()
-            window = window.to(device)
-            inputs, targets = window[:, :-1], window[:, 1:]
-            out = model(input_ids=inputs, cache=state, use_cache=stateful)
-            state = out.cache if stateful else None
-            logits = out.logits.float()
-            nll = F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum"
-            )
-            total_nats += nll.item()
-            perplexity.add(nll_sum=nll.item(), num_tokens=targets.numel())
-            accuracy.add_batch(
-                predictions=logits.argmax(-1).reshape(-1).tolist(),
-                references=targets.reshape(-1).tolist(),
-            )
+    total_nats = 0.0
+    for logits, targets in carried_windows(model, streams, stateful):
+        nll = window_nll(logits, targets)
+        total_nats += nll
+        perplexity.add(nll_sum=nll, num_tokens=targets.numel())
+        accuracy.add_batch(
+            predictions=logits.argmax(-1).reshape(-1).tolist(),
+            references=targets.reshape(-1).tolist(),
+        )
     scores = perplexity.compute()
+    if has_continuous_cache(model):
+        with without_continuous_cache(model):
+            nats = sum(window_nll(*window) for window in carried_windows(model, streams, stateful))
+        alone = nats / len(streams.target_ids())
+        scores = {"loss": scores.pop("loss"), WITHOUT_CACHE_METRIC: alone, **scores}
     if stateful and zero_state_passages > 0:
         zero = zero_state_loss(
             model, ids, passages=zero_state_passages, length=zero_state_len, batch_size=batch_size
@@ -230,10 +274,15 @@ __all__ = [
     "ZERO_STATE_METRIC",
     "ZERO_STATE_PASSAGES",
     "ZERO_STATE_PASSAGE_LEN",
+    "WITHOUT_CACHE_METRIC",
+    "carried_windows",
     "evaluate_causal_lm",
     "evaluating",
     "explain_zero_state",
+    "has_continuous_cache",
     "is_stateful",
     "passage_starts",
+    "window_nll",
+    "without_continuous_cache",
     "zero_state_loss",
 ]

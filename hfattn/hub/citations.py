@@ -58,6 +58,12 @@ GRAVES_2013 = Citation(
     "Graves (2013). Generating Sequences With Recurrent Neural Networks. arXiv:1308.0850.",
     "https://arxiv.org/abs/1308.0850",
 )
+GRAVE_2017 = Citation(
+    "grave2017improving",
+    "Grave, Joulin & Usunier (2017). Improving Neural Language Models with a Continuous Cache. "
+    "ICLR.",
+    "https://arxiv.org/abs/1612.04426",
+)
 KARPATHY_2015 = Citation(
     "karpathy2015unreasonable",
     "Karpathy (2015). The Unreasonable Effectiveness of Recurrent Neural Networks (blog post).",
@@ -103,18 +109,24 @@ CELL_CITATIONS: dict[str, tuple[Citation, ...]] = {
 }
 """Recurrent cell (the config's ``cell`` or ``rnn_type`` field) → the paper that introduced it."""
 
+CACHE_CITATIONS: tuple[Citation, ...] = (GRAVE_2017,)
+"""The papers of the continuous cache, cited when the config turns it on
+(``neural_cache_size > 0``)."""
+
 ADAPTER_CITATIONS: dict[str, tuple[Citation, ...]] = {"LORA": (HU_2022,)}
 """PEFT ``peft_type`` → the papers of the adaptation method (added to the base model's)."""
 
 
 def citations_for(config: dict, peft_type: str | None = None) -> list[Citation]:
     """The citations of a model given its ``config.json`` (and of its adapter method, if any):
-    the model type's papers, then its recurrent cell's, without duplicates."""
+    the model type's papers, its recurrent cell's, then its continuous cache's, without
+    duplicates."""
     cell = str(config.get("cell") or config.get("rnn_type") or "").lower()
     candidates = (
         *ADAPTER_CITATIONS.get(peft_type or "", ()),
         *CITATIONS.get(config.get("model_type") or "", ()),
         *CELL_CITATIONS.get(cell, ()),
+        *(CACHE_CITATIONS if config.get("neural_cache_size") else ()),
     )
     found: list[Citation] = []
     for citation in candidates:

@@ -1,7 +1,8 @@
 """The value rules of the hfattn configurations, declared on their fields, and their presets.
 
 A config field states its rule where it is declared, ``dropout: float | int = rate(0.1)``
-(:func:`positive_int`, :func:`rate`, :func:`choice`: a dataclass field whose metadata holds the
+(:func:`positive_int`, :func:`non_negative_int`, :func:`positive_number`, :func:`rate`,
+:func:`choice`: a dataclass field whose metadata holds the
 rule); the config's ``__post_init__`` applies every rule (:func:`check_field_rules`) and the
 recipe checks read the same declarations from the configuration file's source, before torch is
 imported (:func:`hfattn.common.models_source.config_field_rules`). A rule spans one field; a
@@ -28,6 +29,26 @@ class PositiveInt:
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
             return None
         return f"must be a positive integer, got {value!r}"
+
+
+class NonNegativeInt:
+    """An integer >= 0 (``bool`` refused): a size where 0 turns a feature off."""
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` (``"must be an integer >= 0, got -1"``), or ``None``."""
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return None
+        return f"must be an integer >= 0, got {value!r}"
+
+
+class PositiveNumber:
+    """A number > 0 (``bool`` refused): a scale, a temperature."""
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` (``"must be a number > 0, got 0"``), or ``None``."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return None
+        return f"must be a number > 0, got {value!r}"
 
 
 class Rate:
@@ -67,6 +88,16 @@ def positive_int(default):
     return _ruled(default, PositiveInt())
 
 
+def non_negative_int(default):
+    """A config field that must be an integer >= 0 (:class:`NonNegativeInt`)."""
+    return _ruled(default, NonNegativeInt())
+
+
+def positive_number(default):
+    """A config field that must be a number > 0 (:class:`PositiveNumber`)."""
+    return _ruled(default, PositiveNumber())
+
+
 def rate(default):
     """A config field that must lie in [0, 1) (:class:`Rate`)."""
     return _ruled(default, Rate())
@@ -77,7 +108,13 @@ def choice(default, allowed):
     return _ruled(default, Choice(allowed))
 
 
-RULE_FIELDS = {"positive_int": positive_int, "rate": rate, "choice": choice}
+RULE_FIELDS = {
+    "positive_int": positive_int,
+    "non_negative_int": non_negative_int,
+    "positive_number": positive_number,
+    "rate": rate,
+    "choice": choice,
+}
 """The field declarations that carry a rule, by the name a configuration file calls them."""
 
 
@@ -120,13 +157,17 @@ __all__ = [
     "RULE",
     "RULE_FIELDS",
     "Choice",
+    "NonNegativeInt",
     "PositiveInt",
+    "PositiveNumber",
     "PresetsMixin",
     "Rate",
     "check_choice",
     "check_field_rules",
     "choice",
     "field_rules",
+    "non_negative_int",
     "positive_int",
+    "positive_number",
     "rate",
 ]

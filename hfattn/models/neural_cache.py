@@ -93,21 +93,18 @@ def cache_log_probs(
         ``size`` positions, detached.
     """
     seq, vocab = logits.shape[1:]
-    stored = hidden.detach()
-    hidden = hidden.float()
+    stored_dtype, hidden = hidden.dtype, hidden.float()
     real = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device)
     if mask is not None:
         real = real & mask.bool()
     if input_ids is None:
         input_ids = torch.zeros(hidden.shape[:2], dtype=torch.long, device=hidden.device)
         real = torch.zeros_like(real)
+    keys, ids = hidden, input_ids
     if memory is not None:
-        keys = torch.cat([memory.keys.float(), hidden], dim=1)
-        stored = torch.cat([memory.keys.to(stored.dtype), stored], dim=1)
-        ids = torch.cat([memory.ids, input_ids], dim=1)
+        keys = torch.cat([memory.keys.float(), keys], dim=1)
+        ids = torch.cat([memory.ids, ids], dim=1)
         real = torch.cat([memory.mask, real], dim=1)
-    else:
-        keys, ids = hidden, input_ids
     past = keys.shape[1] - seq
     # Key j is paired with the token that followed it, x_{j+1}; query t (position past + t)
     # may attend key j when past + t - size <= j < past + t.
@@ -127,7 +124,7 @@ def cache_log_probs(
     log_probs = torch.logaddexp(
         F.log_softmax(logits.float(), dim=-1) + model_weight, cache_probs.log() + cache_weight
     )
-    kept = CacheMemory(stored[:, -size:], ids[:, -size:], real[:, -size:])
+    kept = CacheMemory(keys[:, -size:].detach().to(stored_dtype), ids[:, -size:], real[:, -size:])
     return log_probs, kept
 
 

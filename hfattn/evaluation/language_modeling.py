@@ -82,29 +82,24 @@ def has_continuous_cache(model) -> bool:
     return bool(getattr(model.config, "neural_cache_size", 0))
 
 
-@contextmanager
-def without_continuous_cache(model) -> Iterator[None]:
-    """For the block, ``model`` predicts with its network alone (``neural_cache_size = 0``);
-    its setting is restored after."""
-    size = model.config.neural_cache_size
-    model.config.neural_cache_size = 0
-    try:
-        yield
-    finally:
-        model.config.neural_cache_size = size
-
-
-def carried_windows(model, streams: StreamBatches, stateful: bool) -> Iterator[tuple]:
-    """``(logits, targets)`` of every window of ``streams`` in eval mode, the recurrent state
-    carried from one window to the next when ``stateful``; the logits in float32."""
+def carried_windows(
+    model, streams: StreamBatches, stateful: bool, *, output_hidden_states: bool = False
+) -> Iterator[tuple]:
+    """``(output, targets)`` of every window of ``streams`` in eval mode, the recurrent state
+    carried from one window to the next when ``stateful``."""
     state = None
     with evaluating(model) as device:
         for window in streams.epoch(0):
             raise_if_stop_requested()
             window = window.to(device)
-            out = model(input_ids=window[:, :-1], cache=state, use_cache=stateful)
+            out = model(
+                input_ids=window[:, :-1],
+                cache=state,
+                use_cache=stateful,
+                output_hidden_states=output_hidden_states,
+            )
             state = out.cache if stateful else None
-            yield out.logits.float(), window[:, 1:]
+            yield out, window[:, 1:]
 
 
 def passage_starts(num_ids: int, passages: int, length: int) -> tuple[list[int], int]:
@@ -241,20 +236,22 @@ def evaluate_causal_lm(
     stateful = is_stateful(model)
     perplexity, accuracy = load_metric("perplexity"), load_metric("accuracy")
     streams = StreamBatches(ids, batch_size, seq_len)
-    total_nats = 0.0
-    for logits, targets in carried_windows(model, streams, stateful):
+    cached = has_continuous_cache(model)
+    total_nats = network_nats = 0.0
+    for out, targets in carried_windows(model, streams, stateful, output_hidden_states=cached):
+        logits = out.logits.float()
         nll = window_nll(logits, targets)
         total_nats += nll
+        if cached:  # the same pass, before the mixture: the recurrence runs once
+            network_nats += window_nll(model.head_logits(out.hidden_states[-1]).float(), targets)
         perplexity.add(nll_sum=nll, num_tokens=targets.numel())
         accuracy.add_batch(
             predictions=logits.argmax(-1).reshape(-1).tolist(),
             references=targets.reshape(-1).tolist(),
         )
     scores = perplexity.compute()
-    if has_continuous_cache(model):
-        with without_continuous_cache(model):
-            nats = sum(window_nll(*window) for window in carried_windows(model, streams, stateful))
-        alone = nats / len(streams.target_ids())
+    if cached:
+        alone = network_nats / len(streams.target_ids())
         scores = {"loss": scores.pop("loss"), WITHOUT_CACHE_METRIC: alone, **scores}
     if stateful and zero_state_passages > 0:
         zero = zero_state_loss(
@@ -283,6 +280,5 @@ __all__ = [
     "is_stateful",
     "passage_starts",
     "window_nll",
-    "without_continuous_cache",
     "zero_state_loss",
 ]

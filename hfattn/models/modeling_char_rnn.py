@@ -197,6 +197,16 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         h = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
         return (h, h.clone()) if self.config.cell == "lstm" else h
 
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        r"""The network's own next-character logits ``W h_t + b`` for the last layer's outputs
+        ``hidden`` [batch, seq, hidden_size] (projected to ``embedding_dim`` first when the
+        head is tied to the embeddings and the sizes differ); no continuous cache, no dropout.
+        In eval mode, ``head_logits(out.hidden_states[-1])`` are the logits that the forward
+        mixes with the cache."""
+        if self.output_projection is not None:
+            hidden = self.output_projection(hidden)
+        return self.lm_head(hidden)
+
     def _run_layers(
         self, embeds: torch.Tensor, state: RecurrentState | None, mask: torch.Tensor | None
     ) -> tuple[list[torch.Tensor], RecurrentState]:
@@ -266,10 +276,7 @@ class CharRNNForCausalLM(CharRNNPreTrainedModel, GenerationMixin):
         mask = None if attention_mask is None else attention_mask[:, -seq_len:]
         cache = to_cache(cache) if use_cache or cache is not None else None
         outputs, state = self._run_layers(embeds, state_tensors(cache), mask)
-        hidden = self.dropout(outputs[-1])
-        if self.output_projection is not None:
-            hidden = self.output_projection(hidden)
-        logits = self.lm_head(hidden)
+        logits = self.head_logits(self.dropout(outputs[-1]))
         memory = None
         if self.config.neural_cache_size and not self.training:
             logits, memory = cache_log_probs(

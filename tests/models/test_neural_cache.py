@@ -166,5 +166,28 @@ def test_evaluation_reports_the_network_alone_beside_the_mixture():
     assert list(scores)[:2] == ["loss", "loss_zero_state"]
     assert math.isclose(scores["loss_without_cache"], alone["loss"], rel_tol=1e-5)
     assert not math.isclose(scores["loss"], alone["loss"], rel_tol=1e-3)
-    assert model.config.neural_cache_size == 50  # switched back on after
     assert "loss_without_cache" not in alone
+
+
+@torch.no_grad()
+def test_head_logits_are_the_logits_before_the_mixture():
+    for tied in (False, True):
+        model = tiny(**CACHE, tie_word_embeddings=tied, embedding_dim=6)
+        ids = torch.randint(4, VOCAB, (2, 9))
+        out = model(ids, output_hidden_states=True)
+        own, _ = plain_log_probs(model, ids)
+        head = model.head_logits(out.hidden_states[-1]).log_softmax(-1)
+        torch.testing.assert_close(head, own)
+
+
+def test_evaluation_runs_the_recurrence_once_with_the_cache():
+    from hfattn.evaluation.language_modeling import evaluate_causal_lm
+
+    ids = torch.randint(4, VOCAB, (400,))
+    runs = {}
+    for name, kw in (("plain", {}), ("cache", {**CACHE, "neural_cache_size": 50})):
+        model = tiny(**kw)
+        calls = runs.setdefault(name, [])
+        model.layers[0].register_forward_hook(lambda *_, calls=calls: calls.append(1))
+        evaluate_causal_lm(model, ids, batch_size=2, seq_len=16, zero_state_passages=0)
+    assert len(runs["cache"]) == len(runs["plain"]) > 0

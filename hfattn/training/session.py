@@ -80,6 +80,9 @@ class TrainingSession:
             d_model=getattr(config, "d_model", None) or getattr(config, "hidden_size", None),
         )
         self.model, self.optimizer = acc.prepare(job.model, optimizer)
+        # the steps run in training mode (dropout on), as Trainer's do: from_pretrained returns
+        # a model in eval mode, and each evaluation puts back the mode it found
+        self.model.train()
         # batches in fixed shapes (length buckets) live on the device when they fit there
         job.batches = job.batches.to(acc.device)
         shapes = job.batches.shapes

@@ -328,3 +328,25 @@ def test_rnn_classifier_with_word2vec_vectors(files, tmp_path):
 def test_recipe_errors_name_the_field(recipe, items, message):
     with pytest.raises(RecipeError, match=message):
         load_recipe(f"recipes/{recipe}", items)
+
+
+def test_a_pretrained_model_trains_with_its_dropout_on(files, tmp_path, monkeypatch):
+    """``from_pretrained`` returns a model in eval mode; every training step, the ones after
+    an evaluation included, runs with every module in training mode (dropout on), as
+    ``Trainer``'s do."""
+    from hfattn.training import engine
+
+    modes, train_step = [], engine._train_step
+
+    def recording_step(run, batch):
+        modes.append({m.training for m in run.model.modules()})
+        return train_step(run, batch)
+
+    monkeypatch.setattr(engine, "_train_step", recording_step)
+    argv = ["train", "recipes/distilbert_sst2.yaml", "--overwrite"]
+    extra = {"training.epochs": 1, "training.eval_every": 5, "training.log_every": 5}
+    for item in overrides(files, tmp_path / "run", **extra):
+        argv += ["--set", item]
+    assert main(argv) == 0
+    assert len(modes) > 10  # evaluations every 5 steps come between them
+    assert all(mode == {True} for mode in modes)

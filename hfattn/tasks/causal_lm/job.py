@@ -124,8 +124,7 @@ def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
     """``(model, tokenizer)`` of a pretrained recipe: ``AutoModelForCausalLM`` and its own
     tokenizer through :func:`hfattn.tasks.pretrained.load_pretrained`, eos as pad, windows and the
     sample's new tokens checked against the context length, and the ``lora:`` adapter applied
-    (seeded, as a PEFT ``peft_task_type`` adapter: the task card's). The model is put in
-    training mode (``from_pretrained`` returns it in eval mode, dropout off)."""
+    (seeded, as a PEFT ``peft_task_type`` adapter: the task card's)."""
     _check_tokenizer_section(recipe, pretrained=True)
     model, tokenizer = load_pretrained(AutoModelForCausalLM, recipe.model)
     use_eos_as_pad(model, tokenizer)
@@ -148,7 +147,7 @@ def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
     if recipe.lora is not None:
         torch.manual_seed(recipe.training.seed)
         model = apply_lora(model, recipe.lora, peft_task_type)
-    return model.train(), tokenizer
+    return model, tokenizer
 
 
 def prepare_corpus(recipe: CausalLMRecipe, tokenizer=None) -> LMCorpus:

@@ -69,6 +69,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from torch._inductor.utils import fresh_cache
 from transformers import CompileConfig, GenerationConfig, MarianConfig, MarianMTModel
 
 from benchmarks.lib.benchlib import (
@@ -436,24 +437,32 @@ def measure_training(size: Size, args, autocast, peak_flops: float) -> dict:
     return result
 
 
-def measure_recipe(args, on_eager=None) -> dict:
+COMPILE_SETTINGS = ("regional", "true")
+"""The ``training.compile`` settings ``--recipe`` measures, in this order: each layer stack
+compiled once (``regional``), the whole model as one graph (``true``)."""
+
+
+def measure_recipe(args, on_result=None) -> dict:
     """The training step of ``args.recipe`` (with ``args.set`` overrides) exactly as
     ``hfattn train`` runs it on ``args.device``: the recipe's own job (tokenizer, model, batches
     in its length buckets, on the device), optimizer (fused AdamW on CUDA), mixed precision
     (``auto`` resolved for the device) and gradient clipping; the step eager and compiled as
-    ``training.compile: true`` compiles it (one graph, the buckets' dimensions marked dynamic).
+    each ``training.compile`` setting of ``args.compile`` compiles it (``true``: one graph,
+    the buckets' dimensions marked dynamic; ``regional``: each layer stack once, symbolic
+    sizes).
 
-    The compile is timed first, cold or with whatever Inductor's on-disk cache holds: one
-    compiled step on a batch of each bucket shape (``compile_s``: the steps that compiled a
-    graph; ``compiles``: the graphs). Then ``args.steps`` rounds of one eager and one compiled
-    step on the same batch (the order flipping each round; both update the same weights), the
+    First ``args.steps`` eager steps alone are timed (``eager_alone``, what ``training.compile:
+    auto`` trains with) and, with ``args.profile``, their kernels written to the profile's
+    ``_eager`` twin. Then, for each setting in turn, in an empty Inductor cache
+    (``fresh_cache``: each compile is cold, as on a fresh machine): the compile, one compiled
+    step on a batch of each bucket shape (``compile_s``: the steps that compiled a graph;
+    ``compiles``: the graphs); then ``args.steps`` rounds of one eager and one compiled step
+    on the same batch (the order flipping each round; both update the same weights), the
     batches taken in the recipe's training order, so every bucket's shape comes in. Figures:
-    the target tokens/s and MFU of each (the sums over the rounds), and their ratio.
-
-    Before anything compiles, ``args.steps`` eager steps alone are timed (``eager_alone``,
-    what ``training.compile: auto`` trains with) and, with ``args.profile``, their kernels
-    written to the profile's ``_eager`` twin; ``on_eager(result)`` then receives the result so
-    far, so that a compile cut off by a time limit leaves the eager figures behind."""
+    the target tokens/s and MFU of each (the sums over the rounds), and their ratio; with
+    ``args.profile`` the kernels of the first setting's compiled step. ``on_result(result)``
+    receives the result after the eager steps and after each setting, so that a run cut off
+    by a time limit leaves what it measured."""
     recipe = load_recipe(args.recipe, args.set)
     cfg = recipe.training
     if cfg.token_budget is None:
@@ -464,12 +473,12 @@ def measure_recipe(args, on_eager=None) -> dict:
     batches = job.batches.to(device)
     precision = resolve_mixed_precision(cfg.mixed_precision, device)
     optimizer = training_optimizer(cfg, model, device=device, mixed_precision=precision)
-    steppers = {"eager": model, "compiled": compile_for_training(model)}
+    steppers = {"eager": model}
     count_flops = FlopCounter(model)
     peak_flops, peak_source = device_peak_flops(device, precision)
 
     def step(name: str, batch) -> None:
-        if name == "compiled":
+        if name != "eager":
             mark_dynamic_dims(batch)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss, _ = job.compute_loss(steppers[name], batch, None, False)
@@ -484,6 +493,10 @@ def measure_recipe(args, on_eager=None) -> dict:
         while True:
             yield from batches.epoch(epoch)
             epoch += 1
+
+    def speed(seconds: float, tokens: int, flops: float) -> dict:
+        return {"seconds": seconds, "tokens_per_s": tokens / seconds,
+                "mfu": flops / seconds / peak_flops if peak_flops else None}  # fmt: skip
 
     batch_stream = stream()
     timed(args.device, step, "eager", next(batch_stream))  # eager's first step: allocator
@@ -505,43 +518,61 @@ def measure_recipe(args, on_eager=None) -> dict:
         "on_device": batches.device.type == device.type,
         "peak_flops": peak_flops,
         "peak_source": peak_source,
-        "eager_alone": {"rounds": args.steps, "target_tokens": tokens, "seconds": alone,
-                        "tokens_per_s": tokens / alone,
-                        "mfu": flops / alone / peak_flops if peak_flops else None},
+        "eager_alone": {"rounds": args.steps, "target_tokens": tokens,
+                        **speed(alone, tokens, flops)},
+        "compiled": {},
     }  # fmt: skip
-    if on_eager is not None:
-        on_eager(result)
-    torch._dynamo.reset()
+    if on_result is not None:
+        on_result(result)
+    for setting in args.compile:
+        with fresh_cache():  # removed after the setting's last step
+            torch._dynamo.reset()
+            steppers[setting] = compile_for_training(
+                model, regional=setting == "regional", dynamic_shapes=True
+            )
+            result["compiled"][setting] = measured = compiled_rounds(
+                args, step, setting, batch_stream, len(batches.shapes), count_flops, speed
+            )
+            if args.profile and setting == args.compile[0]:
+                write_kernel_profile(args.profile, args.device, step, setting, next(batch_stream))
+        if on_result is not None:
+            on_result(result)
+        del steppers[setting], measured
+    return result
+
+
+def compiled_rounds(args, step, setting: str, batch_stream, num_shapes: int, count_flops, speed):
+    """The compile of ``setting``'s stepper (one step on a batch of each of the ``num_shapes``
+    bucket shapes) and ``args.steps`` rounds of it against eager: see :func:`measure_recipe`.
+
+    Raises:
+        RuntimeError: the compiled step compiled again after every shape had been seen."""
     graphs, compile_s, seen = compiled_graphs(), 0.0, set()
-    while len(seen) < len(batches.shapes):  # one compiled step a shape: the compile
+    while len(seen) < num_shapes:  # one compiled step a shape: the compile
         batch = next(batch_stream)
         shape = tuple(batch["labels"].shape)
         if shape not in seen:
             seen.add(shape)
             before = compiled_graphs()
-            seconds, _ = timed(args.device, step, "compiled", batch)
+            seconds, _ = timed(args.device, step, setting, batch)
             if compiled_graphs() > before:
                 compile_s += seconds
     compiles = compiled_graphs() - graphs
-    seconds = {"eager": 0.0, "compiled": 0.0}
+    seconds = {"eager": 0.0, setting: 0.0}
     tokens = flops = 0
     for round_ in range(args.steps):
         batch = next(batch_stream)
         tokens += batch.num_tokens
         flops += count_flops(batch)
-        for name in ("eager", "compiled") if round_ % 2 == 0 else ("compiled", "eager"):
+        for name in ("eager", setting) if round_ % 2 == 0 else (setting, "eager"):
             seconds[name] += timed(args.device, step, name, batch)[0]
     if compiled_graphs() - graphs != compiles:
-        raise RuntimeError("the compiled step recompiled after every shape had been seen")
-    if args.profile:  # the kernels of the compiled step on the last batch
-        write_kernel_profile(args.profile, args.device, step, "compiled", batch)
-    result.update(rounds=args.steps, target_tokens=tokens, flops=flops,
-                  compile_s=round(compile_s, 2), compiles=compiles)  # fmt: skip
-    for name, total in seconds.items():
-        result[name] = {"seconds": total, "tokens_per_s": tokens / total,
-                        "mfu": flops / total / peak_flops if peak_flops else None}  # fmt: skip
-    result["compiled_over_eager"] = seconds["eager"] / seconds["compiled"]
-    return result
+        raise RuntimeError(f"compile {setting}: the step recompiled after every shape was seen")
+    return {"compile_s": round(compile_s, 2), "compiles": compiles, "rounds": args.steps,
+            "target_tokens": tokens, "flops": flops,
+            "eager": speed(seconds["eager"], tokens, flops),
+            "compiled": speed(seconds[setting], tokens, flops),
+            "compiled_over_eager": seconds["eager"] / seconds[setting]}  # fmt: skip
 
 
 def eager_twin(path: str) -> str:
@@ -553,14 +584,16 @@ def eager_twin(path: str) -> str:
 def recipe_report(result: dict, args) -> BenchReport:
     """The ``--recipe`` figures for ``run_all.py`` (``--json``)."""
     report = BenchReport("vaswani_recipe", device=args.device)
-    for name in ("eager", "compiled"):
-        report.add(f"{result['recipe']} step, {name}: target tokens/s",
-                   result[name]["tokens_per_s"], "tokens/s")  # fmt: skip
-        if result[name]["mfu"] is not None:
-            report.add(f"{result['recipe']} step, {name}: MFU", result[name]["mfu"], "",
-                       RECIPE_MFU_TARGET if args.device == "cuda" else None)  # fmt: skip
-    report.add("compiled / eager tokens/s", result["compiled_over_eager"], "x")
-    report.add("compile seconds (one graph for every bucket)", result["compile_s"], "s")
+    target = RECIPE_MFU_TARGET if args.device == "cuda" else None
+    for setting, measured in result["compiled"].items():
+        for name in ("eager", "compiled"):
+            label = f"{result['recipe']} step, {name} (compile {setting} rounds)"
+            report.add(f"{label}: target tokens/s", measured[name]["tokens_per_s"], "tokens/s")
+            if measured[name]["mfu"] is not None:
+                report.add(f"{label}: MFU", measured[name]["mfu"], "", target)
+        report.add(f"compile {setting}: compiled / eager tokens/s",
+                   measured["compiled_over_eager"], "x")  # fmt: skip
+        report.add(f"compile {setting}: cold compile seconds", measured["compile_s"], "s")
     return report
 
 
@@ -928,6 +961,14 @@ def main() -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="--recipe override"
     )
+    parser.add_argument(
+        "--compile",
+        nargs="+",
+        choices=COMPILE_SETTINGS,
+        default=list(COMPILE_SETTINGS),
+        help="--recipe: the training.compile settings measured against eager, in this order, "
+        "each from a cold Inductor cache (default: %(default)s)",
+    )
     add_json_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny counts")
     args = parser.parse_args()
@@ -993,26 +1034,27 @@ def main_recipe(args) -> None:
     results = {"provenance": provenance(gpu_name(args.device)), "torch": torch.__version__,
                "load_average_before": load_before}  # fmt: skip
 
-    def on_eager(partial: dict) -> None:  # written before the compile starts
-        alone = partial["eager_alone"]
-        print(
-            f"{partial['recipe']} eager alone: {alone['tokens_per_s']:,.0f} target tokens/s"
-            + (f", MFU {alone['mfu']:.1%}" if alone["mfu"] is not None else ""),
-            flush=True,
-        )
+    def on_result(partial: dict) -> None:  # after the eager steps, then after each setting
+        if not partial["compiled"]:
+            alone = partial["eager_alone"]
+            print(f"{partial['recipe']} eager alone: {alone['tokens_per_s']:,.0f} target "
+                  "tokens/s" + (f", MFU {alone['mfu']:.1%}" if alone["mfu"] is not None else ""),
+                  flush=True)  # fmt: skip
+        else:
+            setting, measured = list(partial["compiled"].items())[-1]
+            compiled = measured["compiled"]
+            print(f"compile {setting}: {compiled['tokens_per_s']:,.0f} target tokens/s"
+                  + (f", MFU {compiled['mfu']:.1%}" if compiled["mfu"] is not None else "")
+                  + f", {measured['compiled_over_eager']:.2f}x eager; cold compile "
+                  f"{measured['compile_s']} s, {measured['compiles']} graph(s) for "
+                  f"{len(partial['bucket_shapes'])} shapes", flush=True)  # fmt: skip
         if args.out:
             write_atomically(
                 args.out, json.dumps({**results, "recipe_training": partial}, indent=2)
             )
 
-    result = measure_recipe(args, on_eager)
+    result = measure_recipe(args, on_result)
     results.update(load_average_after=load_average(), recipe_training=result)
-    for name in ("eager", "compiled"):
-        mfu = result[name]["mfu"]
-        print(f"{result['recipe']} {name}: {result[name]['tokens_per_s']:,.0f} target tokens/s"
-              + (f", MFU {mfu:.1%}" if mfu is not None else ""))  # fmt: skip
-    print(f"compiled/eager {result['compiled_over_eager']:.2f}x; compile {result['compile_s']} s, "
-          f"{result['compiles']} graph(s) for {len(result['bucket_shapes'])} shapes")  # fmt: skip
     if args.out:
         write_atomically(args.out, json.dumps(results, indent=2))
     recipe_report(result, args).write(args.json)

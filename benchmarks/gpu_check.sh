@@ -8,9 +8,10 @@
 #        every test verse), compile seconds, steady tokens/s and MFU
 #        (speedrun_vaswani_bible_en_es_base_<gpu>.json / .png);
 #     2. bench_vaswani.py --recipe recipes/vaswani_bible_en_es_base.yaml: the recipe's own
-#        step at its 25k-token batches, eager (alone, written before anything compiles) and
-#        compiled (one graph for the 8 buckets): tokens/s, MFU, compile seconds, and the
-#        kernels of the eager and the compiled step (torch.profiler)
+#        step at its 25k-token batches, eager (alone, written before anything compiles), then
+#        compiled as training.compile: regional (each layer stack once) and true (one graph
+#        for the 8 buckets), each from a cold Inductor cache and written as it ends: tokens/s,
+#        MFU, cold compile seconds, and the kernels of the eager and the regional step
 #        (vaswani_recipe_<gpu>.json, vaswani_recipe_<gpu>_kernels[_eager].txt);
 #   rnn
 #     3. the speedruns of recipes/bahdanau_bible_en_es_rnnsearch.yaml and
@@ -63,7 +64,7 @@ speedrun() {  # speedrun NAME: the recipe as shipped, from the command to the sa
   "$PYTHON" benchmarks/speedrun.py "recipes/$1.yaml" --out "$RESULTS"
 }
 
-recipe_step() {  # the Transformer recipe's own step, eager and compiled
+recipe_step() {  # the Transformer recipe's own step, eager and compiled both ways
   "$PYTHON" benchmarks/bench_vaswani.py --device cuda --recipe recipes/vaswani_bible_en_es_base.yaml \
     --steps 20 --profile "$RESULTS/vaswani_recipe_${tag}_kernels.txt" \
     --out "$RESULTS/vaswani_recipe_$tag.json"

@@ -301,7 +301,7 @@ class RecipeBase:
         require(
             not (
                 training is not None
-                and training.compile is True
+                and training.forces_compile
                 and model_type in UNROLLED_PER_LENGTH
             ),
             "training.compile",

@@ -137,9 +137,17 @@ class TrainingSection:
     dynamic). ``auto``: on a CUDA device, on for the char-RNN (one batch shape), off for the
     other models (a Transformer in 8 buckets compiled as one static graph a bucket took longer
     to compile than the recipe's eager steps to train; ``benchmarks/NOTES.md``); off on a CPU;
-    ``true`` / ``false`` force it. ``true`` is refused for ``bahdanau`` and ``rnn-classifier``
-    models, whose recurrence over padded batches would compile anew at every batch length.
-    ``benchmarks/bench_compile.py`` measures each model's step both ways."""
+    ``true`` / ``false`` force it. ``regional`` compiles each stack of repeated layers once
+    for all its layers (Accelerate's ``compile_regions``): a shorter first compile, the code
+    between the layers left eager. ``true`` and ``regional`` are refused for ``bahdanau`` and
+    ``rnn-classifier`` models, whose recurrence over padded batches would compile anew at
+    every batch length. ``benchmarks/bench_compile.py`` measures each model's step both
+    ways."""
+
+    @property
+    def forces_compile(self) -> bool:
+        """``compile`` is ``true`` or ``regional``: compiled on any device."""
+        return self.compile in (True, "regional")
 
     @property
     def larger_metric_is_better(self) -> bool:
@@ -157,9 +165,9 @@ class TrainingSection:
         )
         require_choice(self.optimizer, "training.optimizer", OPTIMIZER_NAMES)
         require(
-            self.compile in (True, False, "auto"),
+            self.compile in (True, False, "auto", "regional"),
             "training.compile",
-            f"must be auto, true or false, got {self.compile!r}",
+            f"must be auto, true, false or regional, got {self.compile!r}",
         )
         require_choice(self.schedule, "training.schedule", tuple(SCHEDULES))
         # YAML 1.1 reads a bare `no` (in the file or in --set) as false, which OmegaConf then

@@ -20,6 +20,12 @@ rests on).
 the seconds those steps take (``compiles`` and ``compile_s`` of ``metrics.jsonl``), and tells
 the progress bar which steps compile.
 
+``training.compile: regional`` compiles each stack of repeated layers as one function instead
+(Accelerate's ``compile_regions``, the recipe of PyTorch's "regional compilation" tutorial):
+TorchDynamo caches a layer's graph on its code, so the six decoder layers of a Transformer
+compile once, not six times, and the cold compile shrinks with the depth; the code between the
+layers (the stack's loop, the loss) runs eagerly, and no fusion crosses a layer's edge.
+
 Accelerate's own ``Accelerator(dynamo_backend=...)`` is not used: it compiles inside
 ``prepare``, so ``save_state`` writes the compiled wrapper's keys (``_orig_mod.*``) into the
 checkpoints and ``unwrap_model`` returns the compiled model unless told otherwise.
@@ -50,8 +56,12 @@ def resolve_compile(setting: bool | str, model_type: str | None, device) -> bool
     return bool(setting)
 
 
-def compile_for_training(model: torch.nn.Module) -> torch.nn.Module:
-    """``torch.compile(model)`` with the default mode and backend (``inductor``).
+def compile_for_training(
+    model: torch.nn.Module, *, regional: bool = False, dynamic_shapes: bool = False
+) -> torch.nn.Module:
+    """``torch.compile(model)`` with the default mode and backend (``inductor``); with
+    ``regional``, each ``ModuleList`` of layers of one class compiled once for all of them and
+    every other module on its own (``accelerate.utils.compile_regions``).
 
     Batches whose dimensions :func:`mark_dynamic_dims` marked compile once into a graph with
     symbolic sizes. Other batches start static: a batch of a new shape (translation and
@@ -60,8 +70,24 @@ def compile_for_training(model: torch.nn.Module) -> torch.nn.Module:
     later batch whose shape breaks another of the graph's guards compiles again. The
     char-RNN's first batch of every epoch (no carried state) and the others (a carried state)
     are two graphs, each compiled once.
+
+    A regional compile sees the activations between layers, which :func:`mark_dynamic_dims`
+    does not reach: with ``dynamic_shapes`` (the batches come in length buckets) its regions
+    are compiled with symbolic sizes from the first batch (``dynamic=True``), so the other
+    buckets compile nothing. ``compile_regions`` copies the modules above the layers, their
+    ``training`` flag with them: the copy serves the training step only, so ``model`` must be
+    in training mode.
+
+    Raises:
+        ValueError: ``regional`` and ``model`` in eval mode.
     """
-    return torch.compile(model)
+    if not regional:
+        return torch.compile(model)
+    if not model.training:
+        raise ValueError("a regional compile copies the training flag: put the model in train()")
+    from accelerate.utils import compile_regions
+
+    return compile_regions(model, dynamic=True if dynamic_shapes else None)
 
 
 def mark_dynamic_dims(batch) -> None:
@@ -86,11 +112,18 @@ class CompileWatch:
     clock counts it like any other step's; a resumed run starts both from its checkpoint's).
     ``enabled``: the step is compiled; ``num_shapes``:
     the batches come in that many fixed shapes (length buckets), whose dimensions are then
-    marked dynamic (:func:`mark_dynamic_dims`): one graph for all of them."""
+    marked dynamic (:func:`mark_dynamic_dims`): one graph for all of them (with ``regional``,
+    one graph a region: :func:`compile_for_training`)."""
 
-    def __init__(self, device, enabled: bool = True, num_shapes: int | None = None):
+    def __init__(
+        self,
+        device,
+        enabled: bool = True,
+        num_shapes: int | None = None,
+        regional: bool = False,
+    ):
         self.device, self.enabled, self.num_shapes = torch.device(device), enabled, num_shapes
-        self.dynamic = num_shapes is not None
+        self.dynamic, self.regional = num_shapes is not None, regional
         self.seconds, self.compiles, self.compiled_last = 0.0, 0, False
         self.shapes: set[tuple] = set()
 
@@ -101,12 +134,14 @@ class CompileWatch:
     def compiling_label(self, batch) -> str | None:
         """What the progress bar says during the step on ``batch`` when it is expected to
         compile (the run's first step; with static shapes, a batch of a shape not seen yet):
-        "compiling shape 3 of 8" (``num_shapes``: the batches' fixed shapes, when known);
+        "compiling shape 3 of 8" (``num_shapes``: the batches' fixed shapes, when known; a
+        regional compile says "compiling each layer stack once for 8 shapes");
         ``None`` when no compile is expected."""
         if not self.enabled or (self.dynamic and self.shapes):
             return None
+        graph = "each layer stack once" if self.regional else "one graph"
         if self.dynamic:
-            return f"compiling one graph for {self.num_shapes} shapes"
+            return f"compiling {graph} for {self.num_shapes} shapes"
         if _shape(batch) in self.shapes:
             return None
         count = f" of {self.num_shapes}" if self.num_shapes else ""

@@ -90,12 +90,20 @@ class TrainingSession:
         # training.compile: the loss step calls a compiled view of the prepared module; its
         # checkpoints, evaluations and saved folder use the module itself (the same parameters,
         # the state-dict keys without torch.compile's `_orig_mod.` prefix)
-        self.loss_model = compile_for_training(self.model) if self.compiled else self.model
+        regional = cfg.compile == "regional"
+        self.loss_model = (
+            compile_for_training(self.model, regional=regional, dynamic_shapes=shapes is not None)
+            if self.compiled
+            else self.model
+        )
         if self.compiled:
             job.batches.round_widths(COMPILE_PAD_MULTIPLE)  # a handful of shapes
         # buckets share one graph: their row and length dimensions are marked dynamic
         self.compile_watch = CompileWatch(
-            acc.device, enabled=self.compiled, num_shapes=None if shapes is None else len(shapes)
+            acc.device,
+            enabled=self.compiled,
+            num_shapes=None if shapes is None else len(shapes),
+            regional=regional,
         )
         self.flops = SessionFlops(job.model, acc.device, acc.mixed_precision, acc.num_processes)
         self.speed = Speedometer()

@@ -1,6 +1,6 @@
-"""``bench_vaswani.py --recipe``: the recipe's own step, eager and compiled as
-``training.compile: true`` compiles it (one graph for every bucket), timed on the same
-batches in the recipe's order."""
+"""``bench_vaswani.py --recipe``: the recipe's own step, eager and compiled as each
+``training.compile`` setting compiles it (``true``: one graph for every bucket; ``regional``:
+each layer stack once), timed on the same batches in the recipe's order."""
 
 import functools
 from argparse import Namespace
@@ -16,26 +16,31 @@ TINY = ["data.size=800", "model.d_model=32", "model.ffn_dim=64", "model.num_head
 
 def args(**extra) -> Namespace:
     return Namespace(recipe="recipes/vaswani_dates_en_es.yaml", set=TINY, device="cpu",
-                     steps=4, profile=None, **extra)  # fmt: skip
+                     steps=4, profile=None, compile=["regional", "true"], **extra)  # fmt: skip
 
 
-def test_the_recipe_step_compiles_one_graph_for_its_buckets(monkeypatch):
+def test_the_recipe_step_compiles_each_setting_once_for_its_buckets(monkeypatch):
     """``aot_eager`` stands in for inductor: the graphs are TorchDynamo's either way."""
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
-    result = bench_vaswani.measure_recipe(args())
-    assert result["recipe"] == "vaswani_dates_en_es" and result["rounds"] == 4
-    assert len(result["bucket_shapes"]) == 3 and result["compiles"] == 1
-    assert result["compile_s"] > 0 and result["optimizer"] == "adamw"
+    seen = []
+    result = bench_vaswani.measure_recipe(args(), lambda r: seen.append(list(r["compiled"])))
+    assert seen == [[], ["regional"], ["regional", "true"]]  # written after each part
+    assert result["recipe"] == "vaswani_dates_en_es" and len(result["bucket_shapes"]) == 3
+    assert result["optimizer"] == "adamw"
     assert result["mixed_precision"] == "no"  # the recipe sets none: fp32
-    assert result["target_tokens"] > 0 and result["flops"] > 0
-    for name in ("eager", "compiled"):
-        assert result[name]["tokens_per_s"] == pytest.approx(
-            result["target_tokens"] / result[name]["seconds"]
+    assert result["eager_alone"]["mfu"] is None  # no peak on a CPU
+    whole, regional = result["compiled"]["true"], result["compiled"]["regional"]
+    assert whole["compiles"] == 1 < regional["compiles"]  # the layers and the modules around
+    for measured in (whole, regional):
+        assert measured["rounds"] == 4 and measured["compile_s"] > 0
+        assert measured["target_tokens"] > 0 and measured["flops"] > 0
+        for name in ("eager", "compiled"):
+            assert measured[name]["tokens_per_s"] == pytest.approx(
+                measured["target_tokens"] / measured[name]["seconds"]
+            )
+        assert measured["compiled_over_eager"] == pytest.approx(
+            measured["eager"]["seconds"] / measured["compiled"]["seconds"]
         )
-        assert result[name]["mfu"] is None  # no peak on a CPU
-    assert result["compiled_over_eager"] == pytest.approx(
-        result["eager"]["seconds"] / result["compiled"]["seconds"]
-    )
 
 
 def test_a_recipe_without_a_token_budget_is_refused():

@@ -24,6 +24,7 @@ from hfattn.models import (
     VaswaniConfig,
     VaswaniForConditionalGeneration,
 )
+from hfattn.models.modeling_vaswani import VaswaniEncoderLayer
 from hfattn.recipes.schema import RecipeError
 from hfattn.training import engine
 from hfattn.training.compiling import CompileWatch, compile_for_training, resolve_compile
@@ -201,13 +202,27 @@ def test_compiled_buckets_share_one_graph_and_a_second_epoch_compiles_none(monke
     sources, targets = corpus(200)
     batches = BucketedBatches(sources, targets, token_budget=200, pad_token_id=0, num_buckets=3)
     assert len({shape[1:] for shape in batches.shapes}) == 3
-    torch.manual_seed(0)
-    model = VaswaniForConditionalGeneration(VaswaniConfig(
-        vocab_size=30, encoder_layers=1, decoder_layers=1, d_model=16, num_heads=2, ffn_dim=24,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
-        max_position_embeddings=64))  # fmt: skip
-    step = compile_for_training(model)
+    step = compile_for_training(bucket_vaswani(1))
     watch = CompileWatch("cpu", num_shapes=len(batches.shapes))
+    graphs, labels = two_epochs(step, watch, batches)
+    assert graphs == [1, 1]
+    assert watch.compiles == 1 and watch.seconds > 0
+    assert labels[0] == "compiling one graph for 3 shapes" and set(labels[1:]) == {None}
+    assert sum(counters["graph_break"].values()) == 0
+
+
+def bucket_vaswani(layers: int) -> VaswaniForConditionalGeneration:
+    torch.manual_seed(0)
+    return VaswaniForConditionalGeneration(VaswaniConfig(
+        vocab_size=30, encoder_layers=layers, decoder_layers=layers, d_model=16, num_heads=2,
+        ffn_dim=24, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+        max_position_embeddings=64, dropout=0.0))  # fmt: skip
+
+
+def two_epochs(step, watch: CompileWatch, batches, eager=None) -> tuple[list[int], list]:
+    """Forward and backward through ``step`` over two epochs of ``batches`` under ``watch``:
+    the graphs compiled after each epoch and the bar's labels; every loss checked against
+    ``eager``'s when given."""
     torch._dynamo.reset()
     counters.clear()
     graphs, labels = [], []
@@ -215,12 +230,41 @@ def test_compiled_buckets_share_one_graph_and_a_second_epoch_compiles_none(monke
         for batch in batches.epoch(epoch):
             labels.append(watch.compiling_label(batch))
             with watch.step(batch):
-                step(**batch).loss.backward()
+                loss = step(**batch).loss
+            if eager is not None:
+                torch.testing.assert_close(loss, eager(**batch).loss)
+            loss.backward()
         graphs.append(counters["stats"]["unique_graphs"])
-    assert graphs == [1, 1]
-    assert watch.compiles == 1 and watch.seconds > 0
-    assert labels[0] == "compiling one graph for 3 shapes" and set(labels[1:]) == {None}
-    assert sum(counters["graph_break"].values()) == 0
+    return graphs, labels
+
+
+def test_a_regional_compile_compiles_each_layer_stack_once_whatever_the_depth(monkeypatch):
+    """``training.compile: regional``: the encoder's and the decoder's layers compile once
+    each however many there are, the buckets share the graphs (symbolic sizes from the first
+    batch), the losses are eager's, and the model itself keeps its modules and keys."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    sources, targets = corpus(200)
+    batches = BucketedBatches(sources, targets, token_budget=200, pad_token_id=0, num_buckets=3)
+    graphs = {}
+    for layers in (1, 3):
+        model = bucket_vaswani(layers)
+        keys = list(model.state_dict())
+        step = compile_for_training(model, regional=True, dynamic_shapes=True)
+        watch = CompileWatch("cpu", num_shapes=len(batches.shapes), regional=True)
+        per_epoch, labels = two_epochs(step, watch, batches, eager=model)
+        assert per_epoch[0] == per_epoch[1] == watch.compiles  # nothing after the first batch
+        assert labels[0] == "compiling each layer stack once for 3 shapes"
+        assert set(labels[1:]) == {None}
+        assert list(model.state_dict()) == keys and type(model.model.encoder.layers[0]) is (
+            VaswaniEncoderLayer
+        )
+        graphs[layers] = per_epoch[0]
+    assert graphs[1] == graphs[3] > 1  # the layers, and the modules around them
+
+
+def test_a_regional_compile_refuses_a_model_in_eval_mode():
+    with pytest.raises(ValueError, match="training flag"):
+        compile_for_training(bucket_vaswani(1).eval(), regional=True)
 
 
 def test_compile_watch_counts_the_steps_that_compile(monkeypatch):

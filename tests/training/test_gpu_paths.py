@@ -108,6 +108,7 @@ def test_muon_adamw_groups_fused_make_the_same_update():
         ("auto", "bahdanau", "cuda", False),
         ("auto", "vaswani", "cpu", False),
         (True, "vaswani", "cpu", True),
+        ("regional", "vaswani", "cpu", True),
         (False, "vaswani", "cuda", False),
     ],
 )
@@ -115,12 +116,18 @@ def test_compile_auto_is_on_for_the_char_rnn_on_cuda_only(setting, model_type, d
     assert resolve_compile(setting, model_type, device) is compiled
 
 
-def test_training_compile_takes_auto_true_or_false():
+def test_training_compile_takes_auto_true_false_or_regional():
     recipe = RECIPES / "bahdanau_dates_en_es.yaml"
     assert load_recipe(recipe).training.compile == "auto"  # and auto is off for bahdanau
     assert load_recipe(recipe, ["training.compile=false"]).training.compile is False
-    with pytest.raises(RecipeError, match=r"^training\.compile: must be auto, true or false"):
+    vaswani = RECIPES / "vaswani_dates_en_es.yaml"
+    assert load_recipe(vaswani, ["training.compile=regional"]).training.compile == "regional"
+    match = r"^training\.compile: must be auto, true, false or regional"
+    with pytest.raises(RecipeError, match=match):
         load_recipe(recipe, ["training.compile=sometimes"])
+    for forced in ("true", "regional"):  # the recurrence would compile at every batch length
+        with pytest.raises(RecipeError, match=r"^training\.compile: model.type bahdanau runs"):
+            load_recipe(recipe, [f"training.compile={forced}"])
 
 
 def test_widths_round_up_to_the_multiple_and_the_loss_does_not_change():

@@ -47,28 +47,37 @@ def test_eta_is_the_steps_left_at_the_steady_pace_within_the_time_budget():
     assert timed.eta_seconds(7, 13.5) == pytest.approx(60 - 13.5)  # the clock ends it first
 
 
-def test_a_compiled_bucketed_run_compiles_once_and_says_so(tmp_path, monkeypatch, capfd):
+@pytest.mark.parametrize(
+    ("setting", "label"), [(True, "one graph"), ("regional", "each layer stack once")]
+)
+def test_a_compiled_bucketed_run_compiles_once_and_says_so(
+    setting, label, tmp_path, monkeypatch, capfd
+):
     """``aot_eager`` stands in for inductor (graphs and guards are TorchDynamo's, decided
-    before any backend). 16 steps of 4-bucket batches span two epochs of the 1,200 pairs."""
+    before any backend). 16 steps of 4-bucket batches span two epochs of the 1,200 pairs. A
+    regional compile makes more graphs than the encoder's and the decoder's layers (the
+    modules around them), all in the first step."""
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
     torch._dynamo.reset()
     run = build_translation_run(tmp_path / "run", model="vaswani", steps=16, source="dates",
                                 training={"token_budget": 2000, "length_buckets": 4,
-                                          "compile": True, "log_every": 4, "eval_every": 8,
+                                          "compile": setting, "log_every": 4, "eval_every": 8,
                                           "epochs": 10})  # fmt: skip
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["split"] == "train"]
     assert train[-1]["epoch"] >= 1  # a second epoch ran: no compile in it
-    assert [r["compiles"] for r in train] == [1] * len(train)
+    compiles = train[0]["compiles"]
+    assert [r["compiles"] for r in train] == [compiles] * len(train)
+    assert compiles == 1 if setting is True else compiles > 1
     assert train[0]["compile_s"] > 0
     summary = json.loads((run / "eval_results.json").read_text())["training"]
-    assert (summary["compiles"], summary["compile_s"]) == (1, train[-1]["compile_s"])
+    assert (summary["compiles"], summary["compile_s"]) == (compiles, train[-1]["compile_s"])
     # wall seconds grow record by record, from the first step to the saved model
     walls = [r["wall_s"] for r in records if r["split"] in ("train", "validation")]
     assert walls == sorted(walls) and len(walls) == len(train) + 2
     assert 0 < summary["first_step_wall_s"] <= walls[0] <= walls[-1] <= summary["wall_time_s"]
     bar = capfd.readouterr().err
-    assert "compiling one graph for 4 shapes" in bar
+    assert f"compiling {label} for 4 shapes" in bar
     etas = re.findall(r"eta=([0-9:?]+)", bar)
     assert etas[0] == "?" and re.fullmatch(r"\d\d:\d\d", etas[-1])
 

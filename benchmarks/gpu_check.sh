@@ -16,15 +16,20 @@
 #   rnn
 #     3. the speedruns of recipes/bahdanau_bible_en_es_rnnsearch.yaml and
 #        recipes/bahdanau_bible_en_es_luong_base.yaml;
+#   compile
+#     4. benchmarks/speedrun.py of the Transformer base recipe with training.compile=regional
+#        (time to quality with the compile paid inside the run; compile_s, compiles and the
+#        eager twin's tokens/s in the file), written to $RESULTS/compile_regional/ so that the
+#        shipped recipe's speedrun file is not replaced;
 #   step
-#     4. bench_vaswani.py: hfattn against MarianMTModel as transformers ships it (eager, AdamW
+#     5. bench_vaswani.py: hfattn against MarianMTModel as transformers ships it (eager, AdamW
 #        defaults), paper-base 6+6 at 256 x 64 -> 64; bench_bahdanau.py: teacher-forced
 #        attention against the per-step loop.
 # Each writes its results into $RESULTS (default benchmarks/results), the device's name in
 # the file names. A step that fails or runs past its time limit is reported and the next
 # one runs; the exit status is the number of failed steps.
 #
-#   bash benchmarks/gpu_check.sh [speedrun|rnn|step ...]   # from the repository root
+#   bash benchmarks/gpu_check.sh [speedrun|rnn|compile|step ...]   # from the repository root
 #   PYTHON=/path/to/python RESULTS=/tmp/gpu bash benchmarks/gpu_check.sh
 #
 # The recipes read the Bible corpus from the SWORD modules or the local data cache: a
@@ -60,8 +65,11 @@ step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, report
   return "$status"
 }
 
-speedrun() {  # speedrun NAME: the recipe as shipped, from the command to the saved model
-  "$PYTHON" benchmarks/speedrun.py "recipes/$1.yaml" --out "$RESULTS"
+speedrun() {  # speedrun NAME [OUT [KEY=VALUE ...]]: the recipe, command to saved model
+  local name=$1 out=${2:-$RESULTS} settings=()
+  for setting in "${@:3}"; do settings+=(--set "$setting"); done
+  mkdir -p "$out"
+  "$PYTHON" benchmarks/speedrun.py "recipes/$name.yaml" --out "$out" "${settings[@]}"
 }
 
 recipe_step() {  # the Transformer recipe's own step, eager and compiled both ways
@@ -93,10 +101,13 @@ for set in "${@:-speedrun}"; do
     rnn)
       step bahdanau_bible_en_es_rnnsearch 250 speedrun bahdanau_bible_en_es_rnnsearch
       step bahdanau_bible_en_es_luong_base 250 speedrun bahdanau_bible_en_es_luong_base ;;
+    compile)
+      step vaswani_bible_en_es_base_regional 400 speedrun vaswani_bible_en_es_base \
+        "$RESULTS/compile_regional" training.compile=regional ;;
     step)
       step bench_vaswani 150 bench_vaswani
       step bench_bahdanau 45 bench_bahdanau ;;
-    *) echo "gpu_check.sh: unknown set $set (speedrun, rnn or step)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown set $set (speedrun, rnn, compile or step)" >&2; exit 2 ;;
   esac
 done
 echo "gpu_check.sh: $failed step(s) failed"

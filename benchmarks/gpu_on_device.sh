@@ -6,7 +6,7 @@
 #
 #   bash benchmarks/gpu_on_device.sh OUT_DIR [SET ...]   # from the repository root, as root
 #
-# SET: the sets of gpu_check.sh to run (speedrun, the default; rnn; step).
+# SET: the sets of gpu_check.sh to run (speedrun, the default; rnn; compile; step).
 #
 # The machine's own python3 (with torch and CUDA) runs everything; the wheels go to
 # /tmp/site, the SWORD modules to /usr/share/sword (when missing), the Bible cache under

@@ -241,12 +241,13 @@ def two_epochs(step, watch: CompileWatch, batches, eager=None) -> tuple[list[int
 def test_a_regional_compile_compiles_each_layer_stack_once_whatever_the_depth(monkeypatch):
     """``training.compile: regional``: the encoder's and the decoder's layers compile once
     each however many there are, the buckets share the graphs (symbolic sizes from the first
-    batch), the losses are eager's, and the model itself keeps its modules and keys."""
-    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    batch), the losses are eager's, and the model itself keeps its modules and keys. The
+    ``eager`` backend runs TorchDynamo's graphs as they are captured."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
     sources, targets = corpus(200)
     batches = BucketedBatches(sources, targets, token_budget=200, pad_token_id=0, num_buckets=3)
     graphs = {}
-    for layers in (1, 3):
+    for layers in (1, 2):
         model = bucket_vaswani(layers)
         keys = list(model.state_dict())
         step = compile_for_training(model, regional=True, dynamic_shapes=True)
@@ -259,7 +260,7 @@ def test_a_regional_compile_compiles_each_layer_stack_once_whatever_the_depth(mo
             VaswaniEncoderLayer
         )
         graphs[layers] = per_epoch[0]
-    assert graphs[1] == graphs[3] > 1  # the layers, and the modules around them
+    assert graphs[1] == graphs[2] > 1  # the layers, and the modules around them
 
 
 def test_a_regional_compile_refuses_a_model_in_eval_mode():

@@ -53,11 +53,11 @@ def test_eta_is_the_steps_left_at_the_steady_pace_within_the_time_budget():
 def test_a_compiled_bucketed_run_compiles_once_and_says_so(
     setting, label, tmp_path, monkeypatch, capfd
 ):
-    """``aot_eager`` stands in for inductor (graphs and guards are TorchDynamo's, decided
-    before any backend). 16 steps of 4-bucket batches span two epochs of the 1,200 pairs. A
-    regional compile makes more graphs than the encoder's and the decoder's layers (the
-    modules around them), all in the first step."""
-    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    """The ``eager`` backend stands in for inductor (graphs and guards are TorchDynamo's,
+    decided before any backend). 16 steps of 4-bucket batches span two epochs of the 1,200
+    pairs. A regional compile makes more graphs than the encoder's and the decoder's layers
+    (the modules around them), all in the first step."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
     torch._dynamo.reset()
     run = build_translation_run(tmp_path / "run", model="vaswani", steps=16, source="dates",
                                 training={"token_budget": 2000, "length_buckets": 4,

@@ -70,6 +70,26 @@ def test_memory_carried_in_the_cache_continues_the_text_exactly():
 
 
 @torch.no_grad()
+def test_one_position_at_a_time_past_the_size_matches_one_call():
+    """Calls of one position (as ``generate()`` makes) long after the memory is full, then a
+    call of several, give the logits of one call over the whole text; padding read into the
+    memory is no key and no value."""
+    model = tiny(**CACHE)
+    ids = torch.randint(4, VOCAB, (2, 23))
+    mask = torch.ones_like(ids)
+    mask[1, :4] = 0  # a left-padded row
+    whole = model(ids, attention_mask=mask).logits
+    out = model(ids[:, :3], attention_mask=mask[:, :3], use_cache=True)
+    cache, parts = out.cache, [out.logits]
+    for t in range(3, 15):
+        out = model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], cache=cache)
+        parts.append(out.logits)
+    out = model(ids[:, 15:], attention_mask=mask, cache=cache, use_cache=True)
+    torch.testing.assert_close(torch.cat([*parts, out.logits], 1), whole)
+    assert torch.equal(out.cache["memory_ids"], ids[:, -5:])
+
+
+@torch.no_grad()
 def test_off_in_training_and_at_size_zero_and_a_copy_of_the_model_at_lambda_zero():
     ids = torch.randint(4, VOCAB, (2, 9))
     plain = tiny()(ids).logits.log_softmax(-1)

@@ -1,4 +1,5 @@
-"""``training.compile: true``: the loss step through ``torch.compile`` trains the same model.
+"""``training.compile: true`` / ``regional``: the loss step through ``torch.compile`` trains the
+same model.
 
 Tolerance: TorchInductor fuses the ops of the forward and backward into its own C++ kernels
 (vectorised ``exp`` / ``tanh``, reductions summed in another order), so a compiled step
@@ -101,11 +102,13 @@ def translation_run(folder, **training):
 
 
 @pytest.mark.slow
-def test_vaswani_translation_compiles(tmp_path):
+@pytest.mark.parametrize("setting", [True, "regional"])
+def test_vaswani_translation_compiles(setting, tmp_path):
     """Padded batches of several lengths: one recompile with dynamic sizes, then reused; the
-    evaluation after training (greedy decoding, BLEU) runs on the model itself."""
+    evaluation after training (greedy decoding, BLEU) runs on the model itself. ``regional``
+    compiles each layer and the modules around them on their own, with the same losses."""
     eager = translation_run(tmp_path / "eager")
-    compiled = translation_run(tmp_path / "compiled", compile=True)
+    compiled = translation_run(tmp_path / "compiled", compile=setting)
     assert train_losses(compiled.output_dir) == pytest.approx(
         train_losses(eager.output_dir), rel=RTOL
     )

@@ -215,7 +215,9 @@ def _train_step(run: TrainingSession, batch) -> torch.Tensor | None:
     it was not finite and the step is skipped (``training.on_nonfinite_loss: skip``; its
     gradients are dropped)."""
     acc, cfg = run.accelerator, run.cfg
-    with acc.accumulate(run.model):
+    # no_sync on the module whose forward runs: a regional compile's copy of a DDP module
+    # keeps its own require_backward_grad_sync (compiling.compile_for_training)
+    with acc.accumulate(run.loss_model):
         stateful = run.job.batches.stateful
         loss, state = run.job.compute_loss(run.loss_model, batch, run.state, stateful)
         finite = run.nonfinite.finite(loss)

@@ -21,12 +21,18 @@ RULE = "hfattn_rule"
 """The key of a config field's metadata that holds its rule."""
 
 
+def _is_number(value, types=(int, float)) -> bool:
+    """``value`` is an instance of ``types`` and not a ``bool`` (which Python counts as an
+    ``int``)."""
+    return isinstance(value, types) and not isinstance(value, bool)
+
+
 class PositiveInt:
     """An integer >= 1 (``bool`` refused); ``None`` is left to the field's type."""
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (``"must be a positive integer, got 0"``), or ``None``."""
-        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        if value is None or (_is_number(value, int) and value > 0):
             return None
         return f"must be a positive integer, got {value!r}"
 
@@ -36,7 +42,7 @@ class NonNegativeInt:
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (``"must be an integer >= 0, got -1"``), or ``None``."""
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if _is_number(value, int) and value >= 0:
             return None
         return f"must be an integer >= 0, got {value!r}"
 
@@ -46,7 +52,7 @@ class PositiveNumber:
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (``"must be a number > 0, got 0"``), or ``None``."""
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        if _is_number(value) and value > 0:
             return None
         return f"must be a number > 0, got {value!r}"
 
@@ -57,8 +63,7 @@ class Rate:
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` (``"must be in [0, 1), got 1.5"``), or ``None``."""
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if value is None or (number and 0.0 <= value < 1.0):
+        if value is None or (_is_number(value) and 0.0 <= value < 1.0):
             return None
         return f"must be in [0, 1), got {value!r}"
 

@@ -56,7 +56,8 @@ ZERO_STATE_PASSAGES = 20
 ZERO_STATE_PASSAGE_LEN = 1000
 """Tokens predicted per passage (characters, for a character model)."""
 WITHOUT_CACHE_METRIC = "loss_without_cache"
-"""The carried loss of a model with a continuous cache, read with the cache switched off."""
+"""The carried loss of a model with a continuous cache scored by its network alone: the head's
+logits of the same pass, before the mixture."""
 
 
 def is_stateful(model) -> bool:
@@ -236,6 +237,7 @@ def evaluate_causal_lm(
     stateful = is_stateful(model)
     perplexity, accuracy = load_metric("perplexity"), load_metric("accuracy")
     streams = StreamBatches(ids, batch_size, seq_len)
+    scored = streams.target_ids()
     cached = has_continuous_cache(model)
     total_nats = network_nats = 0.0
     for out, targets in carried_windows(model, streams, stateful, output_hidden_states=cached):
@@ -251,15 +253,14 @@ def evaluate_causal_lm(
         )
     scores = perplexity.compute()
     if cached:
-        alone = network_nats / len(streams.target_ids())
+        alone = network_nats / len(scored)
         scores = {"loss": scores.pop("loss"), WITHOUT_CACHE_METRIC: alone, **scores}
     if stateful and zero_state_passages > 0:
         zero = zero_state_loss(
             model, ids, passages=zero_state_passages, length=zero_state_len, batch_size=batch_size
         )
         scores = {"loss": scores.pop("loss"), **zero, **scores}
-    targets = streams.target_ids()
-    chars = count_characters(tokenizer, targets) if tokenizer is not None else len(targets)
+    chars = count_characters(tokenizer, scored) if tokenizer is not None else len(scored)
     del scores["bits_per_token"]
     scores["bits_per_char"] = total_nats / chars / math.log(2)
     scores["num_chars"] = chars

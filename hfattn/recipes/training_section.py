@@ -138,11 +138,11 @@ class TrainingSection:
     other models (a Transformer in 8 buckets compiled as one static graph a bucket took longer
     to compile than the recipe's eager steps to train; ``benchmarks/NOTES.md``); off on a CPU;
     ``true`` / ``false`` force it. ``regional`` compiles each stack of repeated layers once
-    for all its layers (Accelerate's ``compile_regions``): a shorter first compile, the code
-    between the layers left eager. ``true`` and ``regional`` are refused for ``bahdanau`` and
-    ``rnn-classifier`` models, whose recurrence over padded batches would compile anew at
-    every batch length. ``benchmarks/bench_compile.py`` measures each model's step both
-    ways."""
+    for all its layers (Accelerate's ``compile_regions``): graphs that do not multiply with the
+    depth, the code between the layers left eager. ``true`` and ``regional`` are refused for
+    ``bahdanau`` and ``rnn-classifier`` models, whose recurrence over padded batches would
+    compile anew at every batch length. ``benchmarks/bench_compile.py`` measures each model's
+    step both ways."""
 
     @property
     def forces_compile(self) -> bool:

@@ -23,8 +23,9 @@ the progress bar which steps compile.
 ``training.compile: regional`` compiles each stack of repeated layers as one function instead
 (Accelerate's ``compile_regions``, the recipe of PyTorch's "regional compilation" tutorial):
 TorchDynamo caches a layer's graph on its code, so the six decoder layers of a Transformer
-compile once, not six times, and the cold compile shrinks with the depth; the code between the
-layers (the stack's loop, the loss) runs eagerly, and no fusion crosses a layer's edge.
+compile once, not six times, and the graphs to compile do not multiply with the depth; the
+code between the layers (the stack's loop, the loss) runs eagerly, and no fusion crosses a
+layer's edge.
 
 Accelerate's own ``Accelerator(dynamo_backend=...)`` is not used: it compiles inside
 ``prepare``, so ``save_state`` writes the compiled wrapper's keys (``_orig_mod.*``) into the

@@ -86,13 +86,13 @@ def handler(args: argparse.Namespace) -> int:
     """Stage the Space for DIR in a temporary folder, load its app and serve it until Ctrl-C or
     SIGTERM (the folder is removed either way; the interrupt exits with status 130, as for
     every command). A bad folder, a training run not finished yet
-    (:func:`~hfattn.storage.run_folder.interrupted_run_message`), or a damaged file in it, is
+    (:func:`~hfattn.storage.run_status.interrupted_run_message`), or a damaged file in it, is
     one ``error: ...`` line and exit status 2, as for the other commands."""
     import tempfile
     from pathlib import Path
 
     from hfattn.hub import ModelFolderError, SpaceError, inspect_folder, load_space_app, stage_space
-    from hfattn.storage.run_folder import interrupted_run_message
+    from hfattn.storage.run_status import interrupted_run_message
 
     from .inputs import ModelLoadError, damaged_file_error, first_line, report_error
     from .logging_setup import configure_logging

@@ -183,7 +183,7 @@ def _report(args: argparse.Namespace, model_dir, recipe, metrics: dict) -> int:
     import sys
 
     from ..evaluation.language_modeling import explain_zero_state
-    from ..storage.run_folder import training_shortfall
+    from ..storage.run_status import training_shortfall
     from .report import print_metrics
 
     title = f"{model_dir} on {args.data or recipe.data.source}"

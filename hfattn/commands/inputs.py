@@ -15,7 +15,7 @@ name that is no folder (:func:`locate_local_folder`). An existing folder that ho
 says what it lacks (``config.json``, the weights, the tokenizer); a training run that is not
 finished (no final evaluation written, whether or not its model files are) is refused by every
 command the same way, with the step it reached and how to continue it
-(:func:`hfattn.storage.run_folder.interrupted_run_message`).
+(:func:`hfattn.storage.run_status.interrupted_run_message`).
 A model of another task than the command's (a translation model given to ``hfattn
 generate``) is refused from its ``config.json`` before the weights are read, naming the
 command that fits it (:func:`check_model_fits`).
@@ -41,7 +41,7 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from ..common.field_checks import did_you_mean
-from ..storage.file_io import read_utf8_text
+from ..storage.file_reads import read_utf8_text
 from ..storage.location import hub_offline, in_local_cache, local_model_path
 from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
@@ -234,7 +234,7 @@ def _folder_not_found(name: str, folder: Path) -> ModelLoadError:
 
 def check_model_config(folder: Path, name: str | None = None) -> None:
     """Refuse a ``folder`` (shown as ``name``) that is a file, that is a training run not
-    finished yet (:func:`~hfattn.storage.run_folder.interrupted_run_message`: its step and how to
+    finished yet (:func:`~hfattn.storage.run_status.interrupted_run_message`: its step and how to
     continue it, whether or not its model files are written yet: a run interrupted while it
     saved them has weights but no final evaluation), or that has neither ``config.json`` nor
     ``adapter_config.json``. A model folder that holds no run loads as it is.
@@ -242,7 +242,7 @@ def check_model_config(folder: Path, name: str | None = None) -> None:
     Raises:
         ModelLoadError: ``runs/x holds no model: config.json is missing``.
     """
-    from ..storage.run_folder import interrupted_run_message
+    from ..storage.run_status import interrupted_run_message
 
     name = name or str(folder)
     if not folder.is_dir():

@@ -121,7 +121,8 @@ def _train(args: argparse.Namespace, recipe) -> int:
     from ..orchestration.run import run_recipe
     from ..recipes import RecipeError, recipe_outline
     from ..storage.file_io import FileWriteError
-    from ..storage.run_folder import finished_run_message, resume_command
+    from ..storage.run_folder import resume_command
+    from ..storage.run_status import finished_run_message
 
     resume = bool(args.resume)
     if resume:

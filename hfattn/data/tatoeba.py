@@ -32,7 +32,8 @@ import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..storage.file_io import atomic_path, read_utf8_text
+from ..storage.file_io import atomic_path
+from ..storage.file_reads import read_utf8_text
 from .cache import hfattn_cache_dir
 from .pair_splits import deal_by_pair, pair_keys
 

@@ -9,7 +9,7 @@ not by the corpus):
   held-out splits are plays the model never saw), one document per play;
 - a single text file is cut into contiguous parts (its tail held out,
   :func:`fraction_cuts`), each one document read from the file a chunk at a time
-  (:func:`~hfattn.storage.file_io.iter_utf8_text`);
+  (:func:`~hfattn.storage.file_reads.iter_utf8_text`);
 - a table file or a Hub dataset (Arrow files that ``datasets`` memory-maps) gives the rows of
   its own three splits as documents, or else its ``train`` rows joined by newlines, cut like a
   text file.
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage.file_io import READ_CHUNK_BYTES, iter_utf8_text
+from ..storage.file_reads import READ_CHUNK_BYTES, iter_utf8_text
 from .shakespeare import iter_shakespeare
 from .sources import check_source
 from .tables import TABLE_FORMATS, load_table_file

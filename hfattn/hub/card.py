@@ -21,7 +21,8 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from .. import __version__
 from ..common.families import FAMILIES, card_value
 from ..export.export_folder import EXPORT_INFO_FILE, export_of
-from ..storage.run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE, training_shortfall
+from ..storage.run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE
+from ..storage.run_status import training_shortfall
 from .assets import asset_dir
 from .citations import citations_for
 from .folder_inspection import HubSettings, ModelFolder
@@ -457,7 +458,7 @@ def insert_in_section(content: str, heading: str, block: str, *, at_end: bool = 
 
 def shortfall_warning(shortfall: str) -> str:
     """The warning that opens the results of a run stopped far short of its recipe's schedule
-    (``shortfall``: :func:`hfattn.storage.run_folder.training_shortfall`'s sentence)."""
+    (``shortfall``: :func:`hfattn.storage.run_status.training_shortfall`'s sentence)."""
     return f"> **Warning: a short run.** {shortfall[0].upper()}{shortfall[1:]}."
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..data.licenses import data_license
 from ..recipes.schema import RecipeError, require_license
-from ..storage.file_io import read_safetensors
+from ..storage.file_reads import read_safetensors
 from ..storage.location import looks_like_hub_id
 from ..storage.model_folder import (
     ADAPTER_CONFIG_FILE,
@@ -225,7 +225,7 @@ def validate_eval_results(data: dict, source: str = EVAL_RESULTS_FILE) -> dict:
 
 def verify_weights(path: Path) -> None:
     """Read every tensor of every ``*.safetensors`` file of ``path``
-    (:func:`hfattn.storage.file_io.read_safetensors`): a truncated or corrupt file, or a NaN /
+    (:func:`hfattn.storage.file_reads.read_safetensors`): a truncated or corrupt file, or a NaN /
     infinite value, is an error naming the file (and the tensor)."""
     import torch
 

@@ -28,12 +28,8 @@ from typing import TypeVar
 from ..recipes.run_checks import NO_TOKEN, hub_token, repo_id_problem
 from ..recipes.schema import LICENSE_FORM, LICENSE_ID
 from ..storage.file_io import atomic_write_text
-from ..storage.run_folder import (
-    RECIPE_FILE,
-    interrupted_run_message,
-    resume_command,
-    training_shortfall,
-)
+from ..storage.run_folder import RECIPE_FILE, resume_command
+from ..storage.run_status import interrupted_run_message, training_shortfall
 from .folder_inspection import ModelFolder, ModelFolderError, inspect_folder, verify_weights
 from .space import SpaceError, app_dir_for, stage_space
 from .staging import publish_dir, render_tree, stage_model
@@ -295,7 +291,7 @@ def _print_dry_run(
 
 def short_run_refusal(folder: str | Path) -> str | None:
     """Why a push of the run in ``folder`` needs ``--force`` (it stopped early:
-    :func:`hfattn.storage.run_folder.training_shortfall`, and the ways on), or ``None``."""
+    :func:`hfattn.storage.run_status.training_shortfall`, and the ways on), or ``None``."""
     shortfall = training_shortfall(folder)
     if shortfall is None:
         return None
@@ -384,7 +380,7 @@ def push_model_folder(
         dry_run_dir: write what would be uploaded to ``dry_run_dir/model`` (and ``/space``),
             print its tree and upload nothing.
         force: publish a run that stopped early
-            (:func:`hfattn.storage.run_folder.training_shortfall`; its card says so either way).
+            (:func:`hfattn.storage.run_status.training_shortfall`; its card says so either way).
             A dry run previews such a run without it, with a warning that a real push is
             refused.
         license: the card's Hub license id, in place of the recipe's ``hub.license`` or the

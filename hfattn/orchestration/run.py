@@ -21,14 +21,14 @@ from ..common.machine import hfattn_commit
 from ..recipes import RecipeError
 from ..recipes.run_checks import check_before_training, check_run_folder
 from ..recipes.schema import RecipeBase
-from ..storage.run_folder import held_run_folder
+from ..storage.run_lock import held_run_folder
 from ..tasks import get_task
 
 
 @contextmanager
 def holding_output_dir(folder: str | Path) -> Iterator[None]:
     """Hold the run folder ``folder`` for the block: its main process takes the lock
-    (:func:`~hfattn.storage.run_folder.held_run_folder`); when that is refused (another run
+    (:func:`~hfattn.storage.run_lock.held_run_folder`); when that is refused (another run
     holds it, it cannot be written), every process of the run raises the refusal together
     (:func:`~hfattn.training.processes.main_process_error`). A launch whose processes
     Accelerate sees as one each is refused first (each would take itself for the main one).

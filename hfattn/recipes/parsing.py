@@ -32,7 +32,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from ..common.field_checks import describe_type, require_known_key, type_error
-from ..storage.run_folder import FieldChange
+from ..storage.resume_checks import FieldChange
 from .model_section import (
     check_model_fields,
     check_model_types,

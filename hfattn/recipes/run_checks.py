@@ -16,13 +16,13 @@ import re
 
 from ..common.field_checks import RecipeError, require, require_reported_metric
 from ..data.licenses import data_license
-from ..storage.run_folder import (
+from ..storage.resume_checks import (
     RESUME_AND_OVERWRITE,
     FieldChange,
-    check_not_busy,
     check_output_dir,
     check_resume,
 )
+from ..storage.run_lock import check_not_busy
 from ..training.schedules import check_schedule_steps
 from .registry import task_recipe
 from .schema import LICENSE_FORM, HubSection
@@ -100,16 +100,16 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
 
 def check_run_folder(recipe, *, resume: bool = False, overwrite: bool = False) -> list[FieldChange]:
     """The run folder ``recipe.output_dir``: with ``resume``, its newest checkpoint and stored
-    recipe (:func:`hfattn.storage.run_folder.check_resume`; the changed resumable fields are
+    recipe (:func:`hfattn.storage.resume_checks.check_resume`; the changed resumable fields are
     returned); else a folder that holds a run is refused unless ``overwrite``
-    (:func:`hfattn.storage.run_folder.check_output_dir`; the engine clears it).
+    (:func:`hfattn.storage.resume_checks.check_output_dir`; the engine clears it).
 
     Raises:
-        hfattn.storage.run_folder.RunFolderBusy: another ``hfattn train`` holds the folder.
+        hfattn.storage.run_lock.RunFolderBusy: another ``hfattn train`` holds the folder.
         FileExistsError: ``output_dir`` holds a run, without ``resume`` or ``overwrite``.
         FileNotFoundError: ``resume`` and ``output_dir`` holds no checkpoint.
         hfattn.storage.run_folder.RunFolderError: ``resume`` with a recipe that differs from the
-            run's stored one in more than :data:`hfattn.storage.run_folder.RESUMABLE_FIELDS`.
+            run's stored one in more than :data:`hfattn.storage.resume_checks.RESUMABLE_FIELDS`.
     """
     check_not_busy(recipe.output_dir)
     if resume:

@@ -1,7 +1,7 @@
 """The one home of hfattn's file writes: atomic (a temporary name in the same folder, then a
 rename), with the mode a plain ``open`` gives (``0o666 & ~umask``; folders ``0o777 & ~umask``),
-not the private ``0o600`` of ``mkstemp`` and of ``safetensors``' own writer; and the check that a
-written file reads back whole.
+not the private ``0o600`` of ``mkstemp`` and of ``safetensors``' own writer. (Reading files
+back, a user's text and written weights, is :mod:`hfattn.storage.file_reads`.)
 
 - :func:`atomic_write_text`, :func:`atomic_write_bytes`, :func:`atomic_write_json`: a whole
   file from memory.
@@ -25,10 +25,6 @@ report a failed write in their own errors); the temporary file is removed.
 An ``OSError`` of these writes names the user's file or folder, never the temporary name it
 was raised on (``.ct2.74quhve4.tmp``); :func:`unwritable_folder` finds, before any slow work,
 the folder that would refuse such a write.
-
-:func:`read_utf8_text` reads a user's text file, naming the line that is not UTF-8
-(:func:`iter_utf8_text`: a large one, a chunk at a time);
-:func:`read_safetensors` reads a written weights file back, tensor by tensor.
 """
 
 from __future__ import annotations
@@ -42,10 +38,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import torch
 
 
 class FileWriteError(OSError):
@@ -371,118 +363,7 @@ def append_text(path: str | Path, text: str) -> None:
             os.close(fd)
 
 
-READ_CHUNK_BYTES = 16 << 20
-"""Bytes read at a time from a large text file (:func:`iter_utf8_text`)."""
-
-
-def read_utf8_text(path: str | Path) -> str:
-    """The text of the UTF-8 file ``path``.
-
-    Raises:
-        ValueError: the file is not UTF-8, naming it, the line and the column of the first
-            byte that is not, and how to convert it (:func:`not_utf8_error`).
-    """
-    data = Path(path).read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise not_utf8_error(path, err.start) from None
-
-
-def iter_utf8_text(
-    path: str | Path, start: int = 0, stop: int | None = None, chunk_bytes: int = READ_CHUNK_BYTES
-) -> Iterator[str]:
-    """The text of bytes ``start`` to ``stop`` (the end of the file by default) of the UTF-8
-    file ``path``, in pieces decoded from ``chunk_bytes`` bytes at a time: memory bounded by a
-    chunk whatever the file's size. ``start`` and ``stop`` must fall between characters; a
-    character cut by a chunk's end is completed by the next chunk (an incremental decoder).
-
-    Raises:
-        ValueError: the bytes are not UTF-8 (:func:`not_utf8_error`: the file, line, column).
-    """
-    import codecs
-
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    stop = Path(path).stat().st_size if stop is None else stop
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        position = start  # of the first byte not read yet
-        while position < stop:
-            chunk = handle.read(min(chunk_bytes, stop - position))
-            if not chunk:
-                break
-            pending = len(decoder.getstate()[0])
-            try:
-                text = decoder.decode(chunk)
-            except UnicodeDecodeError as err:
-                raise not_utf8_error(path, position - pending + err.start) from None
-            position += len(chunk)
-            if text:
-                yield text
-        if decoder.getstate()[0]:  # a character cut off at ``stop``
-            raise not_utf8_error(path, position - len(decoder.getstate()[0]))
-
-
-def not_utf8_error(path: str | Path, position: int) -> ValueError:
-    """The error of a text file whose byte ``position`` is not UTF-8: one line naming the file,
-    the line and column of that byte (counted by reading the file up to it, a chunk at a time)
-    and how to convert the file."""
-    line, line_start, offset = 1, 0, 0
-    with open(path, "rb") as handle:
-        while offset < position:
-            chunk = handle.read(min(READ_CHUNK_BYTES, position - offset))
-            if not chunk:
-                break
-            line += chunk.count(b"\n")
-            last = chunk.rfind(b"\n")
-            line_start = offset + last + 1 if last >= 0 else line_start
-            offset += len(chunk)
-        handle.seek(position)
-        byte = handle.read(1).hex()
-    return ValueError(
-        f"{path}, line {line:,}, column {position - line_start + 1}: byte 0x{byte} is not "
-        f"UTF-8; text files must be UTF-8 (convert it, e.g. `iconv -f latin1 -t utf-8 {path} > "
-        "new.txt`)"
-    )
-
-
-def read_safetensors(file: Path) -> Iterator[tuple[str, torch.Tensor]]:
-    """``(name, tensor)`` for every tensor of the safetensors ``file``, each read whole: the one
-    read-back of written weights (:func:`reads_back`, and the weights check before a push).
-
-    Raises:
-        Exception: what ``safetensors`` raises for a truncated or corrupt file (its own error
-            types), when the file is opened or a tensor is read.
-    """
-    from safetensors import safe_open
-
-    with safe_open(str(file), framework="pt") as handle:
-        for name in handle.keys():  # noqa: SIM118 (safe_open has no __iter__)
-            yield name, handle.get_tensor(name)
-
-
-def reads_back(file: Path) -> bool:
-    """Whether a file reads back whole: every tensor of a safetensors file
-    (:func:`read_safetensors`), a JSON file, or the zip container (with its CRC checksums) of
-    ``torch.save``."""
-    import zipfile
-
-    try:
-        if file.suffix == ".safetensors":
-            for _ in read_safetensors(file):
-                pass
-        elif file.suffix == ".json":
-            json.loads(file.read_text(encoding="utf-8"))
-        else:
-            with zipfile.ZipFile(file) as archive:
-                return archive.testzip() is None
-    except Exception:  # noqa: BLE001 (any failure to read back means damaged)
-        return False
-    return True
-
-
 __all__ = [
-    "READ_CHUNK_BYTES",
     "FileWriteError",
     "append_text",
     "atomic_dir",
@@ -494,13 +375,8 @@ __all__ = [
     "fsync_path",
     "fsync_tree",
     "give_plain_modes",
-    "iter_utf8_text",
     "move_dir_into_place",
-    "not_utf8_error",
     "plain_mode",
-    "read_safetensors",
-    "read_utf8_text",
-    "reads_back",
     "unwritable_folder",
     "write_failure",
     "writing",

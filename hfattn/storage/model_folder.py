@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .file_io import reads_back
+from .file_reads import reads_back
 
 CONFIG_FILE = "config.json"
 """The model's config (``transformers.utils.CONFIG_NAME``)."""

@@ -32,21 +32,20 @@ from ..storage.file_io import (
     atomic_path,
     atomic_write_json,
     move_dir_into_place,
-    reads_back,
     write_failure,
     writing,
 )
+from ..storage.file_reads import reads_back
 from ..storage.model_folder import first_damaged_file
 from ..storage.run_folder import (
     BEST_WEIGHTS,
     CHECKPOINT_PREFIX,
     PROGRESS_FILE,
-    RunWriteError,
     checkpoints_dir,
     complete_checkpoints,
     resume_command,
-    write_failed_message,
 )
+from ..storage.run_status import RunWriteError, write_failed_message
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +119,7 @@ class Progress:
     (:func:`hfattn.training.schedules.schedule_steps` of the recipe file's ``training:``)."""
     planned_minutes: float | None = None
     """The recipe file's ``training.max_minutes``, before any ``--set`` override: a run stopped
-    by that clock is complete (:func:`hfattn.storage.run_folder.training_shortfall`)."""
+    by that clock is complete (:func:`hfattn.storage.run_status.training_shortfall`)."""
     skipped_steps: int = 0
     """Optimizer steps skipped for a non-finite loss (``training.on_nonfinite_loss: skip``)."""
     train_tokens: int = 0

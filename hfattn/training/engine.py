@@ -37,14 +37,9 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
 from ..storage.file_io import writing
-from ..storage.run_folder import (
-    TRACKER_LOGS_DIR,
-    clear_output_dir,
-    latest_checkpoint,
-    resume_command,
-    run_writes,
-    write_recipe,
-)
+from ..storage.resume_checks import clear_output_dir
+from ..storage.run_folder import TRACKER_LOGS_DIR, latest_checkpoint, resume_command, write_recipe
+from ..storage.run_status import run_writes
 from .checkpoints import Progress
 from .finishing import evaluate_and_save, finish_training, save_last_step
 from .host_memory import cap_primitive_cache, freed_memory_kept
@@ -90,7 +85,7 @@ def train(
     after every optimizer step) may stop it with ``progress.stop.request(reason)``.
     ``planned_training`` is the recipe file's own ``training:`` section (before ``--set``
     overrides; default ``cfg``): the steps it plans are recorded, so that a run cut short of
-    its recipe says so (:func:`hfattn.storage.run_folder.training_shortfall`).
+    its recipe says so (:func:`hfattn.storage.run_status.training_shortfall`).
 
     The caller has checked the recipe and the folder (:func:`hfattn.orchestration.run.run_recipe`:
     ``training.metric_for_best_model`` among the metrics the job reports, ``resume`` and

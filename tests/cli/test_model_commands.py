@@ -300,7 +300,7 @@ def test_a_ctranslate2_export_says_which_engine_reads_it(tmp_path, capsys):
 
 
 def test_an_interrupted_run_gives_its_step_and_how_to_continue(tmp_path, capsys):
-    from hfattn.storage.run_folder import interrupted_run_message
+    from hfattn.storage.run_status import interrupted_run_message
 
     run = tmp_path / "run"
     (checkpoints_dir(run) / f"{CHECKPOINT_PREFIX}40").mkdir(parents=True)

@@ -258,7 +258,7 @@ def test_a_run_on_a_relative_source_loads_its_data_from_another_folder(tmp_path,
     from hfattn.cli import main
     from hfattn.orchestration.run import run_recipe
     from hfattn.recipes import load_recipe
-    from hfattn.storage.run_folder import check_resume, recipe_differences
+    from hfattn.storage.resume_checks import check_resume, recipe_differences
     from tests.helpers.recipe_helpers import write_recipe
     from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 

@@ -19,7 +19,7 @@ from hfattn.commands.inputs import ModelLoadError, locate_model
 from hfattn.common.field_checks import RecipeError
 from hfattn.data.sources import check_source
 from hfattn.storage import model_folder
-from hfattn.storage.file_io import read_safetensors, reads_back
+from hfattn.storage.file_reads import read_safetensors, reads_back
 from hfattn.storage.location import (
     hub_offline,
     in_local_cache,

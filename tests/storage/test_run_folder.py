@@ -26,7 +26,7 @@ from hfattn.cli import main
 from hfattn.orchestration import run as orchestration
 from hfattn.orchestration.run import run_recipe
 from hfattn.recipes import load_recipe
-from hfattn.storage import run_folder
+from hfattn.storage import resume_checks, run_folder, run_lock, run_status
 from hfattn.storage.model_folder import CONFIG_FILE
 from hfattn.tasks import get_task
 from tests.helpers.fault_injection import with_callbacks
@@ -141,7 +141,7 @@ def test_resume_and_overwrite_together_are_refused(tmp_path, capsys, monkeypatch
     _no_model_loading(monkeypatch)
     assert main(["train", str(recipe), "--resume", "--overwrite"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"error: {run_folder.RESUME_AND_OVERWRITE}"
+    assert err == f"error: {resume_checks.RESUME_AND_OVERWRITE}"
     assert not (tmp_path / "run").exists()
 
 
@@ -198,16 +198,16 @@ def test_a_stored_recipe_that_is_no_mapping_is_one_error_naming_it(tmp_path, tex
 def test_recipe_differences_name_dotted_fields():
     stored = yaml.safe_load("model: {hidden_size: 64}\ntraining: {max_steps: 5}\noutput_dir: a")
     given = {"model": {"hidden_size": 128}, "training": {"max_steps": 5}, "output_dir": "b"}
-    assert [str(c) for c in run_folder.recipe_differences(stored, given)] == [
+    assert [str(c) for c in resume_checks.recipe_differences(stored, given)] == [
         "model.hidden_size: 64 vs 128"
     ]
 
 
 def test_budget_logging_and_hub_fields_may_change_on_resume():
-    assert run_folder.is_resumable("training.max_steps")
-    assert run_folder.is_resumable("hub.license") and run_folder.is_resumable("hub")
-    assert not run_folder.is_resumable("hubris.x")
-    assert not run_folder.is_resumable("training.learning_rate")
+    assert resume_checks.is_resumable("training.max_steps")
+    assert resume_checks.is_resumable("hub.license") and resume_checks.is_resumable("hub")
+    assert not resume_checks.is_resumable("hubris.x")
+    assert not resume_checks.is_resumable("training.learning_rate")
 
 
 SPACED = "my runs/Año ñandú — été"
@@ -238,7 +238,7 @@ def test_printed_commands_paste_as_printed_for_a_folder_with_spaces(interrupted,
     said = "\n".join(
         [
             capsys.readouterr().err,
-            run_folder.interrupted_run_message(copy),
+            run_status.interrupted_run_message(copy),
             missing_export(copy),
             str(wrong_command.value),
         ]
@@ -283,7 +283,7 @@ def test_a_short_run_says_so_and_push_asks_for_force(tmp_path, capsys, monkeypat
     training = json.loads(run_folder.eval_results_path(folder).read_text())["training"]
     # the plan is the recipe file's (10 steps), not the overridden 4
     assert (training["global_step"], training["planned_steps"]) == (4, TRAINING["max_steps"])
-    shortfall = run_folder.training_shortfall(folder)
+    shortfall = run_status.training_shortfall(folder)
     assert shortfall.startswith("training stopped at step 4 of the 10 its recipe plans (40%)")
     capsys.readouterr()
     monkeypatch.setenv("HF_TOKEN", "hf_test")  # refused before the Hub is asked anything
@@ -319,7 +319,7 @@ def test_a_run_ended_by_its_own_clock_is_complete(clocked, tmp_path, capsys):
     assert training["stop_reason"] == "time budget"
     assert (training["max_minutes"], training["planned_minutes"]) == (0.01, 0.01)
     assert 0 < training["global_step"] < training["planned_steps"] // 100
-    assert run_folder.training_shortfall(folder) is None
+    assert run_status.training_shortfall(folder) is None
     capsys.readouterr()
     assert main(["push", str(folder), "--repo-id", "me/x", "--dry-run", str(tmp_path / "p")]) == 0
     out = capsys.readouterr().out
@@ -338,12 +338,12 @@ def test_a_clock_cut_by_set_or_an_early_stop_is_short(clocked, tmp_path):
     step = results["training"]["global_step"]
     results["training"]["max_minutes"] = 0.005  # --set training.max_minutes=0.005
     run_folder.eval_results_path(copy).write_text(json.dumps(results))
-    assert f"training stopped at step {step:,} of the 100,000" in run_folder.training_shortfall(
+    assert f"training stopped at step {step:,} of the 100,000" in run_status.training_shortfall(
         copy
     )
     results["training"].update(max_minutes=0.01, stop_reason="loss plateau")
     run_folder.eval_results_path(copy).write_text(json.dumps(results))
-    assert "ended by the loss plateau" in run_folder.training_shortfall(copy)
+    assert "ended by the loss plateau" in run_status.training_shortfall(copy)
 
 
 def test_a_run_of_most_of_its_plan_is_not_short(tmp_path):
@@ -351,7 +351,7 @@ def test_a_run_of_most_of_its_plan_is_not_short(tmp_path):
     folder = tmp_path / "most"
     assert main(["train", str(recipe), "--set", f"output_dir={folder}",
                  "--set", "training.max_steps=6"]) == 0  # fmt: skip
-    assert run_folder.training_shortfall(folder) is None
+    assert run_status.training_shortfall(folder) is None
 
 
 def test_overwrite_clears_every_file_of_the_old_run_and_nothing_else(tmp_path):
@@ -362,9 +362,9 @@ def test_overwrite_clears_every_file_of_the_old_run_and_nothing_else(tmp_path):
     for name in [*old, "notes.txt"]:
         (folder / name).write_text("old")
     with pytest.raises(FileExistsError, match="already holds a run"):
-        run_folder.check_output_dir(folder, overwrite=False)
+        resume_checks.check_output_dir(folder, overwrite=False)
     assert all((folder / name).exists() for name in old)
-    run_folder.clear_output_dir(folder)
+    resume_checks.clear_output_dir(folder)
     assert run_folder.SAMPLES_FILE in run_folder.RUN_FILES
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
 
@@ -471,7 +471,7 @@ def test_run_recipe_from_python_holds_its_folder(tmp_path):
         if progress.step == 3:
             lock = json.loads((folder / run_folder.LOCK_FILE).read_text())
             seen.append(lock["pid"])
-            with pytest.raises(run_folder.RunFolderBusy, match=f"pid {os.getpid()} on "):
+            with pytest.raises(run_lock.RunFolderBusy, match=f"pid {os.getpid()} on "):
                 with orchestration.holding_output_dir(folder):
                     pass
 
@@ -517,7 +517,7 @@ def test_every_process_of_a_run_refuses_a_busy_folder_together(tmp_path):
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone",
                 "--nproc_per_node", "2", str(script), str(busy), str(free)]  # fmt: skip
-    with run_folder.held_run_folder(busy):  # this process trains into it
+    with run_lock.held_run_folder(busy):  # this process trains into it
         done = subprocess.run(torchrun, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
@@ -529,7 +529,7 @@ def test_every_process_of_a_run_refuses_a_busy_folder_together(tmp_path):
 
 HOLD_UNTIL_KILLED = """
 import sys, time
-from hfattn.storage.run_folder import held_run_folder
+from hfattn.storage.run_lock import held_run_folder
 with held_run_folder(sys.argv[1]):
     print("held", flush=True)
     time.sleep(600)
@@ -545,20 +545,20 @@ def test_a_lock_left_by_a_killed_run_is_free(tmp_path):
     assert holder.stdout.readline() == "held\n"
     lock = folder / run_folder.LOCK_FILE
     assert json.loads(lock.read_text())["pid"] == holder.pid
-    with pytest.raises(run_folder.RunFolderBusy, match=f"pid {holder.pid} on "):
-        run_folder.check_not_busy(folder)
+    with pytest.raises(run_lock.RunFolderBusy, match=f"pid {holder.pid} on "):
+        run_lock.check_not_busy(folder)
     holder.kill()
     holder.wait()
     assert json.loads(lock.read_text())["pid"] == holder.pid  # left behind
-    run_folder.check_not_busy(folder)  # free
-    with run_folder.held_run_folder(folder):
+    run_lock.check_not_busy(folder)  # free
+    with run_lock.held_run_folder(folder):
         assert json.loads(lock.read_text())["pid"] == os.getpid()
-        with pytest.raises(run_folder.RunFolderBusy, match=f"pid {os.getpid()} on "):
-            with run_folder.held_run_folder(folder):
+        with pytest.raises(run_lock.RunFolderBusy, match=f"pid {os.getpid()} on "):
+            with run_lock.held_run_folder(folder):
                 pass
     assert not lock.exists() and folder.is_dir()
     # a folder made for the lock alone is removed with it
-    with run_folder.held_run_folder(tmp_path / "new"):
+    with run_lock.held_run_folder(tmp_path / "new"):
         assert (tmp_path / "new" / run_folder.LOCK_FILE).is_file()
     assert not (tmp_path / "new").exists()
 
@@ -568,10 +568,10 @@ def _contend(folder, start, said, release):
     ``release``) or ``busy``."""
     start.wait()
     try:
-        with run_folder.held_run_folder(folder):
+        with run_lock.held_run_folder(folder):
             said.put("held")
             release.wait(120)
-    except run_folder.RunFolderBusy:
+    except run_lock.RunFolderBusy:
         said.put("busy")
 
 

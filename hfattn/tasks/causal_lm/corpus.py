@@ -26,7 +26,7 @@ separator (:func:`corpus_settings`):
   there anyway, so the pieces' ids are the whole text's; a tokenizer that adds a prefix space
   to every input (SentencePiece's metaspace) may differ at those cuts.
 
-Memory stays bounded by a chunk of text (:data:`~hfattn.storage.file_io.READ_CHUNK_BYTES`)
+Memory stays bounded by a chunk of text (:data:`~hfattn.storage.file_reads.READ_CHUNK_BYTES`)
 whatever the corpus' size; every pass shows a progress bar after two seconds.
 """
 
@@ -45,7 +45,8 @@ from ...common.field_checks import require
 from ...common.progress import progress_bar
 from ...data.prepared import Prepared, prepare, source_identity
 from ...data.text import SPLIT_NAMES, TextBatch, TextSplits, open_text_splits
-from ...storage.file_io import READ_CHUNK_BYTES, atomic_write_json
+from ...storage.file_io import atomic_write_json
+from ...storage.file_reads import READ_CHUNK_BYTES
 from ...storage.ragged import RaggedIds, RaggedWriter, ids_dtype
 from ...tokenization.characters import (
     CharCounts,

@@ -40,7 +40,16 @@ measured). Per run:
   records.
 
 A ``prepare`` case (``hfattn prepare RECIPE --set data.source=CORPUS``) runs to its exit instead
-and records ``seconds_to_prepared``. A run that makes no step (killed over ``--rss-limit-gb``,
+and records ``seconds_to_prepared``. A ``model`` case (``...-model/``) trains to the saved model:
+the same command with ``--set training.max_steps=STEPS``, run to its exit, final evaluation
+included, and records ``seconds_to_saved_model`` (from the command's start to its exit with the
+model folder's ``eval_results.json`` written), ``final_evaluation_s`` (the run's own count of
+its final evaluation, ``eval_results.json``), ``scored`` (each split's examples scored, and out
+of how many when sampled), ``evaluation_lines`` (the log's ``evaluating the ... split`` lines
+and progress-bar updates of the evaluation) and ``split_sizes`` (the log's line of the split
+sizes). Its corpora include ``1M``, a JSON Lines file of a million pairs with no held-out split
+of its own (:func:`~benchmarks.lib.scale_corpora.bible_jsonl`): the held-out splits are the
+ones hfattn carves. A run that makes no step (killed over ``--rss-limit-gb``,
 failed, out of time) keeps its peak
 RSS and the end of its output (``log_tail``), and its case's second run is not made. A case's
 ``targets`` are the issue's (:data:`TARGETS`), each with ``met`` true, false (every target of
@@ -72,11 +81,11 @@ from benchmarks.lib.benchlib import (
     write_atomically,
 )
 from benchmarks.lib.process_tree import GB, Watch, Watched, run_watched
-from benchmarks.lib.scale_corpora import bible_pairs, shakespeare_text
+from benchmarks.lib.scale_corpora import bible_jsonl, bible_pairs, shakespeare_text
 from hfattn.common.launch import cpu_processes_command
 from hfattn.common.machine import hfattn_commit, provenance
 from hfattn.data.prepared import MANIFEST_FILE, ROOT_VARIABLE
-from hfattn.storage.run_folder import METRICS_FILE
+from hfattn.storage.run_folder import EVAL_RESULTS_FILE, METRICS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -88,19 +97,21 @@ LOG_TAIL_LINES = 15
 
 @dataclass(frozen=True)
 class Corpus:
-    """A corpus of the cases: the embedded plays (``text_bytes`` and ``repeats`` unset), a
-    text of ``text_bytes`` (:func:`shakespeare_text`) or Bible pairs repeated ``repeats``
-    times (:func:`bible_pairs`, the first ``base_rows`` verses or all)."""
+    """A corpus of the cases: the embedded plays (``text_bytes``, ``repeats`` and
+    ``jsonl_rows`` unset), a text of ``text_bytes`` (:func:`shakespeare_text`), Bible pairs
+    repeated ``repeats`` times (:func:`bible_pairs`, the first ``base_rows`` verses or all) or
+    a JSON Lines file of ``jsonl_rows`` pairs (:func:`bible_jsonl`)."""
 
     label: str
     text_bytes: int | None = None
     repeats: int | None = None
     base_rows: int | None = None
+    jsonl_rows: int | None = None
 
     @property
     def pairs(self) -> bool:
         """Whether the corpus is sentence pairs (else a text)."""
-        return self.repeats is not None
+        return self.repeats is not None or self.jsonl_rows is not None
 
 
 CORPORA = {
@@ -111,9 +122,12 @@ CORPORA = {
     "290k": Corpus("290k", repeats=10),
     "1.45M": Corpus("1.45M", repeats=50),
     "4.5M": Corpus("4.5M", repeats=155),
+    "1M": Corpus("1M", jsonl_rows=1_000_000),
 }
 """The corpora by label: the plays as the recipe ships them (``data.source: shakespeare``),
-texts of the training plays repeated, the Bible's 29,004 training verses repeated."""
+texts of the training plays repeated, the Bible's 29,004 training verses repeated (a
+``save_to_disk`` folder with the Bible's own held-out books, or ``1M``: a JSON Lines file with
+no held-out split)."""
 QUICK_CORPORA = {
     "4.4MB": Corpus("4.4MB", text_bytes=150_000),
     "100MB": Corpus("100MB", text_bytes=300_000),
@@ -122,6 +136,7 @@ QUICK_CORPORA = {
     "290k": Corpus("290k", repeats=2, base_rows=1000),
     "1.45M": Corpus("1.45M", repeats=3, base_rows=1000),
     "4.5M": Corpus("4.5M", repeats=4, base_rows=1000),
+    "1M": Corpus("1M", jsonl_rows=3000),
 }
 """``--quick``: the same labels on tiny corpora (a few hundred kB, a few thousand pairs)."""
 
@@ -140,8 +155,9 @@ class Case:
     steps: int = 100
     processes: int = 1
     command: str = "train"
-    """``train`` (watched to step :attr:`steps`) or ``prepare`` (``hfattn prepare``, watched to
-    its exit: the data path alone)."""
+    """``train`` (watched to step :attr:`steps`), ``prepare`` (``hfattn prepare``, watched to
+    its exit: the data path alone) or ``model`` (``training.max_steps`` set to :attr:`steps`,
+    watched to its exit: to the saved model, final evaluation included)."""
 
 
 CASES = {
@@ -158,6 +174,8 @@ CASES = {
             for size in ("31k", "1.45M", "4.5M")
         ),
         Case("luong-2proc/1.45M", LUONG, "1.45M", processes=2),
+        Case("char-rnn-model/100MB", CHAR, "100MB", command="model"),
+        Case("luong-model/1M", LUONG, "1M", command="model"),
     )
 }
 """Every case by name. The paper-base Transformer's step takes a minute or more on a 2-core CPU
@@ -178,7 +196,9 @@ def make_corpus(corpus: Corpus, work: Path) -> dict:
         return {"source": "shakespeare", "label": corpus.label, "made_of": "the Shakespeare "
                 "plays as the recipe ships them (data.source: shakespeare)"}  # fmt: skip
     folder = work / "corpora"
-    if corpus.pairs:
+    if corpus.jsonl_rows is not None:
+        made = bible_jsonl(folder / f"bible-{corpus.jsonl_rows}.jsonl", corpus.jsonl_rows)
+    elif corpus.pairs:
         base = "" if corpus.base_rows is None else f"-first{corpus.base_rows}"
         made = bible_pairs(folder / f"bible{base}-x{corpus.repeats}", corpus.repeats,
                            corpus.base_rows)  # fmt: skip
@@ -231,6 +251,47 @@ def steps_seen_until(tail: MetricsTail, steps: int) -> Callable[[Watch], bool]:
 def never(watch: Watch) -> bool:
     """The watch's condition of a ``prepare`` case: it runs until the command exits."""
     return False
+
+
+def first_step_seen(tail: MetricsTail) -> Callable[[Watch], bool]:
+    """The watch's condition of a ``model`` case: it runs until the command exits; marks
+    ``first step`` at the first train record."""
+
+    def until(watch: Watch) -> bool:
+        if tail.read():
+            watch.mark("first step")
+        return False
+
+    return until
+
+
+EVALUATING = re.compile(r"evaluating the (?P<split>\S+) split with ")
+EVALUATION_BAR = re.compile(r"\b(validation|test)\b[^|]*:\s*\d+%\|")
+SPLIT_SIZES = re.compile(r"\btrain [\d,]+ .*\bvalidation [\d,]+.*\btest [\d,]+")
+"""The log lines of a run's final evaluation (``hfattn/training/finishing.py``, the bars of
+``hfattn/common/progress.py``) and of its split sizes."""
+
+
+def saved_model_record(watched: Watched, output_dir: Path, lines: list[str]) -> dict:
+    """What a ``model`` case's run adds to its record (see the module docstring): the seconds
+    to the saved model, the final evaluation's seconds and examples, and its log lines."""
+    results_path = output_dir / EVAL_RESULTS_FILE
+    saved = watched.status == "exited" and watched.returncode == 0 and results_path.is_file()
+    results = json.loads(results_path.read_text("utf-8")) if saved else {}
+    training = results.get("training", {})
+    scored = {split: {k: scores[k] for k in ("num_examples", "sampled_from") if k in scores}
+              for split, scores in results.get("all_metrics", {}).items()}  # fmt: skip
+    sizes = [m.group(0) for m in map(SPLIT_SIZES.search, lines) if m]
+    return {
+        "seconds_to_saved_model": round(watched.seconds, 1) if saved else None,
+        "final_evaluation_s": training.get("final_eval_runtime_s"),
+        "scored": scored,
+        "evaluation_lines": {
+            "evaluating": [m["split"] for m in map(EVALUATING.search, lines) if m],
+            "bar_updates": sum(bool(EVALUATION_BAR.search(line)) for line in lines),
+        },
+        "split_sizes": sizes[-1] if sizes else None,
+    }
 
 
 def ready_seconds(run: dict) -> float | None:
@@ -335,8 +396,11 @@ def skipped_run(like: dict, reason: str) -> dict:
             "peak_rss_per_process_gb": {}}  # fmt: skip
 
 
-def train_command(case: Case, source: str, output_dir: Path) -> tuple[list[str], str]:
-    """The command of a case's run (argv) and how a user types it."""
+def train_command(
+    case: Case, source: str, output_dir: Path, steps: int | None = None
+) -> tuple[list[str], str]:
+    """The command of a case's run (argv) and how a user types it (``steps``: a ``model``
+    case's ``training.max_steps``)."""
     arguments = [
         "train", f"recipes/{case.recipe}.yaml",
         "--set", f"data.source={source}",
@@ -344,6 +408,8 @@ def train_command(case: Case, source: str, output_dir: Path) -> tuple[list[str],
         "--set", "training.log_every=1",
         "--overwrite",
     ]  # fmt: skip
+    if case.command == "model":
+        arguments[-1:-1] = ["--set", f"training.max_steps={steps or case.steps}"]
     if case.command == "prepare":
         arguments = ["prepare", f"recipes/{case.recipe}.yaml", "--set", f"data.source={source}"]
     typed = " ".join(arguments)
@@ -360,11 +426,15 @@ class Settings:
     """The measuring settings of one invocation."""
 
     steps: int | None
-    """Steps watched in every case (``None``: each case's own)."""
+    """Steps watched in every case (``--steps``; ``None``: :attr:`quick_steps`, else each
+    case's own)."""
     steady_from: int
     poll_s: float
     timeout_s: float
     rss_limit_gb: float
+    quick_steps: int | None = None
+    """``--quick`` without ``--steps``: :data:`QUICK_STEPS`, the steps of every case but the
+    ``model`` ones (their recipes refuse a run that ends within its warm-up)."""
 
 
 def run_case(case: Case, corpus: dict, settings: Settings, work: Path) -> dict:
@@ -376,7 +446,8 @@ def run_case(case: Case, corpus: dict, settings: Settings, work: Path) -> dict:
     env = {**os.environ, ROOT_VARIABLE: str(cache)}
     if case.processes > 1:
         env["ACCELERATE_USE_CPU"] = "1"
-    steps = settings.steps or case.steps
+    quick = settings.quick_steps if case.command != "model" else None
+    steps = settings.steps or quick or case.steps
     record = {"recipe": case.recipe, "processes": case.processes, "steps_watched": steps,
               "steady_from": settings.steady_from,
               "corpus": corpus, "load_average": load_average(),
@@ -387,19 +458,25 @@ def run_case(case: Case, corpus: dict, settings: Settings, work: Path) -> dict:
             continue
         output_dir = work / "runs" / slug / run
         shutil.rmtree(output_dir, ignore_errors=True)  # no old metrics.jsonl to read
-        command, typed = train_command(case, corpus["source"], output_dir)
+        command, typed = train_command(case, corpus["source"], output_dir, steps)
         record["command"] = typed
         before = prepared_folders(cache)
         tail = MetricsTail(output_dir / METRICS_FILE)
         log = work / "logs" / f"{slug}-{run}.log"
         print(f"{case.name}, {run.replace('_', ' ')}: {typed}", flush=True)
-        until = steps_seen_until(tail, steps) if case.command == "train" else never
+        until = {"train": steps_seen_until(tail, steps), "model": first_step_seen(tail)}.get(
+            case.command, never
+        )
         watched = run_watched(command, env=env, cwd=ROOT, log_path=log,
                               until=until, poll_s=settings.poll_s,
                               timeout_s=settings.timeout_s,
                               rss_limit_bytes=settings.rss_limit_gb * GB)  # fmt: skip
-        prepared = preparation_of(log_lines(log), before, prepared_folders(cache))
+        lines = log_lines(log)
+        prepared = preparation_of(lines, before, prepared_folders(cache))
+        tail.read()
         record[run] = run_record(watched, tail.rows, prepared, log, settings.steady_from)
+        if case.command == "model":
+            record[run].update(saved_model_record(watched, output_dir, lines))
         if case.command == "prepare":
             done = watched.status == "exited" and watched.returncode == 0
             record[run]["seconds_to_prepared"] = round(watched.seconds, 1) if done else None
@@ -477,6 +554,20 @@ def _big_pairs_targets(model: str) -> tuple:
     )  # fmt: skip
 
 
+def _splits_announced(record: dict, cases: dict) -> float | None:
+    return len(record["first_run"].get("evaluation_lines", {}).get("evaluating", [])) or None
+
+
+def _saved_model_targets() -> tuple:
+    return (
+        ("first run: final evaluation seconds", _run("first_run", "final_evaluation_s"), 120,
+         "<="),
+        ("second run: final evaluation seconds", _run("cached_run", "final_evaluation_s"), 120,
+         "<="),
+        ("first run: splits announced as they are scored", _splits_announced, 1, ">="),
+    )  # fmt: skip
+
+
 TARGETS = {
     "char-rnn/100MB": (
         (*FIRST, 60, "<="),
@@ -499,9 +590,12 @@ TARGETS = {
         ("first run: preparations of one prepared folder", _one_preparation, 1, "<="),
         ("first run: peak RSS of each process (GB)", _ranks_peak, 3.0, "<="),
     ),
+    "char-rnn-model/100MB": _saved_model_targets(),
+    "luong-model/1M": _saved_model_targets(),
 }
-"""The targets of issue 60 ("Done when", on a 2-core, 24 GB machine), by case: name, value
-(from the case's record and every case's), target, comparison."""
+"""The targets of the large-corpora issues ("Done when", on a 2-core, 24 GB machine), by case:
+name, value (from the case's record and every case's), target, comparison. A ``model`` case
+reaches its saved model with its final evaluation announced and under 2 minutes."""
 
 
 def targets_of(name: str, cases: dict) -> list[dict]:
@@ -560,7 +654,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     args.out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
-    args.steps = args.steps or (QUICK_STEPS if args.quick else None)
+    args.quick_steps = QUICK_STEPS if args.quick and args.steps is None else None
     args.steady_from = args.steady_from or (QUICK_STEADY_FROM if args.quick else 10)
     return args
 
@@ -581,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     target is a figure, not a failure)."""
     args = parse_args(argv)
     settings = Settings(args.steps, args.steady_from, args.poll_s, args.timeout_s,
-                        args.rss_limit_gb)  # fmt: skip
+                        args.rss_limit_gb, args.quick_steps)  # fmt: skip
     shown = sys.argv[1:] if argv is None else argv
     origin = provenance(None, argv=["python", "-m", "benchmarks.bench_data_scale", *shown])
     cases = previous_cases(args.out, args.quick, origin["machine"]) if args.update else {}
@@ -608,7 +702,8 @@ def main(argv: list[str] | None = None) -> int:
                 report.add(f"{name}: {target['name']}", target["value"], "", target["target"],
                            target["comparison"])  # fmt: skip
     results = {"benchmark": "data_scale", "quick": args.quick, "provenance": origin,
-               "settings": {"steps": args.steps, "steady_from": args.steady_from,
+               "settings": {"steps": args.steps or args.quick_steps,
+                            "steady_from": args.steady_from,
                             "poll_s": args.poll_s, "timeout_s": args.timeout_s,
                             "rss_limit_gb": args.rss_limit_gb, "work": str(work)},
                "cases": cases, "not_run": not_run}  # fmt: skip

@@ -9,7 +9,11 @@
   training verses (:func:`hfattn.data.translation.load_translation_splits`, ``"bible"``)
   repeated ``repeats`` times, with the Bible's own ``validation`` and ``test`` books: the
   repeats are ``concatenate_datasets`` of the one memory-mapped table, which ``save_to_disk``
-  writes out in Arrow record batches, so that 4.5 M pairs take no more memory than 29 k.
+  writes out in Arrow record batches, so that 4.5 M pairs take no more memory than 29 k;
+- :func:`bible_jsonl`: a JSON Lines file of ``rows`` pairs (``{"translation": {"en": ...,
+  "es": ...}}`` a line), the Bible's training verses repeated and cut at ``rows``, with no
+  held-out split of its own: what a user's file of pairs is, from which hfattn carves the
+  validation and test splits. Written a copy of the verses at a time.
 
 Each is written under a temporary name and renamed (:mod:`hfattn.storage.file_io`), and reused
 when already there: a corpus that exists is complete. Each returns what it made: its path, its
@@ -19,6 +23,7 @@ size, the seconds spent making it (0 when reused) and this process's peak RSS so
 
 from __future__ import annotations
 
+import json
 import resource
 import time
 from pathlib import Path
@@ -97,4 +102,40 @@ def bible_pairs(folder: Path, repeats: int, base_rows: int | None = None) -> dic
             "builder_peak_rss_gb": peak_rss_gb()}  # fmt: skip
 
 
-__all__ = ["BIBLE_TRAIN", "SHAKESPEARE_TRAIN", "bible_pairs", "shakespeare_text", "training_plays"]
+def bible_jsonl(path: Path, rows: int) -> dict:
+    """The JSON Lines file ``path`` of ``rows`` pairs made of the Bible's training verses
+    repeated (see the module docstring); made once, reused after.
+
+    Raises:
+        hfattn.data.bible.BibleNotInstalledError: the SWORD modules are not installed.
+    """
+    from hfattn.data.translation import load_translation_splits
+
+    began = time.monotonic()
+    made = not path.is_file()
+    verses = load_translation_splits("bible")["train"]["translation"]
+    base = len(verses)
+    if made:
+        lines = [json.dumps({"translation": pair}, ensure_ascii=False) + "\n" for pair in verses]
+        copy = "".join(lines).encode("utf-8")
+        with atomic_path(path) as tmp, open(tmp, "wb") as out:
+            for _ in range(rows // base):
+                out.write(copy)
+            out.write("".join(lines[: rows % base]).encode("utf-8"))
+    with open(path, "rb") as file:
+        count = sum(chunk.count(b"\n") for chunk in iter(lambda: file.read(1 << 24), b""))
+    return {"path": str(path), "pairs": count, "bytes": path.stat().st_size,
+            "repeats": round(count / base, 3), "made_of": BIBLE_TRAIN,
+            "held_out": "none of its own (hfattn carves validation and test)", "made": made,
+            "seconds": round(time.monotonic() - began, 1) if made else 0.0,
+            "builder_peak_rss_gb": peak_rss_gb()}  # fmt: skip
+
+
+__all__ = [
+    "BIBLE_TRAIN",
+    "SHAKESPEARE_TRAIN",
+    "bible_jsonl",
+    "bible_pairs",
+    "shakespeare_text",
+    "training_plays",
+]

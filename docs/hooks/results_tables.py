@@ -703,9 +703,14 @@ DATA_SCALE_TEXT = (
     "steps/s are the second run's, from step {steady_from} to the last of the {steps} steps "
     "watched. How the figures are measured: [benchmark notes](../../benchmarks/NOTES.md)."
 )
+DATA_SCALE_MODEL_TEXT = (
+    "To the saved model: the same command with `--set training.max_steps={steps}`, run to its "
+    "exit, its final evaluation included (each held-out split as hfattn carves or the corpus "
+    "brings it, scored as the recipe bounds it)."
+)
 DATA_SCALE_FAMILIES = {
-    CAUSAL_LM_PAGE: ("char-rnn",),
-    TRANSLATION_PAGE: ("luong", "vaswani", "vaswani-prepare", "luong-2proc"),
+    CAUSAL_LM_PAGE: ("char-rnn", "char-rnn-model"),
+    TRANSLATION_PAGE: ("luong", "vaswani", "vaswani-prepare", "luong-2proc", "luong-model"),
 }
 """The cases of each page (the part of a case's name before ``/``)."""
 
@@ -713,7 +718,8 @@ DATA_SCALE_FAMILIES = {
 def _scale_corpus(corpus: dict) -> str:
     """A case's corpus in words: its size and what it is made of."""
     if "pairs" in corpus:
-        return f"{corpus['pairs']:,} pairs ({corpus['made_of']}, {corpus['repeats']}×)"
+        held_out = f"; {corpus['held_out']}" if "held_out" in corpus else ""
+        return f"{corpus['pairs']:,} pairs ({corpus['made_of']}, {corpus['repeats']:g}×{held_out})"
     if "bytes" in corpus:
         return f"{corpus['bytes'] / 1e6:,.1f} MB ({corpus['made_of']}, {corpus['copies']:g}×)"
     return corpus["made_of"]
@@ -735,6 +741,29 @@ def _scale_run(run: dict, first: bool) -> str:
     return f"{run['seconds_to_first_step']:,.1f} s ({how}), {peak}"
 
 
+def _scale_saved(run: dict) -> str:
+    """One run of a ``model`` case: seconds to the saved model, the final evaluation's."""
+    if run["status"] == "not run":
+        return "not run"
+    if run.get("seconds_to_saved_model") is None:
+        return f"{run['status']} after {run['seconds']:,.0f} s, no saved model"
+    return (
+        f"{run['seconds_to_saved_model']:,.1f} s (final evaluation "
+        f"{run['final_evaluation_s']:,.1f} s), peak {run['peak_rss_gb']:.2f} GB"
+    )
+
+
+def _scale_scored(run: dict) -> str:
+    """The examples a ``model`` case's final evaluation scored, per split."""
+    parts = []
+    for split, scored in run.get("scored", {}).items():
+        part = f"{split} {scored['num_examples']:,}"
+        if "sampled_from" in scored:
+            part += f" of {scored['sampled_from']:,}"
+        parts.append(part)
+    return ", ".join(parts) or "—"
+
+
 def _scale_targets(targets: list[dict]) -> str:
     """The targets of a case: how many are met, then each one missed or not measured."""
     if not targets:
@@ -750,10 +779,11 @@ def _scale_targets(targets: list[dict]) -> str:
 
 
 def data_scale_block(page: Path, root: Path = RESULTS) -> str:
-    """The "Large corpora" table of ``page`` (:data:`DATA_SCALE_FAMILIES`): per case the
+    """The "Large corpora" tables of ``page`` (:data:`DATA_SCALE_FAMILIES`): per case the
     recipe, the corpus, both runs (seconds to the first step, how the data was come by, peak
-    RSS), the steady steps/s and the targets; :data:`DATA_SCALE_NONE` without the file or
-    without a case of the page.
+    RSS), the steady steps/s and the targets; then the cases run to the saved model (``model``
+    cases: seconds to the saved model and of its final evaluation, the examples scored);
+    :data:`DATA_SCALE_NONE` without the file or without a case of the page.
 
     Raises:
         ValueError: the file holds a ``--quick`` run's figures (tiny corpora).
@@ -770,7 +800,8 @@ def data_scale_block(page: Path, root: Path = RESULTS) -> str:
     if not cases:
         return DATA_SCALE_NONE
     settings = data["settings"]
-    steps = {c["steps_watched"] for c in cases.values()}
+    model_cases = {n: c for n, c in cases.items() if n.split("/")[0].endswith("-model")}
+    steps = {c["steps_watched"] for n, c in cases.items() if n not in model_cases}
     lines = [
         DATA_SCALE_TEXT.format(
             machine=shared_machine([DATA_SCALE], root),
@@ -784,7 +815,9 @@ def data_scale_block(page: Path, root: Path = RESULTS) -> str:
         "steps/s | targets |",
         "|---|---|---|---|---|---|",
     ]
-    for case in cases.values():
+    for name, case in cases.items():
+        if name in model_cases:
+            continue
         processes = f", {case['processes']} processes" if case["processes"] > 1 else ""
         speed = case["steps_per_s"]
         lines.append(
@@ -792,6 +825,22 @@ def data_scale_block(page: Path, root: Path = RESULTS) -> str:
             f"| {_scale_run(case['first_run'], True)} | {_scale_run(case['cached_run'], False)} "
             f"| {'—' if speed is None else f'{speed:.2f}'} | {_scale_targets(case['targets'])} |"
         )
+    if model_cases:
+        steps = sorted({c["steps_watched"] for c in model_cases.values()})
+        lines += [
+            "",
+            DATA_SCALE_MODEL_TEXT.format(steps=" or ".join(map(str, steps))),
+            "",
+            "| recipe | corpus | first run: to the saved model, peak RSS | second run | "
+            "examples scored at the end | targets |",
+            "|---|---|---|---|---|---|",
+        ]
+        for case in model_cases.values():
+            lines.append(
+                f"| `{case['recipe']}` | {_scale_corpus(case['corpus'])} "
+                f"| {_scale_saved(case['first_run'])} | {_scale_saved(case['cached_run'])} "
+                f"| {_scale_scored(case['cached_run'])} | {_scale_targets(case['targets'])} |"
+            )
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ import time
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
+from ..common.progress import progress_bar
 from .checkpoints import Progress
 from .processes import max_over_processes
 from .schedules import NEEDS_TOTAL_STEPS, schedule_length
@@ -137,15 +138,18 @@ class TrainingClock:
         return round(self.share_done(step, elapsed_s) * self.total_steps)
 
     def progress_bar(self, step: int, elapsed_s: float) -> tqdm:
-        """The run's tqdm bar on stderr: steps out of ``total_steps``; with ``max_minutes``, the
-        share of the run done (:meth:`bar_position`: the clock's or the steps', whichever leads),
-        the step next to it. Its ``eta`` comes from :meth:`show_step`."""
-        return tqdm(
+        """The run's bar (:func:`~hfattn.common.progress.progress_bar`, shown from the start):
+        steps out of ``total_steps``; with ``max_minutes``, the share of the run done
+        (:meth:`bar_position`: the clock's or the steps', whichever leads), the step next to it.
+        Its ``eta`` comes from :meth:`show_step`."""
+        return progress_bar(
             total=self.total_steps,
             initial=self.bar_position(step, elapsed_s),
-            disable=not self.accelerator.is_local_main_process,
+            shown=self.accelerator.is_local_main_process,
             desc=BAR_LABEL,
+            unit="step",
             bar_format=STEPS_BAR_FORMAT if self.cfg.max_minutes is None else TIMED_BAR_FORMAT,
+            delay=0,  # from the first step
         )
 
     def eta_seconds(self, step: int, elapsed_s: float) -> float | None:

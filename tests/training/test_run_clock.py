@@ -171,3 +171,32 @@ def test_a_clock_planned_run_owes_the_validation_a_stop_cut_short():
     assert not owed(20, evaluated_step=20) and not owed(25, evaluated_step=20)
     assert not owed(0, evaluated_step=None)
     assert owed(20, evaluated_step=10, total_steps=30) and not owed(30, 20, total_steps=30)
+
+
+def test_a_bar_within_the_training_bar_writes_plain_lines_into_a_log(monkeypatch, capsys):
+    """Runs whose stderr went to log files wrote cursor codes (``\\x1b[A``) into them: tqdm moves
+    the cursor to draw a bar opened while another is open (a validation's decoding within the
+    training bar). On a stream that is no terminal (``capsys``'s), each state a bar shows is a
+    line of its own, the last state of an erased bar kept, and no cursor code is written."""
+    from hfattn.common import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_DELAY_S", 0)  # as if the decoding took long
+    cfg = SimpleNamespace(max_minutes=None, warmup_steps=0, schedule="linear")
+    accelerator = SimpleNamespace(is_local_main_process=True, num_processes=1)
+    run = TrainingClock(cfg, scheduler=None, total_steps=3, accelerator=accelerator)
+    with run.progress_bar(step=0, elapsed_s=0.0) as bar:
+        for step in (1, 2, 3):
+            with progress.progress_bar(
+                total=4, desc="validation: decoding", unit="source", leave=False
+            ) as decoding:
+                decoding.update(4)
+            run.show_step(bar, {}, step, elapsed_s=float(step))
+    err = capsys.readouterr().err
+    assert "\x1b[" not in err and "\r" not in err
+    lines = err.splitlines()
+    assert [re.match(r"[^|]*\|", line)[0] for line in lines] == [
+        "train:   0%|",
+        *["validation: decoding:   0%|", "validation: decoding: 100%|"] * 3,
+        "train: 100%|",
+    ]
+    assert [re.search(r"\d+/\d+", line)[0] for line in lines] == ["0/3", *["0/4", "4/4"] * 3, "3/3"]

@@ -1,18 +1,18 @@
 """Translation Space: translate sentences with an encoder-decoder published with hfattn and
 show where the model looked.
 
-One sentence per line (a blank line refused and unknown characters warned about as
-``hfattn translate --file`` does), each translated with beam search (beam width and new-token
-cap set on the page, starting at the model's saved ``generation_config``: the recipe's
-``num_beams`` and ``max_new_tokens``, else greedy and 128, as ``hfattn translate`` decodes); the
-examples are the recipe's ``generation.examples`` (the Space's ``examples.json``). The first
-sentence's cross-attention is drawn as a heatmap (source tokens across, output tokens down) as
-a Vega-Lite chart that the browser draws (the server only sends the weights: a matplotlib
-figure cost ~130 ms of CPU a request, more than decoding). For a Transformer the page offers a
-decoder layer (default the last) and a head (default the mean over heads); a model with a
-single attention (Bahdanau) has one of each, and the page shows no choice. Runs with only
-transformers, torch and gradio installed: the model comes from ``$HFATTN_MODEL_ID`` or the
-README's ``models:`` list, with ``trust_remote_code=True``.
+One sentence per line (unknown characters warned about as ``hfattn translate --file`` does; a
+blank line refused, where the command gives an empty line), each translated with beam search
+(beam width and new-token cap set on the page, starting at the model's saved
+``generation_config``: the recipe's ``num_beams`` and ``max_new_tokens``, else greedy and 128,
+as ``hfattn translate`` decodes); the examples are the recipe's ``generation.examples`` (the
+Space's ``examples.json``). The first sentence's cross-attention is drawn as a heatmap (source
+tokens across, output tokens down) as a Vega-Lite chart that the browser draws (the server only
+sends the weights: a matplotlib figure cost ~130 ms of CPU a request, more than decoding). For a
+Transformer the page offers a decoder layer (default the last) and a head (default the mean over
+heads); a model with a single attention (Bahdanau) has one of each, and the page shows no
+choice. Runs with only transformers, torch and gradio installed: the model comes from
+``$HFATTN_MODEL_ID`` or the README's ``models:`` list, with ``trust_remote_code=True``.
 
 Engines: when the model (a local folder, or the Hub repo) holds a CTranslate2 export in
 ``ct2/`` (``hfattn export MODEL --format ctranslate2 MODEL/ct2``, pushed with the model) and
@@ -539,9 +539,10 @@ def translate(context: frame.Context, text, num_beams, max_new_tokens, layer=Non
     of the first sentence's cross-attention in decoder ``layer`` (1-based, default the last)
     and ``head`` (1-based, or ``"mean"`` over heads, the default); the heatmap is ``None`` when
     the model has no cross-attention. The lines are read as ``hfattn translate --file`` reads
-    them: a blank one is refused (``source 1 is blank: there is nothing to translate``), and
-    what of a line the tokenizer maps to its unknown token is warned about (``source 0
-    characters not in the vocabulary, ...``), in the command's words."""
+    them, except that a blank one is refused (``source 1 is blank: there is nothing to
+    translate``, as the command refuses a blank sentence on its command line), and what of a
+    line the tokenizer maps to its unknown token is warned about (``source 0 characters not in
+    the vocabulary, ...``), in the command's words."""
     text = frame.check_text(text, context.limits, "Source text")
     lines = frame.refuse_blank(text.splitlines() or [text], "source", "translate")
     num_beams = int(frame.check_range(num_beams, "Beam width", 1, MAX_BEAMS))

@@ -37,7 +37,7 @@ COMMANDS = (
     "cache",
 )
 LOADING_COMMANDS = ("evaluate", "generate", "translate", "classify")
-"""Commands that load a model folder through :mod:`hfattn.commands.inputs` (safetensors only,
+"""Commands that load a model folder through :mod:`hfattn.commands.model_loading` (safetensors only,
 unless ``--allow-pickle``)."""
 VERBOSE_HELP = (
     "also show the other libraries' messages and progress bars (transformers, datasets, "
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         command = parser.command_parsers[args.command]
         command.error(f"unrecognized arguments: {' '.join(unknown)}"
                       + command.closest_option(unknown[0]))  # fmt: skip
-    from .commands.inputs import allow_pickle
     from .commands.logging_setup import set_verbose
+    from .commands.model_loading import allow_pickle
     from .common.launch import process_rank
 
     set_verbose(args.verbose)  # applied by the command's configure_logging()

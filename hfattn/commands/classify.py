@@ -49,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
         return report_error(err)
 
     from ..tasks.classification.inference import classify_texts
-    from .inputs import answer_lines, load_model_and_tokenizer
+    from .inputs import answer_lines
     from .logging_setup import configure_logging
+    from .model_loading import load_model_and_tokenizer
 
     configure_logging()
     try:

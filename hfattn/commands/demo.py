@@ -94,8 +94,9 @@ def handler(args: argparse.Namespace) -> int:
     from hfattn.hub import ModelFolderError, SpaceError, inspect_folder, load_space_app, stage_space
     from hfattn.storage.run_status import interrupted_run_message
 
-    from .inputs import ModelLoadError, damaged_file_error, first_line, report_error
+    from .inputs import ModelLoadError, report_error
     from .logging_setup import configure_logging
+    from .model_loading import damaged_file_error, first_line
 
     configure_logging()
     folder = Path(args.dir).resolve()

@@ -127,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tasks import get_task
     from ..tasks.base import WHOLE_FILE_SPLIT, scores_whole_file
-    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
+    from .model_loading import load_model_and_tokenizer
 
     configure_logging()
     task = get_task(recipe.task)

@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     model, a taken OUT or a missing ``ctranslate2``, all found before the weights are read."""
     from ..export.checks import check_exportable, check_output_folder
     from ..export.ctranslate2_runtime import require_ctranslate2
-    from .inputs import locate_model, read_configs, report_error
+    from .inputs import locate_model, report_error
+    from .model_loading import read_configs
 
     try:  # cheap checks first: folders, the package, the config.json alone
         check_output_folder(args.output_dir, args.overwrite, args.model_dir)
@@ -78,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     import hfattn.models  # noqa: F401  (registers the model types)
 
     from ..export.export_folder import export_ctranslate2
-    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
+    from .model_loading import load_model_and_tokenizer
 
     configure_logging()
     try:

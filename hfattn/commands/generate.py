@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tasks.causal_lm.inference import check_generation_settings, generate_text
     from ..tokenization.characters import require_text
-    from .inputs import load_model_and_tokenizer
     from .logging_setup import configure_logging
+    from .model_loading import load_model_and_tokenizer
 
     try:  # bad options fail before the model is loaded
         check_generation_settings(vars(args), prefix="--")

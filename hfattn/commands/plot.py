@@ -18,8 +18,9 @@ def run(args: argparse.Namespace) -> int:
 
     from hfattn.plotting.figures import plot
 
-    from .inputs import load_model_and_tokenizer, locate_model, report_error
+    from .inputs import locate_model, report_error
     from .logging_setup import configure_logging
+    from .model_loading import load_model_and_tokenizer
 
     configure_logging()  # transformers' "Loading weights" bar and chatter stay quiet
     params = {}

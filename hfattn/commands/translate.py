@@ -83,8 +83,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tasks.translation.inference import translate_texts
     from ..tokenization.characters import require_text, warn_unknown
-    from .inputs import answer_lines, load_model_and_tokenizer
+    from .inputs import answer_lines
     from .logging_setup import configure_logging
+    from .model_loading import load_model_and_tokenizer
 
     configure_logging()
     try:

@@ -193,7 +193,7 @@ def attention_figure(
     with the model's saved generation settings, ``num_beams`` overriding its beam width.
 
     ``loader(model_dir)`` returns ``(model, tokenizer)``; ``hfattn plot`` passes the commands'
-    own loader (:func:`hfattn.commands.inputs.load_model_and_tokenizer`), which refuses a
+    own loader (:func:`hfattn.commands.model_loading.load_model_and_tokenizer`), which refuses a
     missing folder or a damaged file in one line. Default: the ``transformers`` Auto classes."""
     # torch and transformers (5-7 s): the schedule plots need neither
     from hfattn.tasks.translation.inference import cross_attention_maps, select_attention

@@ -26,7 +26,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hfattn.cli import main
-from hfattn.commands.inputs import load_model_and_tokenizer
+from hfattn.commands.model_loading import load_model_and_tokenizer
 from hfattn.hub import load_space_app
 from hfattn.hub.assets import asset_dir
 from hfattn.tasks.causal_lm.inference import generate_text

@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 from hfattn.cli import main
-from hfattn.commands.inputs import ModelLoadError, allow_pickle, load_model_and_tokenizer
+from hfattn.commands.inputs import ModelLoadError
+from hfattn.commands.model_loading import allow_pickle, load_model_and_tokenizer
 
 GENERATE = ["--prompt", "ROMEO:", "--max-new-tokens", "8", "--greedy"]
 

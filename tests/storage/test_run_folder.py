@@ -224,7 +224,8 @@ def _pasted(command: str) -> list[str]:
 def test_printed_commands_paste_as_printed_for_a_folder_with_spaces(interrupted, tmp_path, capsys):
     """Every command printed for pasting quotes the folder (``shlex.quote``): bash gives
     ``hfattn`` the folder as one argument, and the pasted command finishes the run."""
-    from hfattn.commands.inputs import ModelLoadError, check_model_fits
+    from hfattn.commands.inputs import ModelLoadError
+    from hfattn.commands.model_loading import check_model_fits
     from hfattn.export.export_folder import missing_export
 
     recipe, folder = interrupted

@@ -3,9 +3,10 @@
 ``context_i = sum_j alpha_ij v_j`` with ``alpha_i = p(a(q_i, k_1), ..., a(q_i, k_Tk))``,
 in batch-matrix form ``C = p(A(Q, K)) V`` for any number of leading dimensions.
 
-- Scores (:data:`SCORES`, :func:`build_score`) live in :mod:`.scores`; distribution
-  functions (:data:`DISTRIBUTIONS`) in :mod:`.distributions`; masks in :mod:`.masking`
-  (boolean *keep* convention: ``True`` = attend). Everything is re-exported here.
+- Scores (:data:`SCORES`, :func:`build_score`) live in :mod:`.scores` (their base class in
+  :mod:`.score_base`); distribution functions (:data:`DISTRIBUTIONS`) in :mod:`.distributions`;
+  masks in :mod:`.masking` (boolean *keep* convention: ``True`` = attend). Everything is
+  re-exported here.
 - :func:`attend` / :class:`Attention`: single-head attention with any score/distribution.
 - :class:`MultiHeadAttention`: ``MHA(Q, K, V) = Concat(head_1..head_h) W_O`` with
   ``head_i = Attention(Q W_Qi, K W_Ki, V W_Vi)``. The scaled-dot (and dot) + softmax case
@@ -36,7 +37,8 @@ from .masking import (
     to_additive_mask,
     to_keep_mask,
 )
-from .scores import SCORES, AttentionScore, build_score, get_score_class
+from .score_base import AttentionScore
+from .scores import SCORES, build_score, get_score_class
 
 __all__ = [
     "DISTRIBUTIONS",

@@ -1,10 +1,12 @@
 """Attention scoring functions a(q, k): queries ``[..., Tq, dq]``, keys ``[..., Tk, dk]``
 -> ``[..., Tq, Tk]``.
 
-Every score is an ``nn.Module`` subclass of :class:`AttentionScore`, registered by name in
-:data:`SCORES` and built with :func:`build_score`. Leading dimensions (batch, heads, ...)
-broadcast between queries and keys. Learnable parameters act on the feature dimension
-only, so one score module serves every head of a multi-head layer.
+Every score is an ``nn.Module`` subclass of :class:`~hfattn.models.score_base.AttentionScore`,
+registered by name in :data:`SCORES` and built with :func:`build_score`: the dot-product and
+feed-forward scores here, the kernels in :mod:`hfattn.models.kernel_scores` and the distances in
+:mod:`hfattn.models.distance_scores`. Leading dimensions (batch, heads, ...) broadcast between
+queries and keys. Learnable parameters act on the feature dimension only, so one score module
+serves every head of a multi-head layer.
 
 Two kinds of output:
 
@@ -18,114 +20,29 @@ Two kinds of output:
   are already non-negative similarity weights; their default distribution is
   ``normalize`` (Nadaraya-Watson: divide by the row sum).
 
-Keys can be pre-processed once per source sequence with :meth:`AttentionScore.precompute_keys`
-(e.g. Bahdanau's ``W_k k``) and scored repeatedly with :meth:`AttentionScore.score_precomputed`.
+Keys can be pre-processed once per source sequence with
+:meth:`~hfattn.models.score_base.AttentionScore.precompute_keys` (e.g. Bahdanau's ``W_k k``)
+and scored repeatedly with :meth:`~hfattn.models.score_base.AttentionScore.score_precomputed`.
 
 This module imports only torch and siblings (remote-code safe).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 import torch
 from torch import nn
 
+from .distance_scores import (
+    ChebyshevScore,
+    EuclideanScore,
+    MahalanobisScore,
+    ManhattanScore,
+    MinkowskiScore,
+    StdEuclideanScore,
+)
+from .kernel_scores import BoxcarScore, GaussianScore, KernelScore
+from .score_base import AttentionScore, get_activation, pairwise_dot
 from .score_names import SCORE_NAMES
-
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "tanh": torch.tanh,
-    "relu": torch.relu,
-    "sigmoid": torch.sigmoid,
-    "gelu": nn.functional.gelu,
-    "identity": lambda x: x,
-}
-
-
-def get_activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Return the activation function ``name`` from :data:`ACTIVATIONS`."""
-    try:
-        return ACTIVATIONS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown activation {name!r}; valid names: {', '.join(ACTIVATIONS)}"
-        ) from None
-
-
-def pairwise_difference(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """All query-key differences: ``D[..., i, j, :] = q_i - k_j``, shape ``[..., Tq, Tk, d]``."""
-    return query.unsqueeze(-2) - key.unsqueeze(-3)
-
-
-def pairwise_distance(query: torch.Tensor, key: torch.Tensor, p: float = 2.0) -> torch.Tensor:
-    """Minkowski distances ``d_p(q_i, k_j) = (sum_l |q_il - k_jl|^p)^(1/p)``, shape
-    ``[..., Tq, Tk]``.
-
-    ``p = 1`` is Manhattan, ``p = 2`` Euclidean and ``p = inf`` Chebyshev (``max_l |.|``).
-    The gradient at ``q = k`` is taken as 0.
-    """
-    return torch.linalg.vector_norm(pairwise_difference(query, key), ord=p, dim=-1)
-
-
-def pairwise_dot(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """Batched dot products ``E[..., i, j] = q_i . k_j`` (``Q K^T``)."""
-    return torch.matmul(query, key.transpose(-1, -2))
-
-
-class AttentionScore(nn.Module):
-    """Base class of the scoring functions ``a(q, k)``.
-
-    Subclasses set :attr:`name`, optionally :attr:`output_kind` / :attr:`same_dim`, and
-    implement :meth:`score_precomputed`; they may override :meth:`precompute_keys`.
-    ``forward(q, k) = score_precomputed(q, precompute_keys(k))``.
-    """
-
-    name: str = ""
-    output_kind: str = "energy"  # "energy" (any real) or "weight" (non-negative)
-    same_dim: bool = False  # the formula needs query_dim == key_dim
-
-    def __init__(self, query_dim: int, key_dim: int | None = None):
-        super().__init__()
-        key_dim = query_dim if key_dim is None else key_dim
-        if self.same_dim and query_dim != key_dim:
-            raise ValueError(
-                f"score {self.name!r} needs query_dim == key_dim; got query_dim={query_dim}, "
-                f"key_dim={key_dim} (use 'general', 'additive' or 'deep' for different sizes)"
-            )
-        self.query_dim = query_dim
-        self.key_dim = key_dim
-
-    @property
-    def default_distribution(self) -> str:
-        """``"softmax"`` for energies, ``"normalize"`` (Nadaraya-Watson) for weights."""
-        return "softmax" if self.output_kind == "energy" else "normalize"
-
-    def check_inputs(self, query: torch.Tensor, key: torch.Tensor) -> None:
-        """Raise ``ValueError`` naming both shapes if the feature sizes do not match the score."""
-        if query.shape[-1] != self.query_dim or key.shape[-1] != self.key_dim:
-            raise ValueError(
-                f"score {self.name!r} expects query [..., Tq, {self.query_dim}] and key "
-                f"[..., Tk, {self.key_dim}]; got query shape {tuple(query.shape)} and key "
-                f"shape {tuple(key.shape)}"
-            )
-
-    def precompute_keys(self, key: torch.Tensor) -> torch.Tensor:
-        """Key-only part of the score, computable once per source sequence (identity here)."""
-        return key
-
-    def score_precomputed(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """Scores of ``query`` against keys already passed through :meth:`precompute_keys`."""
-        raise NotImplementedError
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        """Return the scores ``a(q_i, k_j)`` as a ``[..., Tq, Tk]`` tensor."""
-        self.check_inputs(query, key)
-        return self.score_precomputed(query, self.precompute_keys(key))
-
-    def extra_repr(self) -> str:
-        return f"query_dim={self.query_dim}, key_dim={self.key_dim}"
-
 
 # --- dot-product family ---------------------------------------------------------------
 
@@ -332,252 +249,6 @@ class LocationScore(AttentionScore):
         return scores.expand(*lead, query.shape[-2], length)
 
 
-# --- kernels (non-negative weights) ---------------------------------------------------
-
-
-class GaussianScore(AttentionScore):
-    """Gaussian kernel (Nadaraya-Watson): ``K(q, k) = exp(-||q - k||^2 / (2 h^2))``,
-    ``h = bandwidth``.
-
-    With ``h = 1`` this is the ``exp(-1/2 ||q - k||^2)`` of Sánchez Arrabal, *Las matemáticas de
-    la atención*.
-    """
-
-    name = "gaussian"
-    output_kind = "weight"
-    same_dim = True
-
-    def __init__(self, query_dim: int, key_dim: int | None = None, bandwidth: float = 1.0):
-        super().__init__(query_dim, key_dim)
-        self.bandwidth = float(bandwidth)
-
-    def score_precomputed(self, query, keys):
-        squared = pairwise_distance(query, keys).square()
-        return torch.exp(-0.5 * squared / self.bandwidth**2)
-
-
-class BoxcarScore(AttentionScore):
-    """Boxcar kernel: ``K(q, k) = 1/2 * 1(||q - k|| <= h)``, ``h = width`` (default 1)."""
-
-    name = "boxcar"
-    output_kind = "weight"
-    same_dim = True
-
-    def __init__(self, query_dim: int, key_dim: int | None = None, width: float = 1.0):
-        super().__init__(query_dim, key_dim)
-        self.width = float(width)
-
-    def score_precomputed(self, query, keys):
-        inside = pairwise_distance(query, keys) <= self.width
-        return 0.5 * inside.to(query.dtype)
-
-
-class KernelScore(AttentionScore):
-    """Generalized kernel ``a(q, k) = phi(q)^T phi(k)`` with Performer positive random features.
-
-    ``phi(x) = exp(W x' - ||x'||^2 / 2) / sqrt(m)``, ``x' = s x``, rows of ``W`` (``m =
-    num_features`` of them) drawn from ``N(0, I_d)`` once (a persistent buffer), so that
-    ``E[phi(q)^T phi(k)] = exp(s^2 q^T k)``; the default ``s = d^(-1/4)`` makes the
-    normalised weights approximate ``softmax(q^T k / sqrt(d))`` (Choromanski et al., 2021).
-
-    The weights are non-negative; :meth:`linear_attention` computes
-    ``D^-1 phi(Q) (phi(K)^T V)`` with ``D = diag(phi(Q) phi(K)^T 1)`` in ``O(T m d)`` time and
-    memory, never forming the ``Tq x Tk`` matrix.
-    """
-
-    name = "kernel"
-    output_kind = "weight"
-    same_dim = True
-
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int | None = None,
-        num_features: int = 64,
-        scale: float | None = None,
-        seed: int | None = 0,
-    ):
-        super().__init__(query_dim, key_dim)
-        self.num_features = int(num_features)
-        self.scale = self.query_dim**-0.25 if scale is None else float(scale)
-        generator = None if seed is None else torch.Generator().manual_seed(seed)
-        self.register_buffer(
-            "projection", torch.randn(self.num_features, self.query_dim, generator=generator)
-        )
-
-    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
-        """Positive random features ``phi(x) = exp(W x' - ||x'||^2 / 2) / sqrt(m)``,
-        ``[..., T, m]``.
-
-        Computed as ``exp(x (sW)^T - (s^2 ||x||^2 + log m) / 2)`` with in-place ``sub_``/``exp_``
-        so that only one ``[..., T, m]`` tensor is allocated.
-        """
-        projection = self.projection.to(x.dtype) * self.scale
-        offset = 0.5 * (
-            self.scale**2 * x.square().sum(-1, keepdim=True) + math.log(self.num_features)
-        )
-        return torch.matmul(x, projection.T).sub_(offset).exp_()
-
-    def precompute_keys(self, key):
-        return self.feature_map(key)
-
-    def score_precomputed(self, query, keys):
-        return pairwise_dot(self.feature_map(query), keys)
-
-    def linear_attention(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        key_padding_mask: torch.Tensor | None = None,
-        causal: bool = False,
-        eps: float = 1e-12,
-        chunk_size: int = 256,
-    ) -> torch.Tensor:
-        """Normalised kernel attention in linear time: ``out_i = phi(q_i)^T S / phi(q_i)^T z``.
-
-        Non-causal: ``S = sum_j phi(k_j) v_j^T`` and ``z = sum_j phi(k_j)``, accumulated over
-        blocks of ``chunk_size`` keys and applied to blocks of queries, so the feature maps
-        never exist for the whole sequence at once (memory ``O(chunk m)`` besides the output,
-        and a working set that stays in cache: time grows linearly with T). Causal: the sums
-        run over ``j <= i`` (prefix sums, ``O(T m d_v)`` memory). ``key_padding_mask``
-        (``[..., Tk]``, True/1 = keep) removes padded keys. Equals :meth:`forward` followed by
-        the ``normalize`` distribution and ``weights @ value``.
-        """
-        self.check_inputs(query, key)
-        if causal:
-            if query.shape[-2] != key.shape[-2]:
-                raise ValueError(
-                    f"causal linear attention needs Tq == Tk; got query shape "
-                    f"{tuple(query.shape)} and key shape {tuple(key.shape)}"
-                )
-            phi_q, phi_k = self.feature_map(query), self._masked_key_features(key, key_padding_mask)
-            state = torch.cumsum(phi_k.unsqueeze(-1) * value.unsqueeze(-2), dim=-3)
-            normaliser = torch.cumsum(phi_k, dim=-2)
-            numerator = torch.einsum("...tm,...tmv->...tv", phi_q, state)
-            denominator = (phi_q * normaliser).sum(-1, keepdim=True)
-            return numerator / denominator.clamp_min(eps)
-        # [V, 1]: one product gives the numerator and the normaliser z together
-        with_ones = torch.cat([value, value.new_ones(*value.shape[:-1], 1)], dim=-1)
-        state = 0
-        for start in range(0, key.shape[-2], chunk_size):
-            block = slice(start, start + chunk_size)
-            mask = None if key_padding_mask is None else key_padding_mask[..., block]
-            phi_k = self._masked_key_features(key[..., block, :], mask)
-            state = state + torch.matmul(phi_k.transpose(-1, -2), with_ones[..., block, :])
-        both = torch.cat(
-            [
-                torch.matmul(self.feature_map(query[..., start : start + chunk_size, :]), state)
-                for start in range(0, query.shape[-2], chunk_size)
-            ],
-            dim=-2,
-        )
-        return both[..., :-1] / both[..., -1:].clamp_min(eps)
-
-    def _masked_key_features(self, key: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``phi(k)`` with the rows of padded keys (``mask`` 0 / False) set to zero."""
-        phi_k = self.feature_map(key)
-        return phi_k if mask is None else phi_k * mask.to(phi_k.dtype).unsqueeze(-1)
-
-
-# --- distances (negative energies) ----------------------------------------------------
-
-
-class DistanceScore(AttentionScore):
-    """Negative Minkowski distance ``a(q, k) = -d_p(T q, T k)`` for a feature map ``T``.
-
-    Subclasses choose ``p`` and ``T`` (identity by default); see :func:`pairwise_distance`.
-    """
-
-    same_dim = True
-    p: float = 2.0
-
-    def transform(self, x: torch.Tensor) -> torch.Tensor:
-        """Feature map applied to queries and keys before the distance (identity)."""
-        return x
-
-    def precompute_keys(self, key):
-        return self.transform(key)
-
-    def score_precomputed(self, query, keys):
-        return -pairwise_distance(self.transform(query), keys, p=self.p)
-
-
-class EuclideanScore(DistanceScore):
-    """Negative Euclidean distance: ``a(q, k) = -sqrt(sum_l (q_l - k_l)^2)``."""
-
-    name = "euclidean"
-
-
-class ManhattanScore(DistanceScore):
-    """Negative Manhattan distance: ``a(q, k) = -sum_l |q_l - k_l|``."""
-
-    name = "manhattan"
-    p = 1.0
-
-
-class ChebyshevScore(DistanceScore):
-    """Negative Chebyshev distance: ``a(q, k) = -max_l |q_l - k_l|``."""
-
-    name = "chebyshev"
-    p = float("inf")
-
-
-class MinkowskiScore(DistanceScore):
-    """Negative Minkowski distance: ``a(q, k) = -(sum_l |q_l - k_l|^p)^(1/p)``, ``p >= 1``."""
-
-    name = "minkowski"
-
-    def __init__(self, query_dim: int, key_dim: int | None = None, p: float = 3.0):
-        super().__init__(query_dim, key_dim)
-        if not p >= 1:
-            raise ValueError(f"score 'minkowski' needs p >= 1 (a metric); got p={p}")
-        self.p = float(p)
-
-
-class StdEuclideanScore(DistanceScore):
-    """Negative standardized Euclidean distance: ``a(q, k) = -sqrt(sum_l (q_l - k_l)^2 / s_l^2)``.
-
-    The per-feature scales ``s_l = exp(log_scale_l) > 0`` are learned (initialised to 1).
-    """
-
-    name = "std_euclidean"
-
-    def __init__(self, query_dim: int, key_dim: int | None = None):
-        super().__init__(query_dim, key_dim)
-        self.log_scale = nn.Parameter(torch.zeros(self.query_dim))
-
-    def transform(self, x):
-        return x * torch.exp(-self.log_scale)
-
-
-class MahalanobisScore(DistanceScore):
-    """Negative Mahalanobis distance: ``a(q, k) = -sqrt((q - k)^T S^-1 (q - k))``.
-
-    ``S^-1 = L L^T`` with ``L`` lower-triangular with a positive (exp-parametrised)
-    diagonal, hence positive definite; initialised to the identity. Computed as
-    ``||L^T (q - k)|| = ||L^T q - L^T k||``.
-    """
-
-    name = "mahalanobis"
-
-    def __init__(self, query_dim: int, key_dim: int | None = None):
-        super().__init__(query_dim, key_dim)
-        self.lower = nn.Parameter(torch.zeros(self.query_dim, self.query_dim))
-
-    def cholesky_factor(self) -> torch.Tensor:
-        """``L = tril(raw, -1) + diag(exp(diag(raw)))``."""
-        return torch.tril(self.lower, diagonal=-1) + torch.diag(torch.exp(self.lower.diagonal()))
-
-    def precision(self) -> torch.Tensor:
-        """The learned inverse covariance ``S^-1 = L L^T``."""
-        factor = self.cholesky_factor()
-        return factor @ factor.T
-
-    def transform(self, x):
-        return torch.matmul(x, self.cholesky_factor().to(x.dtype))
-
-
 SCORES: dict[str, type[AttentionScore]] = {
     cls.name: cls
     for cls in (
@@ -627,3 +298,19 @@ def build_score(name: str, query_dim: int, key_dim: int | None = None, **params)
         return cls(query_dim, key_dim, **params)
     except TypeError as error:
         raise ValueError(f"bad parameters {sorted(params)} for score {name!r}: {error}") from None
+
+
+__all__ = [
+    "SCORES",
+    "ActivatedGeneralScore",
+    "AdditiveScore",
+    "BiasedGeneralScore",
+    "CosineScore",
+    "DeepScore",
+    "DotScore",
+    "GeneralScore",
+    "LocationScore",
+    "ScaledDotScore",
+    "build_score",
+    "get_score_class",
+]

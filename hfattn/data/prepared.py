@@ -4,20 +4,34 @@ A task prepares its data (tokenizer + token ids of every split, as
 :class:`~hfattn.storage.ragged.RaggedIds`) into a folder of the prepared-data cache,
 ``$HFATTN_PREPARED_DIR``, else ``$HF_HOME/hfattn/prepared``
 (:func:`prepared_root`). The folder's name is the task and a fingerprint of everything the
-result depends on (:func:`data_key`): the data source (a file's or folder's path, size and
-modification time, :func:`source_identity`; an embedded corpus or Hub id by name), the
-settings of the ``data:`` and ``tokenizer:`` sections that change the ids, and
-:data:`FORMAT_VERSION`. A second run, a ``--resume``, or another model with the same data and
-tokenizer settings maps the folder instead of preparing it again, and says so in one line.
+result depends on (:func:`data_key`): the data source (:func:`source_identity`; an embedded
+corpus or Hub id by name), the settings of the ``data:`` and ``tokenizer:`` sections that change
+the ids, and :data:`FORMAT_VERSION`. A second run, a ``--resume``, or another model with the
+same data and tokenizer settings maps the folder instead of preparing it again, and says so in
+one line.
+
+A local source file is known by its path, size and modification time and by a digest of a
+sample of its bytes (:func:`file_sample`: the first and the last 64 KiB block and 14 evenly
+spaced between, 1 MiB read whatever the file's size, a few milliseconds). The sample catches an
+edit that keeps the file's size and whose modification time was put back (``cp -p``,
+``rsync -t``, ``touch -r``) when the edit touches a sampled block, as any edit of a file of up
+to 1 MiB does; an edit of a larger file that lies wholly between sampled blocks, its size and
+modification time kept, goes unseen (delete the old preparation, ``hfattn cache remove NAME``,
+to prepare such a file anew). The identity of a file holds the sample's digest: data prepared
+by an hfattn whose identity held none has another key and is prepared anew once.
+
+A resumed run maps the data its checkpoint was trained on: while its job is built
+(:func:`resuming`), a preparation whose key differs from the checkpoint's is refused before
+anything is prepared, naming both and what changed, unless ``--allow-data-change`` lets the run
+go on with the new data (said in one warning line).
 
 :func:`prepare` builds a folder aside and renames it into place once its ``manifest.json``
 is written, under a file lock (``filelock``: the kernel releases it when its holder dies): a
 preparation killed at any moment leaves no folder a later run takes for complete, and of
 several processes (``torchrun``) or runs asking for the same data one prepares while the others
 wait and then map its files. A cache location that cannot be written (read only, no
-permission) falls back to a temporary folder, said in one line. :func:`list_prepared` and
-:func:`remove_prepared` serve ``hfattn cache``, and :func:`remove_stale` deletes what
-preparations killed before they finished left aside.
+permission) falls back to a temporary folder, said in one line. The cache's folders are
+listed and removed (``hfattn cache``) by :mod:`hfattn.data.prepared_cache`.
 """
 
 from __future__ import annotations
@@ -31,7 +45,9 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +60,9 @@ from .cache import hfattn_cache_dir
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-"""The version of the prepared-data layout; a change of it prepares every corpus anew."""
+"""The version of the prepared-data layout; a change of it prepares every corpus anew. (A
+change of what the key holds, such as the fields of :func:`source_identity`, changes every key
+without it.)"""
 MANIFEST_FILE = "manifest.json"
 """Written last into a prepared folder: a folder without it is not prepared data."""
 ROOT_VARIABLE = "HFATTN_PREPARED_DIR"
@@ -54,6 +72,12 @@ WAIT_NOTICE_S = 1.0
 MAIN_FIRST_S = 60.0
 """How long a process other than the main one of a launch leaves the preparation to it
 (:func:`_take_turn`) before it prepares itself (the main one may have failed)."""
+SAMPLE_BLOCKS = 16
+"""Blocks of a source file whose bytes are part of its identity (:func:`file_sample`)."""
+SAMPLE_BLOCK_BYTES = 64 << 10
+"""Bytes of each sampled block (:func:`file_sample`)."""
+IDENTITY_FILE_FIELDS = ("name", "size", "mtime_ns", "sample")
+"""What the identity of a local source holds of each of its files (:func:`source_identity`)."""
 
 
 def prepared_root() -> Path:
@@ -63,19 +87,38 @@ def prepared_root() -> Path:
     return hfattn_cache_dir() / "prepared"
 
 
+def file_sample(path: Path, size: int) -> str:
+    """The BLAKE2b digest (32 hex digits) of a sample of the bytes of the file ``path`` of
+    ``size`` bytes: :data:`SAMPLE_BLOCKS` blocks of :data:`SAMPLE_BLOCK_BYTES`, the first, the
+    last and the others evenly spaced between (the whole file when it is no larger than they
+    are). The bytes read are bounded (1 MiB), whatever the file's size."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        if size <= SAMPLE_BLOCKS * SAMPLE_BLOCK_BYTES:
+            digest.update(handle.read(SAMPLE_BLOCKS * SAMPLE_BLOCK_BYTES))
+            return digest.hexdigest()
+        last = size - SAMPLE_BLOCK_BYTES
+        for block in range(SAMPLE_BLOCKS):
+            handle.seek(block * last // (SAMPLE_BLOCKS - 1))
+            digest.update(handle.read(SAMPLE_BLOCK_BYTES))
+    return digest.hexdigest()
+
+
 def source_identity(source: str) -> dict:
-    """What identifies ``data.source``'s content without reading it: for a local file or
-    folder its absolute path and the size and modification time (ns) of every file under it;
-    for anything else (an embedded corpus, a Hub id) its name."""
+    """What identifies ``data.source``'s content without reading it whole: for a local file or
+    folder its absolute path and, for every file under it, its :data:`IDENTITY_FILE_FIELDS`
+    (``[name, size, modification time in ns, sample digest]``, :func:`file_sample`); for
+    anything else (an embedded corpus, a Hub id) its name."""
     path = Path(source).expanduser()
     if not path.exists():
         return {"name": source}
     path = path.resolve()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    stats = [
-        (str(p.relative_to(path)) if p != path else "", p.stat().st_size, p.stat().st_mtime_ns)
-        for p in files
-    ]
+    stats = []
+    for file in files:
+        stat = file.stat()
+        name = str(file.relative_to(path)) if file != path else ""
+        stats.append([name, stat.st_size, stat.st_mtime_ns, file_sample(file, stat.st_size)])
     return {"path": str(path), "files": stats}
 
 
@@ -120,7 +163,9 @@ class Prepared:
                 "seconds": round(self.seconds, 2), "prepared_by": self.prepared_by}  # fmt: skip
 
 
-def _complete(folder: Path) -> dict | None:
+def read_manifest(folder: Path) -> dict | None:
+    """The manifest of the prepared folder ``folder``, or ``None`` when it has none (a folder
+    being prepared, or not prepared data)."""
     try:
         return json.loads((folder / MANIFEST_FILE).read_text())
     except (OSError, ValueError):
@@ -180,10 +225,94 @@ def _take_turn(lock: FileLock, folder: Path, what: str) -> None:
                 logger.info("waiting for another process preparing %s into %s", what, folder)
                 said = True
             continue
-        if _complete(folder) is not None or time.monotonic() >= give_way_until:
+        if read_manifest(folder) is not None or time.monotonic() >= give_way_until:
             return
         lock.release()
         time.sleep(WAIT_NOTICE_S / 10)
+
+
+class DataChangedError(ValueError):
+    """A resumed run's data gives other prepared data than its checkpoint was trained on
+    (:func:`resuming`); the message names both folders, the likely cause and the ways on."""
+
+
+@dataclass(frozen=True)
+class TrainedOn:
+    """The prepared data that the checkpoint a run resumes from was trained on."""
+
+    name: str
+    """The prepared folder's name (:func:`data_key`)."""
+    step: int
+    """The checkpoint's step."""
+    allow_change: bool = False
+    """Whether the run may go on with other data (``--allow-data-change``)."""
+
+
+_TRAINED_ON: ContextVar[TrainedOn | None] = ContextVar("hfattn_trained_on", default=None)
+"""The data the run whose job is being built resumes on (:func:`resuming`)."""
+
+
+@contextmanager
+def resuming(trained_on: TrainedOn) -> Iterator[None]:
+    """While the block builds the job of a run resumed from a checkpoint trained on
+    ``trained_on``, every :func:`prepare` compares the key of the data it is asked for with
+    ``trained_on.name`` first, before it reuses or prepares anything (the key is computed from
+    the source's identity and the settings, cheaply: no preparation, however large the data):
+    other data is refused with :class:`DataChangedError`, or, with
+    ``trained_on.allow_change``, said in one warning line. Every process of a launch computes
+    the same key, so all of them refuse together."""
+    token = _TRAINED_ON.set(trained_on)
+    try:
+        yield
+    finally:
+        _TRAINED_ON.reset(token)
+
+
+def _check_trained_on(name: str, settings: dict) -> None:
+    """Refuse the prepared data ``name`` (of ``settings``) in a resumed run whose checkpoint was
+    trained on other data (:func:`resuming`), or warn when the change is allowed.
+
+    Raises:
+        DataChangedError: naming both folders and what changed (:func:`_change_cause`).
+    """
+    trained_on = _TRAINED_ON.get()
+    if trained_on is None or trained_on.name == name:
+        return
+    was = f"the checkpoint of step {trained_on.step} was trained on prepared data {trained_on.name}"
+    cause = _change_cause(trained_on.name, settings)
+    if not trained_on.allow_change:
+        raise DataChangedError(
+            f"--resume: {was} but the recipe's data now gives {name} ({cause}); continue on the "
+            "new data with --allow-data-change, or restore the data"
+        )
+    logger.warning("--allow-data-change: %s; training goes on with %s (%s)", was, name, cause)
+
+
+def _change_cause(old_name: str, settings: dict) -> str:
+    """What made the data of ``settings`` differ from the prepared data ``old_name``, in a few
+    words, from the manifest of ``old_name`` when the cache still holds it: ``data.source
+    /x/corpus.txt changed since`` (or ``is gone``), hfattn's prepared-data format, or the
+    other settings that differ (``its dataset changed since``: a Hub dataset's fingerprint;
+    ``its tokenizer ...``: a pretrained tokenizer's)."""
+    old = read_manifest(prepared_root() / old_name)
+    if old is None:
+        return f"{old_name} is no longer in the prepared-data cache to tell what changed"
+    if old.get("format") != FORMAT_VERSION:
+        return "hfattn's prepared-data format changed since"
+    before = old.get("settings") or {}
+    now = json.loads(json.dumps(settings, default=str))
+    changed = [key for key in sorted(before.keys() | now.keys()) if before.get(key) != now.get(key)]
+    causes = []
+    if "source" in changed:
+        was, source = before.get("source") or {}, now.get("source") or {}
+        if "path" in source:
+            causes.append(f"data.source {source['path']} changed since")
+        else:
+            causes.append(f"data.source {was.get('path') or source.get('name')} is gone")
+    others = [key for key in changed if key != "source"]
+    if others:
+        causes.append(f"its {', '.join(others)} changed since")
+    return "; ".join(causes) or "its settings changed since"
 
 
 def prepare(
@@ -194,23 +323,28 @@ def prepare(
     manifest, or ``None``), built aside and renamed into place under the folder's lock.
 
     ``what`` names the data in the log lines (``"the char corpus of big.txt"``).
+
+    Raises:
+        DataChangedError: in a resumed run (:func:`resuming`), ``settings`` give other data than
+            its checkpoint was trained on.
     """
     start = time.monotonic()
     name = data_key(task, settings)
+    _check_trained_on(name, settings)
     folder = prepared_root() / name
-    manifest = _complete(folder)
+    manifest = read_manifest(folder)
     if manifest is not None:
         return _reused(folder, manifest, start)
     root = _writable_root()
     folder = root / name
-    lock = FileLock(root / f".{name}.lock")
+    lock = FileLock(lock_path(root, name))
     _take_turn(lock, folder, what)
     try:
-        manifest = _complete(folder)
+        manifest = read_manifest(folder)
         if manifest is not None:
             return _reused(folder, manifest, start)
         # we hold the lock: what lies there is left by a preparation or removal cut short
-        for stale in [*_aside(root, name), *([folder] if folder.exists() else [])]:
+        for stale in [*aside_folders(root, name), *([folder] if folder.exists() else [])]:
             logger.info("removing %s, left by a preparation cut short", stale)
             shutil.rmtree(stale, ignore_errors=True)
         by = f"{socket.gethostname()}:{os.getpid()} (rank {process_rank()})"
@@ -231,96 +365,36 @@ def prepare(
     return Prepared(folder, False, time.monotonic() - start, by)
 
 
-def _aside(root: Path, name: str) -> list[Path]:
-    """The folders of ``name`` being built or removed aside (``.NAME.*.tmp``)."""
+def aside_folders(root: Path, name: str) -> list[Path]:
+    """The folders of ``name`` being built or removed aside in ``root`` (``.NAME.*.tmp``)."""
     return sorted(root.glob(f".{name}.*.tmp"))
 
 
-def list_prepared(root: Path | None = None) -> list[dict]:
-    """Every prepared folder of the cache: its ``name``, ``folder``, ``size`` (bytes) and
-    manifest facts (``task``, ``what``, ``created``), oldest first. Folders being prepared or
-    left by a preparation cut short (hidden, without a manifest) are not listed."""
-    root = prepared_root() if root is None else root
-    rows = []
-    for folder in sorted(root.iterdir()) if root.is_dir() else ():
-        manifest = (
-            _complete(folder) if folder.is_dir() and not folder.name.startswith(".") else None
-        )
-        if manifest is not None:
-            made = (folder / MANIFEST_FILE).stat().st_mtime_ns
-            rows.append((made, {"name": folder.name, "folder": str(folder),
-                                "size": folder_size(folder), **manifest}))  # fmt: skip
-    return [row for _, row in sorted(rows, key=lambda made_row: made_row[0])]
-
-
-def remove_prepared(names: Iterable[str], root: Path | None = None) -> list[Path]:
-    """Delete the prepared folders ``names`` (each under its lock, so no preparation is cut,
-    and renamed aside first, so a removal cut short leaves nothing taken for prepared data);
-    the folders removed.
-
-    Raises:
-        ValueError: a name is not a prepared folder of the cache (nothing is removed then).
-    """
-    root = prepared_root() if root is None else root
-    known = {row["name"] for row in list_prepared(root)}
-    names = list(dict.fromkeys(names))
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(
-            f"no prepared data named {unknown[0]!r} in {root} "
-            f"(hfattn cache list shows {len(known)} folder(s))"
-        )
-    removed = []
-    for name in names:
-        with FileLock(root / f".{name}.lock"):
-            aside = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=root))
-            os.replace(root / name, aside / name)
-            for folder in _aside(root, name):
-                shutil.rmtree(folder)
-        removed.append(root / name)  # the lock file stays: another process may be waiting on it
-    return removed
-
-
-def stale_folders(root: Path | None = None) -> list[Path]:
-    """The folders of the cache set aside by preparations or removals (``.NAME.*.tmp``): under
-    way, or left by one cut short (``kill -9``, a crash) that no later preparation of the same
-    data has cleared."""
-    root = prepared_root() if root is None else root
-    return sorted(p for p in root.glob(".*.tmp") if p.is_dir()) if root.is_dir() else []
-
-
-def remove_stale(root: Path | None = None) -> list[Path]:
-    """Delete the :func:`stale_folders` that no process is working on (its data's lock is
-    free); the folders removed."""
-    root = prepared_root() if root is None else root
-    removed = []
-    for folder in stale_folders(root):
-        lock = FileLock(root / f".{folder.name[1:].split('.')[0]}.lock")
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:  # a preparation under way
-            continue
-        try:
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-        finally:
-            lock.release()
-    return removed
+def lock_path(root: Path, name: str) -> Path:
+    """The lock file of the prepared data ``name`` in ``root`` (``.NAME.lock``), held while it
+    is prepared or removed."""
+    return root / f".{name}.lock"
 
 
 __all__ = [
     "FORMAT_VERSION",
+    "IDENTITY_FILE_FIELDS",
     "MANIFEST_FILE",
     "ROOT_VARIABLE",
+    "SAMPLE_BLOCKS",
+    "SAMPLE_BLOCK_BYTES",
+    "DataChangedError",
     "Prepared",
+    "TrainedOn",
+    "aside_folders",
     "data_key",
+    "file_sample",
     "folder_size",
     "human_size",
-    "list_prepared",
+    "lock_path",
     "prepare",
     "prepared_root",
-    "remove_prepared",
-    "remove_stale",
+    "read_manifest",
+    "resuming",
     "source_identity",
-    "stale_folders",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 
 from hfattn.cli import main
-from hfattn.data.prepared import folder_size, human_size, list_prepared, prepare
+from hfattn.data.prepared import folder_size, human_size, prepare, source_identity
+from hfattn.data.prepared_cache import list_prepared
 from hfattn.tasks.base import Task
 from hfattn.tasks.classification.task import ClassificationTask
 from tests.helpers.heavy_imports import heavy_modules_after
@@ -128,23 +130,27 @@ def test_cache_list_and_remove(cache, capsys):
     assert main(["cache", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"prepared data in {cache}:"
-    assert lines[1].split() == ["NAME", "TASK", "SIZE", "CREATED", "WHAT"]
+    assert lines[1].split() == ["NAME", "TASK", "SIZE", "CREATED", "STATE", "WHAT"]
     assert [line.split()[:2] for line in lines[2:]] == [[one.name, "toy"], [two.name, "toy"]]
     assert lines[2].endswith("the first toy") and human_size(folder_size(one)) in lines[2]
 
     assert main(["cache", "remove", "toy-nope"]) == 2
     assert capsys.readouterr().err.startswith("error: no prepared data named 'toy-nope'")
     for wrong in (["cache", "remove"], ["cache", "remove", one.name, "--all"],
-                  ["cache", "list", "--all"]):  # fmt: skip
+                  ["cache", "remove", "--stale", "--all"], ["cache", "list", "--all"],
+                  ["cache", "list", "--stale"]):  # fmt: skip
         assert main(wrong) == 2
         assert capsys.readouterr().err.count("\n") == 1
     assert one.exists() and two.exists()
+    assert (cache / f".{one.name}.lock").is_file()  # left by its preparation
     assert main(["cache", "remove", one.name]) == 0
     assert capsys.readouterr().out == f"removed {one}\n"
     assert not one.exists() and [row["name"] for row in list_prepared()] == [two.name]
+    assert not (cache / f".{one.name}.lock").exists()  # removed with its data
+    (cache / ".toy-0123456789abcdef.lock").touch()  # of a preparation that failed
     assert main(["cache", "remove", "--all"]) == 0
     assert capsys.readouterr().out == f"removed {two}\n"
-    assert list_prepared() == []
+    assert list_prepared() == [] and sorted(p.name for p in cache.iterdir()) == []
     assert main(["cache", "remove", "--all"]) == 0
     assert capsys.readouterr().out == f"no prepared data in {cache}\n"
 
@@ -163,6 +169,42 @@ def test_cache_list_names_the_folders_left_by_a_preparation_cut_short(cache, cap
         f"removed {left} (left by a preparation cut short)"
     )
     assert not left.exists()
+
+
+def test_cache_list_marks_a_stale_folder_and_remove_stale_deletes_it(cache, tmp_path, capsys):
+    """Two preparations of one file, the same description: the one made before the file was
+    edited (the same size, its mtime put back) is marked stale, and only it is removed."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("to be or not to be")
+
+    def of_corpus():
+        settings = {"source": source_identity(str(corpus))}
+        return prepare("toy", settings, lambda folder: None, what=f"the toy corpus of {corpus}")
+
+    old = of_corpus().folder
+    stat = corpus.stat()
+    corpus.write_text("to be or not to go")
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    new = of_corpus().folder
+    other = toy("a toy", 10).folder
+    assert main(["cache", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in lines[2:] if line.startswith("toy-")}
+    assert "stale: source changed" in rows[old.name]
+    assert "stale:" not in rows[new.name] and "stale:" not in rows[other.name]
+    size = human_size(folder_size(old))
+    assert lines[-1] == (
+        f"1 stale folder(s) ({size}) that no recipe would reuse: `hfattn cache remove --stale` "
+        "deletes them (`hfattn cache remove NAME` one)"
+    )
+    assert main(["cache", "remove", "--stale"]) == 0
+    assert capsys.readouterr().out == f"removed {old}\n"
+    assert sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock")) == sorted(
+        [new.name, other.name]
+    )
+    assert not (cache / f".{old.name}.lock").exists()
+    assert main(["cache", "remove", "--stale"]) == 0
+    assert capsys.readouterr().out == f"no stale prepared data in {cache}\n"
 
 
 @pytest.mark.parametrize("argv", [["cache", "list"], ["prepare", "--help"], ["cache", "--help"]])

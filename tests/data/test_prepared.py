@@ -19,16 +19,8 @@ import pytest
 from filelock import FileLock
 
 from hfattn.data import prepared
-from hfattn.data.prepared import (
-    MANIFEST_FILE,
-    data_key,
-    list_prepared,
-    prepare,
-    remove_prepared,
-    remove_stale,
-    source_identity,
-    stale_folders,
-)
+from hfattn.data.prepared import MANIFEST_FILE, data_key, prepare, source_identity
+from hfattn.data.prepared_cache import folders_aside, list_prepared, remove_aside, remove_prepared
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,6 +85,75 @@ def test_a_source_file_rewritten_or_a_folder_changed_gives_a_new_identity(tmp_pa
     (folder / "test" / "data.arrow").write_bytes(b"56")
     assert source_identity(str(folder)) != before
     assert source_identity("genre") == {"name": "genre"}  # an embedded corpus, a Hub id
+
+
+def overwrite_keeping_size_and_mtime(path: Path, offset: int) -> None:
+    """Change the byte at ``offset`` of ``path`` and put its modification time back, as
+    ``cp -p`` or ``rsync -t`` of an edited copy would."""
+    stat = path.stat()
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+
+
+def test_a_same_size_edit_with_its_mtime_put_back_gives_a_new_key(tmp_path):
+    """The sample of the file's bytes tells: anywhere in a file of up to 1 MiB, in a sampled
+    block of a larger one (the first, the last); an edit of a larger file that falls between
+    sampled blocks goes unseen, as the module says."""
+    small = tmp_path / "small.txt"
+    small.write_text("to be or not to be\n" * 1000)
+    large = tmp_path / "large.bin"
+    large.write_bytes(bytes(range(256)) * (3 * 2**20 // 256))  # 3 MiB: 16 sampled blocks
+    edits = [(small, 9_500), (large, 10), (large, 3 * 2**20 - 1)]
+    for path, offset in edits:
+        key = data_key("toy", {"source": source_identity(str(path))})
+        overwrite_keeping_size_and_mtime(path, offset)
+        assert data_key("toy", {"source": source_identity(str(path))}) != key, (path, offset)
+    between = prepared.SAMPLE_BLOCK_BYTES + 1_000  # past the first block, before the second
+    assert between < (3 * 2**20 - prepared.SAMPLE_BLOCK_BYTES) // (prepared.SAMPLE_BLOCKS - 1)
+    key = data_key("toy", {"source": source_identity(str(large))})
+    overwrite_keeping_size_and_mtime(large, between)
+    assert data_key("toy", {"source": source_identity(str(large))}) == key
+
+
+def test_the_identity_reads_the_same_bytes_of_a_file_whatever_its_size(tmp_path, monkeypatch):
+    """1 MiB of a 16 MiB file and of a 16 GiB one (sparse: nothing written), counted at the
+    reads of the files the identity opens."""
+    read: list[int] = []
+
+    class Counted:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def seek(self, *args):
+            return self.handle.seek(*args)
+
+        def read(self, size=-1):
+            data = self.handle.read(size)
+            read[-1] += len(data)
+            return data
+
+    def counted_open(path, *args, **kwargs):
+        read.append(0)
+        return Counted(open(path, *args, **kwargs))
+
+    monkeypatch.setattr(prepared, "open", counted_open, raising=False)
+    for size in (16 * 2**20, 16 * 2**30):
+        path = tmp_path / f"{size}.bin"
+        with open(path, "wb") as f:
+            f.truncate(size)
+        assert source_identity(str(path))["files"][0][1] == size
+    assert read == [prepared.SAMPLE_BLOCKS * prepared.SAMPLE_BLOCK_BYTES] * 2 == [2**20] * 2
 
 
 def test_a_second_prepare_reuses_and_a_changed_key_prepares_anew(cache, tmp_path, monkeypatch):
@@ -210,7 +271,7 @@ def test_a_preparation_killed_is_never_taken_for_complete(mode, cache, tmp_path)
     assert len(stale) == 1 and stale[0].name.startswith(f".{name}.")  # the half-written folder
     assert (stale[0] / "part-1.bin").is_file()
     assert list_prepared() == []  # not listed, even with a manifest of its own
-    assert stale_folders() == stale
+    assert folders_aside() == stale
 
     rerun = start("plain", tmp_path, cache)
     out, err = rerun.communicate()
@@ -299,7 +360,7 @@ def test_list_and_remove(cache, tmp_path):
         remove_prepared(["toy-nope", one.folder.name])
     assert one.folder.is_dir()  # nothing removed when one name is unknown
     assert remove_prepared([one.folder.name, one.folder.name]) == [one.folder]
-    assert not one.folder.exists() and stale_folders() == []
+    assert not one.folder.exists() and folders_aside() == []
     assert [r["name"] for r in list_prepared()] == [two.folder.name]
     again = prepare("toy", {"n": 1}, counting_build(counter, "a" * 10), what="the first toy")
     assert not again.reused and runs(counter) == 3  # removed data is prepared again
@@ -316,13 +377,34 @@ def test_list_and_remove_leave_what_is_not_prepared_data_alone(cache, tmp_path):
     assert (cache / "notes").is_dir()
 
 
-def test_remove_stale_deletes_what_no_process_works_on(cache, tmp_path):
+def test_remove_aside_deletes_what_no_process_works_on(cache, tmp_path):
     killed = start("kill", tmp_path, cache)
     killed.communicate()
     other = cache / ".other-0123456789abcdef.abc123.tmp"  # another key's, its build under way
     (other / "sub").mkdir(parents=True)
-    (stale,) = [p for p in stale_folders() if p != other]
+    (stale,) = [p for p in folders_aside() if p != other]
     with FileLock(cache / ".other-0123456789abcdef.lock"):
-        assert remove_stale() == [stale]
-    assert stale_folders() == [other] and not stale.exists()
-    assert remove_stale() == [other] and stale_folders() == []
+        assert remove_aside() == [stale]
+    assert folders_aside() == [other] and not stale.exists()
+    assert remove_aside() == [other] and folders_aside() == []
+
+
+def test_list_marks_the_preparations_no_recipe_would_reuse(cache, tmp_path):
+    """A preparation whose local source changed (a same-size edit, its mtime put back), or is
+    gone, or that an older hfattn keyed, is stale; one of an unchanged file or of a name (an
+    embedded corpus, a Hub id) is not."""
+    counter = tmp_path / "runs.txt"
+    sources = {name: tmp_path / f"{name}.txt" for name in ("kept", "edited", "gone", "older")}
+    for name, path in sources.items():
+        path.write_text(f"the {name} corpus")
+        prepare("toy", {"source": source_identity(str(path))}, counting_build(counter), what=name)
+    prepare("toy", {"source": source_identity("genre")}, counting_build(counter), what="genre")
+    overwrite_keeping_size_and_mtime(sources["edited"], 4)
+    sources["gone"].unlink()
+    (older,) = [row for row in list_prepared() if row["what"] == "older"]
+    manifest = json.loads((Path(older["folder"]) / MANIFEST_FILE).read_text())
+    manifest["settings"]["source"]["files"][0].pop()  # no sample of its bytes
+    (Path(older["folder"]) / MANIFEST_FILE).write_text(json.dumps(manifest))
+    stale = {row["what"]: row["stale"] for row in list_prepared()}
+    assert stale == {"kept": None, "edited": "source changed", "gone": "source missing",
+                     "older": "made by an older hfattn", "genre": None}  # fmt: skip

@@ -11,7 +11,7 @@ import logging
 import datasets
 import pytest
 
-from hfattn.data.prepared import list_prepared
+from hfattn.data.prepared_cache import list_prepared
 from hfattn.recipes import load_recipe
 from hfattn.tasks import get_task
 from hfattn.tasks.translation.encoding import (

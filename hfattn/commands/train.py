@@ -1,5 +1,5 @@
 """``hfattn train RECIPE.yaml [--set key=value ...] [--resume | --overwrite]`` and
-``hfattn train --resume RUN_FOLDER [--set training.max_steps=N ...]``."""
+``hfattn train --resume RUN_FOLDER [--set training.max_steps=N ...] [--allow-data-change]``."""
 
 from __future__ import annotations
 
@@ -38,6 +38,15 @@ def register(subparsers) -> None:
             "continue a run from its newest checkpoint: the run in RUN_FOLDER (with the recipe "
             "stored there), or the recipe's output_dir (its recipe must match the stored one; "
             "only the step / time budget and the log / eval / save intervals may change)"
+        ),
+    )
+    parser.add_argument(
+        "--allow-data-change",
+        action="store_true",
+        help=(
+            "with --resume: continue even when the recipe's data now gives other prepared data "
+            "than the checkpoint was trained on (an edited data.source); refused by default, "
+            "before anything is prepared"
         ),
     )
     parser.add_argument(
@@ -105,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     from .logging_setup import configure_logging
 
     configure_logging()  # before the recipe is loaded: its warnings in hfattn's format
+    if args.allow_data_change and not args.resume:
+        return report_error("--allow-data-change goes with --resume (a run to continue)")
     recipe = _recipe_of(args)
     if recipe is None:
         return 2
@@ -143,7 +154,13 @@ def _train(args: argparse.Namespace, recipe) -> int:
         # the steps the recipe file plans (its training section alone: the recipe was
         # loaded and its model checked once, above)
         planned = recipe_outline(args.recipe) if args.overrides and not resume else None
-        result = run_recipe(recipe, resume=resume, overwrite=args.overwrite, planned=planned)
+        result = run_recipe(
+            recipe,
+            resume=resume,
+            overwrite=args.overwrite,
+            planned=planned,
+            allow_data_change=args.allow_data_change,
+        )
     except (RecipeError, FileNotFoundError, FileExistsError, ValueError, FileWriteError) as err:
         return report_error(err)
     from accelerate import PartialState

@@ -13,16 +13,21 @@ refused.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 from ..common.machine import hfattn_commit
+from ..data.prepared import TrainedOn, resuming
 from ..recipes import RecipeError
 from ..recipes.run_checks import check_before_training, check_run_folder
 from ..recipes.schema import RecipeBase
+from ..storage.run_folder import checkpoint_step, read_progress, require_checkpoint
 from ..storage.run_lock import held_run_folder
 from ..tasks import get_task
+
+logger = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -46,6 +51,29 @@ def holding_output_dir(folder: str | Path) -> Iterator[None]:
         yield
 
 
+def resumed_data_check(output_dir: str | Path, allow_change: bool) -> AbstractContextManager:
+    """The check of a resumed run's data, for the block that builds its job: the prepared data
+    must be what the newest checkpoint in ``output_dir`` was trained on (its
+    ``prepared_data``), refused before any preparation otherwise, or, with ``allow_change``
+    (``--allow-data-change``), said in one warning line
+    (:func:`hfattn.data.prepared.resuming`). A checkpoint that records no prepared data resumes
+    unchecked, said in one line.
+
+    Raises:
+        FileNotFoundError: there is no checkpoint to resume from.
+    """
+    checkpoint = require_checkpoint(output_dir)
+    name, step = read_progress(checkpoint).get("prepared_data"), checkpoint_step(checkpoint)
+    if not isinstance(name, str):
+        logger.warning(
+            "--resume: the checkpoint of step %d does not record the prepared data it was "
+            "trained on: the data could not be checked",
+            step,
+        )
+        return nullcontext()
+    return resuming(TrainedOn(name, step, allow_change))
+
+
 def build_job(recipe: RecipeBase):
     """Turn a validated recipe into its task's training job (model, tokenizer, data, ...)."""
     return get_task(recipe.task).build_job(recipe)
@@ -58,12 +86,15 @@ def run_recipe(
     overwrite: bool = False,
     callbacks=(),
     planned: RecipeBase | None = None,
+    allow_data_change: bool = False,
 ):
     """Train a recipe loaded by :func:`hfattn.recipes.load_recipe` end to end; push to the Hub
     when ``hub.push_to_hub`` is set.
 
-    ``resume`` continues the run in ``output_dir``; ``overwrite`` replaces it (a folder that
-    holds another run is refused otherwise). The recipe was checked for the run it was loaded
+    ``resume`` continues the run in ``output_dir`` on the prepared data its checkpoint was
+    trained on (other data is refused before it is prepared, unless ``allow_data_change``:
+    :func:`resumed_data_check`); ``overwrite`` replaces it (a folder that holds another run is
+    refused otherwise). The recipe was checked for the run it was loaded
     for (``load_recipe(..., run=Run(...))``, its ``recipe.checks``); the checks of a run with
     other ``resume`` / ``overwrite`` (a recipe loaded without ``run``) are made here, first.
     ``planned`` is the recipe as its file has it, before ``--set`` overrides (default
@@ -77,6 +108,8 @@ def run_recipe(
             :func:`~hfattn.recipes.run_checks.check_run_folder` refuse, before anything is
             loaded.
         RunFolderBusy: another run holds ``output_dir`` (:func:`holding_output_dir`).
+        DataChangedError: a resumed run's data is not what its checkpoint was trained on
+            (:class:`hfattn.data.prepared.DataChangedError`, a ``ValueError``).
     """
     if recipe.checks is None:
         raise TypeError("run_recipe takes a recipe loaded by hfattn.recipes.load_recipe")
@@ -84,16 +117,28 @@ def run_recipe(
         check_before_training(recipe, resume=resume, overwrite=overwrite)
         check_run_folder(recipe, resume=resume, overwrite=overwrite)
     with holding_output_dir(recipe.output_dir):
-        return _train_and_push(recipe, resume, overwrite, callbacks, planned)
+        data_check = (
+            resumed_data_check(recipe.output_dir, allow_data_change) if resume else nullcontext()
+        )
+        return _train_and_push(recipe, resume, overwrite, callbacks, planned, data_check)
 
 
-def _train_and_push(recipe: RecipeBase, resume: bool, overwrite: bool, callbacks, planned):
-    """:func:`run_recipe` once its checks are made and its folder is held."""
+def _train_and_push(
+    recipe: RecipeBase,
+    resume: bool,
+    overwrite: bool,
+    callbacks,
+    planned,
+    data_check: AbstractContextManager,
+):
+    """:func:`run_recipe` once its checks are made and its folder is held; the job is built
+    under ``data_check`` (:func:`resumed_data_check`)."""
     hfattn_commit()  # the commit of the code that trains, for the results file at the end
     from ..training.engine import train  # the loop and accelerate: imported when a run starts
 
     task = get_task(recipe.task)
-    job = task.build_job(recipe)
+    with data_check:
+        job = task.build_job(recipe)
     result = train(
         job,
         recipe.training,
@@ -129,4 +174,4 @@ def _train_and_push(recipe: RecipeBase, resume: bool, overwrite: bool, callbacks
     return result
 
 
-__all__ = ["build_job", "holding_output_dir", "run_recipe"]
+__all__ = ["build_job", "holding_output_dir", "resumed_data_check", "run_recipe"]

@@ -21,6 +21,7 @@ anything slow is loaded.
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -118,6 +119,18 @@ def require_checkpoint(folder: str | Path) -> Path:
     return checkpoint
 
 
+def read_progress(checkpoint: Path) -> dict:
+    """The :data:`PROGRESS_FILE` of the checkpoint folder ``checkpoint`` as a plain mapping
+    (:class:`hfattn.training.checkpoints.Progress`'s fields), ``{}`` when it cannot be read
+    (``--resume`` reports a damaged checkpoint when it loads it): for the checks that read a
+    field or two before anything slow is loaded."""
+    try:
+        progress = json.loads((checkpoint / PROGRESS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return progress if isinstance(progress, dict) else {}
+
+
 def run_state(folder: str | Path) -> str:
     """``"missing"`` (no folder), ``"empty"`` (nothing to resume), ``"interrupted"`` (a
     checkpoint, no final evaluation) or ``"finished"`` (the final evaluation is written)."""
@@ -189,6 +202,7 @@ __all__ = [
     "eval_results_path",
     "latest_checkpoint",
     "metrics_path",
+    "read_progress",
     "read_recipe",
     "recipe_path",
     "require_checkpoint",

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from .file_io import FileWriteError
 from .run_folder import (
-    PROGRESS_FILE,
     checkpoint_step,
     eval_results_path,
     latest_checkpoint,
+    read_progress,
     require_checkpoint,
     resume_command,
     run_state,
@@ -98,11 +98,7 @@ def _training_ended(checkpoint: Path) -> bool:
     """Whether the ``progress.json`` of ``checkpoint`` records that training had ended
     (``training_end``: the final validation, evaluation and model folder were still to come);
     ``False`` when it cannot be read (``--resume`` reports a damaged checkpoint)."""
-    try:
-        progress = json.loads((checkpoint / PROGRESS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(progress, dict) and progress.get("training_end") is not None
+    return read_progress(checkpoint).get("training_end") is not None
 
 
 def finished_run_message(folder: str | Path, training) -> str | None:

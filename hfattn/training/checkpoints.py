@@ -5,9 +5,9 @@ A checkpoint is the folder ``checkpoints/step-N`` of the run (names from
 process), the carried recurrent state of a stateful job (``recurrent_state_<rank>.safetensors``)
 and :class:`Progress` (``progress.json``: the data position, the best score, the seconds of
 training, of evaluation and of the whole run, the length of ``metrics.jsonl`` at that moment,
-the train losses not yet logged). The checkpoint of the last step also says that training had
-ended, and records what followed it once done (the final validation, the averaged checkpoints'
-score: :func:`record_progress`).
+the train losses not yet logged, the prepared data trained on). The checkpoint of the last
+step also says that training had ended, and records what followed it once done (the final
+validation, the averaged checkpoints' score: :func:`record_progress`).
 
 Writes are atomic: the checkpoint is written under ``.tmp-step-N`` and renamed once whole, so
 a crash (even SIGKILL) in the middle of a write leaves the previous checkpoint the newest one.
@@ -134,6 +134,16 @@ class Progress:
     """The command lines of the run's sessions up to this checkpoint, the first first
     (``hfattn train recipe.yaml``, then each ``hfattn train --resume ...``): its results file
     records them all."""
+    prepared_data: str | None = None
+    """The name of the prepared data the run trains on (its folder in the prepared-data cache,
+    :func:`hfattn.data.prepared.data_key`): a resume maps the same data, or is refused before
+    preparing other data (:func:`hfattn.data.prepared.resuming`). ``None`` in a checkpoint
+    written without the record (its resume cannot check the data) or of a job without
+    prepared data."""
+    data_changes: list[dict] = field(default_factory=list)
+    """The changes of prepared data that resumes made with ``--allow-data-change``, the first
+    first: ``{"step": N, "from": NAME, "to": NAME}`` each (``eval_results.json`` records them
+    under ``data_preparation``)."""
     metrics_bytes: int | None = None
     """Length of ``metrics.jsonl`` when the checkpoint was written (resume cuts it back)."""
     training_end: str | None = None

@@ -117,6 +117,7 @@ class TrainingSession:
             planned_minutes=planned.max_minutes,
             train_flops=0.0,
             commands=[command_line()],
+            prepared_data=self.prepared_data(),
         )
         self.state = None  # the recurrent state carried from batch to batch (stateful jobs)
         self.metrics_path = output_dir / METRICS_FILE
@@ -187,12 +188,14 @@ class TrainingSession:
         what follows training, the loop skipped, unless this run's budget is larger: a higher
         ``training.max_steps`` (epochs left) after the step budget, a higher (or no)
         ``training.max_minutes`` after the time budget. A callback's stop stands. This
-        session's command is added to ``progress.commands``."""
+        session's command is added to ``progress.commands``, and the prepared data it trains
+        on to the progress (:meth:`_carry_prepared_data`)."""
         self.progress, self.state = load_checkpoint(self.accelerator, checkpoint, self.metrics_path)
         self.wall_before = self.progress.wall_s
         p, cfg = self.progress, self.cfg
         self.compile_watch.seconds, self.compile_watch.compiles = p.compile_s, p.compiles
         p.commands.append(command_line())
+        self._carry_prepared_data(p)
         if p.training_end == "completed":
             reopened = self.steps_left(p)
         elif p.training_end == "time budget":
@@ -203,6 +206,25 @@ class TrainingSession:
             p.training_end, p.averaged = None, False
         elif p.training_end not in (None, "completed"):
             p.stop.request(p.training_end)  # the loop is skipped
+
+    def prepared_data(self) -> str | None:
+        """The name of the prepared data the job trains on (its folder in the prepared-data
+        cache, from ``job.data_preparation``), or ``None`` for a job without one."""
+        folder = self.job.data_preparation.get("folder")
+        return Path(folder).name if folder else None
+
+    def _carry_prepared_data(self, p: Progress) -> None:
+        """Record in the resumed progress ``p`` the prepared data this session trains on. Data
+        other than the checkpoint's (a resume with ``--allow-data-change``: the refusal
+        otherwise comes before the data is prepared,
+        :func:`hfattn.data.prepared.resuming`) is added to ``p.data_changes``; the changes of
+        the run so far go to its ``data_preparation`` record (``eval_results.json``)."""
+        now = self.prepared_data()
+        if p.prepared_data is not None and now is not None and now != p.prepared_data:
+            p.data_changes.append({"step": p.step, "from": p.prepared_data, "to": now})
+        p.prepared_data = now
+        if p.data_changes:
+            self.job.data_preparation = {**self.job.data_preparation, "changes": p.data_changes}
 
     def record_in_checkpoint(self) -> None:
         """Record the progress made since the checkpoint of the current step was written in

@@ -13,9 +13,10 @@
 - a Hub dataset id (``datasets.load_dataset``), e.g. ``imdb`` (train/test: validation is carved
   from train) or ``stanfordnlp/sst2`` (``text_column: sentence``).
 
-Splits. The source's own ``train`` / ``validation`` / ``test`` are kept; a missing ``test`` is
-carved from ``train`` (``test_fraction``), then a missing ``validation`` too
-(``validation_fraction``), both stratified by label (seeded). Model selection never looks at
+Splits. The source's own ``train`` / ``validation`` / ``test`` are kept whole; a missing
+``test`` is carved from ``train`` (``test_fraction``), then a missing ``validation`` too
+(``validation_fraction``), both stratified by label (seeded), each at most
+``max_held_out_rows`` rows (:func:`hfattn.data.held_out.capped`). Model selection never looks at
 test. A split whose labels are all missing (``-1``) is unlabelled: GLUE's SST-2 ships its test
 that way, so its labelled ``validation`` (872 sentences) becomes ``test`` and a new validation
 is carved from ``train`` — the SST-2 "test" figures are therefore the GLUE dev-set figures that
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.field_checks import RecipeError, require
+from .held_out import capped
 from .sources import check_source
 from .tables import TABLE_FORMATS, load_table_file
 
@@ -145,6 +147,7 @@ def load_classification_data(
     label_column: str = "label",
     validation_fraction: float = 0.1,
     test_fraction: float = 0.1,
+    max_held_out_rows: int | None = None,
     seed: int = 0,
     train_size: int | None = None,
 ) -> ClassificationData:
@@ -157,6 +160,8 @@ def load_classification_data(
         validation_fraction, test_fraction: the shares of ``train`` carved out for a missing
             validation / test split (0: that split is empty; a recipe holds out more than 0,
             a file scored whole nothing).
+        max_held_out_rows: the most rows of each split carved that way (``None``: no bound);
+            a source's own splits are kept whole.
         seed: drives the embedded generators and the carving.
         train_size: keep a seeded random ``train_size`` examples of ``train`` (held-out splits
             are never cut).
@@ -172,16 +177,15 @@ def load_classification_data(
         ("test_fraction", test_fraction),
     ):
         require(0 <= value < 0.5, f"data.{name}", f"must be in [0, 0.5), got {value}")
-    require(
-        train_size is None or train_size > 0, "data.train_size", f"must be > 0, got {train_size}"
-    )
+    for name, value in (("train_size", train_size), ("max_held_out_rows", max_held_out_rows)):
+        require(value is None or value > 0, f"data.{name}", f"must be > 0, got {value}")
     if source in EMBEDDED_SOURCES:
         data = load_embedded(source, seed)
     else:
         check_classification_source(source)
         raw = _load_raw(source)
         data = _to_classification_data(raw, source, text_column, label_column)
-        data = _carve(data, validation_fraction, test_fraction, seed)
+        data = _carve(data, validation_fraction, test_fraction, max_held_out_rows, seed)
     if train_size is not None and train_size < len(data.splits["train"]):
         train = data.splits["train"].shuffle(seed=seed).select(range(train_size))
         data = ClassificationData({**data.splits, "train": train}, data.label_names)
@@ -300,10 +304,12 @@ class _Partial:
     label_names: list[str]
 
 
-def _carve(data: _Partial, validation_fraction: float, test_fraction: float, seed: int):
-    """Carve a missing ``test``, then a missing ``validation``, out of ``train`` (stratified
-    by label when every class has enough examples; seeded); a fraction of 0 carves an empty
-    split."""
+def _carve(
+    data: _Partial, validation_fraction: float, test_fraction: float, cap: int | None, seed: int
+):
+    """Carve a missing ``test``, then a missing ``validation``, out of ``train`` (its fraction
+    of the original ``train``, at most ``cap`` rows; stratified by label when every class has
+    enough examples; seeded); a fraction of 0 carves an empty split."""
     splits = dict(data.splits)
     n = len(splits["train"])
     for name, fraction in (("test", test_fraction), ("validation", validation_fraction)):
@@ -312,7 +318,7 @@ def _carve(data: _Partial, validation_fraction: float, test_fraction: float, see
         if fraction == 0:
             splits[name] = splits["train"].select([])
             continue
-        n_held = max(1, round(n * fraction))
+        n_held = capped(max(1, round(n * fraction)), cap)
         require(
             len(splits["train"]) > n_held,
             "data.source",

@@ -24,17 +24,20 @@ Two preprocessings reproduce Chollet's and Géron's (:data:`PREPROCESSINGS`):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import random
 import re
 import string
 import zipfile
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlparse
 
 from ..storage.file_io import atomic_path
 from ..storage.file_reads import read_utf8_text
 from .cache import hfattn_cache_dir
+from .held_out import HELD_OUT, capped
 from .pair_splits import deal_by_pair, pair_keys
 
 logger = logging.getLogger(__name__)
@@ -137,15 +140,26 @@ def download(url: str) -> Path:
 
 
 def _group_split(
-    pairs: list[dict[str, str]], source_lang: str, counts: tuple[int, int], rng: random.Random
+    pairs: list[dict[str, str]],
+    source_lang: str,
+    counts: tuple[int, int],
+    rng: random.Random,
+    max_pairs: int | None = None,
 ) -> dict[str, list[dict[str, str]]]:
     """Split ``pairs`` so every translation of one source sentence falls in the same split:
-    ``counts`` = (validation, test) source sentences, drawn in shuffled order."""
+    ``counts`` = (validation, test) source sentences, drawn in shuffled order, each split
+    holding at most ``max_pairs`` pairs (the leading sources whose translations fit)."""
     sources = sorted({p[source_lang] for p in pairs})
     rng.shuffle(sources)
-    n_val, n_test = counts
-    where = {s: "validation" for s in sources[:n_val]}
-    where.update({s: "test" for s in sources[n_val : n_val + n_test]})
+    translations = Counter(p[source_lang] for p in pairs)
+    where, start = {}, 0
+    for split, count in zip(("validation", "test"), counts, strict=True):
+        drawn = sources[start : start + count]
+        if max_pairs is not None:
+            held = itertools.accumulate(translations[s] for s in drawn)
+            drawn = drawn[: sum(1 for total in held if total <= max_pairs)]
+        where.update({s: split for s in drawn})
+        start += len(drawn)
     out: dict[str, list[dict[str, str]]] = {"train": [], "validation": [], "test": []}
     for p in pairs:
         out[where.get(p[source_lang], "train")].append(p)
@@ -161,6 +175,7 @@ def split_spa_pairs(
     seed: int = 0,
     validation_fraction: float = 0.15,
     test_fraction: float = 0.15,
+    max_held_out_pairs: int | None = None,
     train_size: int | None = None,
     group_by_source: bool = False,
     what: str = "pairs",
@@ -170,12 +185,15 @@ def split_spa_pairs(
     ``None`` and ``"chollet"``: ``train`` / ``validation`` / ``test`` by the fractions (70/15/15
     by default). ``"geron"``: the first ``train_size`` (default 100,000) shuffled pairs are
     ``train`` and the rest is cut into ``validation`` / ``test`` in the ratio of the
-    fractions. ``group_by_source=True`` keeps all translations of one source sentence in one
-    split (the seeds do not: ``"Go."`` has several translations that may land in different
-    splits); the fractions then count source sentences. Either way each exact duplicate pair
-    (after ``preprocessing``) lies in one split only: without grouping, a copy goes to the split
-    of the pair's first copy in shuffled order (:func:`hfattn.data.pair_splits.deal_by_pair`,
-    one line names ``what`` and counts the copies moved).
+    fractions. Each held-out split holds at most ``max_held_out_pairs`` pairs (``None``: no
+    bound): the pairs it does not take go to ``train``, or with ``"geron"`` (whose ``train``
+    keeps ``train_size`` pairs) are left out, said in one line. ``group_by_source=True`` keeps
+    all translations of one source sentence in one split (the seeds do not: ``"Go."`` has
+    several translations that may land in different splits); the fractions then count source
+    sentences. Either way each exact duplicate pair (after ``preprocessing``) lies in one split
+    only: without grouping, a copy goes to the split of the pair's first copy in shuffled order
+    (:func:`hfattn.data.pair_splits.deal_by_pair`, one line names ``what`` and counts the
+    copies moved, and those dropped rather than swell a held-out split past its bound).
     """
     if preprocessing is not None and preprocessing not in PREPROCESSINGS:
         raise ValueError(
@@ -198,7 +216,7 @@ def split_spa_pairs(
     if group_by_source:
         n_sources = len({p[source_lang] for p in pairs})
         counts = (round(n_sources * val_share), round(n_sources * test_share))
-        return _group_split(pairs, source_lang, counts, rng)
+        return _group_split(pairs, source_lang, counts, rng, max_held_out_pairs)
     rng.shuffle(pairs)
     n = len(pairs)
     if preprocessing == "geron":
@@ -209,13 +227,23 @@ def split_spa_pairs(
         n_val = n - n_train - n_test
     else:
         n_val, n_test = int(n * val_share), int(n * test_share)
+    n_val, n_test = capped(n_val, max_held_out_pairs), capped(n_test, max_held_out_pairs)
+    if preprocessing != "geron":
         n_train = n - n_val - n_test
     import numpy as np  # on use: recipe parsing imports this module
 
     keys = pair_keys((p[source_lang] for p in pairs), (p[target_lang] for p in pairs), n)
-    cuts = [("train", n_train), ("validation", n_val), ("test", n_test)]
-    rows = deal_by_pair(keys, np.arange(n), cuts, what=what)
-    return {split: [pairs[i] for i in rows[split]] for split, _ in cuts}
+    left_out = n - n_train - n_val - n_test  # geron: the pairs beyond the capped splits
+    if left_out:
+        logger.info(
+            "%s: %d pairs left out (train keeps data.train_size %d pairs, each held-out split "
+            "at most data.max_held_out_pairs %d)",
+            what, left_out, n_train, max_held_out_pairs,
+        )  # fmt: skip
+    cuts = [("train", n_train), ("validation", n_val), ("left out", left_out), ("test", n_test)]
+    limits = {} if max_held_out_pairs is None else dict.fromkeys(HELD_OUT, max_held_out_pairs)
+    rows = deal_by_pair(keys, np.arange(n), cuts, what=what, limits=limits)
+    return {split: [pairs[i] for i in rows[split]] for split in ("train", *HELD_OUT)}
 
 
 __all__ = [

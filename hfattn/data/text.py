@@ -14,6 +14,10 @@ not by the corpus):
   its own three splits as documents, or else its ``train`` rows joined by newlines, cut like a
   text file.
 
+A held-out part carved this way takes its fraction's share of the characters, at most
+``max_held_out_chars`` (``data.max_held_out_chars``; :func:`hfattn.data.held_out.capped`);
+a source's own held-out splits are kept whole.
+
 The fractions count characters, not bytes: the cuts of a text file are found by counting the
 characters (UTF-8 lead bytes) of the file vectorised, a block at a time, so each part is
 exactly the slice of the decoded text that ``text[:n_train]`` gave when the whole file was read
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..storage.file_reads import READ_CHUNK_BYTES, iter_utf8_text
+from .held_out import capped
 from .shakespeare import iter_shakespeare
 from .sources import check_source
 from .tables import TABLE_FORMATS, load_table_file
@@ -58,11 +63,15 @@ class TextBatch:
     open_end: bool = False
 
 
-def fraction_cuts(n: int, validation_fraction: float, test_fraction: float) -> tuple[int, int]:
+def fraction_cuts(
+    n: int, validation_fraction: float, test_fraction: float, max_held_out: int | None = None
+) -> tuple[int, int]:
     """``(n_train, n_train + n_validation)``: where a text of ``n`` characters is cut into
     contiguous train / validation / test parts (in that order),
-    ``n_test = ⌊n·test_fraction⌋``, ``n_validation = ⌊n·validation_fraction⌋``."""
-    n_test, n_val = int(n * test_fraction), int(n * validation_fraction)
+    ``n_test = min(⌊n·test_fraction⌋, max_held_out)``,
+    ``n_validation = min(⌊n·validation_fraction⌋, max_held_out)`` (``None``: no bound)."""
+    n_test = capped(int(n * test_fraction), max_held_out)
+    n_val = capped(int(n * validation_fraction), max_held_out)
     return n - n_val - n_test, n - n_test
 
 
@@ -115,8 +124,9 @@ class DocumentSplits(TextSplits):
 
 
 class FileSplits(TextSplits):
-    """A UTF-8 text file cut into three contiguous documents by character fraction (see the
-    module docstring), read ``chunk_bytes`` at a time."""
+    """A UTF-8 text file cut into three contiguous documents by character fraction, each
+    held-out part at most ``max_held_out`` characters (see the module docstring), read
+    ``chunk_bytes`` at a time."""
 
     def __init__(
         self,
@@ -124,10 +134,11 @@ class FileSplits(TextSplits):
         validation_fraction: float,
         test_fraction: float,
         chunk_bytes: int = READ_CHUNK_BYTES,
+        max_held_out: int | None = None,
     ):
         self.path, self.chunk_bytes = path, chunk_bytes
         self.block = min(chunk_bytes, COUNT_BLOCK_BYTES)
-        self.fractions = validation_fraction, test_fraction
+        self.held_out = validation_fraction, test_fraction, max_held_out
         self._bounds: dict[str, tuple[int, int]] | None = None
         self._chars: dict[str, int] = {}
 
@@ -135,7 +146,7 @@ class FileSplits(TextSplits):
         """``(start, stop)`` bytes of ``split`` in the file (character boundaries)."""
         if self._bounds is None:
             cumulative = [0, *itertools.accumulate(self._block_char_counts())]
-            cuts = fraction_cuts(cumulative[-1], *self.fractions)
+            cuts = fraction_cuts(cumulative[-1], *self.held_out)
             size = self.path.stat().st_size
             edges = [0, *(self._byte_of_char(k, cumulative, size) for k in cuts), size]
             self._bounds = dict(zip(SPLIT_NAMES, zip(edges[:-1], edges[1:], strict=True),
@@ -181,9 +192,12 @@ def _lead_bytes(data: bytes):
 class DatasetSplits(TextSplits):
     """The ``text_column`` of a ``datasets.DatasetDict``: its own three splits, rows as
     documents, or else its ``train`` rows joined by newlines and cut by fraction (one document
-    per part, read :data:`ROWS_PER_BATCH` rows at a time)."""
+    per part, read :data:`ROWS_PER_BATCH` rows at a time; ``held_out``: the validation and
+    test fractions and the most characters of a held-out part, :func:`fraction_cuts`)."""
 
-    def __init__(self, dataset, name: str, text_column: str, fractions: tuple[float, float]):
+    def __init__(
+        self, dataset, name: str, text_column: str, held_out: tuple[float, float, int | None]
+    ):
         if text_column not in dataset["train"].column_names:
             raise ValueError(
                 f"data.text_column: {text_column!r} is not a column of {name} "
@@ -194,7 +208,7 @@ class DatasetSplits(TextSplits):
         used = SPLIT_NAMES if self.own_splits else ("train",)
         self.tables = {split: dataset[split].select_columns([text_column]) for split in used}
         self.fingerprint = {split: table._fingerprint for split, table in self.tables.items()}
-        self.fractions = fractions
+        self.held_out = held_out
         self._piece_chars: list[int] | None = None
 
     def _rows(self, table, first: int) -> list[str]:
@@ -225,7 +239,7 @@ class DatasetSplits(TextSplits):
             pieces = enumerate(zip(chars, rows, strict=True))
             self._piece_chars = [c + r - 1 + (j > 0) for j, (c, r) in pieces]
         n = sum(self._piece_chars)
-        edges = [0, *fraction_cuts(n, *self.fractions), n]
+        edges = [0, *fraction_cuts(n, *self.held_out), n]
         index = SPLIT_NAMES.index(split)
         return edges[index], edges[index + 1]
 
@@ -263,6 +277,7 @@ def open_text_splits(
     text_column: str = "text",
     validation_fraction: float = 0.05,
     test_fraction: float = 0.05,
+    max_held_out_chars: int | None = None,
     chunk_bytes: int = READ_CHUNK_BYTES,
 ) -> TextSplits:
     """Open a corpus by name, path or Hub id, to be read split by split (nothing of a text
@@ -278,20 +293,22 @@ def open_text_splits(
         text_column: the column holding the text in a table file or a Hub dataset.
         validation_fraction, test_fraction: the tail fractions held out when the source has
             no splits of its own (a file, or a Hub dataset with only ``train``).
+        max_held_out_chars: the most characters of each part held out that way (``None``: no
+            bound); a source's own splits are kept whole.
         chunk_bytes: bytes of a text file decoded at a time.
     """
     if source in EMBEDDED:
         return DocumentSplits(EMBEDDED[source])
     check_text_source(source)
-    fractions = (validation_fraction, test_fraction)
+    held_out = (validation_fraction, test_fraction, max_held_out_chars)
     path = Path(source).expanduser()
     if path.is_file() and path.suffix.lower() not in TABLE_FORMATS:
-        return FileSplits(path, *fractions, chunk_bytes=chunk_bytes)
+        return FileSplits(path, validation_fraction, test_fraction, chunk_bytes, max_held_out_chars)
     import datasets
 
     if path.is_file():  # a table file (TABLE_FORMATS): its text_column holds the text
-        return DatasetSplits(load_table_file(path), str(path), text_column, fractions)
-    return DatasetSplits(datasets.load_dataset(source), source, text_column, fractions)
+        return DatasetSplits(load_table_file(path), str(path), text_column, held_out)
+    return DatasetSplits(datasets.load_dataset(source), source, text_column, held_out)
 
 
 def load_text_splits(source: str, **options) -> dict[str, list[str]]:

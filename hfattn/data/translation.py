@@ -36,11 +36,17 @@ Every split is cleaned and checked the same way:
 
 - a pair whose source or target is missing (``null``), empty or blank is dropped, with one
   warning that counts them per split (``spa.txt``: one warning for its malformed lines);
-- where hfattn carves the held-out splits itself (``spa.txt``, table files, folders and Hub
-  datasets missing ``validation`` / ``test``), each exact duplicate pair (after
-  ``preprocessing``) lies in one split only (:mod:`hfattn.data.pair_splits`; one line counts
-  the copies moved); where the source has its own splits they are kept, and a warning counts
-  the held-out pairs that are also in ``train``.
+- where hfattn carves the held-out splits itself (the generators, ``spa.txt``, table files,
+  folders and Hub datasets missing ``validation`` / ``test``), each takes its fraction's share
+  of the pairs, at most ``max_held_out_pairs`` (:mod:`hfattn.data.held_out`);
+- there, each exact duplicate pair (after ``preprocessing``) lies in one split only
+  (:mod:`hfattn.data.pair_splits`; one line counts the copies moved, and those dropped rather
+  than swell a held-out split past ``max_held_out_pairs``); where the source has its own splits
+  they are kept whole, and a warning counts the held-out pairs that are also in ``train``.
+
+This module owns the embedded sources, ``spa.txt`` and the choice of reader;
+:mod:`hfattn.data.pair_datasets` reads the table files, folders and Hub datasets (and the pairs
+of a split in batches: :func:`pair_batches`, exported here).
 
 ``preprocessing`` (``"chollet"`` or ``"geron"``, see :mod:`hfattn.data.tatoeba`) rewrites the
 text of every source; its split policy applies where the source has no splits of its own
@@ -52,27 +58,27 @@ the data: the selections and rewrites of a folder's splits stay in memory).
 
 from __future__ import annotations
 
-import csv
 import logging
-from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .bible import LANGUAGES, load_bible
 from .bible import SOURCES as BIBLE_SOURCES
+from .held_out import split_counts
+from .pair_datasets import (
+    SPLIT_NAMES,
+    check_languages,
+    load_dataset_source,
+    pair_batches,
+    reads_as_table,
+    target_of,
+    translation_batches,
+)
 from .pair_generators import DEFAULT_SIZE, GENERATORS, generate_pairs
-from .pair_splits import deal_by_pair, pair_keys
 from .sources import check_source
-from .tables import TABLE_FORMATS, load_table_file
+from .tables import TABLE_FORMATS
 from .tatoeba import PAIR_TRANSFORMS, PREPROCESSINGS, download, read_spa_txt, split_spa_pairs
 
-if TYPE_CHECKING:
-    import numpy as np
-
 logger = logging.getLogger(__name__)
-
-SPLIT_NAMES = ("train", "validation", "test")
 
 EMBEDDED = (*BIBLE_SOURCES, *GENERATORS)
 """Sources known by bare name."""
@@ -81,9 +87,6 @@ LOADER_VERSION = 2
 """The version of what :func:`load_translation_splits` makes of a source (2: empty pairs
 dropped, duplicate pairs in one split, flat columns); part of the key of the prepared pairs
 (:func:`hfattn.tasks.translation.prepared.data_settings`)."""
-
-READ_BATCH = 10_000
-"""Pairs read at a time when a split is checked or hashed."""
 
 SPA_TXT_TARGET = "es"
 """The target language of a ``spa.txt``-style file when ``target_lang`` is not set (the file
@@ -104,17 +107,6 @@ def _check_fractions(validation_fraction: float, test_fraction: float) -> None:
         )
 
 
-def _check_langs(languages, source_lang: str, target_lang: str, source: str) -> None:
-    for field, lang in (("source_lang", source_lang), ("target_lang", target_lang)):
-        if lang not in languages:
-            raise ValueError(
-                f"data.{field}: {lang!r} is not a language of {source!r} "
-                f"(languages: {', '.join(sorted(languages))})"
-            )
-    if source_lang == target_lang:
-        raise ValueError(f"data.source_lang and data.target_lang are both {source_lang!r}")
-
-
 def _pairs_to_dataset(pairs: list[dict[str, str]], source_lang: str, target_lang: str):
     import datasets
 
@@ -131,18 +123,6 @@ def _to_dataset_dict(splits: dict[str, list[dict[str, str]]], source_lang: str, 
     return datasets.DatasetDict(
         {s: _pairs_to_dataset(splits[s], source_lang, target_lang) for s in SPLIT_NAMES}
     )
-
-
-def split_counts(size: int, validation_fraction: float, test_fraction: float) -> dict[str, int]:
-    """``{"train", "validation", "test"}`` sizes for ``size`` pairs: the held-out splits get
-    ``round(size * fraction)`` (at least 1 when the fraction is positive and ``size >= 3``),
-    ``train`` the rest."""
-    n_val = round(size * validation_fraction)
-    n_test = round(size * test_fraction)
-    if size >= 3:
-        n_val = max(n_val, 1 if validation_fraction > 0 else 0)
-        n_test = max(n_test, 1 if test_fraction > 0 else 0)
-    return {"train": size - n_val - n_test, "validation": n_val, "test": n_test}
 
 
 def _apply_preprocessing(
@@ -175,11 +155,11 @@ def _limit_train(dd, size: int | None, seed: int):
     return dd
 
 
-def _load_generated(name, *, size, seed, source_lang, target_lang, fractions):
+def _load_generated(name, *, size, seed, source_lang, target_lang, fractions, max_held_out):
     languages = GENERATORS[name][1]
-    _check_langs(languages, source_lang, target_lang, name)
+    check_languages(languages, source_lang, target_lang, name)
     pairs = generate_pairs(name, DEFAULT_SIZE if size is None else size, seed=seed)
-    counts = split_counts(len(pairs), *fractions)
+    counts = split_counts(len(pairs), *fractions, max_held_out)
     # generate_pairs draws in random order: contiguous slices are random splits
     start_val = counts["train"]
     start_test = start_val + counts["validation"]
@@ -192,8 +172,9 @@ def _load_generated(name, *, size, seed, source_lang, target_lang, fractions):
 
 
 def _load_spa_file(
-    path, *, size, seed, source_lang, target_lang, preprocessing, fractions, **options
-):
+    path, *, size, seed, source_lang, target_lang, preprocessing, fractions, max_held_out,
+    **options,
+):  # fmt: skip
     pairs = read_spa_txt(path, source_lang=source_lang, target_lang=target_lang)
     if not pairs:
         raise ValueError(
@@ -211,296 +192,11 @@ def _load_spa_file(
         seed=seed,
         validation_fraction=fractions[0],
         test_fraction=fractions[1],
+        max_held_out_pairs=max_held_out,
         what=f"the pairs of {path}",
         **options,
     )
     return _to_dataset_dict(splits, source_lang, target_lang)
-
-
-def translation_batches(dataset, batch_size: int | None = None) -> Iterator:
-    """The ``translation`` column of ``dataset`` as Arrow arrays (structs of the languages) of
-    ``batch_size`` rows (default: one array), read from its Arrow table: only a batch is in
-    memory at a time."""
-    table = dataset.with_format("arrow")
-    size = batch_size or max(1, len(dataset))
-    for begin in range(0, len(dataset), size):
-        yield table[begin : begin + size].column("translation")
-
-
-def pair_batches(
-    dataset, source_lang: str, target_lang: str, batch_size: int | None = None
-) -> Iterator[tuple[list[str], list[str]]]:
-    """``(sources, targets)`` of ``dataset`` (a ``translation`` column) in batches of
-    ``batch_size`` pairs (default: one batch), read from its Arrow table: only a batch of
-    strings is in memory at a time."""
-    import pyarrow.compute as pc
-
-    for column in translation_batches(dataset, batch_size):
-        yield (pc.struct_field(column, source_lang).to_pylist(),
-               pc.struct_field(column, target_lang).to_pylist())  # fmt: skip
-
-
-def _reads_as_table(path: Path, source_lang: str, target_lang: str | None) -> bool:
-    """Whether the file ``path`` is a table (:data:`~hfattn.data.tables.TABLE_FORMATS`) rather
-    than ``spa.txt``: a ``.tsv`` only when its first line names the languages."""
-    suffix = path.suffix.lower()
-    if suffix != ".tsv":
-        return suffix in TABLE_FORMATS
-    with path.open(encoding="utf-8", errors="replace") as file:
-        names = {name.strip() for name in file.readline().split("\t")}
-    return source_lang in names and (target_lang is None or target_lang in names)
-
-
-def _table_options(path: Path) -> dict:
-    """The reading options of a CSV / TSV file: cells are text as written (``NA`` is a
-    sentence, an empty cell an empty side); a TSV has no quoting."""
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".tsv"):
-        return {}
-    return {"keep_default_na": False, **({"quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {})}
-
-
-def _load_raw(source: str, path: Path) -> tuple[dict, bool]:
-    """``({split: Dataset}, in_memory)`` of a table file, a dataset folder or a Hub id;
-    ``in_memory``: the data lies in the user's folder (``save_to_disk``), where ``datasets``
-    would write its cache files."""
-    import datasets
-
-    saved = (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()
-    if path.is_file():
-        loaded = load_table_file(path, **_table_options(path))
-    elif saved:
-        loaded = datasets.load_from_disk(str(path))
-    else:
-        loaded = datasets.load_dataset(str(path) if path.is_dir() else source)
-    if isinstance(loaded, datasets.Dataset):
-        loaded = datasets.DatasetDict({"train": loaded})
-    if "train" not in loaded:
-        raise ValueError(f"data.source: {source} has no train split (splits: {list(loaded)})")
-    return {s: loaded[s] for s in SPLIT_NAMES if s in loaded}, saved
-
-
-def _dict_languages(feature) -> list[str] | None:
-    """The keys of a column of ``{language: text}`` dicts (a struct, or ``datasets``'
-    ``Translation``), or ``None`` for any other column."""
-    import datasets
-
-    if isinstance(feature, datasets.Translation):
-        return list(feature.languages)
-    if isinstance(feature, dict):
-        return list(feature)
-    return None
-
-
-LAYOUTS = (
-    "a column of {language: text} dicts named by data.translation_column, or flat text columns "
-    "named by data.source_lang and data.target_lang"
-)
-"""The layouts of the pairs in a table or dataset, as the errors name them."""
-TEXT_TYPES = ("string", "large_string")
-"""The ``datasets`` dtypes of a flat language column."""
-
-
-def _pair_columns(features, translation_column: str, source_lang: str, source: str):
-    """``(dict column, languages)``: the column of ``{language: text}`` dicts and its keys, or
-    ``(None, text columns)`` for flat language columns (``source_lang`` and the string
-    columns: an ``id`` of integers is no language)."""
-    if translation_column in features:
-        feature = features[translation_column]
-        languages = _dict_languages(feature)
-        if languages is None:
-            kind = getattr(feature, "dtype", type(feature).__name__)
-            raise ValueError(
-                f"data.translation_column: the column {translation_column!r} of {source} holds "
-                f"{kind} values, not {{language: text}} dicts; a translation source needs "
-                f"{LAYOUTS}"
-            )
-        return translation_column, languages
-    if source_lang in features:  # flat: the text columns are the languages
-        texts = [name for name, f in features.items() if getattr(f, "dtype", "") in TEXT_TYPES]
-        return None, [source_lang, *(name for name in texts if name != source_lang)]
-    raise ValueError(
-        f"data.translation_column: {source} has no column {translation_column!r} and no column "
-        f"{source_lang!r} (data.source_lang) (columns: {', '.join(features)}); a translation "
-        f"source needs {LAYOUTS}"
-    )
-
-
-def _target_of(languages, source_lang: str, target_lang: str | None, source: str) -> str:
-    """``target_lang``, checked against the ``languages`` of ``source``, or (``None``) the one
-    language beside ``source_lang``."""
-    others = [lang for lang in languages if lang != source_lang]
-    if target_lang is None and source_lang in languages:
-        if len(others) != 1:
-            raise ValueError(
-                f"data.target_lang must be set: {source} has the languages (or columns) "
-                f"{', '.join(sorted(languages))} beside data.source_lang {source_lang!r}"
-            )
-        target_lang = others[0]
-    _check_langs(languages, source_lang, target_lang, source)
-    return target_lang
-
-
-def _as_translation(dataset, column: str | None, languages, source_lang, target_lang, in_memory):
-    """``dataset`` with a ``translation`` column of ``{source_lang, target_lang}`` string dicts,
-    made from the dict ``column`` (its other languages dropped) or, ``None``, from the flat
-    language columns (removed); other columns stay."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    pair = (source_lang, target_lang)
-    if column is not None and sorted(languages) == sorted(pair):
-        return dataset if column == "translation" else dataset.rename_column(column, "translation")
-
-    replaced = [column] if column is not None else list(pair)
-    if column is None and "translation" in dataset.column_names:  # not dicts: replaced too
-        replaced.append("translation")
-
-    def to_struct(table):  # the batch's table, whole: the other columns are carried over
-        if column is None:
-            sides = [table.column(lang) for lang in pair]
-        else:
-            sides = [pc.struct_field(table.column(column), lang) for lang in pair]
-        arrays = [pc.cast(side, pa.string()).combine_chunks() for side in sides]
-        struct = pa.StructArray.from_arrays(arrays, names=list(pair))
-        return table.drop_columns(replaced).append_column("translation", struct)
-
-    mapped = dataset.with_format("arrow").map(
-        to_struct, batched=True, batch_size=READ_BATCH, keep_in_memory=in_memory,
-        desc="translation column",
-    )  # fmt: skip
-    return mapped.with_format(None)
-
-
-def _non_empty(dataset, source_lang: str, target_lang: str):
-    """A boolean numpy mask: the pairs of ``dataset`` whose both sides are non-blank strings
-    (Arrow compute, a batch at a time)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    masks = [np.ones(0, dtype=bool)]
-    for column in translation_batches(dataset, READ_BATCH):
-        keep = None
-        for lang in (source_lang, target_lang):
-            text = pc.utf8_trim_whitespace(pc.struct_field(column, lang))
-            side = pc.fill_null(pc.greater(pc.utf8_length(text), 0), False)
-            keep = side if keep is None else pc.and_(keep, side)
-        masks.append(keep.to_numpy(zero_copy_only=False))
-    return np.concatenate(masks)
-
-
-def _drop_empty(dd: dict, source: str, source_lang: str, target_lang: str) -> dict:
-    """``dd`` without the pairs with a missing, empty or blank side, in one warning that
-    counts them per split."""
-    import numpy as np
-
-    dropped = {}
-    for split, dataset in dd.items():
-        keep = _non_empty(dataset, source_lang, target_lang)
-        if not keep.all():
-            dropped[split] = int(np.count_nonzero(~keep))
-            dd[split] = dataset.select(np.flatnonzero(keep), keep_in_memory=True)  # indices
-    if dropped:
-        logger.warning(
-            "data.source %s: %d pair(s) with a missing, empty or blank %s or %s side skipped (%s)",
-            source,
-            sum(dropped.values()),
-            source_lang,
-            target_lang,
-            ", ".join(f"{split}: {count}" for split, count in dropped.items()),
-        )
-    return dd
-
-
-def _keys_of(dataset, source_lang: str, target_lang: str, transform) -> np.ndarray:
-    """:func:`~hfattn.data.pair_splits.pair_keys` of ``dataset``'s pairs, as ``transform``
-    (a preprocessing's pair rewrite, or ``None``) makes them."""
-    import numpy as np
-
-    keys = [np.zeros(0, dtype=np.int64)]
-    for sources, targets in pair_batches(dataset, source_lang, target_lang, READ_BATCH):
-        if transform is not None:
-            pairs = [transform({source_lang: s, target_lang: t})
-                     for s, t in zip(sources, targets, strict=True)]  # fmt: skip
-            sources, targets = [p[source_lang] for p in pairs], [p[target_lang] for p in pairs]
-        keys.append(pair_keys(sources, targets, len(sources)))
-    return np.concatenate(keys)
-
-
-def _in_train(dataset, train, source_lang: str, target_lang: str) -> int:
-    """How many pairs of ``dataset`` (a held-out split, read at once) are exact copies of a
-    pair of ``train`` (Arrow ``is_in`` of the joined texts, ``train`` a batch at a time)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    def joined(column):
-        sides = [pc.struct_field(column, lang) for lang in (source_lang, target_lang)]
-        return pc.binary_join_element_wise(*sides, "\x00")
-
-    held = joined(next(translation_batches(dataset)))
-    found = np.zeros(len(held), dtype=bool)
-    for column in translation_batches(train, READ_BATCH):
-        hits = pc.is_in(held, value_set=joined(column).combine_chunks())
-        found |= hits.to_numpy(zero_copy_only=False)
-    return int(np.count_nonzero(found))
-
-
-def _carve_missing(dd: dict, source: str, source_lang, target_lang, *, seed, fractions, transform):
-    """``dd`` with its missing ``test`` / ``validation`` carved out of ``train`` (shares of the
-    original ``train``, seeded), each exact duplicate pair in one split
-    (:func:`~hfattn.data.pair_splits.deal_by_pair`); the source's own held-out splits are kept,
-    with a warning counting their pairs that are also in ``train``."""
-    import numpy as np
-
-    validation_fraction, test_fraction = fractions
-    train = dd["train"]
-    n = len(train)
-    missing = [(split, fraction) for split, fraction in (("test", test_fraction),
-               ("validation", validation_fraction)) if split not in dd]  # fmt: skip
-    if missing:
-        cuts = [(split, max(1, round(n * f)) if f > 0 and n >= 3 else 0) for split, f in missing]
-        keys = _keys_of(train, source_lang, target_lang, transform)
-        order = np.random.default_rng(seed).permutation(n)
-        rows = deal_by_pair(keys, order, [*cuts, ("train", 0)], what=f"the pairs of {source}")
-        for split, indices in rows.items():
-            dd[split] = train.select(indices, keep_in_memory=True)  # indices only
-    for split in ("validation", "test"):
-        if split in dict(missing) or not len(dd[split]):
-            continue
-        overlap = _in_train(dd[split], dd["train"], source_lang, target_lang)
-        if overlap:
-            logger.warning(
-                "data.source %s: %d of the %d %s pairs are also in train (the source's own "
-                "split, kept as it is): its scores are optimistic",
-                source, overlap, len(dd[split]), split,
-            )  # fmt: skip
-    return dd
-
-
-def _load_dataset_source(
-    source: str, *, translation_column: str, source_lang, target_lang, seed, fractions,
-    preprocessing,
-):  # fmt: skip
-    """``(DatasetDict, target_lang)`` of a table file, a dataset folder or a Hub dataset (see
-    the module docstring)."""
-    import datasets
-
-    raw, in_memory = _load_raw(source, Path(source).expanduser())
-    column, languages = _pair_columns(raw["train"].features, translation_column, source_lang,
-                                      source)  # fmt: skip
-    target_lang = _target_of(languages, source_lang, target_lang, source)
-    dd = {split: _as_translation(dataset, column, languages, source_lang, target_lang, in_memory)
-          for split, dataset in raw.items()}  # fmt: skip
-    dd = _drop_empty(dd, source, source_lang, target_lang)
-    if not len(dd["train"]):
-        raise ValueError(f"data.source: {source} has no {source_lang}-{target_lang} pair in train")
-    transform = None
-    if preprocessing is not None:
-        transform = partial(PAIR_TRANSFORMS[preprocessing], source_lang=source_lang,
-                            target_lang=target_lang)  # fmt: skip
-    dd = _carve_missing(dd, source, source_lang, target_lang, seed=seed, fractions=fractions,
-                        transform=transform)  # fmt: skip
-    return datasets.DatasetDict({s: dd[s] for s in SPLIT_NAMES}), target_lang, in_memory
 
 
 def check_pair_source(source: str) -> None:
@@ -520,6 +216,7 @@ def load_translation_splits(
     preprocessing: str | None = None,
     validation_fraction: float = 0.15,
     test_fraction: float = 0.15,
+    max_held_out_pairs: int | None = None,
     translation_column: str = "translation",
     group_by_source: bool = False,
     train_size: int | None = None,
@@ -544,6 +241,9 @@ def load_translation_splits(
         preprocessing: ``None``, ``"chollet"`` or ``"geron"`` (:mod:`hfattn.data.tatoeba`).
         validation_fraction, test_fraction: held-out shares where the source has no fixed
             split (generators, ``spa.txt``, table files, datasets missing splits).
+        max_held_out_pairs: the most pairs of each held-out split carved that way (``None``:
+            no bound); the copies of a duplicate pair that would swell one past it are
+            dropped. A source's own held-out splits are kept whole.
         translation_column: the column of ``{language: text}`` dicts in a table or dataset
             (absent: flat columns named by the languages are read instead).
         group_by_source: ``spa.txt`` only: keep all translations of a source sentence in one
@@ -552,10 +252,13 @@ def load_translation_splits(
 
     Raises:
         ValueError: naming the ``data.`` field: a missing layout or language, an unset
-            ``target_lang`` where the source has several, bad fractions or preprocessing.
+            ``target_lang`` where the source has several, bad fractions, bound or
+            preprocessing.
         FileNotFoundError: a ``source`` meant as a path that does not exist.
     """
     _check_fractions(validation_fraction, test_fraction)
+    if max_held_out_pairs is not None and max_held_out_pairs < 1:
+        raise ValueError(f"data.max_held_out_pairs must be >= 1, got {max_held_out_pairs}")
     fractions = (validation_fraction, test_fraction)
     if preprocessing is not None and preprocessing not in PREPROCESSINGS:
         raise ValueError(
@@ -575,18 +278,19 @@ def load_translation_splits(
             source_lang=source_lang,
             target_lang=target_lang,
             fractions=fractions,
+            max_held_out=max_held_out_pairs,
         )
         return _apply_preprocessing(dd, preprocessing, source_lang, target_lang)
 
     if source in BIBLE_SOURCES:
-        target_lang = _target_of(LANGUAGES, source_lang, target_lang, source)
+        target_lang = target_of(LANGUAGES, source_lang, target_lang, source)
         dd = _limit_train(load_bible(source=source), size, seed)
         return _apply_preprocessing(dd, preprocessing, source_lang, target_lang)
 
     if source.startswith(("http://", "https://")):
         source = str(download(source))
     path = Path(source).expanduser()
-    if path.is_file() and not _reads_as_table(path, source_lang, target_lang):
+    if path.is_file() and not reads_as_table(path, source_lang, target_lang):
         options = {"group_by_source": group_by_source, "train_size": train_size}
         return _load_spa_file(
             path,
@@ -596,15 +300,17 @@ def load_translation_splits(
             target_lang=target_lang or SPA_TXT_TARGET,
             preprocessing=preprocessing,
             fractions=fractions,
+            max_held_out=max_held_out_pairs,
             **options,
         )
-    dd, target_lang, in_memory = _load_dataset_source(
+    dd, target_lang, in_memory = load_dataset_source(
         source,
         translation_column=translation_column,
         source_lang=source_lang,
         target_lang=target_lang,
         seed=seed,
         fractions=fractions,
+        max_held_out=max_held_out_pairs,
         preprocessing=preprocessing,
     )
     dd = _limit_train(dd, size, seed)

@@ -11,8 +11,8 @@ The folder (:class:`LMCorpus`) holds
   a char tokenizer the characters that map to ``<unk>``.
 
 Two ways to prepare, each keyed by the source (:func:`~hfattn.data.prepared.source_identity`
-and a dataset's fingerprints), ``text_column``, the fractions, the tokenizer settings and the
-separator (:func:`corpus_settings`):
+and a dataset's fingerprints), ``text_column``, the fractions and ``max_held_out_chars``, the
+tokenizer settings and the separator (:func:`corpus_settings`):
 
 - :func:`prepare_char_corpus`: the char tokenizer of ``tokenizer.min_frequency`` built from the
   training split's character counts (a vectorised count, a chunk at a time:
@@ -25,6 +25,9 @@ separator (:func:`corpus_settings`):
   non-space character: a byte-level BPE (GPT-2) and whitespace pre-tokenizers split the text
   there anyway, so the pieces' ids are the whole text's; a tokenizer that adds a prefix space
   to every input (SentencePiece's metaspace) may differ at those cuts.
+
+Once the folder is ready, prepared or found, one line states the characters and tokens of
+every split, read from :data:`FACTS_FILE` (:func:`~hfattn.data.held_out.log_split_sizes`).
 
 Memory stays bounded by a chunk of text (:data:`~hfattn.storage.file_reads.READ_CHUNK_BYTES`)
 whatever the corpus' size; every pass shows a progress bar after two seconds.
@@ -43,6 +46,7 @@ import numpy as np
 
 from ...common.field_checks import require
 from ...common.progress import progress_bar
+from ...data.held_out import log_split_sizes
 from ...data.prepared import Prepared, prepare, source_identity
 from ...data.text import SPLIT_NAMES, TextBatch, TextSplits, open_text_splits
 from ...storage.file_io import atomic_write_json
@@ -104,6 +108,7 @@ def open_splits(data: TextDataSection, chunk_bytes: int = READ_CHUNK_BYTES) -> T
         text_column=data.text_column,
         validation_fraction=data.validation_fraction,
         test_fraction=data.test_fraction,
+        max_held_out_chars=data.max_held_out_chars,
         chunk_bytes=chunk_bytes,
     )
 
@@ -112,14 +117,15 @@ def corpus_settings(
     data: TextDataSection, splits: TextSplits, tokenizer: dict, separator: int | str
 ) -> dict:
     """What the prepared ids depend on, the key of their folder: the source's identity (and a
-    dataset's fingerprints), the text column, the held-out fractions, the tokenizer settings
-    and the separator."""
+    dataset's fingerprints), the text column, the held-out fractions and their bound
+    (``max_held_out_chars``), the tokenizer settings and the separator."""
     return {
         "source": source_identity(data.source),
         "dataset": splits.fingerprint,
         "text_column": data.text_column,
         "validation_fraction": data.validation_fraction,
         "test_fraction": data.test_fraction,
+        "max_held_out_chars": data.max_held_out_chars,
         "tokenizer": tokenizer,
         "separator": separator,
     }
@@ -153,7 +159,7 @@ def prepare_char_corpus(
 
     prepared = prepare(TASK_KEY, settings, build, what=f"the char corpus of {data.source}")
     tokenizer = AutoTokenizer.from_pretrained(prepared.folder / TOKENIZER_FOLDER)
-    corpus = _open(prepared, tokenizer)
+    corpus = _open(prepared, tokenizer, data)
     tokenizer.unknown_char_count = corpus.facts["unknown_chars"]
     return corpus
 
@@ -179,11 +185,15 @@ def prepare_tokenized_corpus(
         return _write_corpus(folder, splits, tokenizer, separator)
 
     what = f"the corpus of {data.source} tokenized for {tokenizer_settings.get('name', 'a model')}"
-    return _open(prepare(TASK_KEY, settings, build, what=what), tokenizer)
+    return _open(prepare(TASK_KEY, settings, build, what=what), tokenizer, data)
 
 
-def _open(prepared: Prepared, tokenizer) -> LMCorpus:
+def _open(prepared: Prepared, tokenizer, data: TextDataSection) -> LMCorpus:
+    """The corpus of a prepared folder, mapped, once one line has stated its splits' sizes."""
     facts = json.loads((prepared.folder / FACTS_FILE).read_text())
+    tokens = {split: f"in {count:,} tokens" for split, count in facts["tokens"].items()}
+    log_split_sizes(facts["characters"], "characters", cap=data.max_held_out_chars,
+                    cap_field="data.max_held_out_chars", details=tokens)  # fmt: skip
     ids = {split: RaggedIds.open(prepared.folder, split) for split in SPLIT_NAMES}
     return LMCorpus(tokenizer, ids, facts, prepared)
 

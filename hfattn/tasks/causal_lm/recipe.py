@@ -74,6 +74,17 @@ class TextDataSection(SplitTextDataSection):
     source: str = "shakespeare"
     validation_fraction: float = 0.05
     test_fraction: float = 0.05
+    max_held_out_chars: int | None = 500_000
+    """The most characters of each held-out split (validation, test) carved out of a source
+    that has none (a text file, a table file or dataset without that split): a split takes its
+    fraction's share of the characters, at most this many, so that every evaluation of a large
+    corpus reads a bounded text. A source's own held-out splits (the embedded plays, a
+    dataset's ``validation`` / ``test``) are the user's data and are kept whole. ``null``: no
+    bound, the fractions alone."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "data", "max_held_out_chars")
 
 
 @dataclass

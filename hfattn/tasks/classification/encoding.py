@@ -19,8 +19,10 @@ A run's data is prepared once (:func:`prepare_data`, through
 - ``classification.json``: the label names and the length texts are cut to.
 
 Its key (:func:`data_settings`) is the source's identity, every ``data:`` field that changes
-the rows (columns, fractions, seed, ``train_size``, ``max_length``) and the ``tokenizer:``
-section, or the pretrained model for its own tokenizer.
+the rows (columns, fractions, ``max_held_out_rows``, seed, ``train_size``, ``max_length``) and
+the ``tokenizer:`` section, or the pretrained model for its own tokenizer. Once the folder is
+ready, prepared or found, one line states the rows of every split
+(:func:`~hfattn.data.held_out.log_split_sizes`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from transformers import AutoTokenizer
 
 from ...common.progress import progress_bar
 from ...data.classification import SPLIT_NAMES, ClassificationData, load_classification_data
+from ...data.held_out import log_split_sizes
 from ...data.prepared import Prepared, prepare, source_identity
 from ...recipes.model_section import is_pretrained
 from ...storage.file_io import atomic_write_json
@@ -74,6 +77,7 @@ def load_data(data: ClassificationDataSection, source: str | None = None) -> Cla
         data.source,
         text_column=data.text_column,
         label_column=data.label_column,
+        max_held_out_rows=data.max_held_out_rows,
         **split_settings(data),
     )
 
@@ -194,7 +198,8 @@ def data_settings(recipe: ClassificationRecipe) -> dict:
     else:
         tokenizer = dataclasses.asdict(recipe.tokenizer or ClassificationTokenizerSection())
     data = {"text_column": d.text_column, "label_column": d.label_column,
-            "max_length": d.max_length, **split_settings(d)}  # fmt: skip
+            "max_length": d.max_length, "max_held_out_rows": d.max_held_out_rows,
+            **split_settings(d)}  # fmt: skip
     return {"source": source_identity(d.source), "data": data, "tokenizer": tokenizer}
 
 
@@ -216,7 +221,8 @@ def _build_tokenizer(recipe: ClassificationRecipe, data: ClassificationData):
 
 def prepare_data(recipe: ClassificationRecipe) -> Prepared:
     """The recipe's data prepared (see the module docstring), or found prepared, in the
-    prepared-data cache (:func:`hfattn.data.prepared.prepare`)."""
+    prepared-data cache (:func:`hfattn.data.prepared.prepare`); either way one line states the
+    rows of every split (the length of its mapped labels)."""
 
     def build(folder: Path) -> dict:
         data = load_data(recipe.data)
@@ -228,7 +234,12 @@ def prepare_data(recipe: ClassificationRecipe) -> Prepared:
         return {"sizes": data.sizes()}
 
     what = f"the labelled texts of {recipe.data.source}"
-    return prepare("classification", data_settings(recipe), build, what=what)
+    prepared = prepare("classification", data_settings(recipe), build, what=what)
+    rows = {name: len(np.load(prepared.folder / f"{name}.labels.npy", mmap_mode="r"))
+            for name in SPLIT_NAMES}  # fmt: skip
+    log_split_sizes(rows, "rows", cap=recipe.data.max_held_out_rows,
+                    cap_field="data.max_held_out_rows")  # fmt: skip
+    return prepared
 
 
 @dataclass

@@ -77,13 +77,19 @@ class ClassificationDataSection(SplitTextDataSection):
 
     source: str = "genre"
     label_column: str = "label"
+    max_held_out_rows: int | None = 3000
+    """The most rows of each held-out split (validation, test) carved out of a source that has
+    none (a table file, a dataset without that split): a split takes its fraction's share of
+    ``train``, stratified by label, at most this many rows. A source's own held-out splits
+    (the embedded tasks', a dataset's ``validation`` / ``test``) are the user's data and are
+    kept whole. ``null``: no bound, the fractions alone."""
     train_size: int | None = None
     seed: int = 0
     max_length: int = 256
 
     def __post_init__(self):
         super().__post_init__()
-        require_positive(self, "data", "train_size")
+        require_positive(self, "data", "train_size", "max_held_out_rows")
         require(self.max_length > 1, "data.max_length", f"must be > 1, got {self.max_length}")
 
 

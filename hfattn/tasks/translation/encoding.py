@@ -61,6 +61,7 @@ def load_pair_splits(data: PairDataSection, source: str | None = None):
         size=data.size,
         preprocessing=data.preprocessing,
         translation_column=data.translation_column,
+        max_held_out_pairs=data.max_held_out_pairs,
         **split_settings(data),
     )
     return splits, target_language(splits["train"], data.source_lang)

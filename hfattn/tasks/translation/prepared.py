@@ -19,7 +19,8 @@ held-out sources are kept whole (the scoring cuts them to the model's limit,
 :class:`~hfattn.tasks.translation.job.EncodedSplit`); the targets of every split are cut to
 ``data.max_target_length`` (training: ``data.on_too_long``; held out: a warning). The key of
 the folder is the source's identity, every field of the ``data:`` section, the
-``tokenizer:`` section and the loader's version (:func:`data_settings`).
+``tokenizer:`` section and the loader's version (:func:`data_settings`); once the folder is
+ready, prepared or found, one line states the pairs of every split (:func:`prepare_pairs`).
 
 The pairs stay in their Arrow tables (memory-mapped for a dataset folder or a Hub dataset)
 until encoded, :data:`ENCODE_BATCH` pairs at a time by the Rust tokenizer, so memory holds the
@@ -40,6 +41,7 @@ from transformers import PreTrainedTokenizerFast
 
 from ...common.launch import process_rank
 from ...common.progress import progress_bar
+from ...data.held_out import log_split_sizes
 from ...data.prepared import Prepared, prepare, source_identity
 from ...data.translation import LOADER_VERSION
 from ...storage.file_io import atomic_write_json
@@ -73,9 +75,14 @@ def data_settings(recipe: TranslationRecipe) -> dict:
 
 
 def prepare_pairs(recipe: TranslationRecipe) -> Prepared:
-    """The recipe's pairs prepared (see the module docstring), or found prepared."""
-    return prepare(TASK_NAME, data_settings(recipe), partial(build_prepared, recipe),
-                   what=f"the translation pairs of {recipe.data.source}")  # fmt: skip
+    """The recipe's pairs prepared (see the module docstring), or found prepared; either way
+    one line states the pairs of every split (read from ``pairs.json``)."""
+    prepared = prepare(TASK_NAME, data_settings(recipe), partial(build_prepared, recipe),
+                       what=f"the translation pairs of {recipe.data.source}")  # fmt: skip
+    rows = {split: facts["rows"] for split, facts in PreparedPairs(prepared.folder).facts.items()}
+    log_split_sizes(rows, "pairs", cap=recipe.data.max_held_out_pairs,
+                    cap_field="data.max_held_out_pairs")  # fmt: skip
+    return prepared
 
 
 def build_prepared(recipe: TranslationRecipe, folder: Path) -> dict:

@@ -82,6 +82,14 @@ class PairDataSection:
     preprocessing: str | None = None
     validation_fraction: float = 0.15
     test_fraction: float = 0.15
+    max_held_out_pairs: int | None = 3000
+    """The most pairs of each held-out split (validation, test) carved out of a source that has
+    none (``dates``, ``numbers``, ``date-normalization``, ``spa.txt``, a table file, a dataset
+    without that split): a split takes its fraction's share of the pairs, at most this many,
+    the size of a WMT dev or test set; the copies of a duplicate pair that would swell a split
+    past it are dropped from the data. A source's own held-out splits (the Bible's books, a
+    dataset's ``validation`` / ``test``) are the user's data and are kept whole. ``null``: no
+    bound, the fractions alone."""
     train_size: int | None = None
     max_source_length: int = 128
     max_target_length: int = 128
@@ -96,7 +104,9 @@ class PairDataSection:
             "data.translation_column",
             f"must be a column name, got {self.translation_column!r}",
         )
-        require_positive(self, "data", "size", "train_size", "max_source_length")
+        require_positive(
+            self, "data", "size", "train_size", "max_source_length", "max_held_out_pairs"
+        )
         require(self.max_target_length > 1, "data.max_target_length", "must be > 1")
         for name in ("validation_fraction", "test_fraction"):
             value = getattr(self, name)

@@ -130,7 +130,6 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
     batches, loss and evaluation (``task`` gives the PEFT task type of a LoRA adapter and the
     card metadata)."""
     data = PreparedClassification.of(recipe)
-    logger.info("classification data %s: %s", recipe.data.source, data.sizes())
     model = build_model(recipe, data, task.card.peft_task_type)
     tokenizer, splits = data.tokenizer, data.splits
     t = recipe.training

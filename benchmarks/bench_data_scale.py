@@ -67,8 +67,10 @@ import json
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +86,7 @@ from benchmarks.lib.process_tree import GB, Watch, Watched, run_watched
 from benchmarks.lib.scale_corpora import bible_jsonl, bible_pairs, shakespeare_text
 from hfattn.common.launch import cpu_processes_command
 from hfattn.common.machine import hfattn_commit, provenance
-from hfattn.data.prepared import MANIFEST_FILE, ROOT_VARIABLE
+from hfattn.data.prepared import MANIFEST_FILE, ROOT_VARIABLE, source_identity
 from hfattn.storage.run_folder import EVAL_RESULTS_FILE, METRICS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,9 +191,27 @@ QUICK_STEPS, QUICK_STEADY_FROM = 4, 2
 # ---------------------------------------------------------------------------- corpora
 
 
+KEY_REPEATS = 7
+"""Calls of :func:`~hfattn.data.prepared.source_identity` timed for a corpus's ``key_ms``."""
+
+
+def key_ms(source: str) -> float:
+    """The median milliseconds of the source's part of the preparation key
+    (:func:`~hfattn.data.prepared.source_identity`: each file's size, modification time and a
+    digest of sampled blocks), over :data:`KEY_REPEATS` calls: what every run, a reused
+    preparation's included, spends to know its data."""
+    times = []
+    for _ in range(KEY_REPEATS):
+        began = time.perf_counter()
+        source_identity(source)
+        times.append(time.perf_counter() - began)
+    return round(statistics.median(times) * 1000, 2)
+
+
 def make_corpus(corpus: Corpus, work: Path) -> dict:
-    """The corpus under ``work/corpora`` (made, or reused when there), described; the
-    embedded plays are ``data.source: shakespeare``."""
+    """The corpus under ``work/corpora`` (made, or reused when there), described, with the
+    cost of its preparation key (:func:`key_ms`); the embedded plays are ``data.source:
+    shakespeare``."""
     if corpus.text_bytes is None and not corpus.pairs:
         return {"source": "shakespeare", "label": corpus.label, "made_of": "the Shakespeare "
                 "plays as the recipe ships them (data.source: shakespeare)"}  # fmt: skip
@@ -204,7 +224,8 @@ def make_corpus(corpus: Corpus, work: Path) -> dict:
                            corpus.base_rows)  # fmt: skip
     else:
         made = shakespeare_text(folder / f"shakespeare-{corpus.text_bytes}.txt", corpus.text_bytes)
-    return {"source": made["path"], "label": corpus.label, **made}
+    return {"source": made["path"], "label": corpus.label, **made,
+            "key_ms": key_ms(made["path"])}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- one run

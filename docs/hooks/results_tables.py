@@ -716,12 +716,17 @@ DATA_SCALE_FAMILIES = {
 
 
 def _scale_corpus(corpus: dict) -> str:
-    """A case's corpus in words: its size and what it is made of."""
+    """A case's corpus in words: its size, what it is made of and, when measured, the
+    milliseconds of its preparation key (``key_ms``: a sample of its bytes, not all of them)."""
+    key = f"; its key in {corpus['key_ms']:g} ms" if "key_ms" in corpus else ""
     if "pairs" in corpus:
         held_out = f"; {corpus['held_out']}" if "held_out" in corpus else ""
-        return f"{corpus['pairs']:,} pairs ({corpus['made_of']}, {corpus['repeats']:g}×{held_out})"
+        return (
+            f"{corpus['pairs']:,} pairs ({corpus['made_of']}, {corpus['repeats']:g}×{held_out}"
+            f"{key})"
+        )
     if "bytes" in corpus:
-        return f"{corpus['bytes'] / 1e6:,.1f} MB ({corpus['made_of']}, {corpus['copies']:g}×)"
+        return f"{corpus['bytes'] / 1e6:,.1f} MB ({corpus['made_of']}, {corpus['copies']:g}×{key})"
     return corpus["made_of"]
 
 

@@ -351,7 +351,7 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
             "cases": {"luong-model/1M": {**record, "targets": bench.targets_of(
                 "luong-model/1M", {"luong-model/1M": record}), "corpus": {
                 "pairs": 1_000_000, "made_of": "the Bible's training books repeated",
-                "repeats": 34.478, "held_out": "none of its own"}}}}  # fmt: skip
+                "repeats": 34.478, "held_out": "none of its own", "key_ms": 1.37}}}}  # fmt: skip
     (tmp_path / "results" / results_tables.DATA_SCALE).write_text(json.dumps(data))
     block = results_tables.data_scale_block(results_tables.TRANSLATION_PAGE, tmp_path / "results")
     assert "`--set training.max_steps=100`" in block
@@ -361,7 +361,8 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
     )
     assert "| validation 500 of 3,000, test 500 of 3,000 |" in block
     assert (
-        "1,000,000 pairs (the Bible's training books repeated, 34.478×; none of its own)" in block
+        "1,000,000 pairs (the Bible's training books repeated, 34.478×; none of its own; its "
+        "key in 1.37 ms)" in block
     )
     assert "missed: first run: final evaluation seconds 130.0 (target <= 120)" in block
 
@@ -389,6 +390,7 @@ def test_a_quick_run_records_both_runs_of_each_case(quick):
     text = data["cases"]["char-rnn/100MB"]
     assert text["corpus"]["bytes"] <= 300_000 and text["corpus"]["made"]
     assert text["corpus"]["made_of"] == "the Shakespeare training plays repeated"
+    assert 0 < text["corpus"]["key_ms"] < 1000  # a sample of its bytes, timed
     if "luong/31k" in data["cases"]:
         pairs = data["cases"]["luong/31k"]["corpus"]
         assert pairs["pairs"] == 1000 and pairs["made_of"] == "the Bible's training books repeated"

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+NO_SPLIT_SCORED = "no split is scored (evaluation.splits is empty)"
+"""What :func:`print_metrics` prints after the title in place of a table without a column."""
+
 
 def print_metrics(metrics: dict[str, dict], title: str, note: str | None = None) -> None:
     """Print ``{split: {metric: value}}`` as one table: a row per metric, a column per split
     (tasks report many metrics; splits are few, so the table stays narrow), and ``note`` (what
-    a metric means) as a paragraph under it."""
+    a metric means) as a paragraph under it; no split (``evaluation.splits: []``): one line,
+    ``title: no split is scored (evaluation.splits is empty)``."""
     from rich.console import Console
 
+    if not metrics:
+        print(f"{title}: {NO_SPLIT_SCORED}")
+        return
     names = list(dict.fromkeys(k for scores in metrics.values() for k in scores))
     table = titled_table(title)
     table.add_column("metric")

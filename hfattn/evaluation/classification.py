@@ -26,6 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from ..batching.seq2seq import pad_sources
+from ..common.progress import progress_bar
 from ..common.stop_request import raise_if_stop_requested
 from ..storage.file_io import atomic_write_json
 from ..storage.run_folder import CONFUSION_MATRIX_FILE
@@ -34,15 +35,24 @@ from . import load_metric
 
 @torch.no_grad()
 def predict_logits(
-    model, encoded: Sequence[Sequence[int]], *, batch_size: int, pad_token_id: int
+    model,
+    encoded: Sequence[Sequence[int]],
+    *,
+    batch_size: int,
+    pad_token_id: int,
+    progress: str | None = None,
 ) -> torch.Tensor:
     """``[N, num_labels]`` logits of ``encoded`` (right-padded batches of similar lengths, in
-    eval mode; the model's training mode is restored afterwards)."""
+    eval mode; the model's training mode is restored afterwards); with ``progress`` (its label)
+    a bar counts the texts once the pass has taken 2 s
+    (:func:`~hfattn.common.progress.progress_bar`)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     logits = [None] * len(encoded)
+    bar = progress_bar(total=len(order), desc=progress or "classifying", unit="text",
+                       shown=bool(progress), leave=False)  # fmt: skip
     try:
         for begin in range(0, len(order), batch_size):
             raise_if_stop_requested()
@@ -51,7 +61,9 @@ def predict_logits(
             out = model(**{k: v.to(device) for k, v in batch.items()}).logits.float().cpu()
             for row, i in enumerate(rows):
                 logits[i] = out[row]
+            bar.update(len(rows))
     finally:
+        bar.close()
         model.train(was_training)
     if not logits:
         return torch.zeros((0, model.config.num_labels))

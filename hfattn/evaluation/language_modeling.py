@@ -29,6 +29,14 @@ trained char-RNN scores about the same both ways (1.449 zero-state median vs 1.4
 A stateless model (GPT-2) reads every evaluation window from its start, so its ``loss`` already
 is a zero-state loss: it is reported for models with a recurrent state only.
 
+**A bounded evaluation.** With ``max_examples`` (``evaluation.max_examples``, or
+``evaluation.final_max_examples`` at the end) only the first ``max_examples`` windows of
+``seq_len`` tokens are scored: the first ``max_examples × seq_len`` predicted tokens, sliced
+from the memory-mapped split (:func:`scored_prefix`), read as the same contiguous streams (at
+most ``max_examples`` of them), with the zero-state passages spread over that prefix. The
+scores count what they read: ``num_tokens``, ``num_chars`` and ``num_examples`` (windows of
+``seq_len`` tokens).
+
 **Without the continuous cache.** A char-RNN with a continuous cache (Grave et al. 2017,
 ``neural_cache_size > 0``) is scored as it predicts, with the cache; the carried loss of the
 network alone is reported beside it (``loss_without_cache``), so that what the cache adds is
@@ -42,10 +50,12 @@ import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
 from ..batching.lm import StreamBatches, count_characters, gather_windows, id_array
+from ..common.progress import progress_bar
 from ..common.stop_request import raise_if_stop_requested
 from . import load_metric
 
@@ -137,6 +147,7 @@ def zero_state_loss(
     passages: int = ZERO_STATE_PASSAGES,
     length: int = ZERO_STATE_PASSAGE_LEN,
     batch_size: int = 32,
+    progress: str | None = None,
 ) -> dict:
     r"""The mean cross-entropy of ``model`` on passages of ``ids`` each read from a zero state
     (``cache=None``: the all-zero recurrent state, as ``generate`` starts), at the
@@ -151,8 +162,9 @@ def zero_state_loss(
     ``zero_state_passages`` (:math:`P`), ``zero_state_tokens`` (:math:`L`) and
     ``zero_state_above_uniform``, the passages worse than guessing uniformly
     (:math:`\ell_p > \ln V`, :math:`V` the vocabulary size). Passages are scored
-    ``batch_size`` at a time. For a model without state (each call starts afresh) this is its
-    ordinary loss on those passages.
+    ``batch_size`` at a time, with a bar counting them once it has taken 2 s (``progress``:
+    its label; ``None``: no bar). For a model without state (each call starts afresh) this is
+    its ordinary loss on those passages.
 
     Raises:
         ValueError: see :func:`passage_starts`.
@@ -160,13 +172,17 @@ def zero_state_loss(
     ids = id_array(ids)
     starts, length = passage_starts(len(ids), passages, length)
     losses: list[float] = []
-    with evaluating(model) as device:
+    bar = progress_bar(total=len(starts), desc=progress or "zero-state passages",
+                       unit="passage", shown=bool(progress), leave=False)  # fmt: skip
+    with bar, evaluating(model) as device:
         for first in range(0, len(starts), batch_size):
+            raise_if_stop_requested()
             window = gather_windows(ids, starts[first : first + batch_size], length + 1)
             window = window.to(device)
             logits = model(input_ids=window[:, :-1], use_cache=False).logits.float()
             nll = F.cross_entropy(logits.transpose(1, 2), window[:, 1:], reduction="none")
             losses += nll.mean(dim=1).tolist()
+            bar.update(len(window))
     uniform = math.log(logits.shape[-1])
     return {
         ZERO_STATE_METRIC: statistics.fmean(losses),
@@ -201,11 +217,27 @@ def explain_zero_state(metrics: dict[str, dict]) -> str | None:
     )
 
 
-def window_nll(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """The summed next-token negative log-likelihood of one window (nats)."""
+def window_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The summed next-token negative log-likelihood of one window (nats), a 0-d tensor on the
+    logits' device."""
     return F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum"
-    ).item()
+    )
+
+
+def scored_prefix(ids, seq_len: int, max_examples: int | None) -> np.ndarray:
+    """The ids that a scoring of at most ``max_examples`` windows of ``seq_len`` tokens reads:
+    the first ``max_examples × seq_len + 1`` (every one but the first a target), a slice of
+    ``ids`` (a memory-mapped split stays mapped: nothing is copied); every id for ``None``."""
+    ids = id_array(ids)
+    return ids if max_examples is None else ids[: max_examples * seq_len + 1]
+
+
+def evaluation_streams(batch_size: int, max_examples: int | None) -> int:
+    """The contiguous streams an evaluation reads (:class:`~hfattn.batching.lm.StreamBatches`):
+    ``batch_size``, or ``max_examples`` when fewer, so that a cap below the batch size scores
+    its windows of ``seq_len`` tokens in one batch."""
+    return batch_size if max_examples is None else min(batch_size, max_examples)
 
 
 @torch.no_grad()
@@ -216,6 +248,8 @@ def evaluate_causal_lm(
     batch_size: int = 32,
     seq_len: int = 256,
     tokenizer=None,
+    max_examples: int | None = None,
+    progress: str | None = None,
     zero_state_passages: int = ZERO_STATE_PASSAGES,
     zero_state_len: int = ZERO_STATE_PASSAGE_LEN,
 ) -> dict:
@@ -223,48 +257,59 @@ def evaluate_causal_lm(
     on ``ids``, read as ``batch_size`` streams with the state carried; for a model with a
     recurrent state also its zero-state loss right after ``loss`` (:func:`zero_state_loss` on
     ``zero_state_passages`` passages of ``zero_state_len`` tokens; 0 passages: left out).
+    ``max_examples`` bounds the windows of ``seq_len`` tokens scored (:func:`scored_prefix`,
+    :func:`evaluation_streams`; ``None``: every one); ``num_examples`` counts them.
 
     For a model with a continuous cache the carried loss of the network alone follows ``loss``
     (:data:`WITHOUT_CACHE_METRIC`).
 
     ``ids`` is a 1-D array (a prepared split's memory-mapped values, or a tensor): each window
-    is gathered from it, never the whole split copied. Loss and perplexity come from the
-    bundled ``evaluate`` module ``perplexity``, accuracy from ``accuracy``. With ``tokenizer``
-    the scored tokens are decoded to count their characters
+    is gathered from it, never the whole split copied; the losses and the correct predictions
+    are summed on the model's device and read once, so what the scoring holds does not grow
+    with the split. Loss and perplexity come from the bundled ``evaluate`` module
+    ``perplexity``; the accuracy is correct / tokens (what the ``accuracy`` module gives).
+    With ``tokenizer`` the scored tokens are decoded to count their characters
     (:func:`~hfattn.batching.lm.count_characters`, also reported as ``num_chars``); without it
-    every token counts as one character (bits per token).
+    every token counts as one character (bits per token). With ``progress`` (the split's name)
+    bars count the tokens (``validation: loss``) and the zero-state passages once each phase
+    has taken 2 s.
     """
     stateful = is_stateful(model)
-    perplexity, accuracy = load_metric("perplexity"), load_metric("accuracy")
-    streams = StreamBatches(ids, batch_size, seq_len)
+    ids = scored_prefix(ids, seq_len, max_examples)
+    streams = StreamBatches(ids, evaluation_streams(batch_size, max_examples), seq_len)
     scored = streams.target_ids()
     cached = has_continuous_cache(model)
-    total_nats = network_nats = 0.0
-    for out, targets in carried_windows(model, streams, stateful, output_hidden_states=cached):
-        logits = out.logits.float()
-        nll = window_nll(logits, targets)
-        total_nats += nll
-        if cached:  # the same pass, before the mixture: the recurrence runs once
-            network_nats += window_nll(model.head_logits(out.hidden_states[-1]).float(), targets)
-        perplexity.add(nll_sum=nll, num_tokens=targets.numel())
-        accuracy.add_batch(
-            predictions=logits.argmax(-1).reshape(-1).tolist(),
-            references=targets.reshape(-1).tolist(),
-        )
+    device = next(model.parameters()).device
+    nats = torch.zeros(2, dtype=torch.float64, device=device)  # with the cache, the network's
+    correct = torch.zeros((), dtype=torch.long, device=device)
+    bar = progress_bar(total=len(scored), desc=f"{progress}: loss", unit="token",
+                       shown=bool(progress), leave=False)  # fmt: skip
+    with bar:
+        for out, targets in carried_windows(model, streams, stateful, output_hidden_states=cached):
+            logits = out.logits.float()
+            nats[0] += window_nll(logits, targets)
+            if cached:  # the same pass, before the mixture: the recurrence runs once
+                nats[1] += window_nll(model.head_logits(out.hidden_states[-1]).float(), targets)
+            correct += (logits.argmax(-1) == targets).sum()
+            bar.update(targets.numel())
+    total_nats, network_nats, num_correct = torch.cat([nats, correct[None].double()]).tolist()
+    perplexity = load_metric("perplexity")
+    perplexity.add(nll_sum=total_nats, num_tokens=len(scored))
     scores = perplexity.compute()
     if cached:
         alone = network_nats / len(scored)
         scores = {"loss": scores.pop("loss"), WITHOUT_CACHE_METRIC: alone, **scores}
     if stateful and zero_state_passages > 0:
-        zero = zero_state_loss(
-            model, ids, passages=zero_state_passages, length=zero_state_len, batch_size=batch_size
-        )
+        zero = zero_state_loss(model, ids, passages=zero_state_passages, length=zero_state_len,
+                               batch_size=batch_size,
+                               progress=progress and f"{progress}: zero-state loss")  # fmt: skip
         scores = {"loss": scores.pop("loss"), **zero, **scores}
     chars = count_characters(tokenizer, scored) if tokenizer is not None else len(scored)
     del scores["bits_per_token"]
     scores["bits_per_char"] = total_nats / chars / math.log(2)
     scores["num_chars"] = chars
-    scores.update(accuracy.compute())
+    scores["accuracy"] = num_correct / len(scored)
+    scores["num_examples"] = math.ceil(len(scored) / seq_len)
     return scores
 
 
@@ -276,10 +321,12 @@ __all__ = [
     "carried_windows",
     "evaluate_causal_lm",
     "evaluating",
+    "evaluation_streams",
     "explain_zero_state",
     "has_continuous_cache",
     "is_stateful",
     "passage_starts",
+    "scored_prefix",
     "window_nll",
     "zero_state_loss",
 ]

@@ -21,6 +21,7 @@ import torch
 from torch.nn import functional as F
 
 from ..batching.seq2seq import IGNORE_INDEX
+from ..common.progress import progress_bar
 from ..common.stop_request import raise_if_stop_requested
 from . import load_metric
 
@@ -38,9 +39,13 @@ def source_limit(model, tokenizer) -> int | None:
 
 
 @torch.no_grad()
-def teacher_forced_scores(model, batches) -> dict:
+def teacher_forced_scores(
+    model, batches, *, total: int | None = None, progress: str | None = None
+) -> dict:
     """Loss (nats/token), perplexity and masked next-token accuracy over padded ``batches``
-    (any order: a split's rows sorted by length pad least).
+    (any order: a split's rows sorted by length pad least); with ``progress`` (its label) a
+    bar counts the pairs of the batches up to ``total`` once the pass has taken 2 s
+    (:func:`~hfattn.common.progress.progress_bar`).
 
     The summed NLL (float64), the token count and the correct predictions are added up on the
     model's device and read once, after the last batch; loss and perplexity come from the
@@ -51,6 +56,8 @@ def teacher_forced_scores(model, batches) -> dict:
     device = next(model.parameters()).device
     nll_sum = torch.zeros((), dtype=torch.float64, device=device)
     counts = torch.zeros(2, dtype=torch.long, device=device)  # tokens, correct predictions
+    bar = progress_bar(total=total, desc=progress or "loss", unit="pair", shown=bool(progress),
+                       leave=False)  # fmt: skip
     try:
         for batch in batches:
             raise_if_stop_requested()
@@ -65,7 +72,9 @@ def teacher_forced_scores(model, batches) -> dict:
                 reduction="sum",
             )
             counts += torch.stack([keep.sum(), (keep & (logits.argmax(-1) == labels)).sum()])
+            bar.update(len(labels))
     finally:
+        bar.close()
         model.train(was_training)
     nll, tokens, correct = torch.cat([nll_sum[None], counts.double()]).tolist()  # one read
     perplexity = load_metric("perplexity")

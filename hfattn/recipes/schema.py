@@ -111,17 +111,42 @@ class SplitTextDataSection:
 
 @dataclass
 class EvaluationSection:
-    """``evaluation:`` — splits scored at the end (``validation`` is also scored periodically)."""
+    """``evaluation:`` — splits scored at the end (``validation`` is also scored periodically)
+    and how many examples of a split each scoring reads, every score (the loss included) on
+    the same examples, as the ``max_eval_samples`` of Hugging Face's example scripts."""
 
     splits: list[str] = field(default_factory=lambda: ["validation", "test"])
     """Splits scored at the end of training (and by ``hfattn evaluate``)."""
     batch_size: int = 32
     """Examples per evaluation batch."""
+    max_examples: int | None = None
+    """The most examples of the validation split that each periodic validation scores, its
+    loss included (``null``: every one). An example is a pair of a translation split (the
+    first ones), a row of a classification split (a random sample drawn with ``data.seed``:
+    a file is often sorted by label) or a window of ``evaluation.seq_len`` tokens of a
+    causal-LM split (its first ``max_examples × seq_len`` tokens, read as the evaluation's
+    streams; the zero-state passages are spread over them). ``num_examples`` in
+    ``eval_results.json`` and ``metrics.jsonl`` says how many were scored."""
+    final_max_examples: int | None = None
+    """The most examples of a split scored at the end of training and by ``hfattn evaluate``
+    (``--max-examples`` overrides it), as ``max_examples`` counts them, except that a
+    translation split gives a random sample of that many pairs drawn with ``data.seed``
+    (``sampled_from`` in ``eval_results.json`` says out of how many); ``null``: as
+    ``max_examples``, and with both ``null`` every example. Scores already computed with the
+    final weights at a validation are reused only when the two score the same examples."""
 
     def __post_init__(self):
         for split in self.splits:
             require_choice(split, "evaluation.splits", SPLITS)
-        require_positive(self, "evaluation", "batch_size")
+        require_positive(self, "evaluation", "batch_size", "max_examples", "final_max_examples")
+
+    def example_cap(self, final: bool = False) -> int | None:
+        """The most examples of a split scored: ``max_examples`` at a periodic validation,
+        ``final_max_examples`` at the end of training and by ``hfattn evaluate`` (``final``;
+        ``null``: ``max_examples``); ``None``: every example."""
+        if final and self.final_max_examples is not None:
+            return self.final_max_examples
+        return self.max_examples
 
 
 @dataclass

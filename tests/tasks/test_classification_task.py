@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 
 import peft
 import pytest
@@ -296,6 +297,66 @@ def test_rnn_classifier_with_word2vec_vectors(files, tmp_path):
     assert result.metrics["test"]["accuracy"] >= 0.9
     classify = pipeline("text-classification", model=str(tmp_path / "run"))
     assert classify("they love the merry sweet day")[0]["label"] == "pos"
+
+
+def test_a_capped_scoring_reads_a_seeded_sample_of_the_rows(tmp_path, monkeypatch, capsys):
+    """``evaluation.max_examples: 5`` of 32 validation rows (a file sorted by label would give
+    one label in its first rows): a sample drawn with ``data.seed``, the only rows the model
+    reads, and the scores those rows' alone; at the end ``final_max_examples: 9`` test rows,
+    the confusion matrix of those 9. Each pass shows its bar (its delay set to 0 here)."""
+    import numpy as np
+
+    import hfattn.common.progress as progress
+    from hfattn.tasks import get_task
+    from hfattn.tasks.classification.encoding import PreparedClassification
+    from tests.helpers.recipe_helpers import write_recipe
+
+    data = tmp_path / "keywords.csv"
+    with open(data, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("sentence", "sentiment"), *keyword_rows(320)])
+    recipe = load_recipe(write_recipe(
+        tmp_path, base={}, name="capped", task="classification",
+        model={"type": "rnn-classifier", "embedding_dim": 8, "hidden_size": 8},
+        tokenizer={"type": "word", "vocab_size": 100},
+        data={"source": str(data), "text_column": "sentence", "label_column": "sentiment",
+              "max_length": 16, "seed": 3},
+        training={"batch_size": 16, "max_steps": 1},
+        evaluation={"splits": ["test"], "batch_size": 4, "max_examples": 5,
+                    "final_max_examples": 9},
+    ))  # fmt: skip
+    job = get_task("classification").build_job(recipe)
+    splits = PreparedClassification.of(recipe).splits
+    (tmp_path / "run").mkdir()
+    monkeypatch.setattr(progress, "PROGRESS_DELAY_S", 0.0)
+    read = []
+    hook = job.model.register_forward_pre_hook(
+        lambda module, args, kwargs: read.append(len(kwargs["input_ids"])), with_kwargs=True
+    )
+    try:
+        periodic = job.evaluate(job.model, "validation")
+        final = job.final_evaluate(job.model, "test")
+    finally:
+        hook.remove()
+    assert read[:2] == [4, 1] and sum(read) == 5 + 9
+    model = job.model.eval()
+    for split, scores, cap in (("validation", periodic, 5), ("test", final, 9)):
+        size = len(splits[split])
+        rows = np.sort(np.random.default_rng(3).choice(size, size=cap, replace=False))
+        with torch.no_grad():
+            logits = torch.cat([
+                model(input_ids=torch.tensor(splits[split].ids[i].tolist())[None]).logits
+                for i in rows
+            ])  # fmt: skip
+        labels = torch.as_tensor(splits[split].labels[rows])
+        nll = -torch.log_softmax(logits, -1)[torch.arange(cap), labels].mean()
+        assert scores["loss"] == pytest.approx(nll.item(), rel=1e-5)
+        assert scores["accuracy"] == int((logits.argmax(-1) == labels).sum()) / cap
+        assert (scores["num_examples"], scores["sampled_from"]) == (cap, size)
+    matrix = json.loads((tmp_path / "run" / "confusion_matrix.json").read_text())["matrix"]
+    assert sum(map(sum, matrix)) == 9
+    err = capsys.readouterr().err
+    assert re.search(r"validation: loss: .*/5 .*text/s", err), err
+    assert re.search(r"test: loss: .*/9 .*text/s", err), err
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,10 @@ them apart (``eval_s`` in ``metrics.jsonl``, ``eval_runtime_s`` / ``final_eval_r
 from __future__ import annotations
 
 import json
+import re
 import time
 
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
@@ -71,14 +73,15 @@ def test_a_split_is_read_from_the_prepared_ids_not_tokenized(translation_job, mo
     assert calls == []
 
 
-def test_length_sorted_teacher_forcing_gives_the_file_order_scores(translation_job):
-    """The scores of the sorted batches are those of the split padded in file order with
-    ``pad_pairs`` (the old way, computed here by hand), from fewer padded positions."""
-    recipe, job = translation_job
+def file_order_scores(recipe, job, rows=None) -> tuple[float, int, int, int]:
+    """``(nll, correct, tokens, cells)`` of the validation pairs ``rows`` (default: all),
+    encoded with the list encoders and padded in file order with ``pad_pairs`` (the old way, by
+    hand), in batches of ``evaluation.batch_size``."""
     model, tok, d = job.model.eval(), job.tokenizer, recipe.data
     sources, targets = job_pairs(recipe, "validation")
-    src = encode_sources(tok, sources, d.max_source_length)
-    tgt = encode_targets(tok, targets, d.max_target_length, "warn")
+    rows = range(len(sources)) if rows is None else rows
+    src = encode_sources(tok, [sources[i] for i in rows], d.max_source_length)
+    tgt = encode_targets(tok, [targets[i] for i in rows], d.max_target_length, "warn")
     step = recipe.evaluation.batch_size
     nll, hits, n, file_order_cells = 0.0, 0, 0, 0
     with torch.no_grad():
@@ -91,6 +94,15 @@ def test_length_sorted_teacher_forcing_gives_the_file_order_scores(translation_j
             hits += int((logits.argmax(-1)[keep] == labels[keep]).sum())
             n += int(keep.sum())
             file_order_cells += batch["input_ids"].numel() + labels.numel()
+    return nll, hits, n, file_order_cells
+
+
+def test_length_sorted_teacher_forcing_gives_the_file_order_scores(translation_job):
+    """The scores of the sorted batches are those of the split padded in file order with
+    ``pad_pairs`` (the old way, computed here by hand), from fewer padded positions."""
+    recipe, job = translation_job
+    model = job.model.eval()
+    nll, hits, n, file_order_cells = file_order_scores(recipe, job)
 
     cells = []
 
@@ -108,6 +120,61 @@ def test_length_sorted_teacher_forcing_gives_the_file_order_scores(translation_j
     assert scores["perplexity"] == pytest.approx(torch.tensor(nll / n).exp().item(), rel=1e-6)
     assert scores["token_accuracy"] == hits / n
     assert sum(cells) < file_order_cells
+
+
+def test_a_capped_scoring_reads_the_same_pairs_for_the_loss_and_the_translations(
+    translation_job, monkeypatch, capsys
+):
+    """``evaluation.max_examples: 10``: the loss pass and the decoding read the first 10 of the
+    60 validation pairs, and the scores are those 10 pairs' alone; at the end
+    (``final_max_examples: 7``) both read the same seeded sample of 7. Each pass shows its bar
+    (its delay set to 0 here) with its count and rate."""
+    import hfattn.common.progress as progress
+    import hfattn.tasks.translation.job as job_module
+    from hfattn.tasks.translation.prepared import PreparedPairs
+    from hfattn.tasks.translation.recipe import TranslationEvaluationSection
+
+    recipe, job = translation_job
+    prepared = get_task("translation").prepare_data(recipe)  # the job's, found in the cache
+    split = job_module.EncodedSplits(job.tokenizer, PreparedPairs(prepared.folder), recipe.data)
+    split = split["validation"]
+    evaluation = TranslationEvaluationSection(
+        batch_size=8, max_new_tokens=8, max_examples=10, final_max_examples=7
+    )
+    taught, decoded = [], []
+
+    def count_pairs(module, args, kwargs):
+        if kwargs.get("labels") is not None:  # the teacher-forced passes, not generate()
+            taught.append(len(kwargs["labels"]))
+
+    translate = job_module.translate_texts
+
+    def recording(model, tokenizer, texts, **options):
+        decoded.extend(texts)
+        return translate(model, tokenizer, texts, **options)
+
+    monkeypatch.setattr(job_module, "translate_texts", recording)
+    monkeypatch.setattr(progress, "PROGRESS_DELAY_S", 0.0)
+    sources = job_pairs(recipe, "validation")[0]
+    assert len(split) == len(sources) == 60
+    sample = np.sort(np.random.default_rng(recipe.data.seed).choice(60, size=7, replace=False))
+    hook = job.model.register_forward_pre_hook(count_pairs, with_kwargs=True)
+    try:
+        for final, rows in ((False, range(10)), (True, sample)):
+            taught.clear(), decoded.clear()
+            scores = job_module.score_split(job.model, split, evaluation, final=final)
+            assert sum(taught) == len(rows) and decoded == [sources[i] for i in rows]
+            nll, hits, n, _ = file_order_scores(recipe, job, rows)
+            assert scores["num_tokens"] == n and scores["token_accuracy"] == hits / n
+            assert scores["loss"] == pytest.approx(nll / n, rel=1e-6)
+            assert scores["num_examples"] == len(rows)
+            assert scores.get("sampled_from") == (60 if final else None)
+    finally:
+        hook.remove()
+    err = capsys.readouterr().err
+    for total in (10, 7):
+        for phase, unit in (("loss", "pair"), ("decoding", "source")):
+            assert re.search(rf"validation: {phase}: .*/{total} .*{unit}/s", err), err[-2000:]
 
 
 def job_pairs(recipe, split: str):

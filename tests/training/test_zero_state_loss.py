@@ -8,15 +8,18 @@ with hand-set weights: a one-unit GRU that latches to 1 on a trigger character a
 its value, and a head that, latched, bets a little against a never-seen token (better than
 uniform) and, unlatched, puts a large logit ``M`` on it. Its expected losses are simulated here,
 token by
-token, from the stream and passage layouts."""
+token, from the stream and passage layouts: those of the whole split, and those of the first
+windows that ``evaluation.max_examples`` bounds a scoring to."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
+import re
 import statistics
 
+import numpy as np
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
@@ -26,6 +29,7 @@ from hfattn.cli import main
 from hfattn.evaluation.language_modeling import (
     evaluate_causal_lm,
     passage_starts,
+    scored_prefix,
     zero_state_loss,
 )
 from hfattn.hub import inspect_folder, render_model_card
@@ -117,6 +121,76 @@ def test_without_carried_state_the_two_losses_agree():
         assert zero["loss_zero_state"] == pytest.approx(carried, rel=1e-5)
     # a stateless model reads every window from scratch: its loss is the zero-state loss
     assert "loss_zero_state" not in evaluate_causal_lm(gpt2, ids, batch_size=2, seq_len=8)
+
+
+def read_windows(model) -> tuple[list, object]:
+    """``(shapes, hook)``: the shape of every ``input_ids`` ``model`` is called with, recorded
+    from now on (remove the hook when done)."""
+    shapes = []
+    hook = model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    return shapes, hook
+
+
+def test_a_cap_scores_the_first_windows_as_streams_with_the_passages_over_them(monkeypatch, capsys):
+    """``max_examples: 6`` windows of 100 tokens: the first 600 predicted tokens, read as 4
+    streams of 150, and 3 zero-state passages spread over those 601 ids; the rest of the
+    split (a trigger at 3,000 included) is never read. Each pass shows its bar (its delay set
+    to 0 here) with its count and rate."""
+    import hfattn.common.progress as progress
+
+    monkeypatch.setattr(progress, "PROGRESS_DELAY_S", 0.0)
+    ids = corpus(5000, [30, 420, 3000])
+    model = latch_model()
+    shapes, hook = read_windows(model)
+    try:
+        scores = evaluate_causal_lm(model, ids, batch_size=4, seq_len=100, max_examples=6,
+                                    zero_state_passages=3, zero_state_len=50,
+                                    progress="validation")  # fmt: skip
+    finally:
+        hook.remove()
+    carried = [
+        loss for i in range(4) for loss in token_losses(ids[i * 150 : (i + 1) * 150].tolist())
+    ]
+    starts = [p * (601 - 50 - 1) // 2 for p in range(3)]  # 0, 275, 550
+    per_passage = [statistics.fmean(token_losses(ids[s : s + 50].tolist())) for s in starts]
+    assert scores["loss"] == pytest.approx(statistics.fmean(carried), rel=1e-5)
+    assert scores["loss_zero_state"] == pytest.approx(statistics.fmean(per_passage), rel=1e-5)
+    assert (scores["num_tokens"], scores["num_chars"], scores["num_examples"]) == (600, 600, 6)
+    assert shapes == [(4, 100), (4, 50), (3, 50)]  # two windows of each stream, the passages
+    err = capsys.readouterr().err
+    assert re.search(r"validation: loss: .*/600 .*token/s", err), err
+    assert re.search(r"validation: zero-state loss: .*/3 .*passage/s", err), err
+
+
+def test_a_cap_below_the_batch_size_scores_its_windows_in_one_batch():
+    ids = corpus(5000, [150])
+    model = latch_model()
+    shapes, hook = read_windows(model)
+    try:
+        scores = evaluate_causal_lm(model, ids, batch_size=32, seq_len=100, max_examples=2,
+                                    zero_state_passages=0)  # fmt: skip
+    finally:
+        hook.remove()
+    assert shapes == [(2, 100)]
+    losses = token_losses(ids[:100].tolist()) + token_losses(ids[100:200].tolist())
+    assert scores["loss"] == pytest.approx(statistics.fmean(losses), rel=1e-5)
+    assert (scores["num_tokens"], scores["num_examples"]) == (200, 2)
+    assert scores["accuracy"] == 0.0  # the latch never predicts the random tokens (never 0)
+
+
+def test_the_scored_prefix_is_a_slice_of_the_mapped_split(tmp_path):
+    path = tmp_path / "ids.bin"
+    np.arange(100_000, dtype=np.uint16).tofile(path)
+    mapped = np.memmap(path, dtype=np.uint16, mode="r")
+    prefix = scored_prefix(mapped, 100, 6)
+    assert np.shares_memory(prefix, mapped) and not prefix.flags.owndata  # a view, no copy
+    assert prefix.tolist() == list(range(601))
+    whole = scored_prefix(mapped, 100, None)
+    assert np.shares_memory(whole, mapped) and len(whole) == 100_000
+    assert len(scored_prefix(mapped, 100, 10_000)) == 100_000  # a cap above the split: all
 
 
 def test_passages_fit_the_split():

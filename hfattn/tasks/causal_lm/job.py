@@ -22,6 +22,7 @@ from ...evaluation.language_modeling import (
     WITHOUT_CACHE_METRIC,
     ZERO_STATE_METRIC,
     evaluate_causal_lm,
+    evaluation_streams,
     is_stateful,
 )
 from ...models.modeling_char_rnn import detach_state, state_tensors
@@ -213,28 +214,34 @@ def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
         corpus = prepare_corpus(recipe)
         tokenizer = corpus.tokenizer
         model = build_char_lm(recipe, tokenizer)
-    scored = set(recipe.evaluation.splits) | (
-        {"validation"} if recipe.training.eval_every else set()
-    )
-    for split in sorted(scored):  # fail now, not after training
+    e, g = recipe.evaluation, recipe.generation
+    scorings = {(split, True) for split in e.splits}  # (split, at the end)
+    if recipe.training.eval_every:
+        scorings.add(("validation", False))
+    for split, final in sorted(scorings):  # fail now, not after training
         tokens = corpus.ids[split].num_values
+        streams = evaluation_streams(e.batch_size, e.example_cap(final))
         require(
-            tokens - 1 >= recipe.evaluation.batch_size,
+            tokens - 1 >= streams,
             "evaluation.batch_size",
-            f"the {split} split has {tokens} tokens, too few for "
-            f"{recipe.evaluation.batch_size} streams; lower evaluation.batch_size",
+            f"the {split} split has {tokens} tokens, too few for {streams} streams; lower "
+            "evaluation.batch_size",
         )
     batches = training_batches(recipe.training, corpus.tokens("train"), model)
-    e, g = recipe.evaluation, recipe.generation
 
-    def evaluate(model, split: str) -> dict:
+    def evaluate(model, split: str, final: bool = False) -> dict:
         return evaluate_causal_lm(
             model,
             corpus.tokens(split),
             batch_size=e.batch_size,
             seq_len=e.seq_len,
             tokenizer=tokenizer,
+            max_examples=e.example_cap(final),
+            progress=split,
         )
+
+    def final_evaluate(model, split: str) -> dict:
+        return evaluate(model, split, final=True)
 
     def sample(model) -> str:
         text = generate_text(model, tokenizer, g.prompt, **g.generate_kwargs())
@@ -250,6 +257,8 @@ def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
         batches=batches,
         compute_loss=causal_lm_loss,
         evaluate=evaluate,
+        # the validations' windows: the engine reuses their scores of the same weights
+        final_evaluate=None if e.example_cap(True) == e.example_cap() else final_evaluate,
         sample=sample,
         data_preparation=corpus.prepared.record(),
     )

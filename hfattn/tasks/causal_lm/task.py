@@ -73,7 +73,9 @@ class CausalLMTask(Task):
         next-token accuracy of a saved model (a full model folder, or a LoRA adapter folder:
         transformers loads its base model first), on the recipe's corpus (or ``data``; a
         single file whole, :func:`~hfattn.tasks.base.scoring_data`) encoded with the model's
-        own tokenizer, prepared once and memory-mapped."""
+        own tokenizer, prepared once and memory-mapped; each split's first
+        ``evaluation.final_max_examples`` windows of ``evaluation.seq_len`` tokens
+        (:meth:`~hfattn.recipes.schema.EvaluationSection.example_cap`; ``null``: every one)."""
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir)
         separator = document_separator(tokenizer, is_pretrained(recipe.model))
@@ -88,6 +90,8 @@ class CausalLMTask(Task):
                 batch_size=e.batch_size,
                 seq_len=e.seq_len,
                 tokenizer=tokenizer,
+                max_examples=e.example_cap(final=True),
+                progress=split,
             )
             for split in splits
         }

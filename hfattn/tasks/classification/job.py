@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import AutoModelForSequenceClassification
 
@@ -26,12 +27,15 @@ from ...evaluation.classification import (
     predict_logits,
     write_confusion_matrix,
 )
+from ...evaluation.examples import example_counts, scored_rows
 from ...recipes.model_section import is_pretrained, sized_model_config
+from ...storage.ragged import RaggedTexts
 from ...training.training_job import TrainingJob
 from ..base import Task, model_loss
 from ..pretrained import apply_lora, pretrained_model
 from .encoding import (
     DATASET_NAMES,
+    EncodedSplit,
     PreparedClassification,
     encode_texts,
     label_maps,
@@ -90,6 +94,17 @@ def word_vector_matrix(recipe: ClassificationRecipe, tokenizer, config, texts: S
         raise ValueError(f"word_vectors: {err} (model.embedding_dim)") from None
 
 
+def scored_texts(split: EncodedSplit, rows: Sequence[int]) -> EncodedSplit:
+    """The texts ``rows`` of ``split`` (:func:`~hfattn.evaluation.examples.scored_rows`) as a
+    split of their own, read into memory (a cap bounds them), or ``split`` itself when they are
+    all of its texts."""
+    if isinstance(rows, range) and len(rows) == len(split):
+        return split
+    rows = np.asarray(rows, dtype=np.int64)
+    return EncodedSplit(split.ids.take(rows), np.asarray(split.labels[rows]),
+                        RaggedTexts(split.texts.data.take(rows)))  # fmt: skip
+
+
 classification_loss = model_loss
 """Mean cross-entropy of a padded batch (the model computes it from ``labels``)."""
 
@@ -144,21 +159,28 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
     output_dir = Path(recipe.output_dir)
     e = recipe.evaluation
 
-    def evaluate(model, split: str) -> dict:
+    def evaluate(model, split: str, final: bool = False) -> dict:
         encoded = splits[split]
-        logits = predict_logits(
-            model, encoded.ids, batch_size=e.batch_size, pad_token_id=tokenizer.pad_token_id
-        )
+        rows = scored_rows(len(encoded), e.example_cap(final), seed=recipe.data.seed)
+        scored = scored_texts(encoded, rows)
+        logits = predict_logits(model, scored.ids, batch_size=e.batch_size,
+                                pad_token_id=tokenizer.pad_token_id,
+                                progress=f"{split}: loss")  # fmt: skip
         if split == "test":
             write_confusion_matrix(
                 output_dir / CONFUSION_MATRIX_FILE,
                 logits,
-                encoded.labels,
+                scored.labels,
                 data.label_names,
                 split=split,
                 data=recipe.data.source,
             )
-        return classification_scores(logits, encoded.labels)
+        scores = classification_scores(logits, scored.labels)
+        scores.update(example_counts(rows, len(encoded)))
+        return scores
+
+    def final_evaluate(model, split: str) -> dict:
+        return evaluate(model, split, final=True)
 
     def sample(model) -> str:
         test = splits["test"]
@@ -183,6 +205,8 @@ def build_job(recipe: ClassificationRecipe, task: Task) -> TrainingJob:
         batches=batches,
         compute_loss=classification_loss,
         evaluate=evaluate,
+        # the validations' rows: the engine reuses their scores of the same weights
+        final_evaluate=None if e.example_cap(True) == e.example_cap() else final_evaluate,
         sample=sample,
         data_preparation=data.prepared.record(),
     )
@@ -194,5 +218,6 @@ __all__ = [
     "build_model",
     "classification_loss",
     "sample_text",
+    "scored_texts",
     "word_vector_matrix",
 ]

@@ -8,12 +8,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ...data.classification import ClassificationData
 from ...data.prepared import Prepared
 from ...evaluation.classification import (
     classification_scores,
     predict_logits,
     write_confusion_matrix,
 )
+from ...evaluation.examples import example_counts, scored_rows
 from ...storage.run_folder import CONFUSION_MATRIX_FILE
 from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
@@ -71,22 +73,34 @@ class ClassificationTask(Task):
     def evaluate_folder(
         self, model_dir: Path, recipe: ClassificationRecipe, splits: list[str], *, data=None
     ) -> dict[str, dict]:
-        """Loss, accuracy and macro-F1 of a saved model (or LoRA adapter) folder; scoring
-        ``test`` rewrites the folder's ``confusion_matrix.json``. The splits are encoded with
-        the folder's own tokenizer, in batches, into a temporary folder."""
+        """Loss, accuracy and macro-F1 of a saved model (or LoRA adapter) folder, on a random
+        sample of ``evaluation.final_max_examples`` texts of each split drawn with
+        ``data.seed`` (:meth:`~hfattn.recipes.schema.EvaluationSection.example_cap`; ``null``:
+        every text); scoring ``test`` rewrites the folder's ``confusion_matrix.json``. The
+        texts scored are encoded with the folder's own tokenizer, in batches, into a
+        temporary folder."""
         model_dir = Path(model_dir)
         labelled = load_data(recipe.data, data)
         model, tokenizer = load_classifier(model_dir, labelled.label_names)
         max_length = min(recipe.data.max_length, tokenizer.model_max_length)
+        e, seed = recipe.evaluation, recipe.data.seed
+        sizes = {split: len(labelled.splits[split]) for split in splits}
+        rows = {split: scored_rows(sizes[split], e.example_cap(final=True), seed=seed)
+                for split in splits}  # fmt: skip
+        chosen = ClassificationData(
+            {**labelled.splits, **{s: labelled.splits[s].select(rows[s]) for s in splits}},
+            labelled.label_names,
+        )
         results = {}
         with tempfile.TemporaryDirectory(prefix="hfattn-evaluate-") as folder:
-            encoded = encode_splits(folder, labelled, tokenizer, max_length, splits)
+            encoded = encode_splits(folder, chosen, tokenizer, max_length, splits)
             for split in splits:
                 logits = predict_logits(
                     model,
                     encoded[split].ids,
-                    batch_size=recipe.evaluation.batch_size,
+                    batch_size=e.batch_size,
                     pad_token_id=tokenizer.pad_token_id,
+                    progress=f"{split}: loss",
                 )
                 labels = encoded[split].labels
                 if split == "test":
@@ -99,6 +113,7 @@ class ClassificationTask(Task):
                         data=data or recipe.data.source,
                     )
                 results[split] = classification_scores(logits, labels)
+                results[split].update(example_counts(rows[split], sizes[split]))
         return results
 
 

@@ -4,10 +4,12 @@ teacher-forced batches and loss, the scoring of a split (loss, token accuracy, B
 exact match) and the translated sample.
 
 A run scores its validation split at every ``training.eval_every`` steps from the split's
-prepared ids and texts (:class:`EncodedSplit`, kept by :class:`EncodedSplits`): its
-teacher-forced batches are cut from the pairs sorted by length (little padding) and gathered
-from the mapped ids, and the translations decode in batches of sources sorted by length
-(:func:`~hfattn.tasks.translation.inference.translate_texts` with the ids already encoded).
+prepared ids and texts (:class:`EncodedSplit`, kept by :class:`EncodedSplits`), on the pairs
+``evaluation.max_examples`` bounds (``evaluation.final_max_examples`` at the end): its
+teacher-forced batches are cut from those pairs sorted by length (little padding) and
+gathered from the mapped ids, and their translations decode in batches of sources sorted by
+length (:func:`~hfattn.tasks.translation.inference.translate_texts` with the ids already
+encoded).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from ...batching.seq2seq import PairBatches, pad_ragged_pairs
 from ...batching.token_buckets import BucketedBatches
+from ...evaluation.examples import example_counts, scored_rows
 from ...evaluation.translation import source_limit, teacher_forced_scores, text_scores
 from ...recipes.model_section import sized_model_config
 from ...storage.ragged import RaggedIds, RaggedTexts
@@ -51,8 +54,8 @@ class EncodedSplit:
     them, the targets cut to ``data.max_target_length``), and what is made of them once and
     kept for the next scoring: the sources cut to each limit asked for
     (:class:`~hfattn.tasks.translation.encoding.RowCutter`), the references
-    (:func:`~hfattn.tasks.translation.encoding.reference_text`) and the length order of the
-    teacher-forced batches."""
+    (:func:`~hfattn.tasks.translation.encoding.reference_text`), the length order of the
+    teacher-forced batches and the first pairs a capped validation scores (:meth:`scored`)."""
 
     def __init__(
         self,
@@ -70,6 +73,29 @@ class EncodedSplit:
         self._sources: dict[int | None, RaggedIds] = {}
         self._references: list[str] | None = None
         self._order: np.ndarray | None = None
+        self._first: dict[int, EncodedSplit] = {}
+
+    def __len__(self) -> int:
+        return len(self.target_ids)
+
+    def scored(self, rows: Sequence[int]) -> EncodedSplit:
+        """The pairs ``rows`` (:func:`decoded_rows`) as a split of their own, read into memory
+        (a cap bounds them), or this split itself when they are all of its pairs; the first
+        ``N`` pairs are kept for the next scoring (every capped validation reads them)."""
+        if isinstance(rows, range) and rows.start == 0 and len(rows) == len(self):
+            return self
+        first = isinstance(rows, range) and rows.start == 0
+        if first and len(rows) in self._first:
+            return self._first[len(rows)]
+        source_texts, target_texts = (
+            RaggedTexts(texts.data.take(rows)) for texts in (self.source_texts, self.target_texts)
+        )
+        pairs = EncodedSplit(self.tokenizer, self.source_ids.take(rows),
+                             self.target_ids.take(rows), source_texts, target_texts, self.data,
+                             self.name)  # fmt: skip
+        if first:
+            self._first[len(rows)] = pairs
+        return pairs
 
     def sources(self, limit: int | None) -> RaggedIds:
         """The source ids cut to ``limit`` tokens, as :func:`encode_sources` gives them (too
@@ -126,28 +152,40 @@ def score_split(
     *,
     final: bool = False,
 ) -> dict:
-    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on one encoded ``split``;
+    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on the pairs of one encoded
+    ``split`` that :func:`decoded_rows` chooses (``final``: the end of training and ``hfattn
+    evaluate``), every score on the same pairs (:func:`score_pairs`), with ``num_examples``
+    and, for a sample, ``sampled_from`` (:func:`~hfattn.evaluation.examples.example_counts`);
     the translations decode with ``decoding`` (``generate()`` keyword arguments, see
     :func:`scoring_decoding`), by default ``evaluation.num_beams`` and
-    ``evaluation.max_new_tokens`` (the periodic validations of a training run), on the rows of
-    :func:`decoded_rows` (``final``: the end of training and ``hfattn evaluate``), a bar
-    counting them (``validation: decoding``)."""
-    tokenizer = split.tokenizer
-    scores = teacher_forced_scores(model, split.teacher_forced_batches(evaluation.batch_size))
+    ``evaluation.max_new_tokens`` (the periodic validations of a training run)."""
     if decoding is None:
         decoding = {"num_beams": evaluation.num_beams, "max_new_tokens": evaluation.max_new_tokens}
-    source_ids = split.sources(source_limit(model, tokenizer))
     beams = decoding.get("num_beams") or 1
-    rows = decoded_rows(split.name, len(source_ids), evaluation, beams, final, split.data.seed)
+    rows = decoded_rows(split.name, len(split), evaluation, beams, final, split.data.seed)
+    scores = score_pairs(model, split.scored(rows), evaluation.batch_size, decoding)
+    scores.update(example_counts(rows, len(split)))
+    return scores
+
+
+def score_pairs(model, pairs: EncodedSplit, batch_size: int, decoding: dict) -> dict:
+    """Loss, perplexity, token accuracy, BLEU, chrF and exact match on every pair of
+    ``pairs``, ``batch_size`` pairs a batch: the teacher-forced pass with a bar counting the
+    pairs (``validation: loss``), then the translations decoded with ``decoding`` with
+    another (``validation: decoding``)."""
+    tokenizer = pairs.tokenizer
+    scores = teacher_forced_scores(model, pairs.teacher_forced_batches(batch_size),
+                                   total=len(pairs), progress=f"{pairs.name}: loss")  # fmt: skip
+    source_ids = pairs.sources(source_limit(model, tokenizer))
 
     def translate(texts, rows):  # the sources of these rows, already encoded
         return translate_texts(
             model,
             tokenizer,
             texts,
-            batch_size=evaluation.batch_size,
+            batch_size=batch_size,
             source_ids=source_ids.take(rows).tolist(),
-            progress=f"{split.name}: decoding",
+            progress=f"{pairs.name}: decoding",
             **decoding,
         )
 
@@ -155,10 +193,10 @@ def score_split(
         decoded_scores(
             translate,
             tokenizer,
-            split.source_texts,
-            split.target_texts,
-            rows,
-            references=split.references(),
+            pairs.source_texts,
+            pairs.target_texts,
+            range(len(pairs)),
+            references=pairs.references(),
         )
     )
     return scores
@@ -172,17 +210,15 @@ def decoded_rows(
     final: bool,
     seed: int,
 ) -> Sequence[int]:
-    """The rows of split ``name`` (``size`` pairs) whose translations are scored: the first
-    ``evaluation.max_examples`` (``null``: all); at the end of training and by ``hfattn
-    evaluate`` (``final``), with ``evaluation.final_max_examples`` set, a random sample of that
-    many drawn with ``seed`` (in split order), and without it a warning when more than
+    """The rows of split ``name`` (``size`` pairs) that are scored, their loss and their
+    translations: the first ``evaluation.max_examples`` (``null``: all); at the end of training
+    and by ``hfattn evaluate`` (``final``), with ``evaluation.final_max_examples`` set, a
+    random sample of that many drawn with ``seed`` (in split order,
+    :func:`~hfattn.evaluation.examples.scored_rows`), and without it a warning when more than
     :data:`~hfattn.tasks.translation.recipe.LARGE_FINAL_SPLIT` pairs are decoded."""
-    cap = evaluation.final_max_examples if final else None
-    if cap is not None:
-        if cap >= size:
-            return range(size)
-        return np.sort(np.random.default_rng(seed).choice(size, size=cap, replace=False))
-    rows = range(min(size, evaluation.max_examples or size))
+    if final and evaluation.final_max_examples is not None:
+        return scored_rows(size, evaluation.final_max_examples, seed=seed)
+    rows = scored_rows(size, evaluation.max_examples)
     if final and len(rows) > LARGE_FINAL_SPLIT:
         logger.warning("%s: decoding %s pairs at beam %d; set evaluation.final_max_examples to "
                        "sample fewer", name, f"{len(rows):,}", num_beams)  # fmt: skip
@@ -209,10 +245,7 @@ def decoded_scores(
         written = [reference_text(tokenizer, targets[i]) for i in rows]
     else:
         written = [references[i] for i in rows]
-    scores = {**text_scores(predictions, written), "num_examples": len(rows)}
-    if not isinstance(rows, range):
-        scores["sampled_from"] = len(sources)
-    return scores
+    return {**text_scores(predictions, written), **example_counts(rows, len(sources))}
 
 
 def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
@@ -256,7 +289,8 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
         return score_split(model, encoded[split], e, final_decoding, final=True)
 
     periodic = {"num_beams": e.num_beams, "max_new_tokens": e.max_new_tokens, "do_sample": False}
-    # decoded as the validations are: the engine reuses their scores of the same weights
+    # the validations' pairs (no final sample) decoded as they are: the engine reuses their
+    # scores of the same weights
     same_scoring = final_decoding == periodic and e.final_max_examples is None
 
     examples = list(g.examples) or pairs.texts("test")[0][:3]
@@ -330,6 +364,7 @@ __all__ = [
     "decoded_rows",
     "decoded_scores",
     "decoding_kwargs",
+    "score_pairs",
     "score_split",
     "scoring_decoding",
     "translation_loss",

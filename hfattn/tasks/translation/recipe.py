@@ -154,27 +154,22 @@ beam search) is said in a warning naming ``evaluation.final_max_examples``: a be
 
 @dataclass
 class TranslationEvaluationSection(EvaluationSection):
-    """``evaluation:`` — teacher-forced loss and token accuracy on every pair of a split; BLEU,
-    chrF and exact match of decoded translations (``num_beams``) on at most ``max_examples``
-    pairs (``null``: all)."""
+    """``evaluation:`` — teacher-forced loss and token accuracy, and BLEU, chrF and exact match
+    of the translations decoded with ``num_beams`` and ``max_new_tokens`` at each validation,
+    all on the same pairs of a split: the first ``max_examples`` at each validation, a random
+    sample of ``final_max_examples`` at the end (:class:`~hfattn.recipes.schema.EvaluationSection`;
+    ``null``: every pair)."""
 
     num_beams: int = 1
+    """The beam width of the translations decoded at each validation (the end of training
+    decodes with the saved ``generation:`` settings)."""
     max_new_tokens: int = 128
-    max_examples: int | None = None
-    """The first pairs of a split decoded for BLEU, chrF and exact match at each validation
-    and at the end (``null``: all)."""
-    final_max_examples: int | None = None
-    """The pairs of a split decoded at the end of training and by ``hfattn evaluate`` (named
-    splits): a random sample of this many, drawn with ``data.seed`` (``num_examples`` in
-    ``eval_results.json`` says how many, ``sampled_from`` out of how many); ``null``: as
-    ``max_examples``. A split of more than 5,000 pairs decoded whole at the end is warned
-    about, naming this field."""
+    """The most tokens of a translation decoded at each validation, and at the end when the
+    saved ``generation:`` settings set none."""
 
     def __post_init__(self):
         super().__post_init__()
-        require_positive(
-            self, "evaluation", "num_beams", "max_new_tokens", "max_examples", "final_max_examples"
-        )
+        require_positive(self, "evaluation", "num_beams", "max_new_tokens")
 
 
 @dataclass

@@ -11,6 +11,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from ... import models  # noqa: F401  (registers the model types with the Auto classes)
 from ...data.prepared import Prepared
+from ...evaluation.examples import example_counts
 from ...training.training_job import TrainingJob
 from ..base import Task, TaskInfo
 from . import job
@@ -77,30 +78,37 @@ class TranslationTask(Task):
         """Loss, token accuracy, BLEU, chrF and exact match of a saved model, its translations
         decoded with its saved generation settings (``generation_config.json``: what the end
         of ``hfattn train`` scores with) or the ``num_beams`` / ``max_new_tokens`` given
-        (:func:`~hfattn.tasks.translation.job.scoring_decoding`)."""
+        (:func:`~hfattn.tasks.translation.job.scoring_decoding`), on the pairs of each split
+        that ``evaluation.final_max_examples`` bounds
+        (:func:`~hfattn.tasks.translation.job.decoded_rows`): only those are encoded."""
         loaded, target_lang = load_pair_splits(recipe.data, data)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+        e = recipe.evaluation
         decoding = job.scoring_decoding(
             model.generation_config.to_dict(),
-            recipe.evaluation.max_new_tokens,
+            e.max_new_tokens,
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
         )
+        beams, seed = decoding["num_beams"], recipe.data.seed
+        rows = {
+            split: job.decoded_rows(split, len(loaded[split]), e, beams, True, seed)
+            for split in splits
+        }
         with tempfile.TemporaryDirectory(prefix="hfattn-evaluate-") as folder:
-            # the splits scored, encoded as a training run prepares its held-out splits
-            chosen = {split: loaded[split] for split in splits}
+            # the pairs scored, encoded as a training run prepares its held-out splits
+            chosen = {split: loaded[split].select(rows[split]) for split in splits}
             encode_splits(tokenizer, chosen, Path(folder), recipe.data, target_lang,
                           cut_train=False)  # fmt: skip
             pairs = PreparedPairs(Path(folder))
             pairs.warn_cuts()
             encoded = job.EncodedSplits(tokenizer, pairs, recipe.data)
-            return {
-                split: job.score_split(
-                    model, encoded[split], recipe.evaluation, decoding, final=True
-                )  # fmt: skip
-                for split in splits
-            }
+            scores = {}
+            for split in splits:
+                scores[split] = job.score_pairs(model, encoded[split], e.batch_size, decoding)
+                scores[split].update(example_counts(rows[split], len(loaded[split])))
+            return scores
 
 
 TASK = TranslationTask()

@@ -1,9 +1,10 @@
 """``hfattn evaluate DIR``: re-score a saved model with its task's metrics (causal LM: loss,
 perplexity, bits per char, next-char accuracy; translation: BLEU, chrF, exact match, ...).
-``--data FILE`` scores a single file in full, every pair, row or character of it, in a column
-named after the file (:func:`hfattn.tasks.base.scoring_data`); a dataset folder or Hub id
-keeps its named splits (``--split``). The table counts what was scored (``num_examples``,
-``num_chars``).
+Each split is scored on at most ``evaluation.final_max_examples`` examples, as at the end of
+``hfattn train`` (``--max-examples N`` overrides it). ``--data FILE`` scores a single file in
+full, every pair, row or character of it, in a column named after the file
+(:func:`hfattn.tasks.base.scoring_data`); a dataset folder or Hub id keeps its named splits
+(``--split``). The table counts what was scored (``num_examples``, ``num_chars``).
 A translation decodes with the model's saved generation settings, the ones the end of
 ``hfattn train`` scores with (``--num-beams`` / ``--max-new-tokens`` change them), with
 ``generate()`` or (``--engine ctranslate2``) the run's CTranslate2 export."""
@@ -42,6 +43,15 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--seq-len", type=int, help="causal LM window (default: the recipe's evaluation.seq_len)"
+    )
+    parser.add_argument(
+        "--max-examples",
+        type=int,
+        help="score at most N examples of each split: pairs or texts (a random sample drawn "
+        "with the recipe's data.seed), or a causal LM's first N windows of --seq-len tokens "
+        "(default: the recipe's evaluation.final_max_examples, else evaluation.max_examples; "
+        "a single --data FILE: all)",
+        metavar="N",
     )
     parser.add_argument(
         "--num-beams",
@@ -95,9 +105,10 @@ def run(args: argparse.Namespace) -> int:
     except ModelLoadError as err:
         return report_error(err)
     recipe_file = recipe_path(model_dir)
-    if args.batch_size is not None and args.batch_size < 1:
-        print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
-        return 2
+    for flag, value in (("--batch-size", args.batch_size), ("--max-examples", args.max_examples)):
+        if value is not None and value < 1:
+            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
     for split in args.split or []:
         if split not in ("train", "validation", "test"):
             print(
@@ -136,9 +147,9 @@ def run(args: argparse.Namespace) -> int:
     if whole:
         if args.split:
             print(f"note: --split is ignored: {args.data} is scored whole", file=sys.stderr)
-        for cap in ("max_examples", "final_max_examples"):  # every pair decoded, no cap
-            if hasattr(recipe.evaluation, cap):
-                setattr(recipe.evaluation, cap, None)
+        recipe.evaluation.max_examples = recipe.evaluation.final_max_examples = None  # all
+    if args.max_examples is not None:
+        recipe.evaluation.final_max_examples = args.max_examples
     splits = [WHOLE_FILE_SPLIT] if whole else args.split or ["test"]
     decoding = {name: getattr(args, name) for name in DECODING_OPTIONS}
     if args.engine == "ctranslate2":

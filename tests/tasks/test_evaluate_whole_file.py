@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import random
+import shutil
 
 import pytest
+import yaml
 
 from hfattn.cli import main
 from hfattn.tasks.base import WHOLE_FILE_SPLIT, scores_whole_file, scoring_data
@@ -68,6 +70,35 @@ def test_every_character_of_a_text_file_is_scored(char_rnn_run, tmp_path, monkey
     args = ["--data", str(file), "--batch-size", "1", "--seq-len", "50"]
     table = evaluate(monkeypatch, str(char_rnn_run), *args)
     assert table["heldout.txt"]["num_chars"] == 999
+
+
+def test_the_recipes_final_bound_or_max_examples_caps_each_split(
+    char_rnn_run, tmp_path, monkeypatch, capsys
+):
+    """A named split is scored on the recipe's ``evaluation.final_max_examples`` windows of
+    ``evaluation.seq_len`` (64) tokens, as at the end of training, or on ``--max-examples``; a
+    single file is scored whole unless ``--max-examples`` caps it."""
+    run = tmp_path / "run"
+    shutil.copytree(char_rnn_run, run)
+    recipe = yaml.safe_load((run / "recipe.yaml").read_text())
+    recipe["evaluation"]["final_max_examples"] = 3
+    (run / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    scored = evaluate(monkeypatch, str(run))["test"]
+    assert (scored["num_examples"], scored["num_tokens"]) == (3, 3 * 64)
+    scored = evaluate(monkeypatch, str(run), "--max-examples", "2")["test"]
+    assert (scored["num_examples"], scored["num_tokens"]) == (2, 2 * 64)
+    file = tmp_path / "heldout.txt"
+    file.write_text("".join(random.Random(0).choice("abcdefgh ROMEO:\n") for _ in range(999)))
+    assert evaluate(monkeypatch, str(run), "--data", str(file))["heldout.txt"]["num_tokens"] == 996
+    capped = evaluate(monkeypatch, str(run), "--data", str(file), "--max-examples", "1")
+    assert capped["heldout.txt"]["num_tokens"] == 64
+    assert main(["evaluate", str(run), "--max-examples", "0"]) == 2
+    assert "error: --max-examples must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_max_examples_samples_the_pairs_of_a_translation_split(translation_run, monkeypatch):
+    scored = evaluate(monkeypatch, str(translation_run), "--max-examples", "7")["test"]
+    assert (scored["num_examples"], scored["sampled_from"]) == (7, 150)
 
 
 def test_every_row_of_a_labelled_file_is_scored(tmp_path, monkeypatch):

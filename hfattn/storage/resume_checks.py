@@ -34,12 +34,18 @@ RESUMABLE_FIELDS = (
     "training.average_checkpoints",
     "training.reuse_freed_memory",
     "training.report_to",
+    "evaluation.max_examples",
+    "evaluation.final_max_examples",
+    "evaluation.batch_size",
     "hub",
 )
 """The recipe fields a resumed run may change (its budget, its logging, eval and checkpoint
 intervals, how many checkpoints it keeps and averages at the end, whether it keeps freed host
-memory for reuse, the trackers it reports to, and every ``hub.*`` field, which says how to
-publish the run, not how it trains); any other difference means another run."""
+memory for reuse, the trackers it reports to, how many examples its evaluations score and in
+what batches, and every ``hub.*`` field, which says how to publish the run, not how it
+trains); any other difference means another run. A run whose training has ended is finished
+with the evaluation bounds given on resume, with no training step: ``--set
+evaluation.final_max_examples=200`` scores a smaller final evaluation."""
 RESUME_AND_OVERWRITE = (
     "--resume continues the run in output_dir and --overwrite replaces it: give one, not both"
 )

@@ -232,6 +232,35 @@ def test_a_run_ended_by_its_time_budget_stays_ended_on_resume(tmp_path, monkeypa
     assert (training["global_step"], training["stop_reason"]) == (trained, "time budget")
 
 
+def test_an_ended_run_is_finished_with_a_smaller_evaluation_on_resume(
+    tmp_path, monkeypatch, capsys
+):
+    """Interrupted in its final evaluation (whole splits), a run is finished by ``hfattn train
+    --resume RUN --set evaluation.final_max_examples=2``: no training step, each split scored
+    on its first 2 windows of 64 tokens, the model folder and ``eval_results.json`` written,
+    the stored recipe updated."""
+    hooks = Hooks(monkeypatch)
+    recipe = phase_recipe(tmp_path)
+    run = tmp_path / "run"
+    quick = ["--set", "training.average_checkpoints=null", "--set", "training.eval_every=null",
+             "--set", "training.max_steps=2"]  # fmt: skip
+    hooks.signal_at("evaluate", 2)  # the final scores of test, after validation's
+    assert main(["train", str(recipe), *quick]) == 130
+    assert "interrupted after training" in capsys.readouterr().err
+    hooks.clear()
+    bound = ["--set", "evaluation.final_max_examples=2"]
+    assert main(["train", "--resume", str(run), *bound]) == 0
+    assert "--resume: evaluation.final_max_examples: null vs 2" in capsys.readouterr().err
+    assert hooks.calls.get("compute_loss", 0) == 0
+    saved = json.loads((run / "eval_results.json").read_text())
+    for split in ("validation", "test"):
+        scores = saved["all_metrics"][split]
+        assert (scores["num_examples"], scores["num_tokens"]) == (2, 2 * 64)
+    assert saved["training"]["global_step"] == 2
+    assert (run / "model.safetensors").is_file()
+    assert "final_max_examples: 2" in (run / "recipe.yaml").read_text()
+
+
 def test_a_larger_budget_reopens_training_after_an_interrupt_at_the_end(
     reference, tmp_path, monkeypatch, capsys
 ):

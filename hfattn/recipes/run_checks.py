@@ -10,7 +10,6 @@ of a repo id (:func:`repo_id_problem`) and the token at hand (:func:`hub_token`)
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 
@@ -26,9 +25,6 @@ from ..storage.run_lock import check_not_busy
 from ..training.schedules import check_schedule_steps
 from .registry import task_recipe
 from .schema import LICENSE_FORM, HubSection
-from .training_section import unused_batching_field
-
-logger = logging.getLogger(__name__)
 
 REPO_ID_PATTERN = re.compile(
     r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$"
@@ -69,11 +65,9 @@ def hub_token(token: str | None = None) -> str | None:
 def check_before_training(recipe, *, resume: bool = False, overwrite: bool = False) -> None:
     """Every check of a training run that needs no data, tokenizer, model or run folder: the
     flags, the schedule against its steps, ``training.metric_for_best_model``, ``data.source``
-    and the ``hub`` settings; a batching field that the run does not use is a warning
-    (:func:`~hfattn.recipes.training_section.unused_batching_field`). ``recipe`` has the
-    fields of a recipe's :func:`~hfattn.recipes.recipe_outline`. Where a check needs the data
-    (the epochs' steps against ``training.warmup_steps``), the engine makes it once the data is
-    loaded.
+    and the ``hub`` settings. ``recipe`` has the fields of a recipe's
+    :func:`~hfattn.recipes.recipe_outline`. Where a check needs the data (the epochs' steps
+    against ``training.warmup_steps``), the engine makes it once the data is loaded.
 
     Raises:
         RecipeError: both ``resume`` and ``overwrite``; a schedule that does not fit its steps;
@@ -93,9 +87,6 @@ def check_before_training(recipe, *, resume: bool = False, overwrite: bool = Fal
     )
     check_data_source(recipe.task, recipe.data.source)
     check_hub_settings(recipe.hub, recipe.data.source)
-    unused = unused_batching_field(recipe.training)
-    if unused is not None:
-        logger.warning(unused)
 
 
 def check_run_folder(recipe, *, resume: bool = False, overwrite: bool = False) -> list[FieldChange]:

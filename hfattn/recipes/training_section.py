@@ -6,12 +6,11 @@ Imported through :mod:`hfattn.recipes.schema` with the other sections.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 from dataclasses import dataclass, field
 
-from ..common.field_checks import require, require_choice, require_positive
-from ..training.optimizer_names import OPTIMIZER_NAMES
+from ..common.field_checks import require, require_choice, require_default, require_positive
+from ..training.optimizer_names import OPTIMIZER_NAMES, WITHOUT_BETAS
 from ..training.schedules import SCHEDULES
 
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
@@ -163,6 +162,14 @@ class TrainingSection:
             "training.max_skipped_steps",
             f"must be >= 0, got {self.max_skipped_steps}",
         )
+        if self.on_nonfinite_loss == "stop":
+            require_default(
+                self,
+                "training",
+                ("max_skipped_steps",),
+                "is not used with on_nonfinite_loss: stop (the first non-finite loss stops the "
+                "run); set on_nonfinite_loss: skip to skip steps",
+            )
         require_choice(self.optimizer, "training.optimizer", OPTIMIZER_NAMES)
         require(
             self.compile in (True, False, "auto", "regional"),
@@ -224,6 +231,13 @@ class TrainingSection:
             "training.betas",
             f"each must be in [0, 1), got {list(self.betas)}",
         )
+        if self.optimizer in WITHOUT_BETAS:
+            require_default(
+                self,
+                "training",
+                ("betas",),
+                f"is not used by optimizer {self.optimizer} (betas are Adam's); leave them out",
+            )
 
 
 @dataclass
@@ -240,40 +254,34 @@ class TokenBatchingSection(TrainingSection):
     (``compile: auto`` then compiles the Transformer on CUDA). The split is padded once into
     tensors (on the GPU when it fits) and a batch is an index gather. At least the length of
     the longest training example (refused once the data is encoded, before the buckets are
-    built). ``batch_size`` is not used (a warning says so when it is set);
-    ``null``: ``batch_size`` examples a batch."""
+    built). ``batch_size`` is not used, and refused when set beside it; ``null``:
+    ``batch_size`` examples a batch."""
     length_buckets: int = 8
     """With ``token_budget``, the number of length buckets (fixed batch shapes): their widths
     are chosen to pad the training split least. A split with fewer distinct lengths gets one
-    bucket a length (with a warning); without ``token_budget`` it is not used (a warning says
-    so when it is set)."""
+    bucket a length (with a warning); without ``token_budget`` it is not used, and refused when
+    set."""
 
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "training", "token_budget", "length_buckets")
-
-
-def unused_batching_field(training) -> str | None:
-    """The warning for a ``training:`` section (or a recipe outline's) that sets a batching
-    field its batches do not use: a ``batch_size`` other than its default beside
-    ``token_budget`` (the rows of a batch are the budget over its bucket's mean length), or a
-    ``length_buckets`` other than its default without one (batches of ``batch_size``
-    examples); ``None`` otherwise, and for a section without token batching."""
-    defaults = {f.name: f.default for f in dataclasses.fields(TokenBatchingSection)}
-    budget = getattr(training, "token_budget", None)
-    if budget is not None and training.batch_size != defaults["batch_size"]:
-        return (
-            f"training.batch_size={training.batch_size} is not used with "
-            f"training.token_budget={budget}: a batch holds about {budget} tokens, in rows of "
-            "its length bucket"
-        )
-    buckets = getattr(training, "length_buckets", defaults["length_buckets"])
-    if budget is None and buckets != defaults["length_buckets"]:
-        return (
-            f"training.length_buckets={buckets} is not used without training.token_budget: "
-            f"a batch is training.batch_size={training.batch_size} examples"
-        )
-    return None
+        if self.token_budget is not None:
+            require_default(
+                self,
+                "training",
+                ("batch_size",),
+                f"is not used with training.token_budget={self.token_budget}: a batch holds "
+                "about that many tokens, in rows of its length bucket; leave batch_size at its "
+                "default (32)",
+            )
+        else:
+            require_default(
+                self,
+                "training",
+                ("length_buckets",),
+                "is not used without training.token_budget: a batch is training.batch_size "
+                "examples",
+            )
 
 
 __all__ = [
@@ -281,5 +289,4 @@ __all__ = [
     "ON_NONFINITE_LOSS",
     "TokenBatchingSection",
     "TrainingSection",
-    "unused_batching_field",
 ]

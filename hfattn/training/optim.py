@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from .muon import MuonAdamW, muon_param_groups
-from .optimizer_names import OPTIMIZER_NAMES
+from .optimizer_names import OPTIMIZER_NAMES, WITHOUT_BETAS
 
 OPTIMIZERS = dict(
     zip(
@@ -63,7 +63,7 @@ def build_optimizer(
         return MuonAdamW(groups, lr=lr, weight_decay=weight_decay, betas=tuple(betas),
                          ns_dtype=ns_dtype, **kernel)  # fmt: skip
     params = model.parameters()
-    if name in ("rmsprop", "sgd"):
+    if name in WITHOUT_BETAS:
         return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay)
     return OPTIMIZERS[name](params, lr=lr, weight_decay=weight_decay, betas=tuple(betas), **kernel)
 

@@ -177,12 +177,13 @@ def test_recipe_takes_a_budget_and_refuses_it_with_max_tokens():
     from hfattn.recipes import load_recipe
 
     recipe = "recipes/vaswani_dates_en_es.yaml"
-    ok = load_recipe(recipe, ["training.token_budget=2000", "training.length_buckets=4"])
+    budget = ["training.token_budget=2000", "training.batch_size=32"]  # its batch_size: 64
+    ok = load_recipe(recipe, [*budget, "training.length_buckets=4"])
     assert (ok.training.token_budget, ok.training.length_buckets) == (2000, 4)
     with pytest.raises(RecipeError, match="training.max_tokens"):
-        load_recipe(recipe, ["training.token_budget=2000", "training.max_tokens=4000"])
+        load_recipe(recipe, [*budget, "training.max_tokens=4000"])
     with pytest.raises(RecipeError, match="training.length_buckets"):
-        load_recipe(recipe, ["training.token_budget=2000", "training.length_buckets=0"])
+        load_recipe(recipe, [*budget, "training.length_buckets=0"])
 
 
 def test_compile_auto_leaves_bucketed_transformers_eager():
@@ -413,25 +414,26 @@ def test_choosing_buckets_shows_a_bar_only_once_it_takes_a_while(monkeypatch, ca
 
 
 @pytest.mark.parametrize(
-    ("overrides", "warning"),
+    ("overrides", "refusal"),
     [
         (
             ["training.batch_size=64"],
-            "training.batch_size=64 is not used with training.token_budget=600: a batch holds "
-            "about 600 tokens, in rows of its length bucket",
+            "training.batch_size: 64 is not used with training.token_budget=600: a batch holds "
+            "about that many tokens, in rows of its length bucket; leave batch_size at its "
+            "default (32)",
         ),
         (
             ["training.token_budget=null", "training.length_buckets=16"],
-            "training.length_buckets=16 is not used without training.token_budget: a batch is "
-            "training.batch_size=32 examples",
+            "training.length_buckets: 16 is not used without training.token_budget: a batch is "
+            "training.batch_size examples",
         ),
     ],
 )
-def test_an_unused_batching_field_is_one_warning_before_the_data_loads(
-    tmp_path, capsys, caplog, monkeypatch, overrides, warning
+def test_an_unused_batching_field_is_refused_before_the_data_loads(
+    tmp_path, capsys, monkeypatch, overrides, refusal
 ):
     """Once ``batch_size`` beside a ``token_budget`` and ``length_buckets`` without one were
-    ignored without a word. The warning comes before the data loads (here: fails)."""
+    ignored without a word. The refusal comes before the data loads (here: fails)."""
     from hfattn.cli import main
     from hfattn.tasks import get_task
 
@@ -440,10 +442,7 @@ def test_an_unused_batching_field_is_one_warning_before_the_data_loads(
 
     monkeypatch.setattr(type(get_task("translation")), "build_job", no_data)
     recipe = tiny_translation_recipe(tmp_path)
-    caplog.set_level(logging.WARNING, logger="hfattn")
     assert main(["train", str(recipe), *[f"--set={o}" for o in overrides]]) == 2
+    assert capsys.readouterr().err == f"error: {refusal}\n"
+    assert main(["train", str(recipe)]) == 2  # the recipe as written: accepted
     assert capsys.readouterr().err == "error: the data would load here\n"
-    assert caplog.messages == [warning]
-    caplog.clear()
-    assert main(["train", str(recipe)]) == 2  # the recipe as written: no warning
-    assert caplog.messages == []

@@ -26,6 +26,7 @@ from ..common.field_checks import (
     RecipeError,
     require,
     require_choice,
+    require_default,
     require_fraction,
     require_positive,
     require_reported_metric,
@@ -105,8 +106,23 @@ class SplitTextDataSection:
     test_fraction: float = 0.1
     """Share of ``train`` held out for the test where the source has no such split."""
 
+    embedded_sources: ClassVar[tuple[str, ...]] = ()
+    """The task's embedded corpora: each has its own texts and held-out splits, so the
+    :attr:`file_fields` are refused with one."""
+    file_fields: ClassVar[tuple[str, ...]] = ("text_column", "validation_fraction", "test_fraction")
+    """The fields that describe a file or dataset source: its columns and the splits carved
+    out of it."""
+
     def __post_init__(self):
         require_fraction(self, "data", "validation_fraction", "test_fraction")
+        if self.source in self.embedded_sources:
+            require_default(
+                self,
+                "data",
+                self.file_fields,
+                f"is not used by the embedded source {self.source} (it has its own texts and "
+                "held-out splits)",
+            )
 
 
 @dataclass
@@ -159,7 +175,9 @@ class GenerationSection:
     do_sample: bool = True
     """Sample (with ``temperature``, ``top_k``, ``top_p``) instead of greedy / beam search."""
     temperature: float = 1.0
-    """Divides the logits before sampling: below 1 sharper, above 1 flatter."""
+    """Divides the logits before sampling: below 1 sharper, above 1 flatter. ``temperature``,
+    ``top_k``, ``top_p`` and ``seed`` apply to sampling only: refused with ``do_sample:
+    false``."""
     top_k: int | None = None
     """Sample among the ``k`` most likely tokens only."""
     top_p: float | None = None
@@ -167,11 +185,22 @@ class GenerationSection:
     num_beams: int = 1
     """Beam search with this many beams (1: greedy or sampling)."""
     seed: int = 0
-    """Seeds torch before the sample after training, so it is reproducible."""
+    """Seeds torch before the sample after training, so that a sampled one is reproducible."""
+
+    sampling_fields: ClassVar[tuple[str, ...]] = ("temperature", "top_k", "top_p", "seed")
+    """The fields that only sampling reads: refused when set with ``do_sample: false``."""
 
     def __post_init__(self):
         require_positive(self, "generation", "max_new_tokens", "temperature", "top_k", "num_beams")
         require(self.top_p is None or 0 < self.top_p <= 1, "generation.top_p", "must be in (0, 1]")
+        if not self.do_sample:
+            require_default(
+                self,
+                "generation",
+                self.sampling_fields,
+                "is not used without generation.do_sample: true (greedy and beam search "
+                "take the most likely tokens)",
+            )
 
     def generate_kwargs(self) -> dict:
         """``generate()`` keyword arguments (``seed`` included: callers seed torch with it)."""
@@ -251,6 +280,14 @@ class HubSection:
             "hub.repo_id",
             "is required when hub.push_to_hub is true",
         )
+        if not self.push_to_hub:
+            require_default(
+                self,
+                "hub",
+                ("repo_id", "private", "space"),
+                "is not used without hub.push_to_hub: true (hfattn push RUN takes --repo-id, "
+                "--private and --space)",
+            )
         require_license(self.license, self.license_name)
 
 
@@ -258,7 +295,10 @@ class HubSection:
 class LoraSection:
     """``lora:`` — a PEFT LoRA adapter on the named linear layers (module-name suffixes, as
     in ``peft.LoraConfig``); ``modules_to_save`` stay fully trainable (a classification
-    head); ``fan_in_fan_out`` for GPT-2's ``Conv1D`` layers.
+    head); ``fan_in_fan_out`` for GPT-2's ``Conv1D`` layers. LoRA freezes trained weights: the
+    causal-LM and classification tasks take it for a pretrained model (``model: <hub id |
+    folder>``, a run folder of hfattn's included); it is refused for a model built from
+    ``model.type`` and by the translation task.
 
     The update of a frozen ``W`` is ``W + (alpha / r) · B A`` with ``A ∈ R^{r×in}``,
     ``B ∈ R^{out×r}`` (``B`` starts at zero)."""
@@ -275,7 +315,8 @@ class LoraSection:
     modules_to_save: list[str] | None = None
     """Modules trained in full and saved with the adapter (a new classification head)."""
     fan_in_fan_out: bool = False
-    """``true`` for weights stored as ``(in, out)``, as GPT-2's ``Conv1D``."""
+    """``true`` for weights stored as ``(in, out)``, as GPT-2's ``Conv1D``; a value that does not
+    fit the layers targeted is refused once the model is loaded."""
     bias: str = "none"
     """Which biases train: ``none``, ``all`` or ``lora_only``."""
 
@@ -368,6 +409,7 @@ __all__ = [
     "TrainingSection",
     "require",
     "require_choice",
+    "require_default",
     "require_fraction",
     "require_license",
     "require_positive",

@@ -104,7 +104,7 @@ def test_the_prepared_ids_are_the_tokenizers_cut_as_the_list_encoders_cut(tmp_pa
     [
         {"data": {"size": 301}},
         {"data": {"seed": 1}},
-        {"data": {"translation_column": "pairs"}},
+        {"data": {"test_fraction": 0.2}},
         {"data": {"max_source_length": 10}},
         {"data": {"on_too_long": "error", "max_source_length": 40, "max_target_length": 40}},
         {"tokenizer": {"vocab_size": 201}},

@@ -445,11 +445,11 @@ def test_beam_stopping_rule_and_length_penalty_go_into_the_generation_config(tmp
     GenerationConfig(**defaults).save_pretrained(tmp_path / "beams")  # validates strictly
     never = TASK.generation_defaults(load_recipe(recipe, ["generation.early_stopping=never"]))
     assert never["early_stopping"] == "never"
-    greedy = TASK.generation_defaults(
-        load_recipe(recipe, ["generation.num_beams=1", "generation.early_stopping=true"])
-    )
+    greedy = TASK.generation_defaults(load_recipe(recipe, ["generation.num_beams=1"]))
     assert "early_stopping" not in greedy and "length_penalty" not in greedy
     GenerationConfig(**greedy).save_pretrained(tmp_path / "greedy")
+    with pytest.raises(RecipeError, match=r"^generation.early_stopping: True is not used"):
+        load_recipe(recipe, ["generation.num_beams=1", "generation.early_stopping=true"])
     assert load_recipe("recipes/vaswani_bible_en_es.yaml").generation.early_stopping is True
 
 
@@ -494,12 +494,13 @@ def test_shipped_recipes_validate(path):
 
 SPA_RECIPES = {
     "bahdanau_spa_eng": (
-        ["model.embedding_dim=8", "model.encoder_hidden_size=16", "model.decoder_hidden_size=32"],
+        ["model.embedding_dim=8", "model.encoder_hidden_size=16", "model.decoder_hidden_size=32",
+         "data.train_size=200"],
         {"cell": "lstm", "encoder_hidden_size": 16, "bridge": "concat", "attention": "bahdanau"},
         20,  # Géron's split: 200 train pairs, the other 40 halved
     ),
     "vaswani_spa_eng_geron": (
-        ["model.d_model=16", "model.head_dim=8", "model.ffn_dim=16"],
+        ["model.d_model=16", "model.head_dim=8", "model.ffn_dim=16", "data.train_size=200"],
         {"encoder_layers": 2, "decoder_layers": 2, "num_heads": 8, "head_dim": 8,
          "ffn_dim": 16, "position_embedding": "sinusoidal", "max_position_embeddings": 50},
         20,  # Géron's split, as the Bahdanau recipe
@@ -531,7 +532,6 @@ def test_spa_recipe_trains_on_a_local_spa_txt(tmp_path, caplog, name):
     model_overrides, expected, held_out = SPA_RECIPES[name]
     overrides = [
         f"data.source={spa}",
-        "data.train_size=200",
         *model_overrides,
         "training.max_steps=4",
         "training.eval_every=4",

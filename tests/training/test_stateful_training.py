@@ -40,9 +40,9 @@ def train(tmp_path, mode):
         tmp_path,
         data={"source": str(corpus)},
         model={"embedding_dim": 8, "hidden_size": 64},
-        training={"mode": mode, "seq_len": WINDOW, "batch_size": 16, "window_shift": 1, "epochs": 100,
+        training={"mode": mode, "seq_len": WINDOW, "batch_size": 16, "epochs": 100,
                   "max_steps": STEPS, "max_grad_norm": None, "eval_every": None, "save_every": None,
-                  "log_every": 100},
+                  "log_every": 100, **({"window_shift": 1} if mode == "stateless" else {})},
         evaluation={"splits": ["test"]},
     )  # fmt: skip
     run_recipe(load_recipe(recipe))

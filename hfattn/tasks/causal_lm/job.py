@@ -91,28 +91,6 @@ def use_eos_as_pad(model, tokenizer) -> None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
 
 
-def _check_tokenizer_section(recipe: CausalLMRecipe, pretrained: bool) -> None:
-    """``tokenizer.type`` must fit ``model:`` (see :mod:`hfattn.tasks.causal_lm.recipe`)."""
-    wanted = "pretrained" if pretrained else "char"
-    t = recipe.tokenizer
-    require(
-        t.type in ("auto", wanted),
-        "tokenizer.type",
-        f"{t.type!r} does not fit "
-        + (
-            f"the pretrained model {recipe.model['pretrained']!r}, which brings its own "
-            "tokenizer: use auto or pretrained (or leave the tokenizer section out)"
-            if pretrained
-            else "a model built from a config (model.type): use auto or char"
-        ),
-    )
-    require(
-        not pretrained or t.min_frequency == 1,
-        "tokenizer.min_frequency",
-        "applies to the char tokenizer only (a pretrained model brings its own vocabulary)",
-    )
-
-
 def default_base_model(recipe: RecipeBase) -> None:
     """Record a pretrained Hub id as ``hub.base_model`` (the card's ``base_model``) unless the
     recipe names one; a local folder is not a Hub id, so it is left to ``hub.base_model``."""
@@ -126,7 +104,6 @@ def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
     tokenizer through :func:`hfattn.tasks.pretrained.load_pretrained`, eos as pad, windows and the
     sample's new tokens checked against the context length, and the ``lora:`` adapter applied
     (seeded, as a PEFT ``peft_task_type`` adapter: the task card's)."""
-    _check_tokenizer_section(recipe, pretrained=True)
     model, tokenizer = load_pretrained(AutoModelForCausalLM, recipe.model)
     use_eos_as_pad(model, tokenizer)
     limit = context_length(model.config)
@@ -152,19 +129,11 @@ def load_pretrained_lm(recipe: CausalLMRecipe, peft_task_type: str | None):
 
 
 def prepare_corpus(recipe: CausalLMRecipe, tokenizer=None) -> LMCorpus:
-    """The recipe's corpus, prepared or found in the prepared-data cache, after the checks of
-    the ``tokenizer:`` and ``lora:`` sections: a char corpus of ``tokenizer.min_frequency`` for
-    a model built from ``model.type``; for a pretrained model the ids its own tokenizer gives
-    (``tokenizer``, when already loaded with the model, else loaded alone)."""
-    pretrained = is_pretrained(recipe.model)
-    _check_tokenizer_section(recipe, pretrained)
-    if not pretrained:
-        require(
-            recipe.lora is None,
-            "lora",
-            "applies to a pretrained model (model: <hub id | folder>), not to one trained from "
-            "scratch",
-        )
+    """The recipe's corpus, prepared or found in the prepared-data cache: a char corpus of
+    ``tokenizer.min_frequency`` for a model built from ``model.type``; for a pretrained model
+    the ids its own tokenizer gives (``tokenizer``, when already loaded with the model, else
+    loaded alone)."""
+    if not is_pretrained(recipe.model):
         return prepare_char_corpus(recipe.data, recipe.tokenizer.min_frequency)
     tokenizer = pretrained_tokenizer(recipe.model) if tokenizer is None else tokenizer
     named = {"type": "pretrained", "name": recipe.model["pretrained"],

@@ -14,10 +14,13 @@ transformers nor datasets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
-from ...common.field_checks import require, require_choice, require_positive
+from ...common.field_checks import require, require_choice, require_default, require_positive
+from ...data.tables import TABLE_FORMATS
 from ...data.text import EMBEDDED, check_text_source
+from ...recipes.model_section import is_pretrained
 from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     EvaluationSection,
@@ -82,9 +85,20 @@ class TextDataSection(SplitTextDataSection):
     dataset's ``validation`` / ``test``) are the user's data and are kept whole. ``null``: no
     bound, the fractions alone."""
 
+    embedded_sources: ClassVar[tuple[str, ...]] = tuple(EMBEDDED)
+
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "data", "max_held_out_chars")
+        path = Path(self.source).expanduser()
+        if path.is_file() and path.suffix.lower() not in TABLE_FORMATS:
+            require_default(
+                self,
+                "data",
+                ("text_column",),
+                f"is not used by the plain text file {self.source} (a table file or a dataset "
+                "has columns)",
+            )
 
 
 @dataclass
@@ -93,7 +107,9 @@ class LMTrainingSection(TrainingSection):
     ``stateless`` (shuffled windows of ``seq_len`` tokens every ``window_shift`` tokens),
     ``packed`` (the corpus cut into shuffled blocks of ``block_size`` tokens, documents
     joined by the separator token: GPT-2 fine-tuning) or ``stateful`` (contiguous streams,
-    the recurrent state carried between batches)."""
+    the recurrent state carried between batches). A field that the mode does not read is
+    refused: ``seq_len`` in mode ``packed``, ``block_size`` in the others, ``window_shift``
+    outside ``stateless``."""
 
     mode: str = "stateless"
     seq_len: int = 100
@@ -108,6 +124,21 @@ class LMTrainingSection(TrainingSection):
             self.mode != "packed" or self.window_shift is None,
             "training.window_shift",
             "does not apply to mode packed (blocks tile the corpus); use mode stateless",
+        )
+        require(
+            self.mode != "stateful" or self.window_shift is None,
+            "training.window_shift",
+            "does not apply to mode stateful (each stream reads on where its last window "
+            "ended); use mode stateless",
+        )
+        used, unused = (
+            ("block_size", "seq_len") if self.mode == "packed" else ("seq_len", "block_size")
+        )
+        require_default(
+            self,
+            "training",
+            (unused,),
+            f"is not used in mode {self.mode}: its windows are training.{used} tokens long",
         )
 
     @property
@@ -148,6 +179,33 @@ class CausalLMRecipe(RecipeBase):
     training: LMTrainingSection = field(default_factory=LMTrainingSection)
     evaluation: LMEvaluationSection = field(default_factory=LMEvaluationSection)
     generation: TextGenerationSection = field(default_factory=TextGenerationSection)
+
+    def __post_init__(self):
+        super().__post_init__()
+        pretrained = is_pretrained(self.model)
+        wanted = "pretrained" if pretrained else "char"
+        require(
+            self.tokenizer.type in ("auto", wanted),
+            "tokenizer.type",
+            f"{self.tokenizer.type!r} does not fit "
+            + (
+                f"the pretrained model {self.model['pretrained']!r}, which brings its own "
+                "tokenizer: use auto or pretrained (or leave the tokenizer section out)"
+                if pretrained
+                else "a model built from a config (model.type): use auto or char"
+            ),
+        )
+        require(
+            not pretrained or self.tokenizer.min_frequency == 1,
+            "tokenizer.min_frequency",
+            "applies to the char tokenizer only (a pretrained model brings its own vocabulary)",
+        )
+        require(
+            pretrained or self.lora is None,
+            "lora",
+            "applies to a pretrained model (model: <hub id | folder>), not to one trained from "
+            "scratch",
+        )
 
 
 RECIPE_CLASS = CausalLMRecipe

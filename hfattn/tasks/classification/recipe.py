@@ -9,9 +9,9 @@ transformers nor datasets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from ...common.field_checks import require, require_choice, require_positive
+from ...common.field_checks import require, require_choice, require_default, require_positive
 from ...data.classification import EMBEDDED_SOURCES, check_classification_source
 from ...recipes.model_section import is_pretrained
 from ...recipes.registry import register_task_recipe
@@ -72,7 +72,8 @@ class ClassificationDataSection(SplitTextDataSection):
     """``data:`` — ``source`` is ``genre``, ``reber``, ``reviews-es``, a local file or a Hub
     dataset id; ``text_column`` / ``label_column`` name the columns of a file or dataset;
     ``validation_fraction`` / ``test_fraction`` are carved out of ``train`` where the source has
-    no such split; ``train_size`` keeps a random subset of ``train``; texts are cut to
+    no such split (the embedded sources have their own columns and splits: these four fields
+    are refused with them); ``train_size`` keeps a random subset of ``train``; texts are cut to
     ``max_length`` tokens."""
 
     source: str = "genre"
@@ -87,6 +88,12 @@ class ClassificationDataSection(SplitTextDataSection):
     seed: int = 0
     max_length: int = 256
 
+    embedded_sources: ClassVar[tuple[str, ...]] = tuple(EMBEDDED_SOURCES)
+    file_fields: ClassVar[tuple[str, ...]] = (
+        *SplitTextDataSection.file_fields,
+        "label_column",
+    )
+
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "data", "train_size", "max_held_out_rows")
@@ -99,7 +106,8 @@ class WordVectorsSection:
     ``model.embedding_dim``) either with vectors trained on the training texts (``train``:
     ``cbow`` / ``skipgram`` word2vec, or ``fasttext``; ``window``, ``epochs``, ``min_count``)
     or read from a GloVe / word2vec text file (``path``). Vocabulary words without a vector
-    start at zero or random (``unknown``); ``model.freeze_embeddings`` keeps the vectors fixed."""
+    start at zero or random (``unknown``); ``model.freeze_embeddings`` keeps the vectors fixed.
+    ``window``, ``epochs`` and ``min_count`` train vectors: they are refused with ``path``."""
 
     train: str | None = None
     path: str | None = None
@@ -118,6 +126,13 @@ class WordVectorsSection:
             require_choice(self.train, "word_vectors.train", tuple(WORD_VECTOR_METHODS))
         require_choice(self.unknown, "word_vectors.unknown", UNKNOWN_INIT)
         require_positive(self, "word_vectors", "window", "epochs", "min_count")
+        if self.path is not None:
+            require_default(
+                self,
+                "word_vectors",
+                ("window", "epochs", "min_count"),
+                "is not used with word_vectors.path (the vectors are read, not trained)",
+            )
 
 
 @dataclass

@@ -297,6 +297,7 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
 
     def sample(model) -> str:
         kwargs = decoding_kwargs(g)
+        torch.manual_seed(g.seed)  # a sampled translation is reproducible, as a causal LM's
         translations = translate_texts(model, tokenizer, examples, **kwargs)
         return "\n".join(f"{s}  →  {t}" for s, t in zip(examples, translations, strict=True))
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...common.field_checks import require, require_choice, require_positive
+from ...common.field_checks import require, require_choice, require_default, require_positive
+from ...data.bible import SOURCES as BIBLE_SOURCES
 from ...data.translation import EMBEDDED, check_pair_source
+from ...recipes.model_section import is_pretrained
 from ...recipes.registry import register_task_recipe
 from ...recipes.schema import (
     BuiltTokenizerSection,
@@ -91,6 +93,9 @@ class PairDataSection:
     dataset's ``validation`` / ``test``) are the user's data and are kept whole. ``null``: no
     bound, the fractions alone."""
     train_size: int | None = None
+    """With ``preprocessing: geron``, the pairs of a ``spa.txt`` file that go to ``train`` (the
+    rest is cut into validation and test; ``null``: 100,000, Géron's); refused otherwise
+    (``size`` keeps fewer pairs of any source)."""
     max_source_length: int = 128
     max_target_length: int = 128
     on_too_long: str = "warn"
@@ -111,6 +116,28 @@ class PairDataSection:
         for name in ("validation_fraction", "test_fraction"):
             value = getattr(self, name)
             require(0 <= value < 0.5, f"data.{name}", f"must be in [0, 0.5), got {value}")
+        if self.source in EMBEDDED:
+            require_default(
+                self,
+                "data",
+                ("translation_column", "train_size"),
+                f"is not used by the embedded source {self.source} (it has its own pairs)",
+            )
+        if self.source in BIBLE_SOURCES:
+            require_default(
+                self,
+                "data",
+                ("validation_fraction", "test_fraction"),
+                f"is not used by {self.source}: its held-out splits are whole books",
+            )
+        if self.preprocessing != "geron":
+            require_default(
+                self,
+                "data",
+                ("train_size",),
+                "is not used without data.preprocessing: geron (the pairs of a spa.txt file "
+                "in train); data.size keeps fewer pairs",
+            )
 
 
 @dataclass
@@ -144,6 +171,14 @@ class TranslationTrainingSection(TokenBatchingSection):
             "training.max_tokens",
             "cannot be set with training.token_budget: pick one way to cut batches by size",
         )
+        if self.token_budget is not None:
+            require_default(
+                self,
+                "training",
+                ("group_by_length",),
+                "is not used with training.token_budget (length buckets group the pairs by "
+                "source and target length)",
+            )
 
 
 LARGE_FINAL_SPLIT = 5_000
@@ -185,10 +220,11 @@ class TranslationGenerationSection(GenerationSection):
     the best running beam, scored at its current length, could still beat the worst of them
     (``false``, transformers' default); or while any could at the longest length
     (``"never"``). ``true`` is CTranslate2's rule too, so an ``hfattn export`` decodes
-    exactly as the model."""
+    exactly as the model. Beam search only: refused with ``num_beams: 1``."""
     length_penalty: float = 1.0
     """Beam search ranks ended hypotheses by ``log P(y) / |y|^length_penalty`` (``|y|``
-    counts the end token): above 0 favours longer translations, below 0 shorter ones."""
+    counts the end token): above 0 favours longer translations, below 0 shorter ones. Beam
+    search only: refused with ``num_beams: 1``."""
     no_repeat_ngram_size: int = 0
     """Forbid any n-gram of this many target tokens to occur twice in a translation (greedy
     and beam search; ``generate``'s ``no_repeat_ngram_size``); 0: no constraint. It stops the
@@ -215,6 +251,13 @@ class TranslationGenerationSection(GenerationSection):
             "generation.length_penalty",
             f"must be a number, got {self.length_penalty!r}",
         )
+        if self.num_beams == 1:
+            require_default(
+                self,
+                "generation",
+                ("early_stopping", "length_penalty"),
+                "is not used without beam search (generation.num_beams > 1)",
+            )
 
 
 @dataclass
@@ -231,6 +274,20 @@ class TranslationRecipe(RecipeBase):
 
     def __post_init__(self):
         super().__post_init__()
+        require(
+            not is_pretrained(self.model),
+            "model.pretrained",
+            "does not apply to the translation task, which builds its model from model.type "
+            "(random weights) and its tokenizer from the training pairs",
+        )
+        require(
+            self.lora is None,
+            "lora",
+            "does not apply to the translation task: LoRA freezes trained weights, and this "
+            "task trains a model.type from random weights; to adapt a trained translation "
+            "model, wrap it in peft.LoraConfig in your own code (docs/models/index.md, LoRA "
+            "target modules)",
+        )
         widest = self.data.max_source_length + self.data.max_target_length
         require(
             self.training.max_tokens is None or self.training.max_tokens >= widest,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -210,14 +211,42 @@ def apply_lora(model, lora: LoraSection, task_type: str):
         bias=lora.bias,
     )
     try:
-        wrapped = peft.get_peft_model(model, config)
+        with warnings.catch_warnings():  # PEFT's fan_in_fan_out override: refused below
+            warnings.filterwarnings("ignore", message="fan_in_fan_out is set to")
+            wrapped = peft.get_peft_model(model, config)
     except ValueError as err:  # e.g. no target_modules default known for this architecture
         raise RecipeError(f"lora: {err}; linear layers: {', '.join(linear)}") from None
+    check_fan_in_fan_out(wrapped, lora.fan_in_fan_out, type(model).__name__)
     trainable, total = trainable_parameters(wrapped)
     logger.info(
         "LoRA: %d of %d parameters trainable (%.2f%%)", trainable, total, 100 * trainable / total
     )
     return wrapped
+
+
+def check_fan_in_fan_out(wrapped, fan_in_fan_out: bool, model_name: str) -> None:
+    """``lora.fan_in_fan_out`` must fit the layers the adapter wraps: PEFT takes it from each
+    layer's kind (``true`` for GPT-2's ``Conv1D``, whose weights are stored ``(in, out)``;
+    ``false`` for ``nn.Linear``), so a value that no wrapped layer has would be overridden
+    without effect, and is refused.
+
+    Raises:
+        RecipeError: ``lora.fan_in_fan_out: true does not fit the targets of ...``.
+    """
+    from peft.tuners.lora import Linear as LoraLinear
+
+    kinds = {
+        bool(getattr(module, "is_target_conv_1d_layer", False))
+        for module in wrapped.modules()
+        if isinstance(module, LoraLinear)
+    }
+    layers = "GPT-2's Conv1D, weights stored (in, out)" if True in kinds else "nn.Linear"
+    require(
+        not kinds or fan_in_fan_out in kinds,
+        "lora.fan_in_fan_out",
+        f"{str(fan_in_fan_out).lower()} does not fit the layers it targets in {model_name} "
+        f"({layers}): set it to {str(not fan_in_fan_out).lower()}",
+    )
 
 
 def trainable_parameters(model) -> tuple[int, int]:
@@ -235,6 +264,7 @@ __all__ = [
     "PACKAGED_MODELS",
     "LoraSection",
     "apply_lora",
+    "check_fan_in_fan_out",
     "fetch_hub_config",
     "linear_layer_names",
     "load_pretrained",

@@ -72,7 +72,9 @@ class LMTokenizerSection:
 @dataclass
 class TextDataSection(SplitTextDataSection):
     """``data:`` — ``source`` is ``shakespeare`` (embedded), a text file path or a Hub dataset
-    id."""
+    id. The embedded plays have their own held-out splits: ``text_column``, the fractions and
+    ``max_held_out_chars`` are refused with them; a plain text file has no columns:
+    ``text_column`` is refused with it."""
 
     source: str = "shakespeare"
     validation_fraction: float = 0.05
@@ -86,6 +88,10 @@ class TextDataSection(SplitTextDataSection):
     bound, the fractions alone."""
 
     embedded_sources: ClassVar[tuple[str, ...]] = tuple(EMBEDDED)
+    file_fields: ClassVar[tuple[str, ...]] = (
+        *SplitTextDataSection.file_fields,
+        "max_held_out_chars",
+    )
 
     def __post_init__(self):
         super().__post_init__()

@@ -73,8 +73,8 @@ class ClassificationDataSection(SplitTextDataSection):
     dataset id; ``text_column`` / ``label_column`` name the columns of a file or dataset;
     ``validation_fraction`` / ``test_fraction`` are carved out of ``train`` where the source has
     no such split (the embedded sources have their own columns and splits: these four fields
-    are refused with them); ``train_size`` keeps a random subset of ``train``; texts are cut to
-    ``max_length`` tokens."""
+    and ``max_held_out_rows`` are refused with them); ``train_size`` keeps a random subset of
+    ``train``; texts are cut to ``max_length`` tokens."""
 
     source: str = "genre"
     label_column: str = "label"
@@ -92,6 +92,7 @@ class ClassificationDataSection(SplitTextDataSection):
     file_fields: ClassVar[tuple[str, ...]] = (
         *SplitTextDataSection.file_fields,
         "label_column",
+        "max_held_out_rows",
     )
 
     def __post_init__(self):

@@ -67,7 +67,9 @@ class PairDataSection:
     names the languages), a ``spa.txt`` path or URL (any other file), or a Hub dataset id /
     local dataset folder (:mod:`hfattn.data.translation`; ``docs/data.md``); pairs whose source
     (target) is longer than ``max_source_length`` (``max_target_length``) tokens are cut, with a
-    warning (``on_too_long: warn``) or refused (``error``)."""
+    warning (``on_too_long: warn``) or refused (``error``). An embedded source has its own
+    pairs: ``translation_column`` and ``train_size`` are refused with it, and with the Bible,
+    whose held-out splits are whole books, the fractions and ``max_held_out_pairs`` too."""
 
     source: str = "dates"
     source_lang: str = "en"
@@ -127,7 +129,7 @@ class PairDataSection:
             require_default(
                 self,
                 "data",
-                ("validation_fraction", "test_fraction"),
+                ("validation_fraction", "test_fraction", "max_held_out_pairs"),
                 f"is not used by {self.source}: its held-out splits are whole books",
             )
         if self.preprocessing != "geron":

@@ -51,6 +51,7 @@ def distilbert_overrides(base: Path) -> list[str]:
         "data.text_column=text",
         "data.label_column=label",
         "data.validation_fraction=0.1",
+        "data.max_held_out_rows=3000",
         "data.max_length=64",
         "training.batch_size=16",
         "training.warmup_steps=2",

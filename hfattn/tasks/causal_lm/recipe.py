@@ -161,6 +161,10 @@ class LMEvaluationSection(EvaluationSection):
     (a Transformer scores each window on its own, so ``seq_len`` is its context)."""
 
     seq_len: int = 256
+    """Tokens a window: a model without a recurrent state (GPT-2) scores each window on its own,
+    so it is the context; a model that carries its state (the char-RNN) scores the same for any
+    length, which sets the positions a pass reads (its memory) and the unit that
+    ``max_examples`` counts."""
 
     def __post_init__(self):
         super().__post_init__()

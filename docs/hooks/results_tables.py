@@ -710,7 +710,7 @@ DATA_SCALE_MODEL_TEXT = (
 )
 DATA_SCALE_FAMILIES = {
     CAUSAL_LM_PAGE: ("char-rnn", "char-rnn-model"),
-    TRANSLATION_PAGE: ("luong", "vaswani", "vaswani-prepare", "luong-2proc", "luong-model"),
+    TRANSLATION_PAGE: ("luong", "vaswani", "vaswani-prepare", "luong-2proc", "chollet-model"),
 }
 """The cases of each page (the part of a case's name before ``/``)."""
 

@@ -303,7 +303,7 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
         commands.append(command)
         output_dir = Path(command[command.index("--set") + 3].split("=", 1)[1])
         output_dir.mkdir(parents=True, exist_ok=True)
-        rows = [{"step": s, "split": "train", "wall_s": 4.0 + s} for s in range(1, 251)]
+        rows = [{"step": s, "split": "train", "wall_s": 4.0 + s} for s in range(1, 101)]
         (output_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         results = {"all_metrics": {"validation": {"bleu": 0.1, "num_examples": 500,
                                                   "sampled_from": 3000},
@@ -327,19 +327,19 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
     monkeypatch.setattr(bench, "run_watched", trained)
     settings = bench.Settings(steps=None, steady_from=10, poll_s=0.1, timeout_s=60.0,
                               rss_limit_gb=12.0, quick_steps=4)  # fmt: skip
-    record = bench.run_case(bench.CASES["luong-model/1M"], {"source": "/pairs.jsonl"}, settings,
+    record = bench.run_case(bench.CASES["chollet-model/1M"], {"source": "/pairs.jsonl"}, settings,
                             tmp_path)  # fmt: skip
-    assert len(commands) == 2 and "training.max_steps=250" in commands[0]  # not --quick's 4
-    assert record["command"].endswith("--set training.max_steps=250 --overwrite")
+    assert len(commands) == 2 and "training.max_steps=100" in commands[0]  # not --quick's 4
+    assert record["command"].endswith("--set training.max_steps=100 --overwrite")
     first, cached = record["first_run"], record["cached_run"]
     assert first["seconds_to_saved_model"] == 300.0 and first["final_evaluation_s"] == 130.0
-    assert cached["final_evaluation_s"] == 45.0 and first["steps_seen"] == 250
+    assert cached["final_evaluation_s"] == 45.0 and first["steps_seen"] == 100
     assert first["scored"] == {"validation": {"num_examples": 500, "sampled_from": 3000},
                                "test": {"num_examples": 500, "sampled_from": 3000}}  # fmt: skip
     assert first["evaluation_lines"] == {"evaluating": ["validation", "test"], "bar_updates": 1}
     assert first["split_sizes"] == "train 994,000 pairs, validation 3,000, test 3,000"
-    targets = {t["name"]: t["met"] for t in bench.targets_of("luong-model/1M",
-                                                              {"luong-model/1M": record})}  # fmt: skip
+    targets = {t["name"]: t["met"] for t in bench.targets_of("chollet-model/1M",
+                                                              {"chollet-model/1M": record})}  # fmt: skip
     assert targets == {"first run: final evaluation seconds": False,  # 130 s > 2 minutes
                        "second run: final evaluation seconds": True,
                        "first run: splits announced as they are scored": True}  # fmt: skip
@@ -348,13 +348,13 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
     data = {"quick": False, "provenance": {"date": "2026-11-28T00:00:00", "machine": {
                 "cpu": "AMD EPYC", "cores": 2, "isa": "AVX-512 BF16", "gpu": None}},
             "settings": {"poll_s": 0.1, "steady_from": 10},
-            "cases": {"luong-model/1M": {**record, "targets": bench.targets_of(
-                "luong-model/1M", {"luong-model/1M": record}), "corpus": {
+            "cases": {"chollet-model/1M": {**record, "targets": bench.targets_of(
+                "chollet-model/1M", {"chollet-model/1M": record}), "corpus": {
                 "pairs": 1_000_000, "made_of": "the Bible's training books repeated",
                 "repeats": 34.478, "held_out": "none of its own", "key_ms": 1.37}}}}  # fmt: skip
     (tmp_path / "results" / results_tables.DATA_SCALE).write_text(json.dumps(data))
     block = results_tables.data_scale_block(results_tables.TRANSLATION_PAGE, tmp_path / "results")
-    assert "`--set training.max_steps=250`" in block
+    assert "`--set training.max_steps=100`" in block
     assert (
         "| 300.0 s (final evaluation 130.0 s), peak 2.00 GB | 300.0 s (final evaluation "
         "45.0 s)" in block

@@ -104,7 +104,11 @@ def test_each_split_is_decoded_once_per_setting_at_the_end(tmp_path, decodings):
 def test_final_scores_decoded_as_the_last_validation_are_not_decoded_again(tmp_path, decodings):
     """Saved settings that decode as the validations do (greedy, the same length): the final
     validation scores are the last validation's, the split decoded once."""
-    recipe = translation_recipe(tmp_path, generation={"num_beams": 1, "max_new_tokens": 16})
+    recipe = translation_recipe(
+        tmp_path,
+        generation={"num_beams": 1, "max_new_tokens": 16},
+        evaluation={"max_examples": None, "final_max_examples": None},  # the same pairs too
+    )
     assert main(["train", str(recipe)]) == 0
     assert decodings == {("validation", 1, 16): 1, ("test", 1, 16): 1}
     run = tmp_path / "run"
@@ -138,11 +142,15 @@ def test_decoded_rows_sample_with_the_seed_and_warn_about_a_large_split(monkeypa
     assert list(rows("validation", 20, capped, 4, True, 1)) != list(sample)
     assert rows("validation", 3, capped, 4, True, 0) == range(3)  # a cap above the split
     assert rows("validation", 20, capped, 4, False, 0) == range(20)  # validations: all
-    assert rows("validation", 20, TranslationEvaluationSection(max_examples=5), 1, True, 0) == (
-        range(5)
-    )
+    first_five = TranslationEvaluationSection(max_examples=5, final_max_examples=None)
+    assert rows("validation", 20, first_five, 1, True, 0) == range(5)  # the end: as validations
+    default = TranslationEvaluationSection()  # 500 pairs a validation, 1,000 at the end
+    assert rows("validation", 15_000, default, 1, False, 0) == range(500)
+    at_end = rows("validation", 15_000, default, 4, True, 0)
+    assert len(at_end) == 1000 and not isinstance(at_end, range)  # a seeded sample
+    assert rows("test", 800, default, 4, True, 0) == range(800)  # a smaller split: whole
     monkeypatch.setattr(job_module, "LARGE_FINAL_SPLIT", 10)
-    plain = TranslationEvaluationSection()
+    plain = TranslationEvaluationSection(max_examples=None, final_max_examples=None)
     with caplog.at_level(logging.WARNING, logger=job_module.logger.name):
         assert rows("validation", 20, plain, 4, False, 0) == range(20)  # no warning
         assert rows("validation", 15_000, plain, 4, True, 0) == range(15_000)

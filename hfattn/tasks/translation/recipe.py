@@ -197,6 +197,17 @@ class TranslationEvaluationSection(EvaluationSection):
     sample of ``final_max_examples`` at the end (:class:`~hfattn.recipes.schema.EvaluationSection`;
     ``null``: every pair)."""
 
+    max_examples: int | None = 500
+    """The pairs of the validation split each periodic validation scores, its loss and its
+    translations (the first ones; ``null``: every pair): decoding is the slow part of a
+    validation, and 500 pairs keep it to seconds on a GPU and well under a minute on a CPU,
+    however large the split."""
+    final_max_examples: int | None = 1000
+    """The pairs of a split scored at the end of training and by ``hfattn evaluate``: a random
+    sample of this many drawn with ``data.seed`` (``sampled_from`` in ``eval_results.json`` says
+    out of how many; ``null``: every pair). The end decodes with the saved beam search, the
+    slowest phase of a run on a large corpus; a recipe whose held-out splits are a fixed
+    benchmark (the Bible's books) sets it to ``null``."""
     num_beams: int = 1
     """The beam width of the translations decoded at each validation (the end of training
     decodes with the saved ``generation:`` settings)."""

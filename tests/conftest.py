@@ -26,6 +26,15 @@ if "HFATTN_PREPARED_DIR" not in os.environ:
     os.environ["HFATTN_PREPARED_DIR"] = tempfile.mkdtemp(prefix="hfattn-test-prepared-")
     atexit.register(shutil.rmtree, os.environ["HFATTN_PREPARED_DIR"], ignore_errors=True)
 
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """An empty prepared-data cache of the test's own (``HFATTN_PREPARED_DIR``)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(root))
+    return root
+
+
 # --------------------------------------------------------------------------- publishing
 # A local Hub, a trained tiny char-RNN run folder and a Python environment without hfattn
 # (tests/hub/test_hub_push.py, tests/spaces/test_spaces.py).

@@ -26,14 +26,6 @@ LINE = re.compile(r"^(?P<folder>\S+) \((?P<size>[\d.]+ [kMG]?B), (?P<how>.+)\)$"
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """An empty prepared-data cache of this test."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(root))
-    return root
-
-
-@pytest.fixture
 def labelled_csv(tmp_path) -> Path:
     """40 labelled sentences (two classes, two give-away words)."""
     path = tmp_path / "labelled.csv"

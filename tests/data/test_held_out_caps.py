@@ -46,13 +46,6 @@ def pairs_of(dd) -> dict[str, list[tuple[str, str]]]:
     return {s: [(t["en"], t["fr"]) for t in dd[s]["translation"]] for s in SPLITS}
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An empty prepared-data cache of the test's own."""
-    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 # ---- translation ---------------------------------------------------------------------------
 def test_a_table_of_20000_pairs_carves_held_out_splits_of_the_cap(tmp_path):
     source = pairs_file(tmp_path / "pairs.jsonl", 20_000)
@@ -130,8 +123,11 @@ def test_the_text_cap_bounds_the_held_out_tail_of_a_file(tmp_path):
 
 
 def test_the_embedded_plays_keep_their_own_splits_whole():
-    splits = open_splits(TextDataSection(max_held_out_chars=1_000))  # source: shakespeare
-    for split, plays in SPLITS_OF_PLAYS.items():  # two whole plays each, far above the cap
+    with pytest.raises(RecipeError, match="^data.max_held_out_chars: 1000 is not used by the "
+                       "embedded source shakespeare"):  # fmt: skip
+        TextDataSection(max_held_out_chars=1_000)
+    splits = open_splits(TextDataSection())  # source: shakespeare
+    for split, plays in SPLITS_OF_PLAYS.items():  # two whole plays each
         assert splits.documents(split) == [play_text(play) for play in plays]
 
 

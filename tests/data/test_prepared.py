@@ -25,14 +25,6 @@ from hfattn.data.prepared_cache import folders_aside, list_prepared, remove_asid
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """An empty prepared-data cache of this test (``HFATTN_PREPARED_DIR``)."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(root))
-    return root
-
-
 def counting_build(counter: Path, payload: str = "ids"):
     """A build that writes ``payload`` to ``data.txt`` and counts its runs in ``counter``."""
 

@@ -36,14 +36,6 @@ REFUSAL = re.compile(
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """An empty prepared-data cache of this test."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(root))
-    return root
-
-
-@pytest.fixture
 def interrupted(tmp_path, cache) -> tuple[Path, Path]:
     """A tiny run on its own corpus file, stopped at step 2: ``(run folder, corpus)``."""
 

@@ -41,13 +41,6 @@ BASE = {
 }  # fmt: skip
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An empty prepared-data cache of the test's own."""
-    monkeypatch.setenv("HFATTN_PREPARED_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def recipe_with(folder, **sections):
     """The :data:`BASE` recipe with ``sections`` merged in, loaded."""
     merged = {k: dict(v) if isinstance(v, dict) else v for k, v in BASE.items()}

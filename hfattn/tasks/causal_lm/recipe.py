@@ -94,8 +94,8 @@ class TextDataSection(SplitTextDataSection):
     )
 
     def __post_init__(self):
+        require_positive(self, "data", "max_held_out_chars")  # its value, then its use
         super().__post_init__()
-        require_positive(self, "data", "max_held_out_chars")
         path = Path(self.source).expanduser()
         if path.is_file() and path.suffix.lower() not in TABLE_FORMATS:
             require_default(

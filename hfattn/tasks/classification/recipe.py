@@ -96,8 +96,8 @@ class ClassificationDataSection(SplitTextDataSection):
     )
 
     def __post_init__(self):
+        require_positive(self, "data", "train_size", "max_held_out_rows")  # values, then use
         super().__post_init__()
-        require_positive(self, "data", "train_size", "max_held_out_rows")
         require(self.max_length > 1, "data.max_length", f"must be > 1, got {self.max_length}")
 
 

@@ -47,11 +47,11 @@ def require_known_key(key: str, field_name: str, known: Iterable[str], section: 
             'learning_rate'?``.
     """
     known = list(known)
-    require(
-        key in known,
-        field_name,
-        f"not a field of {section} ({', '.join(known)}){did_you_mean(key, known)}",
-    )
+    if key not in known:  # the closest field is looked for only once the key is refused
+        fields = ", ".join(known)
+        raise RecipeError(
+            f"{field_name}: not a field of {section} ({fields}){did_you_mean(key, known)}"
+        )
 
 
 _TYPE_NAMES = {

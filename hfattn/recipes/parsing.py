@@ -207,7 +207,7 @@ def check_recipe_values(
     path = Path(path)
     _, cls, raw, dotlist = _given_configs(path, overrides)
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(cls), raw, dotlist)
+        merged = OmegaConf.merge(_schema(cls), raw, dotlist)
         given_model = OmegaConf.merge(raw, dotlist).get("model")
         if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
             merged.model = given_model  # not merged into the task's default ``type``
@@ -354,9 +354,7 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     hints = field_hints(recipe_class(task))
     base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
     try:
-        recipe = OmegaConf.to_object(
-            OmegaConf.merge(OmegaConf.structured(RecipeBase), {**base, "task": task})
-        )
+        recipe = OmegaConf.to_object(OmegaConf.merge(_schema(RecipeBase), {**base, "task": task}))
         sections = {
             name: _typed_section(name, _section_class(hints[name]), value)
             for name, value in given.items()
@@ -395,8 +393,14 @@ def _typed_section(name: str, section: type, value: dict):
     """The section ``name`` of a recipe, ``value`` merged onto its dataclass ``section`` (an
     OmegaConf mapping: types checked, defaults filled, the section's ``__post_init__`` not
     run), so that OmegaConf's errors name ``name.field``."""
-    typed = OmegaConf.create({name: OmegaConf.structured(section)})
+    typed = OmegaConf.create({name: _schema(section)})
     return OmegaConf.merge(typed, {name: value})[name]
+
+
+@functools.cache
+def _schema(cls: type):
+    """``OmegaConf.structured(cls)``, built once per class: every merge copies it."""
+    return OmegaConf.structured(cls)
 
 
 def _given_configs(path: Path, overrides):

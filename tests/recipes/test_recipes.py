@@ -6,7 +6,7 @@ import yaml
 from hfattn.cli import main
 from hfattn.recipes import RecipeError, load_recipe
 from tests.helpers.network import connections, connects
-from tests.helpers.recipe_helpers import write_recipe
+from tests.helpers.recipe_helpers import corpus_file, write_recipe
 
 
 @pytest.mark.parametrize(
@@ -43,6 +43,20 @@ def test_shipped_recipe_is_valid_and_overridable():
     assert recipe.training.max_minutes == 2.0
     assert recipe.output_dir == "runs/char_rnn_shakespeare"
     assert recipe.model["type"] == "char-rnn"
+
+
+def test_a_recipe_read_after_another_gets_the_defaults_again(tmp_path):
+    """The sections' schemas are built once per class and copied by every read: what one
+    recipe or ``--set`` gives a field (a list included) is not the next recipe's default."""
+    recipe = write_recipe(tmp_path, evaluation={"splits": ["test"]})
+    first = load_recipe(recipe, ["training.max_minutes=2", "training.warmup_steps=3"])
+    plain = tmp_path / "plain.yaml"  # no training: or evaluation: section
+    plain.write_text(yaml.safe_dump({"data": {"source": str(corpus_file(tmp_path))}}))
+    again = load_recipe(plain)
+    assert (first.training.max_minutes, first.training.warmup_steps) == (2.0, 3)
+    assert first.evaluation.splits == ["test"]
+    assert (again.training.max_minutes, again.training.warmup_steps) == (None, 0)
+    assert again.evaluation.splits == ["validation", "test"]
 
 
 def test_the_model_config_is_built_once_when_the_recipe_loads(tmp_path):

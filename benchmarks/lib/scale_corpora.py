@@ -11,9 +11,11 @@
   repeats are ``concatenate_datasets`` of the one memory-mapped table, which ``save_to_disk``
   writes out in Arrow record batches, so that 4.5 M pairs take no more memory than 29 k;
 - :func:`bible_jsonl`: a JSON Lines file of ``rows`` pairs (``{"translation": {"en": ...,
-  "es": ...}}`` a line), the Bible's training verses repeated and cut at ``rows``, with no
-  held-out split of its own: what a user's file of pairs is, from which hfattn carves the
-  validation and test splits. Written a copy of the verses at a time.
+  "es": ...}}`` a line), the Bible's training verses repeated and cut at ``rows``, each copy's
+  number put before both sides of its pairs (``"7. In the beginning..."`` / ``"7. En el
+  principio..."``) so that no two pairs are the same, with no held-out split of its own: what a
+  user's file of pairs is, from which hfattn carves the validation and test splits. Written a
+  copy of the verses at a time.
 
 Each is written under a temporary name and renamed (:mod:`hfattn.storage.file_io`), and reused
 when already there: a corpus that exists is complete. Each returns what it made: its path, its
@@ -32,6 +34,7 @@ from hfattn.storage.file_io import atomic_dir, atomic_path
 
 SHAKESPEARE_TRAIN = "the Shakespeare training plays repeated"
 BIBLE_TRAIN = "the Bible's training books repeated"
+BIBLE_NUMBERED = "the Bible's training books repeated, each copy numbered"
 GB = 1e9
 
 
@@ -116,22 +119,23 @@ def bible_jsonl(path: Path, rows: int) -> dict:
     verses = load_translation_splits("bible")["train"]["translation"]
     base = len(verses)
     if made:
-        lines = [json.dumps({"translation": pair}, ensure_ascii=False) + "\n" for pair in verses]
-        copy = "".join(lines).encode("utf-8")
         with atomic_path(path) as tmp, open(tmp, "wb") as out:
-            for _ in range(rows // base):
-                out.write(copy)
-            out.write("".join(lines[: rows % base]).encode("utf-8"))
+            for copy in range(-(-rows // base)):
+                numbered = [{lang: f"{copy + 1}. {text}" for lang, text in pair.items()}
+                            for pair in verses[: rows - copy * base]]  # fmt: skip
+                out.write("".join(json.dumps({"translation": pair}, ensure_ascii=False) + "\n"
+                                  for pair in numbered).encode("utf-8"))  # fmt: skip
     with open(path, "rb") as file:
         count = sum(chunk.count(b"\n") for chunk in iter(lambda: file.read(1 << 24), b""))
     return {"path": str(path), "pairs": count, "bytes": path.stat().st_size,
-            "repeats": round(count / base, 3), "made_of": BIBLE_TRAIN,
+            "repeats": round(count / base, 3), "made_of": BIBLE_NUMBERED,
             "held_out": "none of its own (hfattn carves validation and test)", "made": made,
             "seconds": round(time.monotonic() - began, 1) if made else 0.0,
             "builder_peak_rss_gb": peak_rss_gb()}  # fmt: skip
 
 
 __all__ = [
+    "BIBLE_NUMBERED",
     "BIBLE_TRAIN",
     "SHAKESPEARE_TRAIN",
     "bible_jsonl",

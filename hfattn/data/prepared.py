@@ -278,6 +278,12 @@ def _check_trained_on(name: str, settings: dict) -> None:
     trained_on = _TRAINED_ON.get()
     if trained_on is None or trained_on.name == name:
         return
+    moved = _moved_source(trained_on.name, settings)
+    if moved is not None:  # the same files under another path: the same data
+        logger.info("--resume: data.source moved from %s to %s, the same files (sizes, "
+                    "modification times, sampled bytes): the data the checkpoint was trained "
+                    "on", *moved)  # fmt: skip
+        return
     was = f"the checkpoint of step {trained_on.step} was trained on prepared data {trained_on.name}"
     cause = _change_cause(trained_on.name, settings)
     if not trained_on.allow_change:
@@ -286,6 +292,24 @@ def _check_trained_on(name: str, settings: dict) -> None:
             "new data with --allow-data-change, or restore the data"
         )
     logger.warning("--allow-data-change: %s; training goes on with %s (%s)", was, name, cause)
+
+
+def _moved_source(old_name: str, settings: dict) -> tuple[str, str] | None:
+    """``(old path, new path)`` when ``settings`` differ from those of the prepared data
+    ``old_name`` by the path of ``data.source`` alone, its files the same (names, sizes,
+    modification times, sampled bytes: :func:`source_identity`), as when a project folder is
+    moved; else ``None``."""
+    old = read_manifest(prepared_root() / old_name)
+    if old is None or old.get("format") != FORMAT_VERSION:
+        return None
+    before = dict(old.get("settings") or {})
+    now = json.loads(json.dumps(settings, default=str))
+    was, source = before.pop("source", None) or {}, now.pop("source", None) or {}
+    if before != now or "path" not in was or "path" not in source:
+        return None
+    if was.get("files") != source.get("files"):
+        return None
+    return was["path"], source["path"]
 
 
 def _change_cause(old_name: str, settings: dict) -> str:

@@ -118,3 +118,30 @@ def test_allow_data_change_without_resume_is_refused_in_one_line(tmp_path, capsy
         "error: --allow-data-change goes with --resume (a run to continue)\n"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_corpus_moved_unchanged_is_the_data_the_checkpoint_was_trained_on(
+    interrupted, tmp_path, caplog
+):
+    """A project folder moved (the corpus copied with its modification time, the run's recipe
+    naming the new path): the same files, so the resume goes on, said in one line."""
+    import shutil
+
+    run, corpus = interrupted
+    moved = tmp_path / "moved" / corpus.name
+    moved.parent.mkdir()
+    shutil.copy2(corpus, moved)
+    corpus.unlink()
+    stored = run / "recipe.yaml"
+    stored.write_text(stored.read_text().replace(str(corpus.resolve()), str(moved.resolve())))
+    caplog.set_level(logging.INFO, logger="hfattn")
+    assert main(["train", "--resume", str(run)]) == 0
+    said = [r.getMessage() for r in caplog.records if "moved from" in r.getMessage()]
+    assert said == [
+        f"--resume: data.source moved from {corpus.resolve()} to {moved.resolve()}, the same "
+        "files (sizes, modification times, sampled bytes): the data the checkpoint was trained on"
+    ]
+    results = json.loads((run / EVAL_RESULTS_FILE).read_text())
+    assert results["training"]["global_step"] == TRAINING["max_steps"]
+    (change,) = results["data_preparation"]["changes"]  # prepared anew for the new path
+    assert change["from"] == read_progress(latest_checkpoint(run))["data_changes"][0]["from"]

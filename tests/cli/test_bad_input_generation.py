@@ -245,7 +245,7 @@ def test_a_pretrained_recipe_leaves_room_for_the_prompt(gpt2_folder, tmp_path):
     recipe = write_recipe(
         tmp_path,
         model=str(gpt2_folder),
-        training={"mode": "packed", "block_size": 16},
+        training={"mode": "packed", "block_size": 16, "seq_len": 100},  # seq_len: unused, default
         evaluation={"seq_len": 16},
         generation={"max_new_tokens": 32},
     )

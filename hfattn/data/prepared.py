@@ -273,19 +273,18 @@ def _check_trained_on(name: str, settings: dict) -> None:
     trained on other data (:func:`resuming`), or warn when the change is allowed.
 
     Raises:
-        DataChangedError: naming both folders and what changed (:func:`_change_cause`).
+        DataChangedError: naming both folders and what changed (:func:`_what_changed`).
     """
     trained_on = _TRAINED_ON.get()
     if trained_on is None or trained_on.name == name:
         return
-    moved = _moved_source(trained_on.name, settings)
+    cause, moved = _what_changed(trained_on.name, settings)
     if moved is not None:  # the same files under another path: the same data
         logger.info("--resume: data.source moved from %s to %s, the same files (sizes, "
                     "modification times, sampled bytes): the data the checkpoint was trained "
                     "on", *moved)  # fmt: skip
         return
     was = f"the checkpoint of step {trained_on.step} was trained on prepared data {trained_on.name}"
-    cause = _change_cause(trained_on.name, settings)
     if not trained_on.allow_change:
         raise DataChangedError(
             f"--resume: {was} but the recipe's data now gives {name} ({cause}); continue on the "
@@ -294,41 +293,29 @@ def _check_trained_on(name: str, settings: dict) -> None:
     logger.warning("--allow-data-change: %s; training goes on with %s (%s)", was, name, cause)
 
 
-def _moved_source(old_name: str, settings: dict) -> tuple[str, str] | None:
-    """``(old path, new path)`` when ``settings`` differ from those of the prepared data
-    ``old_name`` by the path of ``data.source`` alone, its files the same (names, sizes,
-    modification times, sampled bytes: :func:`source_identity`), as when a project folder is
-    moved; else ``None``."""
-    old = read_manifest(prepared_root() / old_name)
-    if old is None or old.get("format") != FORMAT_VERSION:
-        return None
-    before = dict(old.get("settings") or {})
-    now = json.loads(json.dumps(settings, default=str))
-    was, source = before.pop("source", None) or {}, now.pop("source", None) or {}
-    if before != now or "path" not in was or "path" not in source:
-        return None
-    if was.get("files") != source.get("files"):
-        return None
-    return was["path"], source["path"]
-
-
-def _change_cause(old_name: str, settings: dict) -> str:
-    """What made the data of ``settings`` differ from the prepared data ``old_name``, in a few
-    words, from the manifest of ``old_name`` when the cache still holds it: ``data.source
-    /x/corpus.txt changed since`` (or ``is gone``), hfattn's prepared-data format, or the
-    other settings that differ (``its dataset changed since``: a Hub dataset's fingerprint;
-    ``its tokenizer ...``: a pretrained tokenizer's)."""
+def _what_changed(old_name: str, settings: dict) -> tuple[str, tuple[str, str] | None]:
+    """What made the data of ``settings`` differ from the prepared data ``old_name``, from the
+    manifest of ``old_name`` when the cache still holds it: ``(cause, moved)``. ``cause`` is a
+    few words: ``data.source /x/corpus.txt changed since`` (or ``is gone``), hfattn's
+    prepared-data format, or the other settings that differ (``its dataset changed since``: a
+    Hub dataset's fingerprint; ``its tokenizer ...``: a pretrained tokenizer's). ``moved`` is
+    ``(old path, new path)`` when the settings differ by the path of ``data.source`` alone, its
+    files the same (names, sizes, modification times, sampled bytes: :func:`source_identity`),
+    as when a project folder is moved; else ``None``."""
     old = read_manifest(prepared_root() / old_name)
     if old is None:
-        return f"{old_name} is no longer in the prepared-data cache to tell what changed"
+        return f"{old_name} is no longer in the prepared-data cache to tell what changed", None
     if old.get("format") != FORMAT_VERSION:
-        return "hfattn's prepared-data format changed since"
+        return "hfattn's prepared-data format changed since", None
     before = old.get("settings") or {}
     now = json.loads(json.dumps(settings, default=str))
     changed = [key for key in sorted(before.keys() | now.keys()) if before.get(key) != now.get(key)]
+    was, source = before.get("source") or {}, now.get("source") or {}
+    if changed == ["source"] and "path" in was and "path" in source:
+        if was.get("files") == source.get("files"):
+            return "", (was["path"], source["path"])
     causes = []
     if "source" in changed:
-        was, source = before.get("source") or {}, now.get("source") or {}
         if "path" in source:
             causes.append(f"data.source {source['path']} changed since")
         else:
@@ -336,7 +323,7 @@ def _change_cause(old_name: str, settings: dict) -> str:
     others = [key for key in changed if key != "source"]
     if others:
         causes.append(f"its {', '.join(others)} changed since")
-    return "; ".join(causes) or "its settings changed since"
+    return "; ".join(causes) or "its settings changed since", None
 
 
 def prepare(

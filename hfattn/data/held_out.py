@@ -69,16 +69,11 @@ def split_sizes_line(
     return line
 
 
-def log_split_sizes(
-    sizes: Mapping[str, int],
-    unit: str,
-    *,
-    cap: int | None = None,
-    cap_field: str = "",
-    details: Mapping[str, str] | None = None,
-) -> None:
-    """Log :func:`split_sizes_line` (INFO): what every task says once its data is ready."""
-    logger.info("%s", split_sizes_line(sizes, unit, cap=cap, cap_field=cap_field, details=details))
+def log_split_sizes(sizes: Mapping[str, int], unit: str, **line_options) -> None:
+    """Log :func:`split_sizes_line` of ``sizes`` in ``unit`` with its ``line_options``
+    (``cap``, ``cap_field``, ``details``) at INFO: what every task says once its data is
+    ready."""
+    logger.info("%s", split_sizes_line(sizes, unit, **line_options))
 
 
 __all__ = ["HELD_OUT", "capped", "log_split_sizes", "split_counts", "split_sizes_line"]

@@ -13,9 +13,14 @@
 #        for the 8 buckets), each from a cold Inductor cache and written as it ends: tokens/s,
 #        MFU, cold compile seconds, and the kernels of the eager and the regional step
 #        (vaswani_recipe_<gpu>.json, vaswani_recipe_<gpu>_kernels[_eager].txt);
-#   rnn
-#     3. the speedruns of recipes/bahdanau_bible_en_es_rnnsearch.yaml and
-#        recipes/bahdanau_bible_en_es_luong_base.yaml;
+#   rnn (luong, then rnnsearch, each a set of its own too)
+#     3. the speedruns of recipes/bahdanau_bible_en_es_luong_base.yaml and
+#        recipes/bahdanau_bible_en_es_rnnsearch.yaml;
+#   candidates
+#     3b. the Transformer recipe's small-corpus candidate: fairseq's transformer_iwslt_de_en
+#        sizes (FFN 1024, 4 heads, attention and activation dropout 0.1) over the recipe's
+#        batches and schedule, scored on the validation books only (the test books stay
+#        unread until a candidate ships), into $RESULTS/candidates/iwslt/;
 #   compile
 #     4. benchmarks/speedrun.py of the Transformer base recipe with training.compile=regional
 #        (time to quality with the compile paid inside the run; compile_s, compiles and the
@@ -29,7 +34,7 @@
 # the file names. A step that fails or runs past its time limit is reported and the next
 # one runs; the exit status is the number of failed steps.
 #
-#   bash benchmarks/gpu_check.sh [speedrun|rnn|compile|step ...]   # from the repository root
+#   bash benchmarks/gpu_check.sh [speedrun|rnn|luong|rnnsearch|candidates|compile|step ...]   # from the repository root
 #   PYTHON=/path/to/python RESULTS=/tmp/gpu bash benchmarks/gpu_check.sh
 #
 # The recipes read the Bible corpus from the SWORD modules or the local data cache: a
@@ -99,15 +104,21 @@ for set in "${@:-speedrun}"; do
       step vaswani_bible_en_es_base 400 speedrun vaswani_bible_en_es_base
       step recipe_step 200 recipe_step ;;
     rnn)
-      step bahdanau_bible_en_es_rnnsearch 250 speedrun bahdanau_bible_en_es_rnnsearch
-      step bahdanau_bible_en_es_luong_base 250 speedrun bahdanau_bible_en_es_luong_base ;;
+      step bahdanau_bible_en_es_luong_base 250 speedrun bahdanau_bible_en_es_luong_base
+      step bahdanau_bible_en_es_rnnsearch 250 speedrun bahdanau_bible_en_es_rnnsearch ;;
+    luong) step bahdanau_bible_en_es_luong_base 250 speedrun bahdanau_bible_en_es_luong_base ;;
+    rnnsearch) step bahdanau_bible_en_es_rnnsearch 250 speedrun bahdanau_bible_en_es_rnnsearch ;;
+    candidates)
+      step vaswani_iwslt_sized 330 speedrun vaswani_bible_en_es_base "$RESULTS/candidates/iwslt" \
+        model.ffn_dim=1024 model.num_heads=4 model.attention_dropout=0.1 \
+        model.activation_dropout=0.1 'evaluation.splits=[validation]' ;;
     compile)
       step vaswani_bible_en_es_base_regional 480 speedrun vaswani_bible_en_es_base \
         "$RESULTS/compile_regional" training.compile=regional ;;
     step)
       step bench_vaswani 150 bench_vaswani
       step bench_bahdanau 45 bench_bahdanau ;;
-    *) echo "gpu_check.sh: unknown set $set (speedrun, rnn, compile or step)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown set $set (speedrun, rnn, luong, rnnsearch, candidates, compile or step)" >&2; exit 2 ;;
   esac
 done
 echo "gpu_check.sh: $failed step(s) failed"

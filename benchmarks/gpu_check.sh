@@ -20,7 +20,7 @@
 #     3b. the Transformer recipe's small-corpus candidate: fairseq's transformer_iwslt_de_en
 #        sizes (FFN 1024, 4 heads, attention and activation dropout 0.1) over the recipe's
 #        batches and schedule, scored on the validation books only (the test books stay
-#        unread until a candidate ships), into $RESULTS/candidates/iwslt/;
+#        unread until a candidate ships): candidate_vaswani_bible_en_es_base_iwslt_<gpu>.json;
 #   compile
 #     4. benchmarks/speedrun.py of the Transformer base recipe with training.compile=regional
 #        (time to quality with the compile paid inside the run; compile_s, compiles and the
@@ -70,9 +70,11 @@ step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, report
   return "$status"
 }
 
-speedrun() {  # speedrun NAME [OUT [KEY=VALUE ...]]: the recipe, command to saved model
+speedrun() {  # speedrun NAME [OUT [KEY=VALUE ...] [--name FILE_NAME]]: command to saved model
   local name=$1 out=${2:-$RESULTS} settings=()
-  for setting in "${@:3}"; do settings+=(--set "$setting"); done
+  for setting in "${@:3}"; do
+    if [[ $setting == --name=* ]]; then settings+=("$setting"); else settings+=(--set "$setting"); fi
+  done
   mkdir -p "$out"
   "$PYTHON" benchmarks/speedrun.py "recipes/$name.yaml" --out "$out" "${settings[@]}"
 }
@@ -109,7 +111,8 @@ for set in "${@:-speedrun}"; do
     luong) step bahdanau_bible_en_es_luong_base 250 speedrun bahdanau_bible_en_es_luong_base ;;
     rnnsearch) step bahdanau_bible_en_es_rnnsearch 250 speedrun bahdanau_bible_en_es_rnnsearch ;;
     candidates)
-      step vaswani_iwslt_sized 330 speedrun vaswani_bible_en_es_base "$RESULTS/candidates/iwslt" \
+      step vaswani_iwslt_sized 330 speedrun vaswani_bible_en_es_base "$RESULTS" \
+        --name=candidate_vaswani_bible_en_es_base_iwslt \
         model.ffn_dim=1024 model.num_heads=4 model.attention_dropout=0.1 \
         model.activation_dropout=0.1 'evaluation.splits=[validation]' ;;
     compile)

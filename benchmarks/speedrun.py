@@ -24,7 +24,7 @@ recipe as shipped, plus any ``--set``), into a fresh folder. From its files:
 - ``test_bleu`` / ``test_chrf``: the final evaluation of the test split, every test verse
   decoded with the model's saved generation settings (beam 4 for the GPU recipes).
 
-Writes ``speedrun_<recipe>_<device>.json`` (with provenance: commit, command, machine) and
+Writes ``speedrun_<recipe>_<device>.json`` (``--name NAME``: ``NAME_<device>.json``) (with provenance: commit, command, machine) and
 ``speedrun_<recipe>_<device>.png`` (BLEU against wall seconds) into ``--out``; ``<device>`` is
 the GPU's name, or ``cpu``.
 """
@@ -54,6 +54,12 @@ def device_tag(gpu: str | None) -> str:
     if not gpu:
         return "cpu"
     return "_".join("".join(c if c.isalnum() else " " for c in gpu).split())
+
+
+def file_stem(recipe: str, gpu: str | None, name: str | None = None) -> str:
+    """The results files' name without its suffix: ``<name>_<device>``, ``name`` by default
+    ``speedrun_<recipe>`` (a candidate setting's run has a name of its own)."""
+    return f"{name or 'speedrun_' + recipe}_{device_tag(gpu)}"
 
 
 def train(recipe: Path, run_dir: Path, settings: list[str]) -> float:
@@ -182,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eager-minutes", type=float, default=1.0,
                         help="training clock of the eager twin of a compiled run")  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--name", help="the files' name before the device (default: "
+                        "speedrun_<recipe>; a candidate's settings get a name of their own)")  # fmt: skip
     args = parser.parse_args(argv)
     if not args.recipe.is_file():
         print(f"error: recipe: no file {args.recipe}", file=sys.stderr)
@@ -191,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         record = measure(args.recipe.resolve(), args.settings, args.eager_minutes, Path(work))
     record["load_average_before"] = load
     record["provenance"] = provenance(record["gpu"], argv)
-    stem = f"speedrun_{record['recipe']}_{device_tag(record['gpu'])}"
+    stem = file_stem(record["recipe"], record["gpu"], args.name)
     write_atomically(args.out / f"{stem}.json", json.dumps(record, indent=2) + "\n")
     plot(record, args.out / f"{stem}.png")
     print(json.dumps({k: v for k, v in record.items() if k != "curve"}, indent=2))

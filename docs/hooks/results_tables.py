@@ -41,6 +41,11 @@ from pathlib import Path
 from hfattn.common.machine import machine_words
 from hfattn.storage.file_io import atomic_write_text
 
+if __package__:  # docs.hooks.results_tables (tests, python -m)
+    from .gpu_blocks import candidates_block, compile_block
+else:  # MkDocs loads a hook with its folder on the path
+    from gpu_blocks import candidates_block, compile_block
+
 ROOT = Path(__file__).resolve().parents[2]
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -857,7 +862,12 @@ BLOCKS = {
         "gpu": lambda root: "\n\n".join((gpu_paragraph(root), speedrun_paragraph(root))),
     },
     BAHDANAU_PAGE: {"attention-variants": lambda root: printed_table(ATTENTION_VARIANTS, root)},
-    TRAINING_PAGE: {"feed": feed_block, "speedrun": speedrun_paragraph},
+    TRAINING_PAGE: {
+        "feed": feed_block,
+        "speedrun": speedrun_paragraph,
+        "compile": compile_block,
+        "candidates": candidates_block,
+    },
     **{
         page: {"large-corpora": lambda root, page=page: data_scale_block(page, root)}
         for page in DATA_SCALE_FAMILIES

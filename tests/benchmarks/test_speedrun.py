@@ -50,3 +50,15 @@ def test_the_steady_speed_leaves_out_the_records_that_compiled():
                {"tokens_per_s": 104.0, "compiles": 2}]  # fmt: skip
     assert speedrun.steady(records, "tokens_per_s") == 104.0  # of 100, 110 and 104
     assert speedrun.steady(records[:1], "tokens_per_s") is None
+
+
+def test_a_candidate_setting_gets_files_of_its_own_name():
+    assert speedrun.file_stem("vaswani_bible_en_es_base", None) == (
+        "speedrun_vaswani_bible_en_es_base_cpu"
+    )
+    assert (
+        speedrun.file_stem(
+            "vaswani_bible_en_es_base", "NVIDIA H200", "candidate_vaswani_bible_en_es_base_iwslt"
+        )
+        == "candidate_vaswani_bible_en_es_base_iwslt_NVIDIA_H200"
+    )

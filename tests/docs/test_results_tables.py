@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from docs.hooks import results_tables
+from docs.hooks import gpu_blocks, results_tables
 from docs.hooks.results_tables import (
     ATTENTION_VARIANTS,
     BAHDANAU_PAGE,
@@ -37,6 +37,7 @@ def cited_files() -> set[str]:
     figures += list(FEED_FIGURES.values())
     optional = {DATA_SCALE} if (RESULTS / DATA_SCALE).is_file() else set()
     speedruns = {path.name for path in results_tables.speedrun_files()}
+    speedruns |= set(gpu_blocks.block_files(RESULTS))
     return {figure.file for figure in figures} | {ATTENTION_VARIANTS} | optional | speedruns
 
 
@@ -310,7 +311,7 @@ def test_the_time_to_quality_comes_from_the_gpu_speedrun_files(tmp_path):
     run = {"recipe": "vaswani_bible_en_es_base", "gpu": None, "wall_s": 287.4,
            "test_bleu": 30.61, "test_chrf": 52.3, "steps": 3000, "tokens_per_s": 512345.6,
            "eager_tokens_per_s": 401234.7, "mfu": 0.3612, "compile_s": 21.2,
-           "first_step_wall_s": 48.9,
+           "first_step_wall_s": 48.9, "train_runtime_s": 230.0, "validation_bleu": 27.5,
            "curve": [{"wall_s": 95.2, "step": 1000, "bleu": 21.04},
                      {"wall_s": 190.7, "step": 2000, "bleu": 28.96}]}  # fmt: skip
     cpu = root / "speedrun_vaswani_bible_en_es_base_cpu.json"

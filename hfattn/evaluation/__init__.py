@@ -14,6 +14,7 @@ keeps its own declaration.
 """
 
 import functools
+import os
 from pathlib import Path
 
 METRICS_DIR = Path(__file__).parent / "metrics"
@@ -41,13 +42,17 @@ def _metric_class(name: str):
 
 
 @functools.cache
-def _scratch_dir():
-    """The :class:`tempfile.TemporaryDirectory` that the metrics of this process may write to
-    (``evaluate`` makes an empty folder for each one there; their data stays in memory), kept
-    by the cache for the process's lifetime and removed when it ends."""
+def _scratch_dir() -> str:
+    """The folder the metrics may write to: ``evaluate`` makes an empty folder for each metric
+    there (``keep_in_memory=True``: their data stays in memory). One folder per user under the
+    system's temporary folder, shared by every process and kept, so that a process killed
+    before its clean-up leaves nothing new behind."""
     import tempfile
 
-    return tempfile.TemporaryDirectory(prefix="hfattn-metrics-")
+    user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+    folder = os.path.join(tempfile.gettempdir(), f"hfattn-metrics-{user}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
 
 
 def load_metric(name: str):
@@ -56,7 +61,7 @@ def load_metric(name: str):
     if not (METRICS_DIR / name / f"{name}.py").is_file():
         available = sorted(p.name for p in METRICS_DIR.iterdir() if (p / f"{p.name}.py").is_file())
         raise ValueError(f"metric {name!r} is not bundled; available: {', '.join(available)}")
-    return _metric_class(name)(keep_in_memory=True, cache_dir=_scratch_dir().name)
+    return _metric_class(name)(keep_in_memory=True, cache_dir=_scratch_dir())
 
 
 __all__ = ["METRICS_DIR", "load_metric"]

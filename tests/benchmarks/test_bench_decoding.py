@@ -17,6 +17,7 @@ def test_mbr_keeps_the_consensus_hypothesis_not_the_most_probable():
     assert bench_decoding.mbr_select(["only one"]) == "only one"
 
 
+@pytest.mark.slow
 def test_the_grid_scores_the_translations_of_each_setting(tmp_path, capsys):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 

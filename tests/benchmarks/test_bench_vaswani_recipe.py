@@ -26,6 +26,7 @@ def args(**extra) -> Namespace:
                      steps=4, profile=None, compile=["regional", "true"], **extra)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_recipe_step_compiles_each_setting_once_for_its_buckets(monkeypatch):
     """The ``eager`` backend stands in for inductor: the graphs are TorchDynamo's either
     way."""

@@ -5,11 +5,14 @@ and the test scores of the saved model."""
 
 import json
 
+import pytest
+
 from benchmarks import speedrun
 from tests.helpers.recipe_helpers import write_recipe
 from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 
 
+@pytest.mark.slow
 def test_a_speedrun_records_the_wall_seconds_curve_and_scores_of_its_run(tmp_path):
     recipe = write_recipe(
         tmp_path / "recipe",

@@ -173,6 +173,7 @@ def test_subword_pieces_encode_as_the_whole_text():
 
 
 # ---- the prepared corpus --------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_char_corpus_is_the_old_encoding_of_the_embedded_plays():
     """The shipped recipe's data: the same tokenizer and the same ids as the tokenizer built
     from the joined training plays and ``encode_corpus`` of every split."""

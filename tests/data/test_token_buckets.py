@@ -195,6 +195,7 @@ def test_compile_auto_leaves_bucketed_transformers_eager():
     assert resolve_compile(True, "vaswani", "cpu")
 
 
+@pytest.mark.slow
 def test_compiled_buckets_share_one_graph_and_a_second_epoch_compiles_none(monkeypatch):
     """TorchDynamo decides graphs, guards and breaks before any backend: ``aot_eager``
     stands in for inductor so that the test takes seconds. With the row and length
@@ -239,6 +240,7 @@ def two_epochs(step, watch: CompileWatch, batches, eager=None) -> tuple[list[int
     return graphs, labels
 
 
+@pytest.mark.slow
 def test_a_regional_compile_compiles_each_layer_stack_once_whatever_the_depth(monkeypatch):
     """``training.compile: regional``: the encoder's and the decoder's layers compile once
     each however many there are, the buckets share the graphs (symbolic sizes from the first

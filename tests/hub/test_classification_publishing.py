@@ -168,6 +168,7 @@ def run_snippet(hub_server, card: ModelCard, tmp_path: Path, index: int = 0) -> 
 
 
 # ---------------------------------------------------------------------------- model cards
+@pytest.mark.slow
 def test_push_full_model(hub_server, full_run, tmp_path, capsys):
     files, card = push(hub_server, full_run, "tester/genre-full", capsys)
     assert {"config.json", "model.safetensors", "tokenizer.json", "eval_results.json"} <= files

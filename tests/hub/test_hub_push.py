@@ -43,6 +43,7 @@ def _copy_run(run: Path, dest: Path, *, results: bool = True) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_push_then_load_without_hfattn(hub_server, char_rnn_run, fresh_python, tmp_path):
     expected = _expected_generations(char_rnn_run)
     start = time.perf_counter()

@@ -87,6 +87,7 @@ def translation_run(tmp_path_factory) -> Path:
 
 
 # ---------------------------------------------------------------------------- model card
+@pytest.mark.slow
 def test_push_translation_card(hub_server, translation_run, tmp_path, capsys):
     repo_id = "tester/translation-tiny"
     files, card, recorded = push_translation_run(hub_server, translation_run, repo_id, capsys)

@@ -384,6 +384,7 @@ def test_learned_positions_refuse_long_inputs_and_sinusoidal_ones_extend():
 copy_reverse_batch = partial(reverse_task_batch, size=64, length=6)
 
 
+@pytest.mark.slow
 def test_two_layer_model_learns_to_reverse_sequences_perfectly():
     torch.manual_seed(0)
     model = VaswaniForConditionalGeneration(tiny_config(d_model=32, ffn_dim=64)).train()

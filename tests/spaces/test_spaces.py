@@ -118,6 +118,7 @@ def test_the_space_warns_about_unknown_characters_as_generate_does(
     assert command == space == ["prompt characters not in the vocabulary, mapped to <unk>: '😀'"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_demo_stopped_by_a_signal_exits_130_and_removes_its_staged_space(
     char_rnn_run, tmp_path, signum

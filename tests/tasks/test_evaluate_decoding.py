@@ -60,6 +60,7 @@ def test_saved_generation_settings_become_the_scoring_decoding():
     assert scoring_decoding({}, 32) == {"num_beams": 1, "max_new_tokens": 32, "do_sample": False}
 
 
+@pytest.mark.slow
 def test_train_and_evaluate_score_with_the_saved_beam_search(run, monkeypatch):
     generation = json.loads((run / "generation_config.json").read_text())
     assert generation["num_beams"] == 2

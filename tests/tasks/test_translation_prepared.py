@@ -92,6 +92,7 @@ def test_the_prepared_ids_are_the_tokenizers_cut_as_the_list_encoders_cut(tmp_pa
     assert cut > 0 and pairs.facts["train"]["rows"] == len(load_pairs(d)["train"][0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change",
     [

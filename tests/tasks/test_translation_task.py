@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -345,6 +346,7 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
     assert "bleu" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_evaluate_writes_nothing_under_hf_home(marian_run, tmp_path):
     """The metrics ship with the package: ``hfattn evaluate`` scores a run with an ``HF_HOME``
     where nothing can be created (below a regular file, so that mkdir fails for root too) as
@@ -597,3 +599,25 @@ def test_the_translation_pipeline_translates_as_the_translate_command(tmp_path, 
     assert len(translator(sources[0], num_return_sequences=2)) == 2
     direct = TranslationPipeline(model=model, tokenizer=tokenizer, num_beams=2, max_new_tokens=16)
     assert direct(sources[1]) == [{"translation_text": expected[1]}]
+
+
+def test_the_metrics_share_one_scratch_folder_per_user(tmp_path, monkeypatch):
+    """Each metric gets an empty folder in one scratch folder per user, under the temporary
+    folder, which outlives the process: a process killed before its clean-up (SIGKILL) leaves
+    no folder of its own behind."""
+    from hfattn import evaluation
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    evaluation._scratch_dir.cache_clear()
+    try:
+        assert evaluation.load_metric("sacrebleu").compute(
+            predictions=["a b c d"], references=["a b c d"]
+        )["score"] == pytest.approx(100.0)
+        evaluation._scratch_dir.cache_clear()  # a second process finds the same folder
+        evaluation.load_metric("chrf")
+    finally:
+        evaluation._scratch_dir.cache_clear()
+    (scratch,) = tmp_path.glob("hfattn-metrics-*")
+    assert scratch.name == f"hfattn-metrics-{os.getuid()}"
+    assert len(list(scratch.iterdir())) == 2  # one folder a metric
+    assert [path for path in scratch.rglob("*") if not path.is_dir()] == []

@@ -47,6 +47,7 @@ def test_eta_is_the_steps_left_at_the_steady_pace_within_the_time_budget():
     assert timed.eta_seconds(7, 13.5) == pytest.approx(60 - 13.5)  # the clock ends it first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("setting", "label"), [(True, "one graph"), ("regional", "each layer stack once")]
 )

@@ -58,6 +58,10 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
         attention_size: hidden size of the additive / deep score (default
             ``decoder_hidden_size``); ignored by the other scores.
         input_feeding: Luong's input feeding, ``h̃_{t-1}`` concatenated to the next input.
+        residual_connections: each stacked layer above the first adds its input to its
+            output, ``x_l = RNN_l(x_{l-1}) + x_{l-1}`` (Wu et al. 2016, GNMT, section 3.1), in
+            the encoder and the decoder: without them the signal of a deep stack fades layer
+            by layer at initialisation and a 4-layer Luong model stays at the unigram loss.
         dropout: dropout on embeddings, between stacked layers and on the readout.
         label_smoothing: ``ε_ls`` of the training loss (Szegedy et al. 2016; 0.1 in Vaswani
             et al. 2017): the target distribution is ``(1 - ε)·onehot(y) + ε/V``.
@@ -91,6 +95,7 @@ class BahdanauConfig(PresetsMixin, PreTrainedConfig):
     distribution: str | None = choice(None, DISTRIBUTION_NAMES)
     attention_size: int | None = positive_int(None)
     input_feeding: bool = False
+    residual_connections: bool = False
     dropout: float | int = rate(0.0)
     label_smoothing: float | int = rate(0.0)
     max_source_positions: int = positive_int(512)

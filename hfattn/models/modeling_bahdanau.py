@@ -64,6 +64,14 @@ from .seq2seq_utils import (
 )
 
 
+def residual(
+    config: BahdanauConfig, index: int, output: torch.Tensor, below: torch.Tensor
+) -> torch.Tensor:
+    """The output of stacked layer ``index``: ``RNN_l(x_{l-1}) + x_{l-1}`` above the first
+    layer when ``config.residual_connections`` (Wu et al. 2016), else ``RNN_l(x_{l-1})``."""
+    return output + below if index > 0 and config.residual_connections else output
+
+
 @dataclass
 class BahdanauEncoderOutput(BaseModelOutput):
     """Encoder outputs plus the decoder's initial state, all batch-first (so that
@@ -205,9 +213,11 @@ class BahdanauEncoder(BahdanauPreTrainedModel):
         finals = []
         x = self.dropout(embeds)
         for i, layer in enumerate(self.layers):
+            below = x
             if i > 0:
                 x = self.dropout(x)
             x, *final = layer(x, mask=attention_mask, right_padded=True)
+            x = residual(self.config, i, x, below)
             finals.append(final)
             if output_hidden_states:
                 hidden_states.append(x)
@@ -350,11 +360,12 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         layers."""
         new_layers = []
         for index, (layer, state) in enumerate(zip(self.layers, layers, strict=True)):
+            below = x
             if index > 0:
                 x = self.dropout(x)
             new = layer.cell(x, state if isinstance(state, tuple) else (state,))
             new_layers.append(new if len(new) == 2 else new[0])
-            x = new[0]
+            x = residual(self.config, index, new[0], below)
         return x, new_layers
 
     def _one_pass(self, x: torch.Tensor, rnn_state) -> tuple[list[torch.Tensor], object]:
@@ -363,9 +374,11 @@ class BahdanauDecoder(BahdanauPreTrainedModel):
         states = rnn_state if isinstance(rnn_state, tuple) else (rnn_state,)
         outputs, finals = [], []
         for i, layer in enumerate(self.layers):
+            below = x
             if i > 0:
                 x = self.dropout(x)
             x, *final = layer(x, *(s[i : i + 1] for s in states))
+            x = residual(self.config, i, x, below)
             outputs.append(x)
             finals.append(final)
         final = stack_states(finals)

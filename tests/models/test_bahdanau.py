@@ -55,6 +55,13 @@ VARIANTS = {
     "luong-feeding": dict(attention="luong", input_feeding=True, cell="gru"),
     "none": dict(attention=None),
     "two-layers": dict(encoder_layers=2, decoder_layers=2, attention="luong", score="dot"),
+    "residual": dict(
+        encoder_layers=3,
+        decoder_layers=3,
+        attention="luong",
+        score="dot",
+        residual_connections=True,
+    ),  # fmt: skip
 }
 
 
@@ -178,7 +185,7 @@ def test_luong_input_feeding_decoder_matches_the_equations():
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("variant", ["luong", "none", "two-layers"])
+@pytest.mark.parametrize("variant", ["luong", "none", "two-layers", "residual"])
 def test_one_pass_teacher_forcing_equals_the_step_loop(variant):
     model = tiny(**VARIANTS[variant])
     assert model.model.decoder.one_pass
@@ -541,3 +548,42 @@ def test_the_per_layer_encoder_computes_one_stacked_bidirectional_lstm():
 
 
 # --------------------------------------------------------------------------- remote code
+
+
+# --------------------------------------------------------------------------- residual
+
+
+@torch.no_grad()
+def test_a_residual_layer_adds_its_input_to_its_output():
+    """``x_2 = RNN_2(x_1) + x_1``: the same weights with and without the connections differ at
+    the top of a 2-layer encoder by exactly the first layer's output."""
+    model = tiny(encoder_layers=2, decoder_layers=2, residual_connections=True)
+    ids, mask = batch()
+    encoder = model.get_encoder()
+    added = encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    model.config.residual_connections = False
+    plain = encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    torch.testing.assert_close(added.hidden_states[1], plain.hidden_states[1])
+    keep = mask.bool()
+    difference = added.hidden_states[2] - plain.hidden_states[2]
+    torch.testing.assert_close(difference[keep], plain.hidden_states[1][keep])
+
+
+@torch.no_grad()
+def test_residual_connections_keep_the_signal_of_a_deep_stack_at_initialisation():
+    """A 4-layer LSTM stack of 256 units, tied embeddings, as initialised: without residual
+    connections each layer shrinks the activations (the top holds under a tenth of the first
+    layer's), with them the top holds at least as much as the first layer."""
+    spreads = {}
+    for residual in (False, True):
+        torch.manual_seed(0)
+        config = BahdanauConfig(vocab_size=500, embedding_dim=256, encoder_hidden_size=256,
+                                encoder_layers=4, bidirectional=False, decoder_layers=4,
+                                attention="luong", tie_word_embeddings=True,
+                                residual_connections=residual)  # fmt: skip
+        encoder = BahdanauForConditionalGeneration(config).eval().get_encoder()
+        ids = torch.randint(4, 500, (8, 20), generator=torch.Generator().manual_seed(1))
+        states = encoder(input_ids=ids, attention_mask=torch.ones_like(ids),
+                         output_hidden_states=True).hidden_states  # fmt: skip
+        spreads[residual] = states[-1].std() / states[1].std()
+    assert spreads[False] < 0.1 and spreads[True] >= 1.0

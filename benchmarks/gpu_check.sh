@@ -21,6 +21,8 @@
 #        sizes (FFN 1024, 4 heads, attention and activation dropout 0.1) over the recipe's
 #        batches and schedule, scored on the validation books only (the test books stay
 #        unread until a candidate ships): candidate_vaswani_bible_en_es_base_iwslt_<gpu>.json;
+#        then the Luong recipe with residual connections between its 4 stacked layers
+#        (candidate_bahdanau_bible_en_es_luong_base_residual_<gpu>.json);
 #   compile
 #     4. benchmarks/speedrun.py of the Transformer base recipe with training.compile=regional
 #        (time to quality with the compile paid inside the run; compile_s, compiles and the
@@ -114,7 +116,10 @@ for set in "${@:-speedrun}"; do
       step vaswani_iwslt_sized 330 speedrun vaswani_bible_en_es_base "$RESULTS" \
         --name=candidate_vaswani_bible_en_es_base_iwslt \
         model.ffn_dim=1024 model.num_heads=4 model.attention_dropout=0.1 \
-        model.activation_dropout=0.1 'evaluation.splits=[validation]' ;;
+        model.activation_dropout=0.1 'evaluation.splits=[validation]'
+      step luong_residual 250 speedrun bahdanau_bible_en_es_luong_base "$RESULTS" \
+        --name=candidate_bahdanau_bible_en_es_luong_base_residual \
+        model.residual_connections=true 'evaluation.splits=[validation]' ;;
     compile)
       step vaswani_bible_en_es_base_regional 480 speedrun vaswani_bible_en_es_base \
         "$RESULTS/compile_regional" training.compile=regional ;;

@@ -20,7 +20,9 @@ from pathlib import Path
 from hfattn.common.machine import machine_words
 
 RECIPE = "vaswani_bible_en_es_base"
-"""The GPU recipe whose settings these blocks compare."""
+"""The GPU recipe whose compiled step the compile block weighs."""
+CANDIDATE_RECIPES = (RECIPE, "bahdanau_bible_en_es_luong_base")
+"""The GPU recipes whose candidate settings the candidates block compares."""
 
 COMPILE_NONE = (
     "The recipe's compiled step has no GPU measurement in this release (`bash "
@@ -33,7 +35,8 @@ def block_files(root: Path) -> list[str]:
     """The names of the files of ``root`` that these blocks read (the speedruns beside them
     are :func:`results_tables.speedrun_files`)."""
     recipe_steps = [p for p in root.glob("vaswani_recipe_*.json") if "_kernels" not in p.name]
-    return sorted(p.name for p in [*recipe_steps, *root.glob(f"candidate_{RECIPE}_*.json")])
+    candidates = [p for r in CANDIDATE_RECIPES for p in root.glob(f"candidate_{r}_*.json")]
+    return sorted(p.name for p in [*recipe_steps, *candidates])
 
 
 def _read(path: Path) -> dict:
@@ -104,27 +107,30 @@ def _row(label: str, record: dict) -> str:
 
 
 def candidates_block(root: Path) -> str:
-    """A table a GPU: the shipped recipe's speedrun and each candidate's, on the validation
-    books (greedy at each periodic evaluation, beam 4 for the saved model)."""
+    """A table a recipe and GPU: the shipped recipe's speedrun and each candidate's, on the
+    validation books (greedy at each periodic evaluation, beam 4 for the saved model)."""
     tables = []
-    for shipped in sorted(root.glob(f"speedrun_{RECIPE}_*.json")):
-        device = _device(shipped, f"speedrun_{RECIPE}")
-        candidates = sorted(root.glob(f"candidate_{RECIPE}_*_{device}.json"))
-        if not candidates:
-            continue
-        record = _read(shipped)
-        lines = [
-            f"On one {record['gpu']}, the GPU to itself "
-            f"(`python -m benchmarks.speedrun recipes/{RECIPE}.yaml [--set KEY=VALUE ...]`):",
-            "",
-            "| settings | saved model after | steps | greedy validation BLEU (wall s) "
-            "| validation BLEU, beam 4 |",
-            "|---|---|---|---|---|",
-            _row("as shipped", record),
-        ]
-        for path in candidates:
-            candidate = _read(path)
-            settings = [s for s in candidate["settings"] if not s.startswith("evaluation.")]
-            lines.append(_row(" ".join(f"`{s}`" for s in settings), candidate))
-        tables.append("\n".join(lines))
+    for recipe in CANDIDATE_RECIPES:
+        for shipped in sorted(root.glob(f"speedrun_{recipe}_*.json")):
+            device = _device(shipped, f"speedrun_{recipe}")
+            candidates = sorted(root.glob(f"candidate_{recipe}_*_{device}.json"))
+            if candidates:
+                tables.append(_candidates_table(recipe, _read(shipped), candidates))
     return "\n\n".join(tables) or CANDIDATES_NONE
+
+
+def _candidates_table(recipe: str, shipped: dict, candidates: list[Path]) -> str:
+    lines = [
+        f"`{recipe}` on one {shipped['gpu']}, the GPU to itself "
+        f"(`python -m benchmarks.speedrun recipes/{recipe}.yaml [--set KEY=VALUE ...]`):",
+        "",
+        "| settings | saved model after | steps | greedy validation BLEU (wall s) "
+        "| validation BLEU, beam 4 |",
+        "|---|---|---|---|---|",
+        _row("as shipped", shipped),
+    ]
+    for path in candidates:
+        candidate = _read(path)
+        settings = [s for s in candidate["settings"] if not s.startswith("evaluation.")]
+        lines.append(_row(" ".join(f"`{s}`" for s in settings), candidate))
+    return "\n".join(lines)

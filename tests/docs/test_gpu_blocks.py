@@ -73,3 +73,20 @@ def test_the_candidates_stand_beside_the_shipped_recipe_of_their_gpu(tmp_path):
         "| as shipped | 281 s | 3,000 | 7.0 (50 s), 21.6 (100 s) | 23.8 |",
         "| `model.ffn_dim=1024` | 286 s | 3,000 | 5.7 (50 s), 24.4 (100 s) | 26.5 |",
     ]
+
+
+def test_each_recipe_gets_a_table_of_its_own_candidates(tmp_path):
+    for recipe, final in (("vaswani_bible_en_es_base", 23.75),
+                          ("bahdanau_bible_en_es_luong_base", 0.2)):  # fmt: skip
+        _write(
+            tmp_path / f"speedrun_{recipe}_NVIDIA_H200.json", _speedrun(150.0, 823, [0.1], final)
+        )
+    _write(tmp_path / "candidate_bahdanau_bible_en_es_luong_base_residual_NVIDIA_H200.json",
+           _speedrun(155.0, 800, [12.0], 18.0, settings=["model.residual_connections=true"]))  # fmt: skip
+    block = gpu_blocks.candidates_block(tmp_path)
+    assert block.startswith("`bahdanau_bible_en_es_luong_base` on one NVIDIA H200")
+    assert "vaswani" not in block  # no candidate of its own
+    assert "| `model.residual_connections=true` | 155 s | 800 | 12.0 (50 s) | 18.0 |" in block
+    assert gpu_blocks.block_files(tmp_path) == [
+        "candidate_bahdanau_bible_en_es_luong_base_residual_NVIDIA_H200.json"
+    ]

@@ -1,0 +1,305 @@
+"""A sweep: the settings of a recipe chosen on its validation split by Optuna trials, each an
+ordinary run trained by :func:`~hfattn.orchestration.run.run_recipe` (``hfattn sweep``).
+
+:func:`check_sweep` reads the recipe and the search space and checks both before anything
+slow is loaded (:func:`~hfattn.recipes.search_space.load_search_space`). :func:`run_sweep`
+then asks the study (:mod:`~hfattn.orchestration.sweep_study`) for trials until ``--trials``
+of them are results: each trial trains the recipe with its parameters as ``--set`` items into
+its own run folder in the sweep folder (``trial-0003/``: ``hfattn train --resume``,
+``hfattn evaluate`` and ``hfattn push`` take it as any run), scored on the validation split only
+(``evaluation.splits=[validation]``: choices are made on validation) and never pushed. At each
+validation the trial reports ``training.metric_for_best_model`` to Optuna
+(:class:`TrialReporter`); a trial the pruner stops ends as a run stopped by its clock does
+(the checkpoint of its last step, its final validation, its model folder) and is marked
+PRUNED. A finished trial's result is its saved model's validation score
+(``eval_results.json``), compared in the direction the recipe compares checkpoints
+(``training.greater_is_better``, else by the metric's name:
+:attr:`~hfattn.recipes.schema.TrainingSection.larger_metric_is_better`).
+
+Trials with the same data settings share one prepared-data folder (the cache of
+:mod:`hfattn.data.prepared` keys on those settings). The sweep's outputs are written by
+:mod:`~hfattn.orchestration.sweep_outputs` after each trial.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..recipes import RecipeError, Run, check_recipe_values, load_recipe
+from ..recipes.schema import RecipeBase
+from ..recipes.search_space import SearchParam, load_search_space, set_item
+from ..storage.resume_checks import recipe_differences
+from ..storage.run_folder import eval_results_path, latest_checkpoint, recipe_path, run_state
+from ..training.training_job import TrainingCallback
+
+logger = logging.getLogger(__name__)
+
+PRUNED = "pruned"
+"""The stop reason of a pruned trial (its run's ``training_end`` and ``stop_reason``)."""
+TRIAL_SETTINGS = ("evaluation.splits=[validation]", "hub.push_to_hub=false")
+"""What every trial sets over the recipe: scored on the validation split only, never pushed."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep as ``hfattn sweep`` is given it, checked (:func:`check_sweep`)."""
+
+    recipe: Path
+    """The recipe file."""
+    overrides: tuple[str, ...]
+    """Its ``--set`` items (the searched fields aside)."""
+    params: tuple[SearchParam, ...]
+    """The search space."""
+    base: RecipeBase
+    """The recipe with its overrides, checked: what the trials share."""
+    trials: int
+    """How many trials are to be results (COMPLETE or PRUNED) in the study."""
+    folder: Path
+    """The sweep folder: the trials' run folders, the study (by default) and the outputs."""
+    study: str
+    """The study's name."""
+    storage: str | None = None
+    """A database URL for the study; ``None``: SQLite in :attr:`folder`."""
+
+    @property
+    def metric(self) -> str:
+        """What trials are compared by: the recipe's ``training.metric_for_best_model``."""
+        return self.base.training.metric_for_best_model
+
+    @property
+    def direction(self) -> str:
+        """``"maximize"`` or ``"minimize"``, as the recipe compares checkpoints."""
+        return "maximize" if self.base.training.larger_metric_is_better else "minimize"
+
+    def settings(self) -> dict:
+        """What the study records of the sweep, which a continuation must share."""
+        return {
+            "space": {p.name: p.as_dict() for p in self.params},
+            "metric": self.metric,
+            "direction": self.direction,
+            "recipe": self.base.to_yaml(),
+        }
+
+
+def check_sweep(
+    recipe: str | Path,
+    space: str | Path,
+    trials: int,
+    *,
+    overrides: tuple[str, ...] = (),
+    folder: str | Path | None = None,
+    study: str | None = None,
+    storage: str | None = None,
+) -> Sweep:
+    """The :class:`Sweep` of these ``hfattn sweep`` arguments, every check that needs no data
+    made (a fraction of a second, no torch): the recipe with its ``overrides``, and every
+    field and value of the search space ``space``. ``folder`` defaults to the recipe's
+    ``output_dir`` + ``-sweep``, ``study`` to the recipe's name.
+
+    Raises:
+        RecipeError: ``--trials`` below 1; a field or value of the space the recipe refuses.
+        FileNotFoundError: no recipe or space file.
+    """
+    if trials < 1:
+        raise RecipeError(f"--trials: a number of trials >= 1, got {trials}")
+    params = load_search_space(space, recipe, overrides)
+    base = check_recipe_values(recipe, overrides)
+    return Sweep(
+        recipe=Path(recipe),
+        overrides=tuple(overrides),
+        params=tuple(params),
+        base=base,
+        trials=trials,
+        folder=Path(folder if folder is not None else f"{base.output_dir}-sweep"),
+        study=study or base.name,
+        storage=storage,
+    )
+
+
+class TrialReporter(TrainingCallback):
+    """Reports each validation's ``metric`` to the Optuna ``trial`` at its step and stops the
+    run, as its clock would, when the pruner says the trial is losing."""
+
+    def __init__(self, trial, metric: str):
+        self.trial, self.metric, self.pruned = trial, metric, False
+
+    def on_evaluate(self, progress, scores: dict) -> None:
+        """``trial.report(scores[metric], step)``, then ``trial.should_prune()``."""
+        if self.pruned or progress.stop.requested:
+            return  # the validation of a run that stops already
+        self.trial.report(float(scores[self.metric]), progress.step)
+        if self.trial.should_prune():
+            self.pruned = True
+            progress.stop.request(PRUNED)
+
+
+class TrialInterrupted(KeyboardInterrupt):
+    """A signal (Ctrl-C, SIGTERM) stopped a trial's run; its checkpoint holds the steps."""
+
+
+@dataclass
+class TrialOutcome:
+    """How a trial's run ended: ``pruned`` or not, the validation ``scores`` of its saved
+    model, and its optimizer ``steps``."""
+
+    pruned: bool
+    scores: dict = field(default_factory=dict)
+    steps: int | None = None
+
+
+def trial_overrides(sweep: Sweep, params: dict, folder: Path) -> list[str]:
+    """The ``--set`` items of a trial: the sweep's, the trial's ``params``, its run ``folder``
+    and :data:`TRIAL_SETTINGS`."""
+    searched = [set_item(name, value) for name, value in params.items()]
+    return [*sweep.overrides, *searched, f"output_dir={folder}", *TRIAL_SETTINGS]
+
+
+def train_trial(sweep: Sweep, trial, params: dict, folder: Path) -> TrialOutcome:
+    """Train the trial's run in ``folder`` (resumed from its newest checkpoint when it has one:
+    a retry of a trial cut short) unless it is finished, and read its outcome.
+
+    Raises:
+        TrialInterrupted: a signal stopped the run (a checkpoint is saved).
+        RecipeError, ValueError, FileWriteError: the run refused, or failed (a non-finite loss).
+    """
+    from .run import run_recipe  # torch and accelerate: imported when a trial trains
+
+    reporter = TrialReporter(trial, sweep.metric)
+    if run_state(folder) != "finished":
+        resume = latest_checkpoint(folder) is not None
+        overwrite = not resume and recipe_path(folder).is_file()  # cut short before a checkpoint
+        run = Run(resume=resume, overwrite=overwrite)
+        recipe = load_recipe(sweep.recipe, trial_overrides(sweep, params, folder), run=run)
+        result = run_recipe(recipe, resume=resume, overwrite=overwrite, callbacks=[reporter])
+        if result.interrupted:
+            raise TrialInterrupted
+    results = json.loads(eval_results_path(folder).read_text(encoding="utf-8"))
+    training = results.get("training") or {}
+    return TrialOutcome(
+        pruned=training.get("stop_reason") == PRUNED,
+        scores=(results.get("all_metrics") or {}).get("validation") or {},
+        steps=training.get("global_step"),
+    )
+
+
+def check_continuation(study, sweep: Sweep) -> None:
+    """A study that already holds trials must search what ``sweep`` searches: the same space,
+    metric and direction and the same recipe (its searched fields aside); the first study
+    records them.
+
+    Raises:
+        RecipeError: ``--study mysweep (sqlite:///...) searches another space: ...``.
+    """
+    from .sweep_study import SETTINGS_ATTR
+
+    mine, stored = sweep.settings(), study.user_attrs.get(SETTINGS_ATTR)
+    if stored is None:
+        study.set_user_attr(SETTINGS_ATTR, mine)
+        return
+    for key in ("space", "metric", "direction"):
+        if stored.get(key) != mine[key]:
+            raise RecipeError(
+                f"--study {sweep.study}: the study searches another {key} ({stored.get(key)} vs "
+                f"{mine[key]}); continue it with its own, or give another --study / --output-dir"
+            )
+    import yaml
+
+    changes = recipe_differences(yaml.safe_load(stored["recipe"]), yaml.safe_load(mine["recipe"]))
+    if changes:
+        raise RecipeError(
+            f"--study {sweep.study}: the study searches another recipe ({changes[0]}); continue "
+            "it with its own, or give another --study / --output-dir"
+        )
+
+
+def run_sweep(sweep: Sweep):
+    """Run trials of ``sweep`` until :attr:`Sweep.trials` of them are results (with other
+    processes on the same study, until the study has them), writing the outputs after each
+    (:func:`~hfattn.orchestration.sweep_outputs.write_outputs`). Returns the study.
+
+    Raises:
+        TrialInterrupted: a signal stopped a trial (it is queued again: the same command
+            resumes it).
+        RecipeError: the study searches another space or recipe (:func:`check_continuation`).
+    """
+    import optuna
+
+    from .sweep_outputs import progress_line, write_outputs
+    from .sweep_study import (
+        claim,
+        counted,
+        fail_dead_trials,
+        open_storage,
+        open_study,
+        storage_url,
+        suggest,
+    )
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # the heartbeat is this module's (sweep_study.heartbeat), for ask-and-tell trials
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+    sweep.folder.mkdir(parents=True, exist_ok=True)
+    storage = open_storage(storage_url(sweep.storage, sweep.folder))
+    study = open_study(storage, sweep.study, sweep.direction)
+    check_continuation(study, sweep)
+    while True:
+        fail_dead_trials(study, storage)
+        if counted(study) >= sweep.trials:
+            break
+        trial = study.ask()
+        folder = claim(trial)
+        params = {p.name: suggest(trial, p) for p in sweep.params}
+        logger.info(progress_line(study, sweep, trial, folder))
+        _run_trial(study, storage, sweep, trial, params, sweep.folder / folder)
+        write_outputs(study, sweep)
+    write_outputs(study, sweep)
+    return study
+
+
+def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) -> None:
+    """Train ``trial`` with its ``params`` in ``folder`` under its heartbeat and tell the study
+    how it ended."""
+    from optuna.trial import TrialState
+
+    from ..storage.file_io import FileWriteError
+    from .sweep_outputs import outcome_line
+    from .sweep_study import heartbeat, retry_later
+
+    try:
+        with heartbeat(storage, trial):
+            outcome = train_trial(sweep, trial, params, folder)
+    except KeyboardInterrupt:  # a signal: queued again, the same command resumes it
+        study.tell(trial, state=TrialState.FAIL)
+        retry_later(study, storage.get_trial(trial._trial_id))
+        raise TrialInterrupted from None
+    except (ValueError, FileWriteError) as err:  # a refusal, a non-finite loss: not a result
+        trial.set_user_attr("error", str(err))
+        study.tell(trial, state=TrialState.FAIL)
+        logger.warning("trial %d failed: %s", trial.number, err)
+        return
+    trial.set_user_attr("steps", outcome.steps)
+    value = outcome.scores.get(sweep.metric)
+    if outcome.pruned or value is None:
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        study.tell(trial, float(value))
+    logger.info(outcome_line(study, sweep, trial.number))
+
+
+__all__ = [
+    "PRUNED",
+    "TRIAL_SETTINGS",
+    "Sweep",
+    "TrialInterrupted",
+    "TrialOutcome",
+    "TrialReporter",
+    "check_continuation",
+    "check_sweep",
+    "run_sweep",
+    "train_trial",
+    "trial_overrides",
+]

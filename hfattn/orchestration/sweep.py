@@ -23,25 +23,21 @@ Trials with the same data settings share one prepared-data folder (the cache of
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..recipes import RecipeError, Run, check_recipe_values, load_recipe
+from ..recipes import RecipeError, check_recipe_values
 from ..recipes.schema import RecipeBase
-from ..recipes.search_space import SearchParam, load_search_space, set_item
+from ..recipes.search_space import SearchParam, check_model_configs, load_search_space
 from ..storage.resume_checks import recipe_differences
-from ..storage.run_folder import eval_results_path, latest_checkpoint, recipe_path, run_state
-from ..training.training_job import TrainingCallback
 
 logger = logging.getLogger(__name__)
 
-PRUNED = "pruned"
-"""The stop reason of a pruned trial (its run's ``training_end`` and ``stop_reason``)."""
-TRIAL_SETTINGS = ("evaluation.splits=[validation]", "hub.push_to_hub=false")
-"""What every trial sets over the recipe: scored on the validation split only, never pushed."""
+FAILURES_IN_A_ROW = 3
+"""Trials of one process that fail in a row (a refused recipe, a non-finite loss) before it
+stops: a space whose every trial fails is not tried forever."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +92,11 @@ def check_sweep(
     storage: str | None = None,
 ) -> Sweep:
     """The :class:`Sweep` of these ``hfattn sweep`` arguments, every check that needs no data
-    made (a fraction of a second, no torch): the recipe with its ``overrides``, and every
-    field and value of the search space ``space``. ``folder`` defaults to the recipe's
-    ``output_dir`` + ``-sweep``, ``study`` to the recipe's name.
+    made: the recipe with its ``overrides`` and every field and value of the search space
+    ``space`` (:func:`~hfattn.recipes.search_space.load_search_space`, a fraction of a second,
+    before torch is imported), then the model config of each value of a ``model.*`` field
+    (:func:`~hfattn.recipes.search_space.check_model_configs`: torch, seconds). ``folder``
+    defaults to the recipe's ``output_dir`` + ``-sweep``, ``study`` to the recipe's name.
 
     Raises:
         RecipeError: ``--trials`` below 1; a field or value of the space the recipe refuses.
@@ -108,6 +106,7 @@ def check_sweep(
         raise RecipeError(f"--trials: a number of trials >= 1, got {trials}")
     params = load_search_space(space, recipe, overrides)
     base = check_recipe_values(recipe, overrides)
+    check_model_configs(params, recipe, overrides)  # the config classes: torch, no data
     return Sweep(
         recipe=Path(recipe),
         overrides=tuple(overrides),
@@ -117,72 +116,6 @@ def check_sweep(
         folder=Path(folder if folder is not None else f"{base.output_dir}-sweep"),
         study=study or base.name,
         storage=storage,
-    )
-
-
-class TrialReporter(TrainingCallback):
-    """Reports each validation's ``metric`` to the Optuna ``trial`` at its step and stops the
-    run, as its clock would, when the pruner says the trial is losing."""
-
-    def __init__(self, trial, metric: str):
-        self.trial, self.metric, self.pruned = trial, metric, False
-
-    def on_evaluate(self, progress, scores: dict) -> None:
-        """``trial.report(scores[metric], step)``, then ``trial.should_prune()``."""
-        if self.pruned or progress.stop.requested:
-            return  # the validation of a run that stops already
-        self.trial.report(float(scores[self.metric]), progress.step)
-        if self.trial.should_prune():
-            self.pruned = True
-            progress.stop.request(PRUNED)
-
-
-class TrialInterrupted(KeyboardInterrupt):
-    """A signal (Ctrl-C, SIGTERM) stopped a trial's run; its checkpoint holds the steps."""
-
-
-@dataclass
-class TrialOutcome:
-    """How a trial's run ended: ``pruned`` or not, the validation ``scores`` of its saved
-    model, and its optimizer ``steps``."""
-
-    pruned: bool
-    scores: dict = field(default_factory=dict)
-    steps: int | None = None
-
-
-def trial_overrides(sweep: Sweep, params: dict, folder: Path) -> list[str]:
-    """The ``--set`` items of a trial: the sweep's, the trial's ``params``, its run ``folder``
-    and :data:`TRIAL_SETTINGS`."""
-    searched = [set_item(name, value) for name, value in params.items()]
-    return [*sweep.overrides, *searched, f"output_dir={folder}", *TRIAL_SETTINGS]
-
-
-def train_trial(sweep: Sweep, trial, params: dict, folder: Path) -> TrialOutcome:
-    """Train the trial's run in ``folder`` (resumed from its newest checkpoint when it has one:
-    a retry of a trial cut short) unless it is finished, and read its outcome.
-
-    Raises:
-        TrialInterrupted: a signal stopped the run (a checkpoint is saved).
-        RecipeError, ValueError, FileWriteError: the run refused, or failed (a non-finite loss).
-    """
-    from .run import run_recipe  # torch and accelerate: imported when a trial trains
-
-    reporter = TrialReporter(trial, sweep.metric)
-    if run_state(folder) != "finished":
-        resume = latest_checkpoint(folder) is not None
-        overwrite = not resume and recipe_path(folder).is_file()  # cut short before a checkpoint
-        run = Run(resume=resume, overwrite=overwrite)
-        recipe = load_recipe(sweep.recipe, trial_overrides(sweep, params, folder), run=run)
-        result = run_recipe(recipe, resume=resume, overwrite=overwrite, callbacks=[reporter])
-        if result.interrupted:
-            raise TrialInterrupted
-    results = json.loads(eval_results_path(folder).read_text(encoding="utf-8"))
-    training = results.get("training") or {}
-    return TrialOutcome(
-        pruned=training.get("stop_reason") == PRUNED,
-        scores=(results.get("all_metrics") or {}).get("validation") or {},
-        steps=training.get("global_step"),
     )
 
 
@@ -223,12 +156,13 @@ def run_sweep(sweep: Sweep):
 
     Raises:
         TrialInterrupted: a signal stopped a trial (it is queued again: the same command
-            resumes it).
-        RecipeError: the study searches another space or recipe (:func:`check_continuation`).
+            resumes it; :class:`~hfattn.orchestration.sweep_trial.TrialInterrupted`).
+        RecipeError: the study searches another space or recipe (:func:`check_continuation`);
+            :data:`FAILURES_IN_A_ROW` trials failed in a row.
     """
     import optuna
 
-    from .sweep_outputs import progress_line, write_outputs
+    from .sweep_outputs import progress_line, write_outputs, write_tables
     from .sweep_study import (
         claim,
         counted,
@@ -246,7 +180,8 @@ def run_sweep(sweep: Sweep):
     storage = open_storage(storage_url(sweep.storage, sweep.folder))
     study = open_study(storage, sweep.study, sweep.direction)
     check_continuation(study, sweep)
-    while True:
+    failures = []  # the errors of this process's last trials, while they fail in a row
+    while len(failures) < FAILURES_IN_A_ROW:
         fail_dead_trials(study, storage)
         if counted(study) >= sweep.trials:
             break
@@ -254,20 +189,28 @@ def run_sweep(sweep: Sweep):
         folder = claim(trial)
         params = {p.name: suggest(trial, p) for p in sweep.params}
         logger.info(progress_line(study, sweep, trial, folder))
-        _run_trial(study, storage, sweep, trial, params, sweep.folder / folder)
+        write_tables(study, sweep)
+        error = _run_trial(study, storage, sweep, trial, params, sweep.folder / folder)
+        failures = [*failures, error] if error is not None else []
         write_outputs(study, sweep)
     write_outputs(study, sweep)
+    if failures:
+        raise RecipeError(
+            f"{len(failures)} trials in a row failed, the sweep stops (the last: {failures[-1]}); "
+            f"their errors are in {sweep.folder / 'trials.json'}"
+        )
     return study
 
 
-def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) -> None:
+def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) -> str | None:
     """Train ``trial`` with its ``params`` in ``folder`` under its heartbeat and tell the study
-    how it ended."""
+    how it ended; returns the error of a trial that failed, else ``None``."""
     from optuna.trial import TrialState
 
     from ..storage.file_io import FileWriteError
     from .sweep_outputs import outcome_line
     from .sweep_study import heartbeat, retry_later
+    from .sweep_trial import TrialInterrupted, train_trial
 
     try:
         with heartbeat(storage, trial):
@@ -280,7 +223,7 @@ def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) 
         trial.set_user_attr("error", str(err))
         study.tell(trial, state=TrialState.FAIL)
         logger.warning("trial %d failed: %s", trial.number, err)
-        return
+        return str(err)
     trial.set_user_attr("steps", outcome.steps)
     value = outcome.scores.get(sweep.metric)
     if outcome.pruned or value is None:
@@ -288,18 +231,7 @@ def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) 
     else:
         study.tell(trial, float(value))
     logger.info(outcome_line(study, sweep, trial.number))
+    return None
 
 
-__all__ = [
-    "PRUNED",
-    "TRIAL_SETTINGS",
-    "Sweep",
-    "TrialInterrupted",
-    "TrialOutcome",
-    "TrialReporter",
-    "check_continuation",
-    "check_sweep",
-    "run_sweep",
-    "train_trial",
-    "trial_overrides",
-]
+__all__ = ["Sweep", "check_continuation", "check_sweep", "run_sweep"]

@@ -1,6 +1,7 @@
 """What a sweep writes into its folder and says as it goes (``hfattn sweep``).
 
-After each trial :func:`write_outputs` (re)writes, each file atomically
+As each trial starts, :func:`write_tables` writes the table of trials (the new one RUNNING);
+after each trial :func:`write_outputs` (re)writes, each file atomically
 (:mod:`hfattn.storage.file_io`):
 
 - ``trials.csv`` and ``trials.json``: a row per trial (:func:`trial_rows`): its number, state,
@@ -39,7 +40,8 @@ def best_trial(study):
 def trial_rows(study, sweep) -> list[dict]:
     """A row per trial of ``study``: ``number``, ``state`` (``COMPLETE``, ``PRUNED``,
     ``RUNNING``, ``FAIL``, ``WAITING``), the metric (the last value reported for a pruned
-    trial), ``steps``, ``run_folder``, ``retry_of`` and each parameter by its dotted name."""
+    trial), ``steps``, ``run_folder``, ``retry_of``, each parameter by its dotted name and the
+    ``error`` of a trial that failed."""
     from .sweep_study import FOLDER_ATTR, RETRY_ATTR
 
     rows = []
@@ -56,6 +58,7 @@ def trial_rows(study, sweep) -> list[dict]:
                 "run_folder": trial.user_attrs.get(FOLDER_ATTR),
                 "retry_of": trial.user_attrs.get(RETRY_ATTR),
                 **{p.name: trial.params.get(p.name) for p in sweep.params},
+                "error": trial.user_attrs.get("error"),
             }
         )
     return rows
@@ -81,19 +84,27 @@ def best_recipe_yaml(study, sweep) -> str | None:
     recipe = check_recipe_values(sweep.recipe, items)
     header = (
         f"# The best trial ({best.number}, {sweep.metric} {best.value:.6g} on validation) of "
-        f"the sweep in {sweep.folder}\n# (study {sweep.study}): hfattn train {sweep.folder / BEST_RECIPE}\n"
+        f"the sweep in {sweep.folder}\n# (study {sweep.study}). Train it with:\n"
+        f"#   hfattn train {sweep.folder / BEST_RECIPE}\n"
     )
     return header + recipe.to_yaml()
+
+
+def write_tables(study, sweep) -> list[Path]:
+    """Write the trials' tables (:func:`trial_rows`) into the sweep folder; returns the files
+    written."""
+    rows = trial_rows(study, sweep)
+    folder = Path(sweep.folder)
+    atomic_write_text(folder / TRIALS_CSV, _csv_text(rows))
+    atomic_write_json(folder / TRIALS_JSON, rows)
+    return [folder / TRIALS_CSV, folder / TRIALS_JSON]
 
 
 def write_outputs(study, sweep) -> list[Path]:
     """Write the trials' tables, the best recipe and the figures into the sweep folder; returns
     the files written."""
-    rows = trial_rows(study, sweep)
     folder = Path(sweep.folder)
-    atomic_write_text(folder / TRIALS_CSV, _csv_text(rows))
-    atomic_write_json(folder / TRIALS_JSON, rows)
-    written = [folder / TRIALS_CSV, folder / TRIALS_JSON]
+    written = write_tables(study, sweep)
     best = best_recipe_yaml(study, sweep)
     if best is not None:
         atomic_write_text(folder / BEST_RECIPE, best)
@@ -145,4 +156,5 @@ __all__ = [
     "progress_line",
     "trial_rows",
     "write_outputs",
+    "write_tables",
 ]

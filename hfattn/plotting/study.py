@@ -54,7 +54,7 @@ def write_study_plots(study, folder: str | Path, params: int, target_name: str) 
     for name in study_plots(study, params):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
-            warnings.simplefilter("ignore", UserWarning)  # an axis of one value: matplotlib widens it
+            warnings.simplefilter("ignore", UserWarning)  # an axis of one value is widened
             axes = draw[name](study, target_name=target_name)
         figure = axes.figure
         figure.set_size_inches(9, 6)

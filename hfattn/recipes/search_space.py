@@ -17,7 +17,8 @@ before it imports torch (:func:`~hfattn.recipes.parsing.recipe_outline`,
 :func:`~hfattn.recipes.parsing.check_recipe_values`). A rule is declared once, on its field: a
 range is checked by its ends, so a field whose rule is a range (every numeric rule of hfattn's
 recipes) accepts every value between them. The first failure is one :class:`RecipeError`
-naming the field and what it allows.
+naming the field and what it allows. :func:`check_model_configs` then builds the model config
+for each value of a ``model.*`` field (torch: seconds, still before any data).
 """
 
 from __future__ import annotations
@@ -155,28 +156,58 @@ def _values_to_check(param: SearchParam) -> list[tuple[object, str]]:
     return [(v, f"{where} of {param.describe()}") for v, where in values]
 
 
-def _check_value(
-    recipe: Path, overrides: list[str], name: str, value, where: str, param_is_float: bool
-) -> None:
-    """The recipe with ``--set name=value`` must pass every check ``hfattn train`` makes
-    before it imports torch (``param_is_float``: the value comes from a float distribution).
+def _fields_checked(recipe: Path, items: list[str]) -> None:
+    """Every check ``hfattn train`` makes of the recipe with ``--set`` ``items`` before it
+    imports torch."""
+    check_before_training(recipe_outline(recipe, items))
+    check_recipe_values(recipe, items)
+
+
+def _config_built(recipe: Path, items: list[str]) -> None:
+    """The model config built from the recipe with ``--set`` ``items``: its rules across
+    fields (torch and the config classes: seconds)."""
+    from .model_section import validate_model_section
+
+    validate_model_section(check_recipe_values(recipe, items).model)
+
+
+def _check_values(recipe: Path, overrides: list[str], param: SearchParam, check) -> None:
+    """The recipe with ``--set name=value`` for each value of ``param``
+    (:func:`_values_to_check`) must pass ``check`` (:func:`_fields_checked` or
+    :func:`_config_built`).
 
     Raises:
         RecipeError: ``model.dropout: must be in [0, 1), got 1.5 (the high end of uniform
             [0.0, 1.5] in the search space)``.
     """
-    items = [*overrides, set_item(name, value)]
-    try:
-        check_before_training(recipe_outline(recipe, items))
-        check_recipe_values(recipe, items)
-    except (RecipeError, ValueError) as err:
-        message = str(err)
-        for start in (f"{name}: ", f"{name} "):
-            if message.startswith(start):
-                message = message[len(start) :]
-        if "not an integer" in message and param_is_float:
-            message += "; an integer field takes int_uniform or choice"
-        raise RecipeError(f"{name}: {message} ({where} in the search space)") from None
+    name = param.name
+    for value, where in _values_to_check(param):
+        try:
+            check(recipe, [*overrides, set_item(name, value)])
+        except (RecipeError, ValueError) as err:
+            message = str(err)
+            for start in (f"{name}: ", f"{name} "):
+                message = message.removeprefix(start)
+            if "not an integer" in message and param.distribution in ("uniform", "log_uniform"):
+                message += "; an integer field takes int_uniform or choice"
+            raise RecipeError(f"{name}: {message} ({where} in the search space)") from None
+
+
+def check_model_configs(
+    params: list[SearchParam], recipe: str | Path, overrides: list[str] | tuple[str, ...] = ()
+) -> None:
+    """Build the model config for each value of each ``model.*`` parameter of a space that
+    :func:`load_search_space` accepted: the config class's rules across fields (a decoder
+    size that its ``bridge`` refuses). Imports torch (seconds), loads no data. Each parameter
+    is checked with the recipe's values of the others: a combination of two searched values
+    that a config refuses fails its trial.
+
+    Raises:
+        RecipeError: as :func:`load_search_space`.
+    """
+    for param in params:
+        if param.name.startswith("model."):
+            _check_values(Path(recipe), list(overrides), param, _config_built)
 
 
 def load_search_space(
@@ -192,14 +223,18 @@ def load_search_space(
         FileNotFoundError: ``space`` or ``recipe`` does not exist.
     """
     recipe, overrides = Path(recipe), list(overrides)
-    check_before_training(recipe_outline(recipe, overrides))  # the recipe itself first
-    check_recipe_values(recipe, overrides)
+    _fields_checked(recipe, overrides)  # the recipe itself first
     params = [_param(name, given) for name, given in _read_space(Path(space)).items()]
     for param in params:
-        for value, where in _values_to_check(param):
-            floats = param.distribution in ("uniform", "log_uniform")
-            _check_value(recipe, overrides, param.name, value, where, floats)
+        _check_values(recipe, overrides, param, _fields_checked)
     return params
 
 
-__all__ = ["DISTRIBUTIONS", "SearchParam", "load_search_space", "set_item"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "NOT_SEARCHED",
+    "SearchParam",
+    "check_model_configs",
+    "load_search_space",
+    "set_item",
+]

@@ -1,0 +1,100 @@
+"""One trial of a sweep (:mod:`hfattn.orchestration.sweep`): the recipe with the trial's
+parameters trained by :func:`~hfattn.orchestration.run.run_recipe` into the trial's run folder,
+its validations reported to Optuna (:class:`TrialReporter`), and how it ended
+(:class:`TrialOutcome`, read from the folder's ``eval_results.json``).
+
+Imported when a trial trains (the training layer imports torch).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..recipes import Run, load_recipe
+from ..recipes.search_space import set_item
+from ..storage.run_folder import eval_results_path, latest_checkpoint, recipe_path, run_state
+from ..training.training_job import TrainingCallback
+
+PRUNED = "pruned"
+"""The stop reason of a pruned trial (its run's ``training_end`` and ``stop_reason``)."""
+TRIAL_SETTINGS = ("evaluation.splits=[validation]", "hub.push_to_hub=false")
+"""What every trial sets over the recipe: scored on the validation split only, never pushed."""
+
+
+class TrialReporter(TrainingCallback):
+    """Reports each validation's ``metric`` to the Optuna ``trial`` at its step and stops the
+    run, as its clock would, when the pruner says the trial is losing."""
+
+    def __init__(self, trial, metric: str):
+        self.trial, self.metric, self.pruned = trial, metric, False
+
+    def on_evaluate(self, progress, scores: dict) -> None:
+        """``trial.report(scores[metric], step)``, then ``trial.should_prune()``."""
+        if self.pruned or progress.stop.requested:
+            return  # the validation of a run that stops already
+        self.trial.report(float(scores[self.metric]), progress.step)
+        if self.trial.should_prune():
+            self.pruned = True
+            progress.stop.request(PRUNED)
+
+
+class TrialInterrupted(KeyboardInterrupt):
+    """A signal (Ctrl-C, SIGTERM) stopped a trial's run; its checkpoint holds the steps."""
+
+
+@dataclass
+class TrialOutcome:
+    """How a trial's run ended: ``pruned`` or not, the validation ``scores`` of its saved
+    model, and its optimizer ``steps``."""
+
+    pruned: bool
+    scores: dict = field(default_factory=dict)
+    steps: int | None = None
+
+
+def trial_overrides(sweep, params: dict, folder: Path) -> list[str]:
+    """The ``--set`` items of a trial: the sweep's, the trial's ``params``, its run ``folder``
+    and :data:`TRIAL_SETTINGS`."""
+    searched = [set_item(name, value) for name, value in params.items()]
+    return [*sweep.overrides, *searched, f"output_dir={folder}", *TRIAL_SETTINGS]
+
+
+def train_trial(sweep, trial, params: dict, folder: Path) -> TrialOutcome:
+    """Train the trial's run in ``folder`` (resumed from its newest checkpoint when it has one:
+    a retry of a trial cut short) unless it is finished, and read its outcome.
+
+    Raises:
+        TrialInterrupted: a signal stopped the run (a checkpoint is saved).
+        RecipeError, ValueError, FileWriteError: the run refused, or failed (a non-finite loss).
+    """
+    from .run import run_recipe  # torch and accelerate: imported when a trial trains
+
+    reporter = TrialReporter(trial, sweep.metric)
+    if run_state(folder) != "finished":
+        resume = latest_checkpoint(folder) is not None
+        overwrite = not resume and recipe_path(folder).is_file()  # cut short before a checkpoint
+        run = Run(resume=resume, overwrite=overwrite)
+        recipe = load_recipe(sweep.recipe, trial_overrides(sweep, params, folder), run=run)
+        result = run_recipe(recipe, resume=resume, overwrite=overwrite, callbacks=[reporter])
+        if result.interrupted:
+            raise TrialInterrupted
+    results = json.loads(eval_results_path(folder).read_text(encoding="utf-8"))
+    training = results.get("training") or {}
+    return TrialOutcome(
+        pruned=training.get("stop_reason") == PRUNED,
+        scores=(results.get("all_metrics") or {}).get("validation") or {},
+        steps=training.get("global_step"),
+    )
+
+
+__all__ = [
+    "PRUNED",
+    "TRIAL_SETTINGS",
+    "TrialInterrupted",
+    "TrialOutcome",
+    "TrialReporter",
+    "train_trial",
+    "trial_overrides",
+]

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if not optuna_installed():
         return report_error(INSTALL_HINT)
     from .. import tasks  # noqa: F401  (registers every task's recipe)
-    from ..orchestration.sweep import check_sweep
+    from ..orchestration.sweep_setup import check_sweep
     from ..recipes import RecipeError
 
     try:

@@ -1,17 +1,17 @@
 """A sweep: the settings of a recipe chosen on its validation split by Optuna trials, each an
 ordinary run trained by :func:`~hfattn.orchestration.run.run_recipe` (``hfattn sweep``).
 
-:func:`check_sweep` reads the recipe and the search space and checks both before anything
-slow is loaded (:func:`~hfattn.recipes.search_space.load_search_space`). :func:`run_sweep`
-then asks the study (:mod:`~hfattn.orchestration.sweep_study`) for trials until ``--trials``
-of them are results: each trial trains the recipe with its parameters as ``--set`` items into
-its own run folder in the sweep folder (``trial-0003/``: ``hfattn train --resume``,
-``hfattn evaluate`` and ``hfattn push`` take it as any run), scored on the validation split only
+:func:`~hfattn.orchestration.sweep_setup.check_sweep` reads the recipe and the search space
+and checks both before anything slow is loaded. :func:`run_sweep` then asks the study
+(:mod:`~hfattn.orchestration.sweep_study`) for trials until ``--trials`` of them are results:
+each trial trains the recipe with its parameters as ``--set`` items into its own run folder in
+the sweep folder (``trial-0003/``: ``hfattn train --resume``, ``hfattn evaluate`` and
+``hfattn push`` take it as any run), scored on the validation split only
 (``evaluation.splits=[validation]``: choices are made on validation) and never pushed. At each
 validation the trial reports ``training.metric_for_best_model`` to Optuna
-(:class:`TrialReporter`); a trial the pruner stops ends as a run stopped by its clock does
-(the checkpoint of its last step, its final validation, its model folder) and is marked
-PRUNED. A finished trial's result is its saved model's validation score
+(:class:`~hfattn.orchestration.sweep_trial.TrialReporter`); a trial the pruner stops ends as a
+run stopped by its clock does (the checkpoint of its last step, its final validation, its model
+folder) and is marked PRUNED. A finished trial's result is its saved model's validation score
 (``eval_results.json``), compared in the direction the recipe compares checkpoints
 (``training.greater_is_better``, else by the metric's name:
 :attr:`~hfattn.recipes.schema.TrainingSection.larger_metric_is_better`).
@@ -25,98 +25,36 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..recipes import RecipeError, check_recipe_values
-from ..recipes.schema import RecipeBase
-from ..recipes.search_space import SearchParam, check_model_configs, load_search_space
+import optuna
+import yaml
+from optuna.trial import TrialState
+
+from ..recipes import RecipeError
+from ..storage.file_io import FileWriteError
 from ..storage.resume_checks import recipe_differences
+from .sweep_outputs import outcome_line, progress_line, write_outputs, write_tables
+from .sweep_setup import Sweep
+from .sweep_study import (
+    SETTINGS_ATTR,
+    claim,
+    counted,
+    fail_dead_trials,
+    heartbeat,
+    open_storage,
+    open_study,
+    retry_later,
+    storage_url,
+    suggest,
+)
+from .sweep_trial import TrialInterrupted, train_trial
 
 logger = logging.getLogger(__name__)
 
 FAILURES_IN_A_ROW = 3
 """Trials of one process that fail in a row (a refused recipe, a non-finite loss) before it
 stops: a space whose every trial fails is not tried forever."""
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A sweep as ``hfattn sweep`` is given it, checked (:func:`check_sweep`)."""
-
-    recipe: Path
-    """The recipe file."""
-    overrides: tuple[str, ...]
-    """Its ``--set`` items (the searched fields aside)."""
-    params: tuple[SearchParam, ...]
-    """The search space."""
-    base: RecipeBase
-    """The recipe with its overrides, checked: what the trials share."""
-    trials: int
-    """How many trials are to be results (COMPLETE or PRUNED) in the study."""
-    folder: Path
-    """The sweep folder: the trials' run folders, the study (by default) and the outputs."""
-    study: str
-    """The study's name."""
-    storage: str | None = None
-    """A database URL for the study; ``None``: SQLite in :attr:`folder`."""
-
-    @property
-    def metric(self) -> str:
-        """What trials are compared by: the recipe's ``training.metric_for_best_model``."""
-        return self.base.training.metric_for_best_model
-
-    @property
-    def direction(self) -> str:
-        """``"maximize"`` or ``"minimize"``, as the recipe compares checkpoints."""
-        return "maximize" if self.base.training.larger_metric_is_better else "minimize"
-
-    def settings(self) -> dict:
-        """What the study records of the sweep, which a continuation must share."""
-        return {
-            "space": {p.name: p.as_dict() for p in self.params},
-            "metric": self.metric,
-            "direction": self.direction,
-            "recipe": self.base.to_yaml(),
-        }
-
-
-def check_sweep(
-    recipe: str | Path,
-    space: str | Path,
-    trials: int,
-    *,
-    overrides: tuple[str, ...] = (),
-    folder: str | Path | None = None,
-    study: str | None = None,
-    storage: str | None = None,
-) -> Sweep:
-    """The :class:`Sweep` of these ``hfattn sweep`` arguments, every check that needs no data
-    made: the recipe with its ``overrides`` and every field and value of the search space
-    ``space`` (:func:`~hfattn.recipes.search_space.load_search_space`, a fraction of a second,
-    before torch is imported), then the model config of each value of a ``model.*`` field
-    (:func:`~hfattn.recipes.search_space.check_model_configs`: torch, seconds). ``folder``
-    defaults to the recipe's ``output_dir`` + ``-sweep``, ``study`` to the recipe's name.
-
-    Raises:
-        RecipeError: ``--trials`` below 1; a field or value of the space the recipe refuses.
-        FileNotFoundError: no recipe or space file.
-    """
-    if trials < 1:
-        raise RecipeError(f"--trials: a number of trials >= 1, got {trials}")
-    params = load_search_space(space, recipe, overrides)
-    base = check_recipe_values(recipe, overrides)
-    check_model_configs(params, recipe, overrides)  # the config classes: torch, no data
-    return Sweep(
-        recipe=Path(recipe),
-        overrides=tuple(overrides),
-        params=tuple(params),
-        base=base,
-        trials=trials,
-        folder=Path(folder if folder is not None else f"{base.output_dir}-sweep"),
-        study=study or base.name,
-        storage=storage,
-    )
 
 
 def check_continuation(study, sweep: Sweep) -> None:
@@ -127,8 +65,6 @@ def check_continuation(study, sweep: Sweep) -> None:
     Raises:
         RecipeError: ``--study mysweep (sqlite:///...) searches another space: ...``.
     """
-    from .sweep_study import SETTINGS_ATTR
-
     mine, stored = sweep.settings(), study.user_attrs.get(SETTINGS_ATTR)
     if stored is None:
         study.set_user_attr(SETTINGS_ATTR, mine)
@@ -139,8 +75,6 @@ def check_continuation(study, sweep: Sweep) -> None:
                 f"--study {sweep.study}: the study searches another {key} ({stored.get(key)} vs "
                 f"{mine[key]}); continue it with its own, or give another --study / --output-dir"
             )
-    import yaml
-
     changes = recipe_differences(yaml.safe_load(stored["recipe"]), yaml.safe_load(mine["recipe"]))
     if changes:
         raise RecipeError(
@@ -160,19 +94,6 @@ def run_sweep(sweep: Sweep):
         RecipeError: the study searches another space or recipe (:func:`check_continuation`);
             :data:`FAILURES_IN_A_ROW` trials failed in a row.
     """
-    import optuna
-
-    from .sweep_outputs import progress_line, write_outputs, write_tables
-    from .sweep_study import (
-        claim,
-        counted,
-        fail_dead_trials,
-        open_storage,
-        open_study,
-        storage_url,
-        suggest,
-    )
-
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     # the heartbeat is this module's (sweep_study.heartbeat), for ask-and-tell trials
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
@@ -181,6 +102,7 @@ def run_sweep(sweep: Sweep):
     study = open_study(storage, sweep.study, sweep.direction)
     check_continuation(study, sweep)
     failures = []  # the errors of this process's last trials, while they fail in a row
+    written = []
     while len(failures) < FAILURES_IN_A_ROW:
         fail_dead_trials(study, storage)
         if counted(study) >= sweep.trials:
@@ -192,8 +114,9 @@ def run_sweep(sweep: Sweep):
         write_tables(study, sweep)
         error = _run_trial(study, storage, sweep, trial, params, sweep.folder / folder)
         failures = [*failures, error] if error is not None else []
+        written = write_outputs(study, sweep)
+    if not written:  # no trial ran here: the tables of the study as it stands
         write_outputs(study, sweep)
-    write_outputs(study, sweep)
     if failures:
         raise RecipeError(
             f"{len(failures)} trials in a row failed, the sweep stops (the last: {failures[-1]}); "
@@ -205,13 +128,6 @@ def run_sweep(sweep: Sweep):
 def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) -> str | None:
     """Train ``trial`` with its ``params`` in ``folder`` under its heartbeat and tell the study
     how it ended; returns the error of a trial that failed, else ``None``."""
-    from optuna.trial import TrialState
-
-    from ..storage.file_io import FileWriteError
-    from .sweep_outputs import outcome_line
-    from .sweep_study import heartbeat, retry_later
-    from .sweep_trial import TrialInterrupted, train_trial
-
     try:
         with heartbeat(storage, trial):
             outcome = train_trial(sweep, trial, params, folder)
@@ -234,4 +150,4 @@ def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) 
     return None
 
 
-__all__ = ["Sweep", "check_continuation", "check_sweep", "run_sweep"]
+__all__ = ["FAILURES_IN_A_ROW", "check_continuation", "run_sweep"]

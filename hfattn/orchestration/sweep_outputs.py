@@ -23,6 +23,7 @@ from ..plotting.study import write_study_plots
 from ..recipes import check_recipe_values
 from ..recipes.search_space import set_item
 from ..storage.file_io import atomic_write_json, atomic_write_text
+from .sweep_study import FOLDER_ATTR, RETRY_ATTR, counted
 
 TRIALS_CSV, TRIALS_JSON, BEST_RECIPE = "trials.csv", "trials.json", "best_recipe.yaml"
 """The sweep's tables and best recipe, in its folder."""
@@ -42,8 +43,6 @@ def trial_rows(study, sweep) -> list[dict]:
     ``RUNNING``, ``FAIL``, ``WAITING``), the metric (the last value reported for a pruned
     trial), ``steps``, ``run_folder``, ``retry_of``, each parameter by its dotted name and the
     ``error`` of a trial that failed."""
-    from .sweep_study import FOLDER_ATTR, RETRY_ATTR
-
     rows = []
     for trial in study.get_trials(deepcopy=False):
         value = trial.value
@@ -122,8 +121,6 @@ def _best_so_far(study, sweep) -> str:
 def progress_line(study, sweep, trial, folder: str) -> str:
     """``trial 3 of 12 (trial-0003): training.learning_rate=0.0012, ...; best so far: ...``
     (the count is the trials that are results or running, this one included)."""
-    from .sweep_study import RETRY_ATTR, counted
-
     retry = trial.user_attrs.get(RETRY_ATTR)
     what = f"retries trial {retry}, resumed from {folder}" if retry is not None else folder
     params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"

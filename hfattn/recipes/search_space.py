@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.field_checks import RecipeError
+from .model_section import validate_model_section
 from .parsing import check_recipe_values, recipe_outline
 from .run_checks import check_before_training
 
@@ -166,8 +167,6 @@ def _fields_checked(recipe: Path, items: list[str]) -> None:
 def _config_built(recipe: Path, items: list[str]) -> None:
     """The model config built from the recipe with ``--set`` ``items``: its rules across
     fields (torch and the config classes: seconds)."""
-    from .model_section import validate_model_section
-
     validate_model_section(check_recipe_values(recipe, items).model)
 
 

@@ -256,7 +256,7 @@ def test_a_study_of_another_space_is_not_continued(tmp_path, capsys):
 
 def test_two_processes_run_disjoint_trials_of_one_study(tmp_path):
     recipe, space, out = tiny_recipe(tmp_path), write_space(tmp_path), tmp_path / "sweep"
-    argv = sweep_args(recipe, space, out, 3)
+    argv = sweep_args(recipe, space, out, 2)
     children = [start_cli_child(argv), start_cli_child(argv)]
     for child in children:
         child.join(timeout=600)
@@ -266,7 +266,7 @@ def test_two_processes_run_disjoint_trials_of_one_study(tmp_path):
 
     study = optuna.load_study(study_name="sweep_tiny", storage=f"sqlite:///{out / 'study.db'}")
     trials = study.get_trials()
-    assert {t.state.name for t in trials} == {"COMPLETE"} and 3 <= len(trials) <= 4
+    assert {t.state.name for t in trials} == {"COMPLETE"} and 2 <= len(trials) <= 3
     folders = [t.user_attrs["run_folder"] for t in trials]
     assert len(set(folders)) == len(trials)
     assert {t.user_attrs["owner"]["pid"] for t in trials} == {c.pid for c in children}

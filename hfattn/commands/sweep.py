@@ -16,9 +16,6 @@ import sys
 from .arguments import add_recipe_arguments
 from .inputs import report_error
 
-INSTALL_HINT = "hfattn sweep needs Optuna: pip install 'hfattn[sweep]'"
-"""The line ``hfattn sweep`` prints where Optuna is not installed."""
-
 
 def register(subparsers) -> None:
     """Add the ``sweep`` sub-command."""
@@ -70,11 +67,12 @@ def optuna_installed() -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Check the recipe and the space, run the trials, print the table of trials."""
+    from ..orchestration.sweep_setup import OPTUNA_MISSING
     from .logging_setup import configure_logging
 
     configure_logging()
     if not optuna_installed():
-        return report_error(INSTALL_HINT)
+        return report_error(OPTUNA_MISSING)
     from .. import tasks  # noqa: F401  (registers every task's recipe)
     from ..orchestration.sweep_setup import check_sweep
     from ..recipes import RecipeError

@@ -27,15 +27,13 @@ import logging
 import warnings
 from pathlib import Path
 
-import optuna
 import yaml
-from optuna.trial import TrialState
 
 from ..recipes import RecipeError
 from ..storage.file_io import FileWriteError
 from ..storage.resume_checks import recipe_differences
 from .sweep_outputs import outcome_line, progress_line, write_outputs, write_tables
-from .sweep_setup import Sweep
+from .sweep_setup import OPTUNA_MISSING, Sweep
 from .sweep_study import (
     SETTINGS_ATTR,
     claim,
@@ -49,6 +47,12 @@ from .sweep_study import (
     suggest,
 )
 from .sweep_trial import TrialInterrupted, train_trial
+
+try:
+    from optuna.exceptions import ExperimentalWarning
+    from optuna.trial import TrialState
+except ImportError:
+    raise ImportError(OPTUNA_MISSING) from None
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +98,7 @@ def run_sweep(sweep: Sweep):
         RecipeError: the study searches another space or recipe (:func:`check_continuation`);
             :data:`FAILURES_IN_A_ROW` trials failed in a row.
     """
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", category=ExperimentalWarning)
     # the heartbeat is this module's (sweep_study.heartbeat), for ask-and-tell trials
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     sweep.folder.mkdir(parents=True, exist_ok=True)

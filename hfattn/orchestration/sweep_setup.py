@@ -14,6 +14,9 @@ from ..recipes import RecipeError, check_recipe_values
 from ..recipes.schema import RecipeBase
 from ..recipes.search_space import SearchParam, check_model_configs, load_search_space
 
+OPTUNA_MISSING = "hfattn sweep needs Optuna: pip install 'hfattn[sweep]'"
+"""What a sweep says where Optuna is not installed."""
+
 
 @dataclass(frozen=True)
 class Sweep:
@@ -94,4 +97,4 @@ def check_sweep(
     )
 
 
-__all__ = ["Sweep", "check_sweep"]
+__all__ = ["OPTUNA_MISSING", "Sweep", "check_sweep"]

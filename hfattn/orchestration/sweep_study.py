@@ -26,11 +26,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import optuna
 import psutil
-from optuna.trial import TrialState
 
 from ..recipes.search_space import SearchParam
+from .sweep_setup import OPTUNA_MISSING
+
+try:
+    import optuna
+    from optuna.trial import TrialState
+except ImportError:
+    raise ImportError(OPTUNA_MISSING) from None
 
 logger = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,7 @@ from .sweep_setup import OPTUNA_MISSING
 try:
     import optuna
     from optuna.trial import TrialState
+    from sqlalchemy.exc import IntegrityError, OperationalError
 except ImportError:
     raise ImportError(OPTUNA_MISSING) from None
 
@@ -51,6 +53,8 @@ direction, and the recipe (a continuation must search the same)."""
 OWNER_ATTR, FOLDER_ATTR, RETRY_ATTR = "owner", "run_folder", "retry_of"
 """A trial's user attributes: the process that runs it, its run folder (relative to the sweep
 folder) and, for a retry, the number of the trial it retries."""
+STORAGE_ATTEMPTS = 5
+"""Opens of the study database before its error is the sweep's."""
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 """The states of a trial that counts as a result."""
 
@@ -63,18 +67,25 @@ def storage_url(storage: str | None, folder: Path) -> str:
 def open_storage(url: str) -> optuna.storages.RDBStorage:
     """The study database at ``url`` with heartbeats on; a trial found stale is queued again
     (:func:`retry_later`). SQLite waits for its lock rather than failing at once when several
-    processes write."""
+    processes write; of processes that create a new database together, one creates its tables
+    and the others, refused meanwhile, open it again (:data:`STORAGE_ATTEMPTS`)."""
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None
     stale = "heartbeat_stale_trial_callback"  # Optuna 5; Optuna 4 calls it failed_trial_callback
     if stale not in inspect.signature(optuna.storages.RDBStorage).parameters:
         stale = "failed_trial_callback"
-    return optuna.storages.RDBStorage(
-        url,
-        engine_kwargs=engine,
-        heartbeat_interval=HEARTBEAT_INTERVAL_S,
-        grace_period=GRACE_PERIOD_S,
-        **{stale: retry_later},
-    )
+    for attempt in range(STORAGE_ATTEMPTS):
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine,
+                heartbeat_interval=HEARTBEAT_INTERVAL_S,
+                grace_period=GRACE_PERIOD_S,
+                **{stale: retry_later},
+            )
+        except (IntegrityError, OperationalError):
+            if attempt == STORAGE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))  # another process creates the tables meanwhile
 
 
 def open_study(storage, name: str, direction: str) -> optuna.Study:

@@ -131,8 +131,9 @@ def print_trials(study, sweep) -> None:
     rows = trial_rows(study, sweep)
     table = titled_table(f"{sweep.study}: {len(rows)} trials ({sweep.direction} {sweep.metric})")
     columns = ["number", "state", sweep.metric, "steps", *(p.name for p in sweep.params)]
-    for name in columns:
-        table.add_column(name, justify="left" if name == "state" else "right", overflow="fold")
+    for name in columns:  # a dotted field's header on two lines: training. / learning_rate
+        header = name.replace(".", ".\n", 1)
+        table.add_column(header, justify="left" if name == "state" else "right", overflow="fold")
     for row in rows:
         table.add_row(*(_cell(row[name]) for name in columns))
     console = Console()

@@ -18,7 +18,8 @@ folder) and is marked PRUNED. A finished trial's result is its saved model's val
 
 Trials with the same data settings share one prepared-data folder (the cache of
 :mod:`hfattn.data.prepared` keys on those settings). The sweep's outputs are written by
-:mod:`~hfattn.orchestration.sweep_outputs` after each trial.
+:mod:`~hfattn.orchestration.sweep_outputs`: the tables as each trial starts and ends, the best
+recipe after each trial, the figures when the loop ends.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def check_continuation(study, sweep: Sweep) -> None:
 
 def run_sweep(sweep: Sweep):
     """Run trials of ``sweep`` until :attr:`Sweep.trials` of them are results (with other
-    processes on the same study, until the study has them), writing the outputs after each
+    processes on the same study, until the study has them), writing the tables and the best
+    recipe after each and the figures at the end
     (:func:`~hfattn.orchestration.sweep_outputs.write_outputs`). Returns the study.
 
     Raises:
@@ -98,15 +100,22 @@ def run_sweep(sweep: Sweep):
         RecipeError: the study searches another space or recipe (:func:`check_continuation`);
             :data:`FAILURES_IN_A_ROW` trials failed in a row.
     """
-    warnings.filterwarnings("ignore", category=ExperimentalWarning)
-    # the heartbeat is this module's (sweep_study.heartbeat), for ask-and-tell trials
-    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-    sweep.folder.mkdir(parents=True, exist_ok=True)
-    storage = open_storage(storage_url(sweep.storage, sweep.folder))
-    study = open_study(storage, sweep.study, sweep.direction)
-    check_continuation(study, sweep)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=ExperimentalWarning)
+        # the heartbeat is this module's (sweep_study.heartbeat), for ask-and-tell trials
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+        sweep.folder.mkdir(parents=True, exist_ok=True)
+        storage = open_storage(storage_url(sweep.storage, sweep.folder))
+        study = open_study(storage, sweep.study, sweep.direction)
+        check_continuation(study, sweep)
+        _run_trials(study, storage, sweep)
+    return study
+
+
+def _run_trials(study, storage, sweep: Sweep) -> None:
+    """:func:`run_sweep`'s loop: trials until the study has its results (or
+    :data:`FAILURES_IN_A_ROW` failed), then the outputs."""
     failures = []  # the errors of this process's last trials, while they fail in a row
-    written = []
     while len(failures) < FAILURES_IN_A_ROW:
         fail_dead_trials(study, storage)
         if counted(study) >= sweep.trials:
@@ -116,17 +125,19 @@ def run_sweep(sweep: Sweep):
         params = {p.name: suggest(trial, p) for p in sweep.params}
         logger.info(progress_line(study, sweep, trial, folder))
         write_tables(study, sweep)
-        error = _run_trial(study, storage, sweep, trial, params, sweep.folder / folder)
+        try:
+            error = _run_trial(study, storage, sweep, trial, params, sweep.folder / folder)
+        except TrialInterrupted:
+            write_tables(study, sweep)  # the trial FAIL, its retry WAITING
+            raise
         failures = [*failures, error] if error is not None else []
-        written = write_outputs(study, sweep)
-    if not written:  # no trial ran here: the tables of the study as it stands
-        write_outputs(study, sweep)
+        write_outputs(study, sweep, figures=False)  # the figures once, at the end
+    write_outputs(study, sweep)
     if failures:
         raise RecipeError(
             f"{len(failures)} trials in a row failed, the sweep stops (the last: {failures[-1]}); "
             f"their errors are in {sweep.folder / 'trials.json'}"
         )
-    return study
 
 
 def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) -> str | None:

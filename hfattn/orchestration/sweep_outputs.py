@@ -1,7 +1,8 @@
 """What a sweep writes into its folder and says as it goes (``hfattn sweep``).
 
 As each trial starts, :func:`write_tables` writes the table of trials (the new one RUNNING);
-after each trial :func:`write_outputs` (re)writes, each file atomically
+after each trial :func:`write_outputs` (re)writes, each file atomically (the figures, which take
+a second or so, when the sweep's loop ends)
 (:mod:`hfattn.storage.file_io`):
 
 - ``trials.csv`` and ``trials.json``: a row per trial (:func:`trial_rows`): its number, state,
@@ -46,6 +47,8 @@ def trial_rows(study, sweep) -> list[dict]:
     rows = []
     for trial in study.get_trials(deepcopy=False):
         value = trial.value
+        # a queued (WAITING) trial has its values as Optuna's fixed parameters, not yet params
+        params = trial.params or trial.system_attrs.get("fixed_params") or {}
         if value is None and trial.intermediate_values:
             value = trial.intermediate_values[max(trial.intermediate_values)]
         rows.append(
@@ -56,7 +59,7 @@ def trial_rows(study, sweep) -> list[dict]:
                 "steps": trial.user_attrs.get("steps"),
                 "run_folder": trial.user_attrs.get(FOLDER_ATTR),
                 "retry_of": trial.user_attrs.get(RETRY_ATTR),
-                **{p.name: trial.params.get(p.name) for p in sweep.params},
+                **{p.name: params.get(p.name) for p in sweep.params},
                 "error": trial.user_attrs.get("error"),
             }
         )
@@ -99,16 +102,18 @@ def write_tables(study, sweep) -> list[Path]:
     return [folder / TRIALS_CSV, folder / TRIALS_JSON]
 
 
-def write_outputs(study, sweep) -> list[Path]:
-    """Write the trials' tables, the best recipe and the figures into the sweep folder; returns
-    the files written."""
+def write_outputs(study, sweep, *, figures: bool = True) -> list[Path]:
+    """Write the trials' tables, the best recipe and (with ``figures``) the figures into the
+    sweep folder; returns the files written."""
     folder = Path(sweep.folder)
     written = write_tables(study, sweep)
     best = best_recipe_yaml(study, sweep)
     if best is not None:
         atomic_write_text(folder / BEST_RECIPE, best)
         written.append(folder / BEST_RECIPE)
-    return written + write_study_plots(study, folder, len(sweep.params), sweep.metric)
+    if figures:
+        written += write_study_plots(study, folder, len(sweep.params), sweep.metric)
+    return written
 
 
 def _best_so_far(study, sweep) -> str:

@@ -69,7 +69,7 @@ def train_trial(sweep, trial, params: dict, folder: Path) -> TrialOutcome:
         TrialInterrupted: a signal stopped the run (a checkpoint is saved).
         RecipeError, ValueError, FileWriteError: the run refused, or failed (a non-finite loss).
     """
-    from .run import run_recipe  # torch and accelerate: imported when a trial trains
+    from .run import run_recipe  # the tasks and the hub: imported when a trial trains
 
     reporter = TrialReporter(trial, sweep.metric)
     if run_state(folder) != "finished":

@@ -14,7 +14,9 @@ from pathlib import Path
 import yaml
 
 from hfattn.cli import main
+from hfattn.training.training_job import TrainingCallback
 from tests.helpers.crash_runs import start_cli_child
+from tests.helpers.fault_injection import with_callbacks
 from tests.helpers.recipe_helpers import write_recipe
 from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
 
@@ -299,3 +301,36 @@ def test_a_killed_sweep_continues_and_resumes_its_trial(tmp_path):
     assert (
         retry["steps"] == 10 and retry["loss"] == results(run)["all_metrics"]["validation"]["loss"]
     )
+
+
+class StopAsSigtermAt(TrainingCallback):
+    """Ask the run to stop after ``step`` as a first Ctrl-C or SIGTERM does."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, progress) -> None:
+        if progress.step == self.step:
+            progress.stop.request("interrupted")
+            progress.stop.interrupted = True
+
+
+def test_an_interrupted_trial_is_queued_again_and_resumed(tmp_path, monkeypatch, capsys):
+    recipe, space, out = tiny_recipe(tmp_path), write_space(tmp_path), tmp_path / "sweep"
+    argv = sweep_args(recipe, space, out, 1)
+    with_callbacks(monkeypatch, StopAsSigtermAt(7))
+    assert main(argv) == 130
+    assert "Continue the sweep with the same command" in capsys.readouterr().err
+    cut, queued = rows(out)
+    assert (cut["state"], queued["state"], queued["retry_of"]) == ("FAIL", "WAITING", 0)
+    assert [queued[p] for p in SPACE] == [cut[p] for p in SPACE]
+
+    monkeypatch.undo()
+    assert main(argv) == 0
+    assert [(r["number"], r["state"], r["run_folder"]) for r in rows(out)] == [
+        (0, "FAIL", "trial-0000"),
+        (1, "COMPLETE", "trial-0000"),
+    ]
+    run = out / "trial-0000"
+    assert len(results(run)["training"]["provenance"]["resume_commands"]) == 1
+    assert rows(out)[1]["loss"] == results(run)["all_metrics"]["validation"]["loss"]

@@ -31,9 +31,11 @@ class TrialReporter(TrainingCallback):
         self.trial, self.metric, self.pruned = trial, metric, False
 
     def on_evaluate(self, progress, scores: dict) -> None:
-        """``trial.report(scores[metric], step)``, then ``trial.should_prune()``."""
-        if self.pruned or progress.stop.requested:
-            return  # the validation of a run that stops already
+        """``trial.report(scores[metric], step)``, then ``trial.should_prune()``; not once
+        the run stops or its training has ended (the validation of its last step, which the
+        trial's value reports)."""
+        if self.pruned or progress.stop.requested or progress.training_end is not None:
+            return
         self.trial.report(float(scores[self.metric]), progress.step)
         if self.trial.should_prune():
             self.pruned = True

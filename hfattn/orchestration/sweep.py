@@ -37,6 +37,7 @@ from .sweep_outputs import outcome_line, progress_line, write_outputs, write_tab
 from .sweep_setup import OPTUNA_MISSING, Sweep
 from .sweep_study import (
     SETTINGS_ATTR,
+    StudyStorageError,
     claim,
     counted,
     fail_dead_trials,
@@ -98,14 +99,21 @@ def run_sweep(sweep: Sweep):
         TrialInterrupted: a signal stopped a trial (it is queued again: the same command
             resumes it; :class:`~hfattn.orchestration.sweep_trial.TrialInterrupted`).
         RecipeError: the study searches another space or recipe (:func:`check_continuation`);
-            :data:`FAILURES_IN_A_ROW` trials failed in a row.
+            :data:`FAILURES_IN_A_ROW` trials failed in a row; the study's database cannot be
+            opened (:class:`~hfattn.orchestration.sweep_study.StudyStorageError`).
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=ExperimentalWarning)
         # the heartbeat is this module's (sweep_study.heartbeat), for ask-and-tell trials
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-        sweep.folder.mkdir(parents=True, exist_ok=True)
-        storage = open_storage(storage_url(sweep.storage, sweep.folder))
+        created = not sweep.folder.exists()
+        sweep.folder.mkdir(parents=True, exist_ok=True)  # the default study's database is there
+        try:
+            storage = open_storage(storage_url(sweep.storage, sweep.folder))
+        except StudyStorageError:
+            if created:
+                sweep.folder.rmdir()  # nothing of the sweep's is left behind
+            raise
         study = open_study(storage, sweep.study, sweep.direction)
         check_continuation(study, sweep)
         _run_trials(study, storage, sweep)

@@ -29,13 +29,15 @@ from pathlib import Path
 
 import psutil
 
+from ..recipes import RecipeError
 from ..recipes.search_space import SearchParam
 from .sweep_setup import OPTUNA_MISSING
 
 try:
     import optuna
     from optuna.trial import TrialState
-    from sqlalchemy.exc import IntegrityError, OperationalError
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 except ImportError:
     raise ImportError(OPTUNA_MISSING) from None
 
@@ -64,11 +66,32 @@ def storage_url(storage: str | None, folder: Path) -> str:
     return storage or f"sqlite:///{(Path(folder) / STUDY_FILE).resolve()}"
 
 
+class StudyStorageError(RecipeError):
+    """The study's database cannot be opened; the message names it (its password hidden) and
+    the database's own words."""
+
+
+def _storage_error(url: str, err: Exception) -> str:
+    """``--storage URL: cannot open the study's database (CAUSE)``, the URL's password
+    hidden."""
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except SQLAlchemyError:
+        shown = url
+    cause = str(getattr(err, "orig", None) or err).splitlines()[0]
+    return f"--storage {shown}: cannot open the study's database ({cause})"
+
+
 def open_storage(url: str) -> optuna.storages.RDBStorage:
     """The study database at ``url`` with heartbeats on; a trial found stale is queued again
     (:func:`retry_later`). SQLite waits for its lock rather than failing at once when several
     processes write; of processes that create a new database together, one creates its tables
-    and the others, refused meanwhile, open it again (:data:`STORAGE_ATTEMPTS`)."""
+    and the others, refused meanwhile, open it again (:data:`STORAGE_ATTEMPTS`).
+
+    Raises:
+        StudyStorageError: the database cannot be opened (a bad URL, no driver installed for
+            it, a server not reached).
+    """
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None
     stale = "heartbeat_stale_trial_callback"  # Optuna 5; Optuna 4 calls it failed_trial_callback
     if stale not in inspect.signature(optuna.storages.RDBStorage).parameters:
@@ -82,10 +105,12 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
                 grace_period=GRACE_PERIOD_S,
                 **{stale: retry_later},
             )
-        except (IntegrityError, OperationalError):
+        except (IntegrityError, OperationalError) as err:
             if attempt == STORAGE_ATTEMPTS - 1:
-                raise
+                raise StudyStorageError(_storage_error(url, err)) from None
             time.sleep(0.2 * (attempt + 1))  # another process creates the tables meanwhile
+        except (SQLAlchemyError, ImportError) as err:  # a bad URL; no driver for its database
+            raise StudyStorageError(_storage_error(url, err)) from None
 
 
 def open_study(storage, name: str, direction: str) -> optuna.Study:
@@ -204,6 +229,7 @@ def counted(study: optuna.Study) -> int:
 
 __all__ = [
     "DONE",
+    "StudyStorageError",
     "GRACE_PERIOD_S",
     "HEARTBEAT_INTERVAL_S",
     "STUDY_FILE",

@@ -334,3 +334,13 @@ def test_an_interrupted_trial_is_queued_again_and_resumed(tmp_path, monkeypatch,
     run = out / "trial-0000"
     assert len(results(run)["training"]["provenance"]["resume_commands"]) == 1
     assert rows(out)[1]["loss"] == results(run)["all_metrics"]["validation"]["loss"]
+
+
+def test_a_study_database_that_cannot_be_opened_is_one_line(tmp_path, capsys):
+    recipe, space, out = tiny_recipe(tmp_path), write_space(tmp_path), tmp_path / "sweep"
+    url = f"sqlite:///{tmp_path / 'no-such-folder' / 'study.db'}"
+    assert main([*sweep_args(recipe, space, out, 1), "--storage", url]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --storage {url}: cannot open the study's database (unable to open database file)\n"
+    )
+    assert not out.exists()

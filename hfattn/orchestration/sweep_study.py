@@ -71,6 +71,15 @@ class StudyStorageError(RecipeError):
     the database's own words."""
 
 
+def _created_meanwhile(err: Exception) -> bool:
+    """Whether ``err`` is the refusal of a database whose tables another process creates at the
+    same moment (its version row inserted twice, a table that exists already, a lock)."""
+    words = str(err)
+    return isinstance(err, IntegrityError) or (
+        isinstance(err, OperationalError) and ("already exists" in words or "locked" in words)
+    )
+
+
 def _storage_error(url: str, err: Exception) -> str:
     """``--storage URL: cannot open the study's database (CAUSE)``, the URL's password
     hidden."""
@@ -105,12 +114,10 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
                 grace_period=GRACE_PERIOD_S,
                 **{stale: retry_later},
             )
-        except (IntegrityError, OperationalError) as err:
-            if attempt == STORAGE_ATTEMPTS - 1:
-                raise StudyStorageError(_storage_error(url, err)) from None
-            time.sleep(0.2 * (attempt + 1))  # another process creates the tables meanwhile
         except (SQLAlchemyError, ImportError) as err:  # a bad URL; no driver for its database
-            raise StudyStorageError(_storage_error(url, err)) from None
+            if not _created_meanwhile(err) or attempt == STORAGE_ATTEMPTS - 1:
+                raise StudyStorageError(_storage_error(url, err)) from None
+            time.sleep(0.2 * (attempt + 1))
 
 
 def open_study(storage, name: str, direction: str) -> optuna.Study:

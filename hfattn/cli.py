@@ -55,7 +55,9 @@ EXAMPLES = {
     ],
     "sweep": [
         "hfattn sweep recipes/bahdanau_date_normalization.yaml "
-        "--space recipes/sweeps/bahdanau_date_normalization.yaml --trials 12",
+        "--space recipes/sweeps/bahdanau_date_normalization.yaml --trials 12 "
+        "--set training.eval_every=150",
+        "hfattn sweep R.yaml --space S.yaml --trials 24 --storage postgresql://db/sweeps",
     ],
     "evaluate": [
         "hfattn evaluate runs/bahdanau_bible_en_es --split test --num-beams 4",

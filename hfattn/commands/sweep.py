@@ -39,7 +39,12 @@ def register(subparsers) -> None:
         "{uniform|log_uniform|int_uniform: [low, high]} or {choice: [values]}",
     )
     parser.add_argument(
-        "--trials", type=int, required=True, metavar="N", help="trials the study is to finish"
+        "--trials",
+        type=int,
+        required=True,
+        metavar="N",
+        help="how many trials the study is to have finished (completed or pruned), those of "
+        "other processes on it included",
     )
     parser.add_argument("--study", metavar="NAME", help="the study's name (default: the recipe's)")
     parser.add_argument(

@@ -216,6 +216,7 @@ def heartbeat(storage, trial: optuna.Trial) -> Iterator[None]:
     stop = threading.Event()
 
     def beat() -> None:
+        """Record a heartbeat every interval until the block ends."""
         while not stop.wait(HEARTBEAT_INTERVAL_S):
             storage.record_heartbeat(trial._trial_id)
 

@@ -321,3 +321,31 @@ def test_a_study_database_that_cannot_be_opened_is_one_line(tmp_path, capsys):
         f"error: --storage {url}: cannot open the study's database (unable to open database file)\n"
     )
     assert not out.exists()
+
+
+def test_a_lost_machines_trial_is_failed_and_queued_once_its_heartbeat_is_stale(tmp_path):
+    """A RUNNING trial of another host is left alone while it beats, and failed (never a
+    result) with its retry queued once its last beat is older than the grace period."""
+    import sqlite3
+
+    from hfattn.orchestration import sweep_study
+
+    storage = sweep_study.open_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    study = sweep_study.open_study(storage, "lost", "minimize")
+    trial = study.ask()
+    x = trial.suggest_float("x", 0.0, 1.0)
+    trial.set_user_attr("owner", {"host": "another-machine", "pid": 1, "started": 0.0})
+    trial.set_user_attr("run_folder", "trial-0000")
+    storage.record_heartbeat(trial._trial_id)
+    sweep_study.fail_dead_trials(study, storage)
+    assert [t.state.name for t in study.trials] == ["RUNNING"]
+
+    stale = f"-{sweep_study.GRACE_PERIOD_S + 1} seconds"  # its machine went silent then
+    with sqlite3.connect(tmp_path / "study.db") as db:
+        db.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', ?)", (stale,))
+    sweep_study.fail_dead_trials(study, storage)
+    lost, retry = study.trials
+    assert (lost.state.name, retry.state.name) == ("FAIL", "WAITING")
+    assert retry.user_attrs == {"run_folder": "trial-0000", "retry_of": 0}
+    assert retry.system_attrs["fixed_params"] == {"x": x}
+    assert sweep_study.counted(study) == 0  # neither is a result nor running

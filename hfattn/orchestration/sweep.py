@@ -36,6 +36,7 @@ from ..storage.resume_checks import recipe_differences
 from .sweep_outputs import outcome_line, progress_line, write_outputs, write_tables
 from .sweep_setup import OPTUNA_MISSING, Sweep
 from .sweep_study import (
+    RETRY_ATTR,
     SETTINGS_ATTR,
     StudyStorageError,
     claim,
@@ -89,6 +90,24 @@ def check_continuation(study, sweep: Sweep) -> None:
         )
 
 
+def check_folder_of(study, sweep: Sweep) -> None:
+    """A study with no trial yet starts in a sweep folder that holds no trial folders (another
+    study's, or a study database removed since): they are never overwritten.
+
+    Raises:
+        RecipeError: ``--output-dir runs/x-sweep holds trial folders (trial-0000, ...) of
+            another study ...``.
+    """
+    found = sorted(p.name for p in sweep.folder.glob("trial-*"))
+    if found and not study.get_trials(deepcopy=False):
+        raise RecipeError(
+            f"--output-dir {sweep.folder} holds trial folders ({', '.join(found[:3])}"
+            f"{', ...' if len(found) > 3 else ''}) of another study than {sweep.study}; they "
+            "are left as they are: give the sweep another --output-dir (or the --study and "
+            "--storage of those trials)"
+        )
+
+
 def run_sweep(sweep: Sweep):
     """Run trials of ``sweep`` until :attr:`Sweep.trials` of them are results (with other
     processes on the same study, until the study has them), writing the tables and the best
@@ -98,7 +117,8 @@ def run_sweep(sweep: Sweep):
     Raises:
         TrialInterrupted: a signal stopped a trial (it is queued again: the same command
             resumes it; :class:`~hfattn.orchestration.sweep_trial.TrialInterrupted`).
-        RecipeError: the study searches another space or recipe (:func:`check_continuation`);
+        RecipeError: the study searches another space or recipe (:func:`check_continuation`),
+            or its folder holds another study's trials (:func:`check_folder_of`);
             :data:`FAILURES_IN_A_ROW` trials failed in a row; the study's database cannot be
             opened (:class:`~hfattn.orchestration.sweep_study.StudyStorageError`).
     """
@@ -116,6 +136,7 @@ def run_sweep(sweep: Sweep):
             raise
         study = open_study(storage, sweep.study, sweep.direction)
         check_continuation(study, sweep)
+        check_folder_of(study, sweep)
         _run_trials(study, storage, sweep)
     return study
 
@@ -153,7 +174,8 @@ def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) 
     how it ended; returns the error of a trial that failed, else ``None``."""
     try:
         with heartbeat(storage, trial):
-            outcome = train_trial(sweep, trial, params, folder)
+            retry = RETRY_ATTR in trial.user_attrs
+            outcome = train_trial(sweep, trial, params, folder, retry=retry)
     except KeyboardInterrupt:  # a signal: queued again, the same command resumes it
         study.tell(trial, state=TrialState.FAIL)
         retry_later(study, storage.get_trial(trial._trial_id))
@@ -173,4 +195,4 @@ def _run_trial(study, storage, sweep: Sweep, trial, params: dict, folder: Path) 
     return None
 
 
-__all__ = ["FAILURES_IN_A_ROW", "check_continuation", "run_sweep"]
+__all__ = ["FAILURES_IN_A_ROW", "check_continuation", "check_folder_of", "run_sweep"]

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..recipes import Run, load_recipe
+from ..recipes import RecipeError, Run, load_recipe
 from ..recipes.search_space import set_item
 from ..storage.run_folder import eval_results_path, latest_checkpoint, recipe_path, run_state
 from ..training.training_job import TrainingCallback
@@ -63,16 +63,23 @@ def trial_overrides(sweep, params: dict, folder: Path) -> list[str]:
     return [*sweep.overrides, *searched, f"output_dir={folder}", *TRIAL_SETTINGS]
 
 
-def train_trial(sweep, trial, params: dict, folder: Path) -> TrialOutcome:
-    """Train the trial's run in ``folder`` (resumed from its newest checkpoint when it has one:
-    a retry of a trial cut short) unless it is finished, and read its outcome.
+def train_trial(sweep, trial, params: dict, folder: Path, *, retry: bool) -> TrialOutcome:
+    """Train the trial's run in ``folder`` and read its outcome. A ``retry`` of a trial cut
+    short goes on from the folder: resumed from its newest checkpoint, read when it finished,
+    started again when it has no checkpoint; a new trial's folder must not exist.
 
     Raises:
         TrialInterrupted: a signal stopped the run (a checkpoint is saved).
-        RecipeError, ValueError, FileWriteError: the run refused, or failed (a non-finite loss).
+        RecipeError, ValueError, FileWriteError: the run refused, or failed (a non-finite loss);
+            a new trial's folder exists (another study's trial, or a user's folder).
     """
     from .run import run_recipe  # the tasks and the hub: imported when a trial trains
 
+    if not retry and folder.exists():
+        raise RecipeError(
+            f"{folder} exists and is no run of this study's trial {trial.number}: it is left as "
+            "it is (another study's trial? give each study its own --output-dir)"
+        )
     reporter = TrialReporter(trial, sweep.metric)
     if run_state(folder) != "finished":
         resume = latest_checkpoint(folder) is not None

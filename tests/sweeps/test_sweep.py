@@ -231,6 +231,14 @@ def test_a_study_of_another_space_is_not_continued(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: --study sweep_tiny: the study searches another space (")
     assert len(rows(out)) == 1
+    # a new study in a folder that holds trial folders: they are not another study's to take
+    (out / "trial-0000").mkdir()
+    assert main([*sweep_args(recipe, other, out, 1), "--study", "another"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --output-dir {out} holds trial folders (trial-0000) of another study than "
+        "another; they are left as they are: give the sweep another --output-dir (or the "
+        "--study and --storage of those trials)\n"
+    )
 
 
 def test_two_processes_run_disjoint_trials_of_one_study(tmp_path):

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hfattn.cli import main
@@ -162,6 +163,7 @@ def seed_study(out: Path, study: str, n: int, value: float) -> None:
         ))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_trials_are_runs_pruned_at_a_validation_and_tabled(tmp_path, capsys):
     """Two finished trials of loss 0.001 are in the study: the first real trial completes (the
     median rule waits for 3 finished trials), the second loses to the median at its first
@@ -241,6 +243,7 @@ def test_a_study_of_another_space_is_not_continued(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_two_processes_run_disjoint_trials_of_one_study(tmp_path):
     recipe, space, out = tiny_recipe(tmp_path), write_space(tmp_path), tmp_path / "sweep"
     argv = sweep_args(recipe, space, out, 2)
@@ -263,6 +266,7 @@ def test_two_processes_run_disjoint_trials_of_one_study(tmp_path):
         assert trial.value == done["all_metrics"]["validation"]["loss"]
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_continues_and_resumes_its_trial(tmp_path):
     """SIGKILL in the middle of the only trial (step 7, after the checkpoint of step 5); the
     same command then fails that trial (never a result) and trains its retry from the

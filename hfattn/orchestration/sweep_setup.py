@@ -14,6 +14,16 @@ from ..recipes import RecipeError, check_recipe_values
 from ..recipes.schema import RecipeBase
 from ..recipes.search_space import SearchParam, check_model_configs, load_search_space
 
+TRIAL_SETTINGS = (
+    "evaluation.splits=[validation]",
+    "hub.push_to_hub=false",
+    "hub.repo_id=null",
+    "hub.private=false",
+    "hub.space=false",
+)
+"""What every trial sets over the recipe: scored on the validation split only, never pushed
+(the settings of a push unset with it). The checks of a sweep are those of its trials: the
+sweep of a recipe that pushes needs no Hub token."""
 OPTUNA_MISSING = "hfattn sweep needs Optuna: pip install 'hfattn[sweep]'"
 """What a sweep says where Optuna is not installed."""
 
@@ -82,9 +92,10 @@ def check_sweep(
     """
     if trials < 1:
         raise RecipeError(f"--trials: a number of trials >= 1, got {trials}")
-    params = load_search_space(space, recipe, overrides)
+    checked = (*overrides, *TRIAL_SETTINGS)  # the recipe as its trials train it
+    params = load_search_space(space, recipe, checked)
     base = check_recipe_values(recipe, overrides)
-    check_model_configs(params, recipe, overrides)  # the config classes: torch, no data
+    check_model_configs(params, recipe, checked)  # the config classes: torch, no data
     return Sweep(
         recipe=Path(recipe),
         overrides=tuple(overrides),
@@ -97,4 +108,4 @@ def check_sweep(
     )
 
 
-__all__ = ["OPTUNA_MISSING", "Sweep", "check_sweep"]
+__all__ = ["OPTUNA_MISSING", "TRIAL_SETTINGS", "Sweep", "check_sweep"]

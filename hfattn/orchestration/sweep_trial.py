@@ -16,11 +16,10 @@ from ..recipes import RecipeError, Run, load_recipe
 from ..recipes.search_space import set_item
 from ..storage.run_folder import eval_results_path, latest_checkpoint, recipe_path, run_state
 from ..training.training_job import TrainingCallback
+from .sweep_setup import TRIAL_SETTINGS
 
 PRUNED = "pruned"
 """The stop reason of a pruned trial (its run's ``training_end`` and ``stop_reason``)."""
-TRIAL_SETTINGS = ("evaluation.splits=[validation]", "hub.push_to_hub=false")
-"""What every trial sets over the recipe: scored on the validation split only, never pushed."""
 
 
 class TrialReporter(TrainingCallback):
@@ -100,7 +99,6 @@ def train_trial(sweep, trial, params: dict, folder: Path, *, retry: bool) -> Tri
 
 __all__ = [
     "PRUNED",
-    "TRIAL_SETTINGS",
     "TrialInterrupted",
     "TrialOutcome",
     "TrialReporter",

@@ -38,6 +38,7 @@ def tiny_recipe(folder: Path) -> Path:
         model={"bridge": "projection"},  # any decoder size
         training={"max_steps": 10, "epochs": 5, "log_every": 5, "eval_every": 5, "save_every": 5},
         evaluation={"splits": ["validation", "test"], "max_examples": 40, "final_max_examples": 40},
+        hub={"push_to_hub": True, "repo_id": "me/sweep-tiny", "license": "mit"},  # not the trials
     )
 
 
@@ -195,7 +196,7 @@ def test_trials_are_runs_pruned_at_a_validation_and_tabled(tmp_path, capsys):
     assert stored["training"]["learning_rate"] == trials[3]["training.learning_rate"]
     assert stored["model"]["decoder_hidden_size"] == trials[3]["model.decoder_hidden_size"]
     assert stored["evaluation"]["splits"] == ["validation"]
-    assert stored["hub"]["push_to_hub"] is False
+    assert (stored["hub"]["push_to_hub"], stored["hub"]["repo_id"]) == (False, None)
     assert list(results(pruned)["all_metrics"]) == ["validation"]
     # both trials mapped one prepared-data folder
     first, second = results(done)["data_preparation"], results(pruned)["data_preparation"]
@@ -213,6 +214,7 @@ def test_trials_are_runs_pruned_at_a_validation_and_tabled(tmp_path, capsys):
     best = check_recipe_values(out / "best_recipe.yaml")
     assert (best.training.learning_rate, best.model["decoder_hidden_size"]) == (0.005, 64)
     assert best.evaluation.splits == ["validation", "test"]  # the recipe's, not a trial's
+    assert (best.hub.push_to_hub, best.hub.repo_id) == (True, "me/sweep-tiny")
     assert best.output_dir == str(tmp_path / "run")
     for png in ("optimization_history.png", "param_importances.png", "parallel_coordinates.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"

@@ -1,5 +1,5 @@
 """The ``hfattn`` command line:
-``hfattn train|evaluate|generate|translate|classify|push|demo|plot|baseline|prepare|cache``.
+``hfattn train|sweep|evaluate|generate|translate|classify|push|demo|plot|baseline|prepare|cache``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the
@@ -24,6 +24,7 @@ import sys
 
 COMMANDS = (
     "train",
+    "sweep",
     "evaluate",
     "generate",
     "translate",
@@ -51,6 +52,12 @@ EXAMPLES = {
         "hfattn train recipes/char_rnn_shakespeare.yaml",
         "hfattn train recipes/bahdanau_bible_en_es.yaml --set training.max_steps=2000",
         "hfattn train --resume runs/char_rnn_shakespeare",
+    ],
+    "sweep": [
+        "hfattn sweep recipes/bahdanau_date_normalization.yaml "
+        "--space recipes/sweeps/bahdanau_date_normalization.yaml --trials 12 "
+        "--set training.eval_every=150",
+        "hfattn sweep R.yaml --space S.yaml --trials 24 --storage postgresql://db/sweeps",
     ],
     "evaluate": [
         "hfattn evaluate runs/bahdanau_bible_en_es --split test --num-beams 4",

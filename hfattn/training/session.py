@@ -350,6 +350,8 @@ class TrainingSession:
         p.evaluated_step = p.step
         if self.keep_if_best(scores):
             p.best_averaged_steps = None
+        for callback in self.callbacks:
+            callback.on_evaluate(p, scores)
 
     def keep_if_best(self, scores: dict) -> bool:
         """Save the model's current weights as the best when ``scores`` (a validation) beat

@@ -63,6 +63,12 @@ class TrainingCallback:
     def on_step_end(self, progress: Progress) -> None:
         """After every optimizer step, once it is logged and validated, before its checkpoint."""
 
+    def on_evaluate(self, progress: Progress, scores: dict) -> None:
+        """After each validation of the weights of ``progress.step`` (the periodic ones and
+        that of the last step), once its ``scores`` (``{metric: value}``, as logged to
+        ``metrics.jsonl``) are logged and the best weights kept. A request to stop made here
+        ends the run as its clock does: a checkpoint, the final evaluation, a model folder."""
+
     def on_checkpoint_state_saved(self, progress: Progress, folder: Path) -> None:
         """In the middle of a checkpoint write: Accelerate's state is in the temporary
         ``folder``, ``progress.json`` and the rename are still to come."""

@@ -45,7 +45,7 @@ def test_top_level_help_imports_no_heavy_module():
 
 
 @pytest.mark.parametrize(
-    "command", ["train", "evaluate", "generate", "translate", "push", "demo", "plot"]
+    "command", ["train", "sweep", "evaluate", "generate", "translate", "push", "demo", "plot"]
 )
 def test_command_help_imports_no_heavy_module(command):
     code, heavy, text = heavy_modules_after([command, "--help"])

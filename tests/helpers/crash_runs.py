@@ -29,9 +29,18 @@ _SERVER = multiprocessing.get_context("forkserver")
 _SERVER.set_forkserver_preload(["tests.helpers.fault_injection", "tests.helpers.train_imports"])
 
 
-def _train_child(argv: list[str], fault: str | None) -> None:
-    """Body of a child process: ``hfattn train`` killed at ``fault`` (or not killed)."""
-    sys.exit(cli_with_fault(["train", *argv], fault))
+def _cli_child(argv: list[str], fault: str | None) -> None:
+    """Body of a child process: ``hfattn ARGV`` killed at ``fault`` (or not killed)."""
+    sys.exit(cli_with_fault(argv, fault))
+
+
+def start_cli_child(argv: list[str], fault: str | None = None) -> multiprocessing.Process:
+    """Start ``hfattn ARGV`` in a child process of the fork server (hfattn, torch and a run's
+    imports loaded once), killed at ``fault`` (:func:`~tests.helpers.fault_injection.kill_at`)
+    when given; returns the started process."""
+    child = _SERVER.Process(target=_cli_child, args=(argv, fault))
+    child.start()
+    return child
 
 
 def train_in_child(recipe: Path, fault: str | None = None) -> int:
@@ -40,8 +49,7 @@ def train_in_child(recipe: Path, fault: str | None = None) -> int:
     user would after a crash. Returns the exit code (``-SIGKILL`` when the hook fired)."""
     output_dir = Path(load_recipe(recipe).output_dir)
     flag = "--resume" if latest_checkpoint(output_dir) is not None else "--overwrite"
-    child = _SERVER.Process(target=_train_child, args=([str(recipe), flag], fault))
-    child.start()
+    child = start_cli_child(["train", str(recipe), flag], fault)
     child.join(timeout=600)
     return child.exitcode
 

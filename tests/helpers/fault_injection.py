@@ -68,8 +68,8 @@ def cli_with_fault(argv: list[str], point: str | None) -> int:
     if point is not None:
         callback, real = kill_at(point), orchestration.run_recipe
 
-        def run_recipe(recipe, **kwargs):
-            return real(recipe, **kwargs, callbacks=[callback])
+        def run_recipe(recipe, *, callbacks=(), **kwargs):
+            return real(recipe, **kwargs, callbacks=[*callbacks, callback])
 
         orchestration.run_recipe = run_recipe
     return main(argv)

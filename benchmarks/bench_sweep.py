@@ -10,7 +10,7 @@
    run-to-run spread of the best recipe, against which the best trial's value is read.
 
 Writes ``sweep_<recipe>.json`` (``--out``, with provenance: commit, command, machine): every
-trial (state, value, steps, parameters, the seconds of its run), the counts by state, the best
+trial (state, value, steps, parameters, its seconds), the counts by state, the best
 trial, the retrained runs' values and whether the best trial's value lies within their range.
 """
 
@@ -71,13 +71,17 @@ def validation_score(results: dict, metric: str) -> float:
     return results["all_metrics"]["validation"][metric]
 
 
-def trial_records(sweep: Path) -> list[dict]:
-    """The sweep's ``trials.json`` rows, each with ``run_seconds``: its run's own wall time."""
+def trial_records(sweep: Path, study_name: str) -> list[dict]:
+    """The sweep's ``trials.json`` rows, each with ``seconds``: the trial's own, from its start
+    to its end as the study records them (Optuna's ``duration``)."""
+    import optuna
+
     rows = json.loads((sweep / "trials.json").read_text(encoding="utf-8"))
+    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{sweep / 'study.db'}")
+    durations = {t.number: t.duration.total_seconds() for t in study.trials if t.duration}
     for row in rows:
-        folder = sweep / row["run_folder"] if row.get("run_folder") else None
-        done = folder is not None and (folder / EVAL_RESULTS_FILE).is_file()
-        row["run_seconds"] = run_results(folder)["training"]["wall_time_s"] if done else None
+        seconds = durations.get(row["number"])
+        row["seconds"] = None if seconds is None else round(seconds, 1)
     return rows
 
 
@@ -88,8 +92,9 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     sweep_command = hfattn("sweep", str(args.recipe), "--space", str(args.space), "--trials",
                            str(args.trials), "--output-dir", str(sweep), *settings)  # fmt: skip
     sweep_s = run_at_once([sweep_command] * args.processes)
-    trials = trial_records(sweep)
-    training = load_recipe(args.recipe).training
+    recipe = load_recipe(args.recipe)
+    trials = trial_records(sweep, recipe.name)
+    training = recipe.training
     metric, larger_is_better = training.metric_for_best_model, training.larger_metric_is_better
     states = {}
     for row in trials:

@@ -43,8 +43,10 @@ from hfattn.storage.file_io import atomic_write_text
 
 if __package__:  # docs.hooks.results_tables (tests, python -m)
     from .gpu_blocks import candidates_block, compile_block
+    from .sweep_block import sweep_block
 else:  # MkDocs loads a hook with its folder on the path
     from gpu_blocks import candidates_block, compile_block
+    from sweep_block import sweep_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +57,7 @@ BAHDANAU_PAGE = ROOT / "docs" / "models" / "bahdanau.md"
 TRAINING_PAGE = ROOT / "docs" / "training.md"
 CAUSAL_LM_PAGE = ROOT / "docs" / "tasks" / "causal-lm.md"
 TRANSLATION_PAGE = ROOT / "docs" / "tasks" / "translation.md"
+SWEEPS_PAGE = ROOT / "docs" / "sweeps.md"
 
 
 @dataclass(frozen=True)
@@ -868,6 +871,7 @@ BLOCKS = {
         "compile": compile_block,
         "candidates": candidates_block,
     },
+    SWEEPS_PAGE: {"example": sweep_block},
     **{
         page: {"large-corpora": lambda root, page=page: data_scale_block(page, root)}
         for page in DATA_SCALE_FAMILIES

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from unittest import mock
 
-from docs.hooks import gpu_blocks, results_tables
+from docs.hooks import gpu_blocks, results_tables, sweep_block
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
@@ -109,7 +109,7 @@ def test_the_tables_read_every_file_they_cite():
     figures += list(results_tables.FEED_FIGURES.values())
     cited = set(results_tables.figure_files(figures)) | {results_tables.ATTENTION_VARIANTS}
     cited |= {path.name for path in results_tables.speedrun_files(RESULTS)}
-    cited |= set(gpu_blocks.block_files(RESULTS))
+    cited |= set(gpu_blocks.block_files(RESULTS)) | set(sweep_block.block_files(RESULTS))
     if (RESULTS / results_tables.DATA_SCALE).is_file():  # optional: a page says when missing
         cited.add(results_tables.DATA_SCALE)
     assert read_by_tables() == cited

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from docs.hooks import gpu_blocks, results_tables
+from docs.hooks import gpu_blocks, results_tables, sweep_block
 from docs.hooks.results_tables import (
     ATTENTION_VARIANTS,
     BAHDANAU_PAGE,
@@ -37,7 +37,7 @@ def cited_files() -> set[str]:
     figures += list(FEED_FIGURES.values())
     optional = {DATA_SCALE} if (RESULTS / DATA_SCALE).is_file() else set()
     speedruns = {path.name for path in results_tables.speedrun_files()}
-    speedruns |= set(gpu_blocks.block_files(RESULTS))
+    speedruns |= set(gpu_blocks.block_files(RESULTS)) | set(sweep_block.block_files(RESULTS))
     return {figure.file for figure in figures} | {ATTENTION_VARIANTS} | optional | speedruns
 
 

@@ -1,0 +1,66 @@
+"""The measured example sweep of ``docs/sweeps.md``, rendered from
+``benchmarks/results/sweep_<recipe>.json`` (``python -m benchmarks.bench_sweep``; registered in
+:data:`results_tables.BLOCKS`): how long the sweep took, each trial, the best one and the best
+recipe trained again with other seeds.
+
+Standard library only, as :mod:`docs.hooks.results_tables`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hfattn.common.machine import machine_words
+
+SWEEP_NONE = "The example sweep has no measurement in this release."
+
+
+def block_files(root: Path) -> list[str]:
+    """The names of the sweep results files of ``root``."""
+    return sorted(path.name for path in root.glob("sweep_*.json"))
+
+
+def _value(value) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def _params(params: dict) -> str:
+    return ", ".join(f"`{name}={_value(v) if isinstance(v, float) else v}`"
+                     for name, v in params.items())  # fmt: skip
+
+
+def sweep_block(root: Path) -> str:
+    """A paragraph and a table of trials for each sweep results file."""
+    blocks = []
+    for name in block_files(root):
+        run = json.loads((root / name).read_text("utf-8"))
+        metric, best = run["metric"], run["best"]
+        states = ", ".join(f"{count} {state.lower()}" for state, count in run["states"].items())
+        low, high = run["retrain_range"]
+        retrains = ", ".join(_value(r[metric]) for r in run["retrains"])
+        within = "within" if run["best_within_retrain_range"] else "outside"
+        lines = [
+            f"On a {machine_words(run['provenance']['machine'])} (`python -m "
+            f"benchmarks.bench_sweep`: `recipes/{run['recipe']}.yaml` with the space "
+            f"`{run['space']}`, `--set {' '.join(run['settings'])}`), {run['processes']} "
+            f"`hfattn sweep` processes on one study, one torch thread each, ran "
+            f"{len(run['trials'])} trials in {run['sweep_s']:.0f} s: {states}. The best, trial "
+            f"{best['number']} (validation {metric} {_value(best[metric])}: "
+            f"{_params(best['params'])}), trained again from `best_recipe.yaml` with "
+            f"`training.seed` 0 to {len(run['retrains']) - 1}, scores {retrains} (range "
+            f"{_value(low)} to {_value(high)}): the best trial's value is {within} that range.",
+            "",
+            f"| trial | state | validation {metric} | steps | seconds | settings |",
+            "|---|---|---|---|---|---|",
+        ]
+        for trial in run["trials"]:
+            params = {k: v for k, v in trial.items() if "." in k}
+            seconds = trial.get("seconds")
+            lines.append(
+                f"| {trial['number']} | {trial['state'].lower()} | {_value(trial[metric])} "
+                f"| {trial['steps'] or '—'} | {'—' if seconds is None else f'{seconds:.0f}'} "
+                f"| {_params(params)} |"
+            )
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) or SWEEP_NONE

@@ -1,0 +1,37 @@
+"""``docs/hooks/sweep_block.py``: the measured example sweep of ``docs/sweeps.md`` is read from
+its results file: the sweep's seconds, each trial, the best one and the retrained runs."""
+
+import json
+
+from docs.hooks import sweep_block
+
+MACHINE = {"cpu": "AMD EPYC 7B13", "cores": 2, "isa": "AVX2", "gpu": None}
+
+
+def test_the_example_is_the_results_file(tmp_path):
+    assert sweep_block.sweep_block(tmp_path) == sweep_block.SWEEP_NONE
+    trial = {"number": 0, "state": "COMPLETE", "loss": 0.0123, "steps": 600, "seconds": 41.2,
+             "training.learning_rate": 0.00572, "model.decoder_hidden_size": 256}  # fmt: skip
+    pruned = {**trial, "number": 1, "state": "PRUNED", "loss": 0.9, "steps": 150,
+              "seconds": None}  # fmt: skip
+    run = {"recipe": "bahdanau_date_normalization", "space": "recipes/sweeps/x.yaml",
+           "settings": ["training.eval_every=150"], "metric": "loss", "processes": 2,
+           "sweep_s": 301.4, "trials": [trial, pruned], "states": {"COMPLETE": 1, "PRUNED": 1},
+           "best": {"number": 0, "loss": 0.0123, "params": {"training.learning_rate": 0.00572}},
+           "retrains": [{"loss": 0.0129}, {"loss": 0.0157}], "retrain_range": [0.0129, 0.0157],
+           "best_within_retrain_range": False, "provenance": {"machine": MACHINE}}  # fmt: skip
+    (tmp_path / "sweep_bahdanau_date_normalization.json").write_text(json.dumps(run))
+    block = sweep_block.sweep_block(tmp_path)
+    assert "2-core AMD EPYC 7B13, AVX2" in block
+    assert "ran 2 trials in 301 s: 1 complete, 1 pruned" in block
+    assert "trial 0 (validation loss 0.0123: `training.learning_rate=0.00572`)" in block
+    assert (
+        "scores 0.0129, 0.0157 (range 0.0129 to 0.0157): the best trial's value is outside" in block
+    )
+    rows = [line for line in block.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [
+        "| 0 | complete | 0.0123 | 600 | 41 | `training.learning_rate=0.00572`, "
+        "`model.decoder_hidden_size=256` |",
+        "| 1 | pruned | 0.9 | 150 | — | `training.learning_rate=0.00572`, "
+        "`model.decoder_hidden_size=256` |",
+    ]

@@ -33,13 +33,11 @@ sword:
 	  || echo "sword-text-web/sword-text-sparv/sword-text-kjv/apertium-eng-spa could not be installed: Bible tests will be skipped"; }
 
 # The whole suite, one pytest-xdist worker per core (each test runs torch on one thread), each
-# test file on one worker (its module fixtures built once), the files in the order that
-# tests/conftest.py gives them (the most `slow` tests first; --no-loadscope-reorder keeps xdist
-# from putting the files with the most tests first). tests/docs/test_docs_browser.py builds
+# test file on one worker (its module fixtures built once). tests/docs/test_docs_browser.py builds
 # the documentation with --strict, so a broken page (a dead link, a missing image or anchor)
 # fails `make test`.
 test: $(STAMP) browser sword
-	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 # The documentation site (docs/, mkdocs.yml) into site/; the recipe and CLI references are
 # generated from the code at each build (docs/hooks/reference.py). Warnings are errors.

@@ -78,8 +78,8 @@ def fresh_python(tmp_path_factory) -> Path:
 
 def pytest_collection_modifyitems(config, items):
     """Run the files with the most tests marked ``slow`` first, each file's tests together and
-    in their order: ``make test`` hands whole files to its ``pytest -n`` workers (``--dist
-    loadfile``, so a module's fixtures are built once), and a long file started last would
-    keep one worker busy after the others have finished."""
+    in their order. ``make test``'s workers (``--dist loadfile``) take whole files in the order
+    xdist gives them, the files with the most tests first; ``--no-loadscope-reorder`` would keep
+    this order instead (not the default: measured once, the run took longer)."""
     slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow[item.path])

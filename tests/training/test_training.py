@@ -117,7 +117,11 @@ def test_resume_continues_exactly(tmp_path, mode, optimizer):
 
 
 def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
-    common = {"training": {"mode": "stateless", "max_steps": 6, "eval_every": 100, "save_every": 100},
+    # Both runs eager: with `compile: auto` one run may be compiled and the other not (the
+    # worker's TorchDynamo caches differ from test to test), and Adam turns the rounding
+    # differences of near-zero gradients (rare characters' embeddings) into lr-sized steps.
+    common = {"training": {"mode": "stateless", "max_steps": 6, "eval_every": 100, "save_every": 100,
+                           "compile": False},
               "evaluation": {"splits": ["test"]}}  # fmt: skip
     big = load_recipe(small_recipe(tmp_path / "big", **common), ["training.batch_size=8"])
     small = load_recipe(

@@ -40,6 +40,7 @@ def sweep_block(root: Path) -> str:
         low, high = run["retrain_range"]
         retrains = ", ".join(_value(r[metric]) for r in run["retrains"])
         within = "within" if run["best_within_retrain_range"] else "outside"
+        gap = min(abs(r[metric] - best[metric]) for r in run["retrains"])
         lines = [
             f"On a {machine_words(run['provenance']['machine'])} (`python -m "
             f"benchmarks.bench_sweep`: `recipes/{run['recipe']}.yaml` with the space "
@@ -49,7 +50,9 @@ def sweep_block(root: Path) -> str:
             f"{best['number']} (validation {metric} {_value(best[metric])}: "
             f"{_params(best['params'])}), trained again from `best_recipe.yaml` with "
             f"`training.seed` 0 to {len(run['retrains']) - 1}, scores {retrains} (range "
-            f"{_value(low)} to {_value(high)}): the best trial's value is {within} that range.",
+            f"{_value(low)} to {_value(high)}): the best trial's value is {within} that range, "
+            f"{_value(gap)} from the nearest of those runs, which differ among themselves by "
+            f"{_value(high - low)}.",
             "",
             f"| trial | state | validation {metric} | steps | seconds | settings |",
             "|---|---|---|---|---|---|",

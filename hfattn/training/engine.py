@@ -138,6 +138,13 @@ def train(
                 except Interrupted:
                     p.stop.requested = p.stop.interrupted = result.interrupted = True
         finally:
+            # The DDP wrapper goes while the process group lives: released after
+            # `end_training` destroyed the group, its gradient reducer held the group's last
+            # reference, and its deallocation (GIL held) joined gloo's threads while one of
+            # them waited for the GIL to free a finished work's tensors: one process of a
+            # two-process CPU run hung at its exit.
+            run.model = run.loss_model = None
+            acc.free_memory()
             acc.end_training()  # the trackers' files closed, whatever ended the run
         if result.interrupted:
             # the caller says so (`hfattn train` prints how to continue): logged once, not twice

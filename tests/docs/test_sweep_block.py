@@ -28,6 +28,7 @@ def test_the_example_is_the_results_file(tmp_path):
     assert (
         "scores 0.0129, 0.0157 (range 0.0129 to 0.0157): the best trial's value is outside" in block
     )
+    assert "0.0006 from the nearest of those runs, which differ among themselves by 0.0028" in block
     rows = [line for line in block.splitlines() if line.startswith("| ")]
     assert rows[1:] == [
         "| 0 | complete | 0.0123 | 600 | 41 | `training.learning_rate=0.00572`, "

@@ -54,6 +54,13 @@ def register(subparsers) -> None:
         "by several processes or machines (default: sqlite in the sweep folder)",
     )
     parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the seed of this process's sampler: the same sweep with the same seed draws the "
+        "same values (several processes on one study: a seed each); default: a fresh draw",
+    )
+    parser.add_argument(
         "--output-dir",
         metavar="DIR",
         help="the sweep folder (default: the recipe's output_dir + '-sweep'); an existing one is "
@@ -91,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             folder=args.output_dir,
             study=args.study,
             storage=args.storage,
+            seed=args.seed,
         )
     except (RecipeError, FileNotFoundError, ValueError) as err:
         return report_error(err)

@@ -134,7 +134,7 @@ def run_sweep(sweep: Sweep):
             if created:
                 sweep.folder.rmdir()  # nothing of the sweep's is left behind
             raise
-        study = open_study(storage, sweep.study, sweep.direction)
+        study = open_study(storage, sweep.study, sweep.direction, sweep.seed)
         check_continuation(study, sweep)
         check_folder_of(study, sweep)
         _run_trials(study, storage, sweep)

@@ -48,6 +48,8 @@ class Sweep:
     """The study's name."""
     storage: str | None = None
     """A database URL for the study; ``None``: SQLite in :attr:`folder`."""
+    seed: int | None = None
+    """The seed of this process's sampler; ``None``: a fresh draw each time."""
 
     @property
     def metric(self) -> str:
@@ -78,6 +80,7 @@ def check_sweep(
     folder: str | Path | None = None,
     study: str | None = None,
     storage: str | None = None,
+    seed: int | None = None,
 ) -> Sweep:
     """The :class:`Sweep` of these ``hfattn sweep`` arguments, every check that needs no data
     made: the recipe with its ``overrides`` and every field and value of the search space
@@ -105,6 +108,7 @@ def check_sweep(
         folder=Path(folder if folder is not None else f"{base.output_dir}-sweep"),
         study=study or base.name,
         storage=storage,
+        seed=seed,
     )
 
 

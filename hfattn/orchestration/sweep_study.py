@@ -120,11 +120,11 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
             time.sleep(0.2 * (attempt + 1))
 
 
-def open_study(storage, name: str, direction: str) -> optuna.Study:
+def open_study(storage, name: str, direction: str, seed: int | None = None) -> optuna.Study:
     """The study ``name`` in ``storage``, created or continued, with the TPE sampler (Bergstra
-    et al. 2011; ``constant_liar`` so that parallel processes spread their trials) and the
-    median pruner (:func:`pruner`)."""
-    sampler = optuna.samplers.TPESampler(n_startup_trials=5, constant_liar=True)
+    et al. 2011; ``constant_liar`` so that parallel processes spread their trials; ``seed``
+    fixes its draws) and the median pruner (:func:`pruner`)."""
+    sampler = optuna.samplers.TPESampler(n_startup_trials=5, constant_liar=True, seed=seed)
     return optuna.create_study(
         storage=storage,
         study_name=name,

@@ -363,3 +363,27 @@ def test_a_lost_machines_trial_is_failed_and_queued_once_its_heartbeat_is_stale(
     assert retry.user_attrs == {"run_folder": "trial-0000", "retry_of": 0}
     assert retry.system_attrs["fixed_params"] == {"x": x}
     assert sweep_study.counted(study) == 0  # neither is a result nor running
+
+
+def test_a_seeded_sampler_draws_the_same_values_again(tmp_path):
+    """``--seed``: two studies of the same space whose samplers have the same seed draw the same
+    values trial after trial, past TPE's random start-up trials; another seed draws others."""
+    from hfattn.orchestration import sweep_study
+    from hfattn.recipes.search_space import SearchParam
+
+    params = (SearchParam("training.learning_rate", "log_uniform", 1e-3, 1e-2),
+              SearchParam("training.warmup_steps", "int_uniform", 0, 100),
+              SearchParam("model.decoder_hidden_size", "choice", choices=(32, 64)))  # fmt: skip
+
+    def draws(name: str, seed: int) -> list[tuple]:
+        storage = sweep_study.open_storage(f"sqlite:///{tmp_path / name}.db")
+        study = sweep_study.open_study(storage, name, "minimize", seed)
+        values = []
+        for number in range(8):  # 5 random start-up trials, then TPE's
+            trial = study.ask()
+            values.append(tuple(sweep_study.suggest(trial, p) for p in params))
+            study.tell(trial, float(number % 3))
+        return values
+
+    assert draws("a", seed=7) == draws("b", seed=7)
+    assert draws("c", seed=8) != draws("d", seed=7)

@@ -26,14 +26,18 @@ class TrialReporter(TrainingCallback):
     """Reports each validation's ``metric`` to the Optuna ``trial`` at its step and stops the
     run, as its clock would, when the pruner says the trial is losing."""
 
-    def __init__(self, trial, metric: str):
+    def __init__(self, trial, metric: str, last_step: int | None = None):
         self.trial, self.metric, self.pruned = trial, metric, False
+        self.last_step = last_step
+        """The run's ``training.max_steps``: its validation is the trial's value, not pruned."""
 
     def on_evaluate(self, progress, scores: dict) -> None:
         """``trial.report(scores[metric], step)``, then ``trial.should_prune()``; not once
-        the run stops or its training has ended (the validation of its last step, which the
-        trial's value reports)."""
+        the run stops or its training has ended, nor at its last step (the validation of its
+        last step is the trial's value: pruning it would save nothing and lose a result)."""
         if self.pruned or progress.stop.requested or progress.training_end is not None:
+            return
+        if self.last_step is not None and progress.step >= self.last_step:
             return
         self.trial.report(float(scores[self.metric]), progress.step)
         if self.trial.should_prune():
@@ -79,12 +83,12 @@ def train_trial(sweep, trial, params: dict, folder: Path, *, retry: bool) -> Tri
             f"{folder} exists and is no run of this study's trial {trial.number}: it is left as "
             "it is (another study's trial? give each study its own --output-dir)"
         )
-    reporter = TrialReporter(trial, sweep.metric)
     if run_state(folder) != "finished":
         resume = latest_checkpoint(folder) is not None
         overwrite = not resume and recipe_path(folder).is_file()  # cut short before a checkpoint
         run = Run(resume=resume, overwrite=overwrite)
         recipe = load_recipe(sweep.recipe, trial_overrides(sweep, params, folder), run=run)
+        reporter = TrialReporter(trial, sweep.metric, last_step=recipe.training.max_steps)
         result = run_recipe(recipe, resume=resume, overwrite=overwrite, callbacks=[reporter])
         if result.interrupted:
             raise TrialInterrupted

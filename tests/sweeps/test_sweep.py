@@ -387,3 +387,37 @@ def test_a_seeded_sampler_draws_the_same_values_again(tmp_path):
 
     assert draws("a", seed=7) == draws("b", seed=7)
     assert draws("c", seed=8) != draws("d", seed=7)
+
+
+def test_the_validation_of_the_last_step_is_reported_and_never_pruned():
+    """A losing trial is stopped at a validation before its last step; the validation of its
+    last step is its value (pruning it would save no training and lose a result)."""
+    from types import SimpleNamespace
+
+    from hfattn.orchestration.sweep_trial import PRUNED, TrialReporter
+
+    class Losing:
+        def __init__(self):
+            self.reported = []
+
+        def report(self, value, step):
+            self.reported.append((step, value))
+
+        def should_prune(self):
+            return True
+
+    def progress(step):
+        stop = SimpleNamespace(requested=False, reason=None)
+        stop.request = lambda reason: (
+            setattr(stop, "reason", reason) or setattr(stop, "requested", True)
+        )
+        return SimpleNamespace(step=step, training_end=None, stop=stop)
+
+    trial = Losing()
+    last = progress(600)
+    TrialReporter(trial, "loss", last_step=600).on_evaluate(last, {"loss": 0.5})
+    assert trial.reported == [] and not last.stop.requested
+    earlier = progress(450)
+    reporter = TrialReporter(trial, "loss", last_step=600)
+    reporter.on_evaluate(earlier, {"loss": 0.7})
+    assert trial.reported == [(450, 0.7)] and earlier.stop.reason == PRUNED and reporter.pruned

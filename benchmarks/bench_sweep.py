@@ -3,8 +3,8 @@
     .venv/bin/python -m benchmarks.bench_sweep [--processes 2] [--retrains 3] [--work DIR]
 
 1. ``hfattn sweep RECIPE --space SPACE --trials N --set training.eval_every=150`` in
-   ``--processes`` processes at once on one study (one torch thread each), timed from their
-   start to the last one's exit;
+   ``--processes`` processes at once on one study (one torch thread each; sampler seeds
+   ``--seed``, ``--seed`` + 1, ...), timed from their start to the last one's exit;
 2. ``hfattn train best_recipe.yaml`` ``--retrains`` times, ``training.seed`` 0, 1, 2, ...
    (scored on the validation split, as the trials are), ``--processes`` at a time: the
    run-to-run spread of the best recipe, against which the best trial's value is read.
@@ -91,7 +91,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     settings = [item for setting in args.settings for item in ("--set", setting)]
     sweep_command = hfattn("sweep", str(args.recipe), "--space", str(args.space), "--trials",
                            str(args.trials), "--output-dir", str(sweep), *settings)  # fmt: skip
-    sweep_s = run_at_once([sweep_command] * args.processes)
+    seeds = range(args.seed, args.seed + args.processes)  # one seed a process
+    sweep_s = run_at_once([[*sweep_command, "--seed", str(seed)] for seed in seeds])
     recipe = load_recipe(args.recipe)
     trials = trial_records(sweep, recipe.name)
     training = recipe.training
@@ -121,6 +122,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
         "metric": metric,
         "larger_is_better": larger_is_better,
         "processes": args.processes,
+        "sampler_seeds": list(seeds),
         "sweep_s": round(sweep_s, 1),
         "trials": trials,
         "states": states,
@@ -144,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="settings", action="append", default=None,
                         metavar="KEY=VALUE", help=f"the sweep's --set (default: {SETTINGS})")  # fmt: skip
     parser.add_argument("--processes", type=int, default=2, help="sweep processes at once")
+    parser.add_argument("--seed", type=int, default=0, help="the first process's sampler seed "
+                        "(the next process's is one more)")  # fmt: skip
     parser.add_argument("--retrains", type=int, default=3, help="trainings of the best recipe")
     parser.add_argument("--work", type=Path, help="keep the sweep and the runs here")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/sweep_<recipe>.json")

@@ -30,6 +30,11 @@ def _params(params: dict) -> str:
                      for name, v in params.items())  # fmt: skip
 
 
+def _seeds(run: dict) -> str:
+    seeds = run.get("sampler_seeds")
+    return f" (`--seed` {', '.join(map(str, seeds))})" if seeds else ""
+
+
 def sweep_block(root: Path) -> str:
     """A paragraph and a table of trials for each sweep results file."""
     blocks = []
@@ -45,7 +50,7 @@ def sweep_block(root: Path) -> str:
             f"On a {machine_words(run['provenance']['machine'])} (`python -m "
             f"benchmarks.bench_sweep`: `recipes/{run['recipe']}.yaml` with the space "
             f"`{run['space']}`, `--set {' '.join(run['settings'])}`), {run['processes']} "
-            f"`hfattn sweep` processes on one study, one torch thread each, ran "
+            f"`hfattn sweep` processes on one study, one torch thread each{_seeds(run)}, ran "
             f"{len(run['trials'])} trials in {run['sweep_s']:.0f} s: {states}. The best, trial "
             f"{best['number']} (validation {metric} {_value(best[metric])}: "
             f"{_params(best['params'])}), trained again from `best_recipe.yaml` with "

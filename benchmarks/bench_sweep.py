@@ -91,8 +91,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     settings = [item for setting in args.settings for item in ("--set", setting)]
     sweep_command = hfattn("sweep", str(args.recipe), "--space", str(args.space), "--trials",
                            str(args.trials), "--output-dir", str(sweep), *settings)  # fmt: skip
-    seeds = range(args.seed, args.seed + args.processes)  # one seed a process
-    sweep_s = run_at_once([[*sweep_command, "--seed", str(seed)] for seed in seeds])
+    sampler_seeds = list(range(args.seed, args.seed + args.processes))  # one a process
+    sweep_s = run_at_once([[*sweep_command, "--seed", str(seed)] for seed in sampler_seeds])
     recipe = load_recipe(args.recipe)
     trials = trial_records(sweep, recipe.name)
     training = recipe.training
@@ -122,7 +122,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
         "metric": metric,
         "larger_is_better": larger_is_better,
         "processes": args.processes,
-        "sampler_seeds": list(seeds),
+        "sampler_seeds": sampler_seeds,
         "sweep_s": round(sweep_s, 1),
         "trials": trials,
         "states": states,

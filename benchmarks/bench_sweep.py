@@ -23,11 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import hfattn.tasks  # noqa: F401  (registers the tasks that load_recipe parses)
 from benchmarks.lib.benchlib import load_average, write_atomically
 from hfattn.common.machine import provenance
+from hfattn.orchestration.sweep_outputs import best_trial
 from hfattn.recipes import load_recipe
 from hfattn.storage.run_folder import EVAL_RESULTS_FILE
 
@@ -71,13 +73,10 @@ def validation_score(results: dict, metric: str) -> float:
     return results["all_metrics"]["validation"][metric]
 
 
-def trial_records(sweep: Path, study_name: str) -> list[dict]:
+def trial_records(sweep: Path, study) -> list[dict]:
     """The sweep's ``trials.json`` rows, each with ``seconds``: the trial's own, from its start
-    to its end as the study records them (Optuna's ``duration``)."""
-    import optuna
-
+    to its end as ``study`` records them (Optuna's ``duration``)."""
     rows = json.loads((sweep / "trials.json").read_text(encoding="utf-8"))
-    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{sweep / 'study.db'}")
     durations = {t.number: t.duration.total_seconds() for t in study.trials if t.duration}
     for row in rows:
         seconds = durations.get(row["number"])
@@ -93,15 +92,14 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
                            str(args.trials), "--output-dir", str(sweep), *settings)  # fmt: skip
     sampler_seeds = list(range(args.seed, args.seed + args.processes))  # one a process
     sweep_s = run_at_once([[*sweep_command, "--seed", str(seed)] for seed in sampler_seeds])
+    import optuna
+
     recipe = load_recipe(args.recipe)
-    trials = trial_records(sweep, recipe.name)
-    training = recipe.training
-    metric, larger_is_better = training.metric_for_best_model, training.larger_metric_is_better
-    states = {}
-    for row in trials:
-        states[row["state"]] = states.get(row["state"], 0) + 1
-    complete = [row for row in trials if row["state"] == "COMPLETE"]
-    best = (max if larger_is_better else min)(complete, key=lambda row: row[metric])
+    study = optuna.load_study(study_name=recipe.name, storage=f"sqlite:///{sweep / 'study.db'}")
+    trials = trial_records(sweep, study)
+    metric = recipe.training.metric_for_best_model
+    states = dict(Counter(row["state"] for row in trials))
+    best = best_trial(study)  # the trial of the sweep's best_recipe.yaml
     retrains = []
     for first in range(0, args.retrains, args.processes):
         seeds = range(first, min(first + args.processes, args.retrains))
@@ -120,20 +118,16 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
         "space": str(args.space.relative_to(ROOT)),
         "settings": list(args.settings),
         "metric": metric,
-        "larger_is_better": larger_is_better,
+        "larger_is_better": study.direction == optuna.study.StudyDirection.MAXIMIZE,
         "processes": args.processes,
         "sampler_seeds": sampler_seeds,
         "sweep_s": round(sweep_s, 1),
         "trials": trials,
         "states": states,
-        "best": {
-            "number": best["number"],
-            metric: best[metric],
-            "params": {k: v for k, v in best.items() if "." in k},
-        },  # fmt: skip
+        "best": {"number": best.number, metric: best.value, "params": best.params},
         "retrains": retrains,
         "retrain_range": [min(values), max(values)],
-        "best_within_retrain_range": min(values) <= best[metric] <= max(values),
+        "best_within_retrain_range": min(values) <= best.value <= max(values),
     }
 
 

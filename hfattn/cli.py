@@ -1,5 +1,5 @@
-"""The ``hfattn`` command line:
-``hfattn train|sweep|evaluate|generate|translate|classify|push|demo|plot|baseline|prepare|cache``.
+"""The ``hfattn`` command line: ``hfattn
+train|sweep|evaluate|generate|translate|classify|push|demo|plot|baseline|prepare|cache|recipes``.
 
 Each sub-command lives in ``hfattn/commands/<name>.py`` and exposes
 ``register(subparsers)``; heavy imports (torch, transformers, ...) happen inside the
@@ -36,6 +36,7 @@ COMMANDS = (
     "baseline",
     "prepare",
     "cache",
+    "recipes",
 )
 LOADING_COMMANDS = ("evaluate", "generate", "translate", "classify")
 """Commands that load a model folder through :mod:`hfattn.commands.model_loading` (safetensors only,
@@ -49,14 +50,13 @@ VERBOSE_HELP = (
 
 EXAMPLES = {
     "train": [
-        "hfattn train recipes/char_rnn_shakespeare.yaml",
+        "hfattn train char_rnn_shakespeare",
         "hfattn train recipes/bahdanau_bible_en_es.yaml --set training.max_steps=2000",
         "hfattn train --resume runs/char_rnn_shakespeare",
     ],
     "sweep": [
-        "hfattn sweep recipes/bahdanau_date_normalization.yaml "
-        "--space recipes/sweeps/bahdanau_date_normalization.yaml --trials 12 "
-        "--set training.eval_every=150",
+        "hfattn sweep bahdanau_date_normalization --space bahdanau_date_normalization "
+        "--trials 12 --set training.eval_every=150",
         "hfattn sweep R.yaml --space S.yaml --trials 24 --storage postgresql://db/sweeps",
     ],
     "evaluate": [
@@ -79,6 +79,7 @@ EXAMPLES = {
     "baseline": ["hfattn baseline recipes/baseline_reviews_es.yaml"],
     "prepare": ["hfattn prepare recipes/char_rnn_shakespeare.yaml --set data.source=big.txt"],
     "cache": ["hfattn cache list", "hfattn cache remove causal_lm-0123456789abcdef"],
+    "recipes": ["hfattn recipes", "hfattn train char_rnn_shakespeare"],
 }
 """What each command's ``--help`` ends with."""
 

@@ -32,7 +32,7 @@ def register(subparsers) -> None:
     )
     add_recipe_arguments(
         parser,
-        recipe_help="a recipe YAML with task: classification",
+        recipe_help="a recipe YAML with task: classification, or a shipped one's name",
         set_example="data.source=reber",
     )
     parser.add_argument(

@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     )
     add_recipe_arguments(
         parser,
-        recipe_help="path to a recipe YAML (see recipes/)",
+        recipe_help="a recipe YAML, or the name of a shipped one (hfattn recipes)",
         set_example="data.source=big.txt",
     )
     parser.set_defaults(func=run)

@@ -30,12 +30,17 @@ def register(subparsers) -> None:
             "several processes given the same --storage share one study."
         ),
     )
-    add_recipe_arguments(parser, recipe_help="path to a recipe YAML", set_example="data.size=5000")
+    add_recipe_arguments(
+        parser,
+        recipe_help="a recipe YAML, or the name of a shipped one (hfattn recipes)",
+        set_example="data.size=5000",
+    )
     parser.add_argument(
         "--space",
         required=True,
         metavar="SPACE.yaml",
-        help="the search space: dotted recipe fields (as --set takes them) mapped to "
+        help="the search space (a YAML file, or the name of a shipped one: hfattn recipes): "
+        "dotted recipe fields (as --set takes them) mapped to "
         "{uniform|log_uniform|int_uniform: [low, high]} or {choice: [values]}",
     )
     parser.add_argument(

@@ -24,7 +24,10 @@ def register(subparsers) -> None:
     )
     add_recipe_arguments(
         parser,
-        recipe_help="path to a recipe YAML (see recipes/); left out with --resume RUN_FOLDER",
+        recipe_help=(
+            "a recipe YAML, or the name of a shipped one (hfattn recipes); left out with "
+            "--resume RUN_FOLDER"
+        ),
         set_example="training.max_minutes=2",
         recipe_optional=True,
     )

@@ -43,6 +43,7 @@ import re
 import time
 from pathlib import Path
 
+from ..common.extras import Extra
 from ..storage.file_io import atomic_dir
 from .cache import hfattn_cache_dir
 from .licenses import PUBLIC_DOMAIN
@@ -65,6 +66,10 @@ package)."""
 SOURCES: dict[str, tuple[str, ...]] = {"bible": (), "bible+kjv": ("kjv",)}
 """The embedded Bible sources: name → the :data:`TRAINING_ENGLISH` translations whose verses are
 paired with the training split's Spanish verses besides the WEB's."""
+
+EXTRA = Extra("bible", "pysword")
+"""The extra that reads the SWORD modules: every source of :data:`SOURCES` needs it (the recipe
+check asks for it before any data is read: :mod:`hfattn.tasks.translation.recipe`)."""
 
 DATA_LICENSES = dict.fromkeys(SOURCES, PUBLIC_DOMAIN)
 """Every translation is in the public domain (the WEB is not copyrighted by its publisher, the
@@ -162,10 +167,8 @@ def cache_path(sword_path: Path = SWORD_PATH, source: str = "bible") -> Path:
 def _open_bibles(sword_path: Path, source: str):
     try:
         from pysword.modules import SwordModules
-    except ImportError as e:  # an extra
-        raise BibleNotInstalledError(
-            "the Bible source needs pysword: pip install 'hfattn[bible]'"
-        ) from e
+    except ImportError:  # an extra, which the recipe check asks for before any data is read
+        raise EXTRA.error(f"data.source: {source!r}") from None
     found = SwordModules(str(sword_path))
     modules = found.parse_modules()
     bibles = {}

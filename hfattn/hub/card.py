@@ -19,11 +19,11 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
+from ..common.assets import asset_dir
 from ..common.families import FAMILIES, card_value
 from ..export.export_folder import EXPORT_INFO_FILE, export_of
 from ..storage.run_folder import CTRANSLATE2_DIR, LOSS_CURVE_FILE, SAMPLES_FILE
 from ..storage.run_status import training_shortfall
-from .assets import asset_dir
 from .citations import citations_for
 from .folder_inspection import HubSettings, ModelFolder
 

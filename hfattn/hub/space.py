@@ -27,13 +27,14 @@ from types import ModuleType
 
 from huggingface_hub import SpaceCard, SpaceCardData
 
+from ..common.assets import asset_dir
+from ..common.extras import Extra
 from ..export.export_folder import EXPORT_INFO_FILE, is_export
 from ..storage.file_io import atomic_write_text
 from ..storage.location import looks_like_hub_id
 from ..storage.model_folder import LABELS_FILE
 from ..storage.run_folder import CTRANSLATE2_DIR
 from ..tokenization import input_text
-from .assets import asset_dir
 from .card import example_inputs
 from .folder_inspection import ModelFolder
 from .tasks import TaskInfo, task_infos
@@ -45,6 +46,8 @@ INPUT_TEXT_FILE = "input_text.py"
 EXAMPLES_FILE = "examples.json"
 CARD_TEMPLATE = "space_card_template.md"
 FALLBACK_GRADIO_VERSION = "5.0.0"
+GRADIO = Extra("spaces", "gradio")
+"""The extra that runs a Space app here (``hfattn demo``); staging one needs no gradio."""
 CTRANSLATE2_REQUIREMENT = "ctranslate2>=4.5,<5"
 """What a translation Space whose model has a CTranslate2 export installs to decode with it."""
 _EMOJI = {"text-generation": "✍️", "translation": "🌐", "text-classification": "🏷️"}
@@ -191,8 +194,8 @@ def load_space_app(space_dir: str | Path) -> ModuleType:
         SpaceError: when gradio is not installed or ``app.py`` is missing.
     """
     space_dir = Path(space_dir).resolve()
-    if importlib.util.find_spec("gradio") is None:
-        raise SpaceError("the Space apps need gradio: pip install 'hfattn[spaces]'")
+    if not GRADIO.installed():
+        raise SpaceError(str(GRADIO.error("the Space apps")))
     if not (space_dir / APP_FILE).is_file():
         raise SpaceError(f"{space_dir} has no {APP_FILE}")
     for name in (FRAME_FILE, INPUT_TEXT_FILE):  # each staged Space brings its own copies

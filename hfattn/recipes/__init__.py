@@ -13,6 +13,8 @@ The package holds every piece of recipe parsing:
   (the few fields the checks before training read, without torch);
 - :mod:`~hfattn.recipes.run_checks`: the checks of a run that need no data (the flags, the
   schedule against its steps, ``data.source``, the ``hub`` settings, the run folder);
+- :mod:`~hfattn.recipes.shipped`: the recipes that come with hfattn, by name
+  (:func:`resolve_recipe`, which parsing calls for every recipe argument);
 - :mod:`~hfattn.recipes.registry`: the tasks a recipe may name, each registered by the task's
   own light ``recipe`` module (importing :mod:`hfattn.tasks` registers them all).
 
@@ -26,10 +28,14 @@ from . import parsing
 from .parsing import *  # noqa: F403  (its public names: parsing.__all__)
 from .registry import TaskRecipe, register_task_recipe, task_names, task_recipe
 from .schema import RecipeBase
+from .shipped import recipe_description, resolve_recipe, shipped_recipes
 
 __all__ = [
     *parsing.__all__,
     "RecipeBase",
+    "recipe_description",
+    "resolve_recipe",
+    "shipped_recipes",
     "TaskRecipe",
     "register_task_recipe",
     "task_names",

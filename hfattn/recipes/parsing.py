@@ -47,6 +47,7 @@ from .schema import (
     RecipeError,
     require,
 )
+from .shipped import resolve_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -412,8 +413,7 @@ def _given_configs(path: Path, overrides):
     Raises:
         RecipeError, FileNotFoundError: as :func:`recipe_outline`.
     """
-    if not path.is_file():
-        raise FileNotFoundError(f"recipe file not found: {path}")
+    path = resolve_recipe(path)  # a path, or the name of a shipped recipe
     check_overrides(overrides)
     raw = _read_yaml(path)
     try:

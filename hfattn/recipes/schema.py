@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
+from ..common.extras import Extra, require_extras
 from ..common.families import UNROLLED_PER_LENGTH
 from ..common.field_checks import (
     RecipeError,
@@ -291,6 +292,10 @@ class HubSection:
         require_license(self.license, self.license_name)
 
 
+PEFT = Extra("peft", "peft")
+"""The extra that a ``lora:`` section needs (:meth:`RecipeBase.required_extras`)."""
+
+
 @dataclass
 class LoraSection:
     """``lora:`` — a PEFT LoRA adapter on the named linear layers (module-name suffixes, as
@@ -376,6 +381,13 @@ class RecipeBase:
             "is compiled anew (minutes each) until torch._dynamo's recompile_limit, then runs "
             "eagerly; train it with training.compile: false",
         )
+        require_extras(self.required_extras())  # before any data is read
+
+    def required_extras(self) -> list[tuple[str, Extra]]:
+        """``(what, extra)`` for each optional extra this recipe needs (``("lora", PEFT)``), which
+        the recipe checks require before any data is read
+        (:func:`hfattn.common.extras.require_extras`); a task's recipe class adds its own."""
+        return [("lora", PEFT)] if self.lora is not None else []
 
     def to_yaml(self) -> str:
         """The resolved recipe as YAML (written next to the trained model): a ``data.source``
@@ -391,6 +403,7 @@ class RecipeBase:
 
 __all__ = [
     "MIXED_PRECISION",
+    "PEFT",
     "ON_NONFINITE_LOSS",
     "SPLITS",
     "TOKENIZER_KINDS",

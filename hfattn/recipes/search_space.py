@@ -31,6 +31,7 @@ from ..common.field_checks import RecipeError
 from .model_section import validate_model_section
 from .parsing import check_recipe_values, recipe_outline
 from .run_checks import check_before_training
+from .shipped import SWEEPS, resolve_recipe
 
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
 """The distributions a space may name, each as ``{name: [arguments]}``."""
@@ -87,8 +88,7 @@ def _read_space(path: Path) -> dict:
     """
     import yaml
 
-    if not path.is_file():
-        raise FileNotFoundError(f"--space: search space file not found: {path}")
+    path = resolve_recipe(path, folder=SWEEPS, what="--space: search space file")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as err:

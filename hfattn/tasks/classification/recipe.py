@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ...common.extras import Extra
 from ...common.field_checks import require, require_choice, require_default, require_positive
 from ...data.classification import EMBEDDED_SOURCES, check_classification_source
 from ...recipes.model_section import is_pretrained
@@ -101,6 +102,11 @@ class ClassificationDataSection(SplitTextDataSection):
         require(self.max_length > 1, "data.max_length", f"must be > 1, got {self.max_length}")
 
 
+WORD_VECTORS = Extra("word-vectors", "gensim")
+"""The extra that a ``word_vectors:`` section needs (:mod:`hfattn.data.word_vectors` trains and
+reads the vectors with gensim)."""
+
+
 @dataclass
 class WordVectorsSection:
     """``word_vectors:`` — initialise an ``rnn-classifier``'s embeddings (size
@@ -163,6 +169,13 @@ class ClassificationRecipe(RecipeBase):
             )
         else:
             require(self.lora is None, "lora", "applies to pretrained models (model: <id>)")
+
+    def required_extras(self) -> list[tuple[str, Extra]]:
+        """The base recipe's extras, and ``word-vectors`` for a ``word_vectors:`` section."""
+        extras = super().required_extras()
+        if self.word_vectors is not None:
+            extras.append(("word_vectors", WORD_VECTORS))
+        return extras
 
 
 RECIPE_CLASS = ClassificationRecipe

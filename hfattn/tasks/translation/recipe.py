@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...common.extras import Extra
 from ...common.field_checks import require, require_choice, require_default, require_positive
+from ...data.bible import EXTRA as BIBLE_EXTRA
 from ...data.bible import SOURCES as BIBLE_SOURCES
 from ...data.translation import EMBEDDED, check_pair_source
 from ...recipes.model_section import is_pretrained
@@ -308,6 +310,13 @@ class TranslationRecipe(RecipeBase):
             f"must be at least data.max_source_length + data.max_target_length ({widest}) so "
             f"that the longest pair fits in a batch, got {self.training.max_tokens}",
         )
+
+    def required_extras(self) -> list[tuple[str, Extra]]:
+        """The base recipe's extras, and ``bible`` for a Bible ``data.source``."""
+        extras = super().required_extras()
+        if self.data.source in BIBLE_SOURCES:
+            extras.append((f"data.source: {self.data.source!r}", BIBLE_EXTRA))
+        return extras
 
 
 RECIPE_CLASS = TranslationRecipe

@@ -1,4 +1,9 @@
-"""Locate the top-level asset folders (``model_cards/``, ``spaces/``) that publishing reads."""
+"""Locate the folders hfattn ships beside its code (``recipes/``, ``model_cards/``, ``spaces/``).
+
+In the source tree they are top-level folders, as users of the Hub world know them; the wheel
+carries the same files as package data under ``hfattn/_assets/`` (``setup.py`` maps each folder
+there, so there is one copy in the source tree). :func:`asset_dir` finds them either way.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,18 @@ import os
 from pathlib import Path
 
 ASSETS_ENV = "HFATTN_ASSETS_DIR"
-"""Environment variable naming a folder that holds ``model_cards/`` and ``spaces/`` (overrides
-the copies next to the package)."""
+"""Environment variable naming a folder that holds ``recipes/``, ``model_cards/`` and
+``spaces/`` (overrides the copies that come with the package)."""
+
+ASSET_FOLDERS = ("recipes", "model_cards", "spaces")
+"""The top-level folders of the source tree that the wheel carries under ``hfattn/_assets/``
+(``setup.py`` reads this tuple)."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def asset_dir(name: str) -> Path:
-    """The folder ``name`` (``"model_cards"`` or ``"spaces"``).
+    """The folder ``name`` (one of :data:`ASSET_FOLDERS`).
 
     Looked up in ``$HFATTN_ASSETS_DIR``, then inside the installed package (``hfattn/_assets``),
     then next to the package in a source checkout.
@@ -33,3 +42,6 @@ def asset_dir(name: str) -> Path:
         + ", ".join(str(c) for c in candidates)
         + f" (set {ASSETS_ENV} to a folder containing {name}/)"
     )
+
+
+__all__ = ["ASSETS_ENV", "ASSET_FOLDERS", "asset_dir"]

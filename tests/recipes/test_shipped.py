@@ -58,7 +58,7 @@ def test_an_unknown_name_suggests_the_closest_shipped_one(elsewhere):
     with pytest.raises(FileNotFoundError) as err:
         recipe_outline("char_rnn_shakepeare")
     assert str(err.value) == (
-        "recipe file not found: char_rnn_shakepeare (nor the name of a shipped recipe: "
+        "recipe file not found: char_rnn_shakepeare (nor the name of a shipped one: "
         "`hfattn recipes` lists them; did you mean 'char_rnn_shakespeare'?)"
     )
 

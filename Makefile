@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test docs bench results lint format browser sword clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch: a plain `torch` requirement would pull several GB of CUDA wheels.

@@ -16,7 +16,7 @@ ASSETS_ENV = "HFATTN_ASSETS_DIR"
 
 ASSET_FOLDERS = ("recipes", "model_cards", "spaces")
 """The top-level folders of the source tree that the wheel carries under ``hfattn/_assets/``
-(``setup.py`` reads this tuple)."""
+(``setup.py`` names the same: ``tests/recipes/test_shipped.py`` checks that they agree)."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 

@@ -161,7 +161,7 @@ def load_recipe(
     2. with ``run``, the checks before training
        (:func:`~hfattn.recipes.run_checks.check_before_training`: the flags, the schedule
        against its steps, ``training.metric_for_best_model``, ``data.source``, ``hub``);
-    3. every section's values (:func:`check_recipe_values`);
+    3. every section's values, and the extras it needs (:func:`check_recipe_values`);
     4. with a new ``run``, its folder: one that holds a run is refused unless ``overwrite``;
     5. the model config built from ``model:`` (``recipe.model_config``, ``None`` for a
        pretrained checkpoint; torch, seconds), from which the task's job builds the model;

@@ -115,9 +115,10 @@ class _Refuse:
 
 
 def test_an_extra_is_missing_when_its_module_cannot_be_found(monkeypatch):
-    """Installed: its module can be found (``wave``, of the standard library, not imported
-    here); a finder that refuses it (how the wheel test hides an extra) makes it missing."""
-    assert "wave" not in sys.modules
+    """Installed: its module can be found (``wave``, of the standard library, taken out of
+    ``sys.modules`` for the test so that the finders are asked); a finder that refuses it (how
+    the wheel test hides an extra) makes it missing."""
+    monkeypatch.delitem(sys.modules, "wave", raising=False)
     assert Extra("x", "wave").installed() and not Extra("x", ABSENT).installed()
     monkeypatch.setattr(sys, "meta_path", [_Refuse("wave"), *sys.meta_path])
     assert not Extra("x", "wave").installed()

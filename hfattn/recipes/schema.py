@@ -38,6 +38,7 @@ from .training_section import (
     ON_NONFINITE_LOSS,
     TokenBatchingSection,
     TrainingSection,
+    WordDropoutTrainingSection,
 )
 
 SPLITS = ("train", "validation", "test")
@@ -407,6 +408,7 @@ __all__ = [
     "SplitTextDataSection",
     "TokenBatchingSection",
     "TrainingSection",
+    "WordDropoutTrainingSection",
     "require",
     "require_choice",
     "require_default",

@@ -23,7 +23,7 @@ from hfattn import (
 )
 from hfattn.models.modeling_char_rnn import detach_state, state_tensors
 from hfattn.orchestration.run import build_job, run_recipe
-from hfattn.recipes import RecipeError, Run, load_recipe
+from hfattn.recipes import RecipeError, Run, check_recipe_values, load_recipe
 from hfattn.storage.run_folder import recipe_path
 from hfattn.tasks import get_task
 from hfattn.tasks.base import model_loss
@@ -33,7 +33,7 @@ from hfattn.training.regularization import WordDropout, training_loss
 from tests.helpers.crash_runs import assert_same_weights, records
 from tests.helpers.model_testers import label_smoothed_loss
 from tests.helpers.recipe_helpers import small_recipe, write_recipe
-from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
+from tests.helpers.tiny_runs import RECIPES, TINY_TRANSLATION_MODELS
 
 VOCAB, PAD, UNK, BOS, EOS = 20, 0, 1, 2, 3
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -310,3 +310,19 @@ def test_regularizer_fields_out_of_range_are_refused(tmp_path, overrides, refuse
     with pytest.raises(RecipeError) as err:
         load_recipe(_translation_recipe(tmp_path), overrides)
     assert str(err.value).startswith(refused)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "refused"),
+    [
+        ("gpt2_shakespeare_lora.yaml",
+         "training.word_dropout: applies to a model built from model.type"),
+        ("rnn_classifier_genre.yaml", "training.word_dropout: not a field of training"),
+    ],
+)  # fmt: skip
+def test_word_dropout_is_refused_where_no_unk_of_ours_replaces_inputs(recipe, refused):
+    """A pretrained causal LM's tokenizer is its own, and the classification task takes no
+    word dropout: each is refused in one line when the recipe loads, before torch."""
+    with pytest.raises(RecipeError) as err:
+        check_recipe_values(RECIPES / recipe, ["training.word_dropout=0.1"])
+    assert str(err.value).startswith(refused) and "\n" not in str(err.value)

@@ -30,10 +30,10 @@ from hfattn.tasks.base import model_loss
 from hfattn.tasks.causal_lm.job import causal_lm_loss, dropped_characters
 from hfattn.tasks.translation.job import dropped_words, translation_loss
 from hfattn.training.regularization import WordDropout, training_loss
-from tests.helpers.crash_runs import assert_same_weights, records
+from tests.helpers.crash_runs import assert_same_weights, records, seq2seq_recipe
 from tests.helpers.model_testers import label_smoothed_loss
 from tests.helpers.recipe_helpers import small_recipe, write_recipe
-from tests.helpers.tiny_runs import RECIPES, TINY_TRANSLATION_MODELS
+from tests.helpers.tiny_runs import RECIPES
 
 VOCAB, PAD, UNK, BOS, EOS = 20, 0, 1, 2, 3
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -212,20 +212,10 @@ def test_word_dropout_of_a_window_replaces_inputs_never_the_characters_to_predic
 
 
 def _translation_recipe(folder, **training):
-    return write_recipe(
-        folder,
-        base={},
-        task="translation",
-        model={**TINY_TRANSLATION_MODELS["vaswani"], "dropout": 0.1},
-        tokenizer={"type": "char"},
-        data={"source": "date-normalization", "size": 300, "validation_fraction": 0.1,
-              "test_fraction": 0.1},
-        training={"batch_size": 16, "max_steps": 2, "eval_every": None, "save_every": None,
-                  **training},
-        evaluation={"splits": ["test"], "batch_size": 64, "max_examples": 8,
-                    "max_new_tokens": 12},
-        generation={"max_new_tokens": 12, "num_beams": 1, "examples": ["April 22, 2019"]},
-    )  # fmt: skip
+    """The tiny Bahdanau recipe of the crash tests (dropout 0.1), two steps, no validation."""
+    base = yaml.safe_load(seq2seq_recipe(folder / "base").read_text())
+    steps = {"max_steps": 2, "eval_every": None, "save_every": None}
+    return write_recipe(folder, base=base, training={**steps, **training})
 
 
 def test_word_dropout_acts_on_training_batches_only(tmp_path, monkeypatch):

@@ -271,8 +271,8 @@ class WordDropoutTrainingSection(TrainingSection):
     this probability, independently: ``x̃ = <unk>`` if ``u < p``, ``u ~ U(0, 1)``. The labels
     (the tokens to predict), padding and the special tokens (``<bos>``, ``<eos>``, ``<unk>``)
     are never replaced; evaluations, ``generate`` and the saved model read the tokens as they
-    are. Refused for a pretrained model, whose tokenizer is its own (GPT-2's has no unknown
-    token of its own); 0: off."""
+    are. Refused for a pretrained model, whose tokenizer is its own (GPT-2's "unknown" token is
+    its end-of-text token); 0: off."""
 
     def __post_init__(self):
         super().__post_init__()

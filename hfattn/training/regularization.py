@@ -111,8 +111,10 @@ class WordDropout:
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         """``ids`` with tokens replaced (a new tensor; ``ids`` is left as it is)."""
         drawn = torch.rand(ids.shape, device=ids.device) < self.rate
-        special = torch.isin(ids, torch.tensor(self.special_ids, device=ids.device))
-        return ids.masked_fill(drawn & ~special, self.replacement_id)
+        kept = torch.zeros_like(ids, dtype=torch.bool)
+        for token in self.special_ids:  # no tensor of ids copied to the device at each step
+            kept |= ids == token
+        return ids.masked_fill(drawn & ~kept, self.replacement_id)
 
 
 __all__ = ["WordDropout", "r_drop_loss", "symmetric_kl", "training_loss"]

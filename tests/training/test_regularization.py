@@ -7,6 +7,7 @@ an uninterrupted one."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -29,6 +30,7 @@ from hfattn.tasks import get_task
 from hfattn.tasks.base import model_loss
 from hfattn.tasks.causal_lm.job import causal_lm_loss, dropped_characters
 from hfattn.tasks.translation.job import dropped_words, translation_loss
+from hfattn.tokenization.characters import build_char_tokenizer
 from hfattn.training.regularization import WordDropout, training_loss
 from tests.helpers.crash_runs import assert_same_weights, records, seq2seq_recipe
 from tests.helpers.model_testers import label_smoothed_loss
@@ -164,6 +166,16 @@ def test_word_dropout_replaces_ordinary_tokens_at_its_rate_and_never_a_special_o
     fraction = changed.sum().item() / ordinary
     sigma = math.sqrt(rate * (1 - rate) / ordinary)
     assert abs(fraction - rate) < 5 * sigma
+
+
+def test_word_dropout_replaces_by_the_tokenizers_unk_and_keeps_its_special_tokens():
+    tokenizer = build_char_tokenizer("to be or not to be")
+    dropout = WordDropout.of_tokenizer(0.1, tokenizer)
+    assert dropout == WordDropout(0.1, tokenizer.unk_token_id, (PAD, UNK, BOS, EOS))
+    assert tokenizer.convert_ids_to_tokens(UNK) == "<unk>"
+    without_unk = SimpleNamespace(unk_token_id=None, all_special_ids=[0])
+    with pytest.raises(RecipeError, match="^training.word_dropout: needs a tokenizer with an "):
+        WordDropout.of_tokenizer(0.1, without_unk)
 
 
 def test_word_dropout_of_a_translation_batch_leaves_the_labels_and_specials():

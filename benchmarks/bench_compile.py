@@ -198,9 +198,9 @@ class Trainer:
         """Seconds of one optimizer step on ``batch``."""
         start = time.perf_counter()
         if self.stateful:
-            loss, self.state = causal_lm_loss(self.loss_model, batch, self.state, True)
+            loss, self.state, *_ = causal_lm_loss(self.loss_model, batch, self.state, True)
         else:
-            loss, _ = model_loss(self.loss_model, batch, None, False)
+            loss = model_loss(self.loss_model, batch, None, False).loss
         self.accelerator.backward(loss)
         if self.setup.max_grad_norm:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.setup.max_grad_norm)

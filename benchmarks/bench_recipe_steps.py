@@ -78,7 +78,7 @@ class Variant:
         model = self.job.model
         start = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            loss, self.state = self.job.compute_loss(
+            loss, self.state, *_ = self.job.compute_loss(
                 model, batch, self.state, self.job.batches.stateful
             )
         loss.backward()

@@ -481,7 +481,7 @@ def measure_recipe(args, on_result=None) -> dict:
         if name != "eager":
             mark_dynamic_dims(batch)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss, _ = job.compute_loss(steppers[name], batch, None, False)
+            loss = job.compute_loss(steppers[name], batch, None, False).loss
         loss.backward()
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)

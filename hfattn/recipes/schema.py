@@ -39,6 +39,7 @@ from .training_section import (
     ON_NONFINITE_LOSS,
     TokenBatchingSection,
     TrainingSection,
+    WordDropoutTrainingSection,
 )
 
 SPLITS = ("train", "validation", "test")
@@ -420,6 +421,7 @@ __all__ = [
     "SplitTextDataSection",
     "TokenBatchingSection",
     "TrainingSection",
+    "WordDropoutTrainingSection",
     "require",
     "require_choice",
     "require_default",

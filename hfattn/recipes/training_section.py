@@ -143,6 +143,18 @@ class TrainingSection:
     compile anew at every batch length. ``benchmarks/bench_compile.py`` measures each model's
     step both ways."""
 
+    r_drop_alpha: float = 0.0
+    """R-Drop (Liang et al. 2021, "R-Drop: Regularized Dropout for Neural Networks"), α: each
+    training micro-batch goes through the model twice, each pass with its own dropout masks,
+    and the loss is ``½(CE₁ + CE₂) + α · ½(KL(P₁‖P₂) + KL(P₂‖P₁))``, where ``CE`` is each
+    pass's loss as the task computes it (label smoothing included) and the KL terms compare the
+    two passes' predicted distributions, averaged over the labelled (non-padding) target
+    positions (a classifier's examples). It acts through the model's dropout (with every
+    dropout rate at 0 the two passes agree and the KL term is 0) and costs a second forward and
+    backward a step; the train loss of ``metrics.jsonl`` is this objective, the validation loss
+    the plain cross-entropy. A stateful char-RNN runs both passes from the same carried state
+    and carries the first pass's on. The paper sets α = 5 for its translation tasks; 0: off."""
+
     @property
     def forces_compile(self) -> bool:
         """``compile`` is ``true`` or ``regional``: compiled on any device."""
@@ -225,6 +237,11 @@ class TrainingSection:
                 f"{TRACKERS[tracker][0]}",
             )
         require(self.weight_decay >= 0, "training.weight_decay", "must be >= 0")
+        require(
+            self.r_drop_alpha >= 0,
+            "training.r_drop_alpha",
+            f"must be >= 0 (0: off), got {self.r_drop_alpha}",
+        )
         require(len(self.betas) == 2, "training.betas", "must be two numbers [beta1, beta2]")
         require(
             all(0 <= b < 1 for b in self.betas),
@@ -238,6 +255,32 @@ class TrainingSection:
                 ("betas",),
                 f"is not used by optimizer {self.optimizer} (betas are Adam's); leave them out",
             )
+
+
+@dataclass
+class WordDropoutTrainingSection(TrainingSection):
+    """``training:`` of the tasks whose inputs are token sequences of a tokenizer hfattn builds
+    (translation, and the causal LM of a model built from ``model.type``):
+    :class:`TrainingSection` and ``word_dropout``."""
+
+    word_dropout: float = 0.0
+    """Word dropout (Sennrich & Zhang 2019, "Revisiting Low-Resource Neural Machine
+    Translation"; Nguyen & Salazar 2019, "Transformers without Tears", who use 0.1): during
+    training only, each input token (a translation's source tokens and the decoder's input
+    tokens, a language model's input characters) is replaced by the tokenizer's ``<unk>`` with
+    this probability, independently: ``x̃ = <unk>`` if ``u < p``, ``u ~ U(0, 1)``. The labels
+    (the tokens to predict), padding and the special tokens (``<bos>``, ``<eos>``, ``<unk>``)
+    are never replaced; evaluations, ``generate`` and the saved model read the tokens as they
+    are. Refused for a pretrained model, whose tokenizer is its own (GPT-2's "unknown" token is
+    its end-of-text token); 0: off."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(
+            0 <= self.word_dropout < 1,
+            "training.word_dropout",
+            f"must be in [0, 1) (0: off), got {self.word_dropout}",
+        )
 
 
 @dataclass
@@ -289,4 +332,5 @@ __all__ = [
     "ON_NONFINITE_LOSS",
     "TokenBatchingSection",
     "TrainingSection",
+    "WordDropoutTrainingSection",
 ]

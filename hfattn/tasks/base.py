@@ -99,9 +99,13 @@ def split_settings(data) -> dict:
 
 def model_loss(model, batch: dict, state, stateful: bool):
     """The loss the model computes itself from a padded batch with ``labels`` (cross-entropy of
-    a classifier, teacher-forced token cross-entropy of an encoder-decoder); no state is
-    carried between batches. The engine's ``compute_loss`` signature."""
-    return model(**batch).loss, None
+    a classifier, teacher-forced token cross-entropy of an encoder-decoder), with the logits and
+    the labels; no state is carried between batches. The engine's ``compute_loss`` signature:
+    returns a :class:`~hfattn.training.training_job.StepLoss`."""
+    from ..training.training_job import StepLoss  # torch: ``import hfattn.tasks`` stays light
+
+    out = model(**batch)
+    return StepLoss(out.loss, None, out.logits, batch["labels"])
 
 
 class Task:

@@ -19,11 +19,13 @@ training clock: ``elapsed_s`` counts training only.
 
 Stateful jobs carry the recurrent state (detached: truncated BPTT) from batch to batch and
 reset it at every epoch. With ``training.compile`` the loss step runs through
-``torch.compile`` (:mod:`~hfattn.training.compiling`). On CUDA the step does not wait for the
-device: losses stay device tensors until a record reads them, token counts and FLOPs come from
-the host batch before its pinned, non-blocking copy. Callbacks (:class:`TrainingCallback`, or a
-plain function of :class:`Progress` called at the end of every optimizer step) watch the run
-and may ask it to stop.
+``torch.compile`` (:mod:`~hfattn.training.compiling`). The regularizers of the step
+(:mod:`~hfattn.training.regularization`): the job's ``noise`` (word dropout) on each training
+batch before its forward, and R-Drop (``training.r_drop_alpha``), two passes of the loss. On
+CUDA the step does not wait for the device: losses stay device tensors until a record reads
+them, token counts and FLOPs come from the host batch before its pinned, non-blocking copy.
+Callbacks (:class:`TrainingCallback`, or a plain function of :class:`Progress` called at the
+end of every optimizer step) watch the run and may ask it to stop.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from .processes import (
     on_device,
     rows_of,
 )
+from .regularization import training_loss
 from .session import TrainingSession
 from .speed import floats, trained_tokens
 from .stop_signals import Interrupted, stop_at_once, stop_on_signals
@@ -173,6 +176,8 @@ def _train_loop(run: TrainingSession) -> bool:
             for batch in run.speed.timed(epoch):
                 run.count_batch(batch)  # tokens, FLOPs (and a GPU-sized step's warning)
                 rows = rows_of(batch, acc.process_index, acc.num_processes, acc.device)
+                if run.job.noise is not None:
+                    rows = run.job.noise(rows)  # word dropout: training batches only
                 clock.label(bar, run.compile_watch.compiling_label(rows))
                 with run.compile_watch.step(rows):  # counts and times the compiles
                     loss = _train_step(run, rows)
@@ -221,7 +226,9 @@ def _train_step(run: TrainingSession, batch) -> torch.Tensor | None:
     # keeps its own require_backward_grad_sync (compiling.compile_for_training)
     with acc.accumulate(run.loss_model):
         stateful = run.job.batches.stateful
-        loss, state = run.job.compute_loss(run.loss_model, batch, run.state, stateful)
+        step = training_loss(run.job.compute_loss, run.loss_model, batch, run.state, stateful,
+                             cfg.r_drop_alpha)  # fmt: skip
+        loss, state = step.loss, step.state
         finite = run.nonfinite.finite(loss)
         if finite:
             acc.backward(loss)

@@ -105,7 +105,10 @@ class TrainingSession:
             num_shapes=None if shapes is None else len(shapes),
             regional=regional,
         )
-        self.flops = SessionFlops(job.model, acc.device, acc.mixed_precision, acc.num_processes)
+        passes = 2 if cfg.r_drop_alpha else 1  # R-Drop: two forwards and backwards a batch
+        self.flops = SessionFlops(
+            job.model, acc.device, acc.mixed_precision, acc.num_processes, passes
+        )
         self.speed = Speedometer()
         self.clock = TrainingClock(cfg, self.scheduler, self.total_steps, acc)
         # see wall_seconds: from the command's start, or this session's

@@ -50,14 +50,15 @@ def floats(values: list) -> list[float]:
 
 
 class SessionFlops:
-    """The training FLOPs of this session's global batches (:class:`FlopCounter` of ``model``)
-    and the peak FLOP/s of ``device`` in ``mixed_precision`` (``None`` on CPUs). The run's own
+    """The training FLOPs of this session's global batches (:class:`FlopCounter` of ``model``,
+    times ``passes``: 2 with R-Drop, whose step runs each batch through the model twice) and
+    the peak FLOP/s of ``device`` in ``mixed_precision`` (``None`` on CPUs). The run's own
     count, over all its sessions, is ``Progress.train_flops``."""
 
-    def __init__(self, model, device, mixed_precision: str, num_processes: int):
+    def __init__(self, model, device, mixed_precision: str, num_processes: int, passes: int = 1):
         self.count = FlopCounter(model)
         self.peak_flops, self.peak_source = device_peak_flops(device, mixed_precision)
-        self.num_processes = num_processes
+        self.num_processes, self.passes = num_processes, passes
         self.flops = 0.0
 
     def start(self) -> None:
@@ -66,7 +67,7 @@ class SessionFlops:
 
     def add(self, batch) -> float:
         """Count the FLOPs of a global ``batch`` (from its shapes) and return them."""
-        flops = self.count(batch)
+        flops = self.count(batch) * self.passes
         self.flops += flops
         return flops
 

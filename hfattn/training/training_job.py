@@ -6,10 +6,30 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..batching.protocol import Batches
 from .checkpoints import Progress
+
+
+class StepLoss(NamedTuple):
+    """What a job's ``compute_loss`` returns for one training micro-batch.
+
+    Attributes:
+        loss: the scalar loss (a tensor with its graph) that the step backpropagates.
+        state: the recurrent state after the batch, detached (a stateful job's: a tensor or a
+            tuple of tensors, carried to the next batch and saved with checkpoints), else
+            ``None``.
+        logits: the model's scores ``[..., V]`` of the positions ``labels`` names.
+        labels: the target ids (classes) of ``logits``' positions, ``-100`` where none is
+            scored (padding); R-Drop compares two passes over them
+            (:func:`~hfattn.training.regularization.r_drop_loss`).
+    """
+
+    loss: Any
+    state: Any = None
+    logits: Any = None
+    labels: Any = None
 
 
 @dataclass
@@ -22,10 +42,11 @@ class TrainingJob:
         batches: the training batches (:class:`~hfattn.batching.protocol.Batches`: ``len()``,
             ``epoch(e, start)`` yielding global batches, a tensor or a dict of tensors with
             dim 0 the examples, and what the engine asks of them).
-        compute_loss: ``(model, batch, state, stateful) -> (loss, new_state)``; ``model`` may
-            be wrapped (DDP), so statefulness is passed in, not read from the model. A stateful
-            task returns the state already detached (truncated BPTT); it is a tensor or a tuple
-            of tensors (saved with checkpoints).
+        compute_loss: ``(model, batch, state, stateful) -> StepLoss`` (:class:`StepLoss`: the
+            loss, the new state, the logits and their labels); ``model`` may be wrapped (DDP),
+            so statefulness is passed in, not read from the model. A stateful task returns the
+            state already detached (truncated BPTT); it is a tensor or a tuple of tensors
+            (saved with checkpoints).
         evaluate: ``(model, split) -> {metric: value}`` with a ``loss`` entry.
         final_evaluate: the same, for the scores at the end of training (those written to
             ``eval_results.json``) when they differ from the periodic ones (a translation run
@@ -38,6 +59,10 @@ class TrainingJob:
         data_preparation: how the run came by its prepared data
             (:meth:`hfattn.data.prepared.Prepared.record`: folder, reused, seconds),
             recorded in ``eval_results.json``; empty for data built in memory.
+        noise: ``batch -> batch``, applied by the engine to every training micro-batch (its
+            process's rows, on the device) before its forward, never to an evaluation's: the
+            job's word dropout (:class:`~hfattn.training.regularization.WordDropout`), drawn
+            from torch's generator; ``None``: the batches as they come.
     """
 
     model: Any
@@ -50,6 +75,7 @@ class TrainingJob:
     sample: Callable[[Any], str] | None = None
     card_metadata: dict = field(default_factory=dict)
     data_preparation: dict = field(default_factory=dict)
+    noise: Callable | None = None
 
 
 class NonFiniteLossError(ValueError):
@@ -100,4 +126,11 @@ def as_callbacks(
     return [c if isinstance(c, TrainingCallback) else _StepEnd(c) for c in callbacks]
 
 
-__all__ = ["NonFiniteLossError", "TrainResult", "TrainingCallback", "TrainingJob", "as_callbacks"]
+__all__ = [
+    "NonFiniteLossError",
+    "StepLoss",
+    "TrainResult",
+    "TrainingCallback",
+    "TrainingJob",
+    "as_callbacks",
+]

@@ -115,8 +115,8 @@ def nan_loss_at(monkeypatch, calls: set[int], snapshots: dict | None = None) -> 
         count[0] += 1
         if snapshots is not None:
             snapshots[count[0]] = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        loss, state = real_loss(model, window, state, stateful)
-        return (loss * math.nan if count[0] in calls else loss), state
+        step = real_loss(model, window, state, stateful)
+        return step._replace(loss=step.loss * math.nan) if count[0] in calls else step
 
     monkeypatch.setattr(causal_lm, "causal_lm_loss", loss_fn)
 

@@ -127,7 +127,7 @@ def test_detach_and_conversions():
 def test_causal_lm_loss_returns_detached_tensors_for_checkpoints(cell):
     model = tiny(cell).train()
     window = torch.randint(4, VOCAB, (2, 9))
-    loss, state = causal_lm_loss(model, window, None, stateful=True)
+    loss, state, logits, labels = causal_lm_loss(model, window, None, stateful=True)
     tensors = state if isinstance(state, tuple) else (state,)
     assert len(tensors) == (2 if cell == "lstm" else 1)
     assert all(isinstance(t, torch.Tensor) and not t.requires_grad for t in tensors)
@@ -135,8 +135,9 @@ def test_causal_lm_loss_returns_detached_tensors_for_checkpoints(cell):
         model(window[:, :-1]).logits.reshape(-1, VOCAB), window[:, 1:].reshape(-1)
     )
     torch.testing.assert_close(loss, expected)
+    assert logits.shape == (2, 8, VOCAB) and torch.equal(labels, window[:, 1:])
     # the carried state continues the stream
-    _, again = causal_lm_loss(model, window, state, stateful=True)
+    again = causal_lm_loss(model, window, state, stateful=True).state
     model.eval()
     ref = model(torch.cat([window[:, :-1], window[:, :-1]], 1), use_cache=True).cache
     torch.testing.assert_close(again, state_tensors(ref))

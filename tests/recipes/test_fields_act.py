@@ -105,6 +105,8 @@ ALTERNATIVES = {
     "training.betas": [0.9, 0.98],
     "training.optimizer": "nadam",
     "training.compile": "regional",
+    "training.r_drop_alpha": 1.0,
+    "training.word_dropout": 0.1,
     "evaluation.splits": ["test"],
     "generation.prompt": "ROMEO:",
     "generation.examples": ["hello"],

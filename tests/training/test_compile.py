@@ -143,6 +143,23 @@ def test_vaswani_translation_compiles(setting, backend, eager_translation, tmp_p
     )
 
 
+@pytest.mark.slow
+def test_r_drop_and_word_dropout_compile_to_the_eager_losses(tmp_path, monkeypatch):
+    """R-Drop's two passes run through the compiled model, and the decoder inputs that word
+    dropout adds to a batch are in it when the batch's dimensions are marked dynamic: batches
+    in two length buckets share the one graph, with the eager run's losses."""
+    regularized = {"r_drop_alpha": 1.0, "word_dropout": 0.2, "token_budget": 400,
+                   "length_buckets": 2}  # fmt: skip
+    eager = translation_run(tmp_path / "eager", **regularized)
+    compile_with(monkeypatch, "aot_eager")
+    compiled = translation_run(tmp_path / "compiled", compile=True, **regularized)
+    assert train_losses(compiled.output_dir) == pytest.approx(
+        train_losses(eager.output_dir), rel=RTOL
+    )
+    records = [json.loads(line) for line in (compiled.output_dir / "metrics.jsonl").open()]
+    assert [r["compiles"] for r in records if r["split"] == "train"] == [1] * 6
+
+
 @pytest.mark.parametrize(
     "recipe", ["bahdanau_dates_en_es.yaml", "rnn_classifier_genre.yaml", "seq2seq_spa_eng.yaml"]
 )

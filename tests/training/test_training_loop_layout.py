@@ -124,3 +124,6 @@ def test_flops_per_token_counts_every_session_of_the_run():
     assert resumed.flops_per_token == counted / 16
     assert Progress(train_tokens=16, train_flops=None).flops_per_token is None  # not counted
     assert Progress().flops_per_token is None
+    # R-Drop runs every batch through the model twice: its steps count both passes
+    r_drop = SessionFlops(model, torch.device("cpu"), "no", num_processes=2, passes=2)
+    assert r_drop.add(batch) == 2 * counted

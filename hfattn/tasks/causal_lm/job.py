@@ -9,6 +9,7 @@ after training, wired into a :class:`~hfattn.training.training_job.TrainingJob` 
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -29,7 +30,8 @@ from ...models.modeling_char_rnn import detach_state, state_tensors
 from ...recipes.model_section import is_pretrained, sized_model_config
 from ...recipes.schema import RecipeBase
 from ...storage.run_folder import SAMPLES_FILE
-from ...training.training_job import TrainingJob
+from ...training.regularization import WordDropout
+from ...training.training_job import StepLoss, TrainingJob
 from ..base import Task
 from ..pretrained import apply_lora, load_pretrained, pretrained_tokenizer
 from .corpus import LMCorpus, document_separator, prepare_char_corpus, prepare_tokenized_corpus
@@ -65,18 +67,34 @@ def metric_names(model, tokenizer) -> dict[str, str]:
     return {**names, **STATEFUL_METRIC_NAMES} if is_stateful(model) else names
 
 
-def causal_lm_loss(model, window: torch.LongTensor, state, stateful: bool):
-    r"""Next-token cross-entropy of one ``[batch, seq+1]`` window, starting from ``state`` and
-    returning the (detached) state after the window when ``stateful``, as plain tensors (``h``
-    or ``(h, c)``), which the engine carries and stores in checkpoints.
+def causal_lm_loss(model, window: torch.LongTensor | dict, state, stateful: bool) -> StepLoss:
+    r"""Next-token cross-entropy of one ``[batch, seq+1]`` window (or of its inputs and labels,
+    ``{"input_ids", "labels"}``, once word dropout replaced inputs: :func:`dropped_characters`),
+    starting from ``state`` and returning the (detached) state after the window when
+    ``stateful``, as plain tensors (``h`` or ``(h, c)``), which the engine carries and stores in
+    checkpoints, with the logits and the labels (a
+    :class:`~hfattn.training.training_job.StepLoss`).
 
     .. math:: \mathcal{L} = -\frac{1}{BT}\sum_{b,t} \ln p(w_{b,t+1} \mid w_{b,\le t}, s_0)
     """
-    inputs, targets = window[:, :-1], window[:, 1:]
+    if isinstance(window, dict):
+        inputs, targets = window["input_ids"], window["labels"]
+    else:
+        inputs, targets = window[:, :-1], window[:, 1:]
     out = model(input_ids=inputs, cache=state, use_cache=stateful)
     logits = out.logits
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
-    return loss, state_tensors(detach_state(out.cache)) if stateful else None
+    state = state_tensors(detach_state(out.cache)) if stateful else None
+    return StepLoss(loss, state, logits, targets)
+
+
+def dropped_characters(window: torch.LongTensor, word_dropout: WordDropout) -> dict:
+    """A ``[batch, seq+1]`` training window as ``{"input_ids", "labels"}``: its first ``seq``
+    tokens with word dropout (:class:`WordDropout
+    <hfattn.training.regularization.WordDropout>`: characters replaced by ``<unk>``), its last
+    ``seq`` tokens, the characters to predict, as they are. The job's ``noise``: the engine calls
+    it on training batches only."""
+    return {"input_ids": word_dropout(window[:, :-1]), "labels": window[:, 1:]}
 
 
 def use_eos_as_pad(model, tokenizer) -> None:
@@ -197,6 +215,10 @@ def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
             "evaluation.batch_size",
         )
     batches = training_batches(recipe.training, corpus.tokens("train"), model)
+    noise, rate = None, recipe.training.word_dropout
+    if rate:
+        word_dropout = WordDropout.of_tokenizer(rate, tokenizer)
+        noise = functools.partial(dropped_characters, word_dropout=word_dropout)
 
     def evaluate(model, split: str, final: bool = False) -> dict:
         return evaluate_causal_lm(
@@ -230,6 +252,7 @@ def build_job(recipe: CausalLMRecipe, task: Task) -> TrainingJob:
         final_evaluate=None if e.example_cap(True) == e.example_cap() else final_evaluate,
         sample=sample,
         data_preparation=corpus.prepared.record(),
+        noise=noise,
     )
 
 
@@ -239,6 +262,7 @@ __all__ = [
     "build_char_lm",
     "build_job",
     "causal_lm_loss",
+    "dropped_characters",
     "load_pretrained_lm",
     "metric_names",
     "prepare_corpus",

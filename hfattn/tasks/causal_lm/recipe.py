@@ -27,7 +27,7 @@ from ...recipes.schema import (
     GenerationSection,
     RecipeBase,
     SplitTextDataSection,
-    TrainingSection,
+    WordDropoutTrainingSection,
 )
 
 TRAINING_MODES = ("stateless", "packed", "stateful")
@@ -108,8 +108,10 @@ class TextDataSection(SplitTextDataSection):
 
 
 @dataclass
-class LMTrainingSection(TrainingSection):
-    """``training:`` — the engine's options plus how the corpus is cut into windows:
+class LMTrainingSection(WordDropoutTrainingSection):
+    """``training:`` — the engine's options, word dropout
+    (:class:`~hfattn.recipes.schema.WordDropoutTrainingSection`) and how the corpus is cut into
+    windows:
     ``stateless`` (shuffled windows of ``seq_len`` tokens every ``window_shift`` tokens),
     ``packed`` (the corpus cut into shuffled blocks of ``block_size`` tokens, documents
     joined by the separator token: GPT-2 fine-tuning) or ``stateful`` (contiguous streams,
@@ -209,6 +211,12 @@ class CausalLMRecipe(RecipeBase):
             not pretrained or self.tokenizer.min_frequency == 1,
             "tokenizer.min_frequency",
             "applies to the char tokenizer only (a pretrained model brings its own vocabulary)",
+        )
+        require(
+            not pretrained or self.training.word_dropout == 0,
+            "training.word_dropout",
+            "applies to a model built from model.type (char tokenizer, <unk> as replacement), "
+            "not to a pretrained model, whose tokenizer and embeddings are its own",
         )
         require(
             pretrained or self.lora is None,

@@ -14,6 +14,7 @@ encoded).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator, Sequence
 
@@ -25,8 +26,10 @@ from ...batching.seq2seq import PairBatches, pad_ragged_pairs
 from ...batching.token_buckets import BucketedBatches
 from ...evaluation.examples import example_counts, scored_rows
 from ...evaluation.translation import source_limit, teacher_forced_scores, text_scores
+from ...models.seq2seq_utils import shift_tokens_right
 from ...recipes.model_section import sized_model_config
 from ...storage.ragged import RaggedIds, RaggedTexts
+from ...training.regularization import WordDropout
 from ...training.training_job import TrainingJob
 from ..base import Task, model_loss
 from .encoding import DATASET_NAMES, RowCutter, reference_text
@@ -44,7 +47,25 @@ from .recipe import (
 logger = logging.getLogger(__name__)
 
 translation_loss = model_loss
-"""Teacher-forced token cross-entropy of a padded batch (the model shifts the labels)."""
+"""Teacher-forced token cross-entropy of a padded batch (the model shifts the labels, unless
+the batch gives ``decoder_input_ids``: :func:`dropped_words`)."""
+
+
+def dropped_words(
+    batch: dict, word_dropout: WordDropout, pad_token_id: int, decoder_start_token_id: int
+) -> dict:
+    r"""A padded training batch of pairs with word dropout (:class:`WordDropout
+    <hfattn.training.regularization.WordDropout>`, Sennrich & Zhang 2019) on the source ids
+    and on the decoder's input ids, ``y_in = [start, y_1, …, y_{T-1}]`` (the labels shifted
+    right, as the model shifts them, :func:`~hfattn.models.seq2seq_utils.shift_tokens_right`),
+    given as ``decoder_input_ids``; the labels, the tokens the decoder predicts, are left as
+    they are. The job's ``noise``: the engine calls it on training batches only."""
+    decoder_input_ids = shift_tokens_right(batch["labels"], pad_token_id, decoder_start_token_id)
+    return {
+        **batch,
+        "input_ids": word_dropout(batch["input_ids"]),
+        "decoder_input_ids": word_dropout(decoder_input_ids),
+    }
 
 
 class EncodedSplit:
@@ -276,6 +297,12 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
         batches = PairBatches(*train_ids, t.batch_size, pad_token_id=tokenizer.pad_token_id,
                               seed=t.seed, max_tokens=t.max_tokens,
                               group_by_length=t.group_by_length)  # fmt: skip
+    noise = None
+    if t.word_dropout:
+        noise = functools.partial(dropped_words,
+                                  word_dropout=WordDropout.of_tokenizer(t.word_dropout, tokenizer),
+                                  pad_token_id=tokenizer.pad_token_id,
+                                  decoder_start_token_id=config.decoder_start_token_id)  # fmt: skip
     e, g = recipe.evaluation, recipe.generation
 
     encoded = EncodedSplits(tokenizer, pairs, d)
@@ -313,6 +340,7 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
         final_evaluate=None if same_scoring else final_evaluate,
         sample=sample,
         data_preparation=prepared.record(),
+        noise=noise,
     )
 
 
@@ -365,6 +393,7 @@ __all__ = [
     "decoded_rows",
     "decoded_scores",
     "decoding_kwargs",
+    "dropped_words",
     "score_pairs",
     "score_split",
     "scoring_decoding",

@@ -23,6 +23,7 @@ from ...recipes.schema import (
     GenerationSection,
     RecipeBase,
     TokenBatchingSection,
+    WordDropoutTrainingSection,
 )
 
 PREPROCESSINGS = ("chollet", "geron")
@@ -145,9 +146,9 @@ class PairDataSection:
 
 
 @dataclass
-class TranslationTrainingSection(TokenBatchingSection):
-    """``training:`` — :class:`~hfattn.recipes.schema.TokenBatchingSection`, the length that groups
-    pairs
+class TranslationTrainingSection(WordDropoutTrainingSection, TokenBatchingSection):
+    """``training:`` — :class:`~hfattn.recipes.schema.TokenBatchingSection`, word dropout
+    (:class:`~hfattn.recipes.schema.WordDropoutTrainingSection`), the length that groups pairs
     into batches (``group_by_length``) and batches cut by size: ``max_tokens`` (``null``:
     ``batch_size`` pairs a batch)."""
 

@@ -136,6 +136,11 @@ class BPEDropout:
             values[(starts[rows][:, None] + columns)[kept]] = symbols[kept]
         return values, text_lengths
 
+    def starting_lengths(self) -> np.ndarray:
+        """The starting pieces of each distinct word (by its id): the most pieces BPE-dropout
+        can leave it in."""
+        return self._table()[2]
+
     def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The starting pieces of every distinct word so far, flat, with their offsets and
         counts, and which words keep the tokenizer's own pieces."""

@@ -23,9 +23,11 @@ from .protocol import Batches
 
 
 class ResampledBatches:
-    """The :class:`~hfattn.batching.protocol.Batches` of ids drawn anew every epoch (see the
-    module docstring): epoch ``e`` is ``build(*ids(e)).epoch(e)``. ``min_rows``: the fewest
-    rows any epoch's batch can have (default: epoch 0's)."""
+    """The :class:`~hfattn.batching.protocol.Batches` of ids drawn anew every epoch (subword
+    regularization: Provilkov et al. 2020, "BPE-Dropout: Simple and Effective Subword
+    Regularization"; see the module docstring): epoch :math:`e` is
+    ``build(*ids(e)).epoch(e)``. ``min_rows``: the fewest rows any epoch's batch can have
+    (default: epoch 0's)."""
 
     stateful = False
 

@@ -32,9 +32,13 @@ import numpy as np
 
 
 class BPEDropout:
-    """The BPE-dropout sampler of a trained BPE ``tokenizer`` (a ``transformers`` fast
-    tokenizer whose model is ``tokenizers.models.BPE``) at rate ``p`` (see the module
-    docstring). The tokenizer itself is left as it is: it keeps encoding deterministically."""
+    r"""The BPE-dropout sampler (Provilkov et al. 2020, "BPE-Dropout: Simple and Effective
+    Subword Regularization") of a trained BPE ``tokenizer`` (a ``transformers`` fast tokenizer
+    whose model is ``tokenizers.models.BPE``) at rate ``p``: each step of a word applies
+    :math:`\arg\min_{m \in M_t,\ u_m \ge p} \operatorname{rank}(m)`, :math:`u_m \sim
+    \mathcal{U}[0, 1)` drawn from the caller's generator, and a step with no merge left ends
+    the word (see the module docstring). The tokenizer itself is left as it is: it keeps
+    encoding deterministically."""
 
     def __init__(self, tokenizer, p: float):
         if not 0 <= p < 1:

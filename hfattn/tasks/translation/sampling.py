@@ -26,8 +26,10 @@ from .prepared import ENCODE_BATCH
 
 class SampledPairs:
     """The training pairs ``texts`` (``(sources, targets)``, the prepared texts) cut by
-    BPE-dropout at rate ``p`` with ``tokenizer`` for each epoch (:meth:`__call__`), each side
-    cut to its entry of ``limits`` (see the module docstring)."""
+    BPE-dropout (Provilkov et al. 2020, "BPE-Dropout: Simple and Effective Subword
+    Regularization") at rate ``p`` with ``tokenizer`` for each epoch :math:`e`
+    (:meth:`__call__`), from a generator seeded with ``(seed, e, side)``, each side cut to its
+    entry of ``limits`` (see the module docstring)."""
 
     def __init__(
         self,

@@ -166,3 +166,28 @@ def test_sampled_lengths_stay_within_the_longest_bound(runs):
         sources, targets = sampled(epoch)
         assert int(sources.lengths.max()) <= bound[0] and int(targets.lengths.max()) <= bound[1]
     assert bound[0] > int(np.max(PreparedPairs(job_folder(straight)).ids("train")[0].lengths))
+
+
+@pytest.mark.parametrize("by_size", [False, True])
+def test_pair_batches_draw_each_epochs_ids_too(tmp_path, by_size):
+    """Without length buckets the pairs are grouped by length and cut by count, or by size
+    within ``training.max_tokens`` (the fewest rows those of the longest pair an epoch can
+    bring), from each epoch's own ids."""
+    size = ["training.max_tokens=400", "training.batch_size=64"] if by_size else []
+    recipe = load_recipe(
+        sampling_recipe(tmp_path),
+        ["training.token_budget=null", "training.length_buckets=8", *size],
+    )
+    batches = build_job(recipe).batches
+    longest = batches.ids.longest()
+    assert batches.shapes is None
+    assert batches.min_rows == (min(64, 400 // sum(longest)) if by_size else 32)
+    for epoch in range(2):
+        sources, targets = batches.ids(epoch)
+        rows = {tuple(row.tolist()) for row in sources}
+        for batch in batches.epoch(epoch):
+            width = batch["input_ids"].shape[1] + batch["labels"].shape[1]
+            if by_size:
+                assert len(batch["input_ids"]) * width <= 400
+            pairs = zip(batch["input_ids"], batch["attention_mask"].bool(), strict=True)
+            assert all(tuple(r[m].tolist()) in rows for r, m in pairs)

@@ -224,7 +224,12 @@ class BucketedBatches:
     row by row from ``sources`` (a :class:`~hfattn.storage.ragged.RaggedIds`, or lists of ids)
     (see the module docstring): ``input_ids`` / ``attention_mask`` (right padding) and
     ``labels`` (``-100`` padding, from the ragged ``targets``; one class id per row when
-    ``targets`` are class ids, a 1-D array). Each yielded batch is a :class:`TokenBatch`."""
+    ``targets`` are class ids, a 1-D array). Each yielded batch is a :class:`TokenBatch`.
+    ``layout``: the buckets' widths and rows fixed (another batcher's :attr:`layout`, its last
+    bucket widened to the longest ids to come), not chosen from these lengths: the batches of
+    ids drawn anew every epoch keep one set of shapes
+    (:class:`~hfattn.batching.resampled.ResampledBatches`); an example that fits no bucket is
+    refused."""
 
     stateful = False
 
@@ -238,6 +243,7 @@ class BucketedBatches:
         num_buckets: int = 8,
         seed: int = 0,
         row_multiple: int = ROW_MULTIPLE,
+        layout: tuple[Sequence[tuple[int, int]], Sequence[int]] | None = None,
     ):
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
@@ -249,19 +255,27 @@ class BucketedBatches:
         target_lengths = np.zeros_like(source_lengths) if self.classes else self.targets.lengths
         self.counted = source_lengths if self.classes else target_lengths
         """The tokens each example trains on (``num_tokens`` of a batch is their sum)."""
-        check_budget(token_budget, int(self.counted.max()), self.classes)
-        num_buckets = fillable_buckets(num_buckets, self.counted, self.classes)
-        self.widths = choose_buckets(
-            source_lengths, None if self.classes else target_lengths, num_buckets
-        )
+        longest = int(self.counted.max())
+        if layout is not None:  # the widest bucket: the longest example of any later batcher
+            longest = max(longest, max(w[0 if self.classes else 1] for w in layout[0]))
+        check_budget(token_budget, longest, self.classes)
+        if layout is None:
+            num_buckets = fillable_buckets(num_buckets, self.counted, self.classes)
+            self.widths = choose_buckets(
+                source_lengths, None if self.classes else target_lengths, num_buckets
+            )
+        else:
+            self.widths = [tuple(w) for w in layout[0]]
         bucket = bucket_of(source_lengths, target_lengths, self.widths)
+        if (bucket < 0).any():
+            raise ValueError(f"example {int(np.argmax(bucket < 0))} fits no bucket of the layout")
         self.token_budget, self.seed, self.pad_token_id = token_budget, seed, pad_token_id
         by_bucket = np.argsort(bucket, kind="stable")
         ends = np.cumsum(np.bincount(bucket, minlength=len(self.widths)))
         self.members = np.split(by_bucket, ends[:-1])
         """The indices of each bucket's examples, in corpus order."""
-        self.rows = []
-        for members in self.members:
+        self.rows = [] if layout is None else list(layout[1])
+        for members in self.members if layout is None else ():
             mean = self.counted[members].mean()
             rows = max(row_multiple, round(token_budget / (row_multiple * mean)) * row_multiple)
             self.rows.append(min(rows, len(members)))
@@ -272,6 +286,11 @@ class BucketedBatches:
         self._pinned = False
         self._epochs: list[list[tuple[int, np.ndarray]]] = []
         self._carried = [np.zeros(0, dtype=np.int64) for _ in self.widths]
+
+    @property
+    def layout(self) -> tuple[list[tuple[int, int]], list[int]]:
+        """``(widths, rows)`` of the buckets: what ``layout`` fixes for another batcher."""
+        return list(self.widths), list(self.rows)
 
     @property
     def shapes(self) -> list[tuple[int, int, int]]:

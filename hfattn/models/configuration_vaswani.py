@@ -157,6 +157,28 @@ class VaswaniConfig(PresetsMixin, PreTrainedConfig):
             "position_embedding": "sinusoidal",
             "norm_position": "post",
         },
+        # fairseq's transformer_iwslt_de_en (Ott et al. 2019, fairseq; its IWSLT'14 de-en
+        # example, 160k pairs): 6+6 layers, d 512, 4 heads, FFN 1024, dropout 0.3, attention
+        # and activation dropout 0.1, label smoothing 0.1, post-LN, sinusoidal positions,
+        # embeddings shared by source, target and output layer (one joint vocabulary); the
+        # sizes the small-corpus literature starts from (Araabi & Monz 2020). Its inverse
+        # square root schedule after 4,000 warmup steps and 4,096-token batches are training
+        # settings: the recipe's.
+        "iwslt": {
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "d_model": 512,
+            "num_heads": 4,
+            "ffn_dim": 1024,
+            "dropout": 0.3,
+            "attention_dropout": 0.1,
+            "activation_dropout": 0.1,
+            "label_smoothing": 0.1,
+            "position_embedding": "sinusoidal",
+            "norm_position": "post",
+            "share_encoder_decoder_embeddings": True,
+            "tie_word_embeddings": True,
+        },
         # Chollet's Keras model (Deep Learning with Python, ch. 11): 1+1 layers, embed 256, 8
         # heads of key_dim 256, FFN 2048, learned positions, dropout 0.5 before the head, no √d
         # scale, separate source/target embeddings and output layer (19,960,216 parameters at

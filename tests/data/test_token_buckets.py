@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
+from hfattn.batching.resampled import ResampledBatches
 from hfattn.batching.seq2seq import IGNORE_INDEX, pad_pairs
 from hfattn.batching.token_buckets import BucketedBatches, TokenBatch, bucket_of, choose_buckets
 from hfattn.common import progress
@@ -117,6 +118,41 @@ def test_order_is_a_function_of_seed_and_epoch():
     resumed = list(one.epoch(2, start=3))
     full = list(two.epoch(2))[3:]
     assert all(torch.equal(a["labels"], b["labels"]) for a, b in zip(resumed, full, strict=True))
+
+
+def test_resampled_batches_keep_one_layout_and_batch_each_epochs_own_ids():
+    """Ids drawn anew every epoch (BPE-dropout) are batched in the buckets' shapes fixed once:
+    chosen on epoch 0's ids, the last one as wide as the longest pair to come; epoch ``e``'s
+    batches hold epoch ``e``'s ids, and a resumed batcher gives the same batches."""
+    drawn = []
+
+    def ids(epoch):
+        drawn.append(epoch)
+        return corpus(seed=epoch)
+
+    first = BucketedBatches(*corpus(seed=0), token_budget=320, pad_token_id=0, seed=1)
+    widths, rows = first.layout
+    layout = (widths[:-1] + [(40, 48)], rows)  # corpus(): sources <= 40, targets <= 48
+
+    def build(sources, targets):
+        return BucketedBatches(sources, targets, token_budget=320, pad_token_id=0, seed=1,
+                               layout=layout)  # fmt: skip
+
+    batches = ResampledBatches(ids, build)
+    assert batches.shapes == [(r, s, t) for r, (s, t) in zip(rows, layout[0], strict=True)]
+    for epoch in range(3):
+        sources, _ = corpus(seed=epoch)
+        known = {tuple(s) for s in sources}
+        for batch in batches.epoch(epoch):
+            assert (*batch["input_ids"].shape, batch["labels"].shape[1]) in batches.shapes
+            for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True):
+                assert tuple(row[mask.bool()].tolist()) in known
+    assert drawn == [0, 1, 2]
+    resumed = list(ResampledBatches(ids, build).epoch(2, start=3))
+    full = list(batches.epoch(2))[3:]
+    assert all(torch.equal(a["labels"], b["labels"]) for a, b in zip(resumed, full, strict=True))
+    with pytest.raises(ValueError, match="fits no bucket of the layout"):
+        BucketedBatches([[3] * 41], [[3, 2]], token_budget=320, pad_token_id=0, layout=layout)
 
 
 def test_a_batch_holds_its_rows_right_padded_and_counts_its_tokens_on_the_host():

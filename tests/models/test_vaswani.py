@@ -339,6 +339,19 @@ def test_presets_match_the_seeds():
         64,
         0.1,
     )
+    # fairseq's transformer_iwslt_de_en: 6+6, d 512, 4 heads of 128, FFN 1024, dropout 0.3,
+    # attention and activation dropout 0.1, one embedding matrix for source, target and output
+    iwslt = VaswaniConfig.from_preset("iwslt", vocab_size=10000)
+    assert (iwslt.encoder_layers, iwslt.decoder_layers, iwslt.d_model, iwslt.num_heads,
+            iwslt.head_dim, iwslt.ffn_dim) == (6, 6, 512, 4, 128, 1024)  # fmt: skip
+    assert (iwslt.dropout, iwslt.attention_dropout, iwslt.activation_dropout) == (0.3, 0.1, 0.1)
+    assert (iwslt.label_smoothing, iwslt.norm_position) == (0.1, "post")
+    d, f, v = 512, 1024, 10000
+    attention, ffn, norm = 4 * (d * d + d), d * f + f + f * d + d, 2 * d
+    encoder_layer, decoder_layer = attention + ffn + 2 * norm, 2 * attention + ffn + 3 * norm
+    expected = v * d + v + 6 * encoder_layer + 6 * decoder_layer  # embeddings tied, + out bias
+    model = VaswaniForConditionalGeneration(iwslt)
+    assert sum(p.numel() for p in model.parameters()) == expected == 36_673_296
     assert (
         type(AutoModelForSeq2SeqLM.from_config(tiny_config())).__name__
         == "VaswaniForConditionalGeneration"

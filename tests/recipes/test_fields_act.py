@@ -100,6 +100,7 @@ ALTERNATIVES = {
     "data.source_lang": "es",
     "data.target_lang": "en",
     "tokenizer.type": "bpe",
+    "tokenizer.bpe_dropout": 0.1,
     "training.mode": "stateless",
     "training.group_by_length": "target",
     "training.betas": [0.9, 0.98],

@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
+from ...batching.protocol import Batches
+from ...batching.resampled import ResampledBatches
 from ...batching.seq2seq import PairBatches, pad_ragged_pairs
 from ...batching.token_buckets import BucketedBatches
 from ...evaluation.examples import example_counts, scored_rows
@@ -43,6 +45,7 @@ from .recipe import (
     TranslationGenerationSection,
     TranslationRecipe,
 )
+from .sampling import SampledPairs
 
 logger = logging.getLogger(__name__)
 
@@ -287,16 +290,8 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
     torch.manual_seed(recipe.training.seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
 
-    train_ids = pairs.ids("train")
+    batches = training_batches(recipe, tokenizer, pairs)
     t = recipe.training
-    if t.token_budget is not None:
-        batches = BucketedBatches(*train_ids, token_budget=t.token_budget,
-                                  num_buckets=t.length_buckets,
-                                  pad_token_id=tokenizer.pad_token_id, seed=t.seed)  # fmt: skip
-    else:
-        batches = PairBatches(*train_ids, t.batch_size, pad_token_id=tokenizer.pad_token_id,
-                              seed=t.seed, max_tokens=t.max_tokens,
-                              group_by_length=t.group_by_length)  # fmt: skip
     noise = None
     if t.word_dropout:
         noise = functools.partial(dropped_words,
@@ -342,6 +337,40 @@ def build_job(recipe: TranslationRecipe, task: Task) -> TrainingJob:
         data_preparation=prepared.record(),
         noise=noise,
     )
+
+
+def training_batches(recipe: TranslationRecipe, tokenizer, pairs: PreparedPairs) -> Batches:
+    """The training batches: length buckets of ``training.token_budget``
+    (:class:`~hfattn.batching.token_buckets.BucketedBatches`) or length-grouped pairs
+    (:class:`~hfattn.batching.seq2seq.PairBatches`) of the prepared ids; with
+    ``tokenizer.bpe_dropout``, of the ids each epoch draws
+    (:class:`~hfattn.tasks.translation.sampling.SampledPairs`), the buckets' shapes chosen on
+    epoch 0's and their last one as wide as the longest ids an epoch can bring
+    (:meth:`~hfattn.tasks.translation.sampling.SampledPairs.longest`;
+    :class:`~hfattn.batching.resampled.ResampledBatches`)."""
+    t, d, pad = recipe.training, recipe.data, tokenizer.pad_token_id
+
+    def batcher(sources, targets, layout=None):
+        if t.token_budget is not None:
+            return BucketedBatches(sources, targets, token_budget=t.token_budget,
+                                   num_buckets=t.length_buckets, pad_token_id=pad, seed=t.seed,
+                                   layout=layout)  # fmt: skip
+        return PairBatches(sources, targets, t.batch_size, pad_token_id=pad, seed=t.seed,
+                           max_tokens=t.max_tokens, group_by_length=t.group_by_length)  # fmt: skip
+
+    if not recipe.tokenizer.bpe_dropout:
+        return batcher(*pairs.ids("train"))
+    limits = (d.max_source_length, d.max_target_length)
+    sampled = SampledPairs(tokenizer, pairs.texts("train"), recipe.tokenizer.bpe_dropout,
+                           t.seed, limits)  # fmt: skip
+    longest, min_rows = sampled.longest(), None  # the longest pair an epoch can bring
+    if t.token_budget is not None:
+        widths, rows = batcher(*sampled(0)).layout
+        layout = (widths[:-1] + [longest], rows)
+        return ResampledBatches(sampled, lambda s, r: batcher(s, r, layout))
+    if t.max_tokens is not None:
+        min_rows = min(t.batch_size, t.max_tokens // sum(longest))
+    return ResampledBatches(sampled, batcher, min_rows)
 
 
 def decoding_kwargs(generation: TranslationGenerationSection) -> dict:
@@ -397,5 +426,6 @@ __all__ = [
     "score_pairs",
     "score_split",
     "scoring_decoding",
+    "training_batches",
     "translation_loss",
 ]

@@ -68,10 +68,13 @@ def data_settings(recipe: TranslationRecipe) -> dict:
     """The key of the recipe's prepared pairs: the identity of ``data.source``
     (:func:`~hfattn.data.prepared.source_identity`), every other field of the ``data:``
     section (``translation_column`` included), the ``tokenizer:`` section and the version of
-    what the loader makes of a source (:data:`~hfattn.data.translation.LOADER_VERSION`)."""
-    data = asdict(recipe.data)
+    what the loader makes of a source (:data:`~hfattn.data.translation.LOADER_VERSION`);
+    ``tokenizer.bpe_dropout`` is left out: it samples while training, from the same prepared
+    texts and tokenizer (:mod:`~hfattn.tasks.translation.sampling`)."""
+    data, tokenizer = asdict(recipe.data), asdict(recipe.tokenizer)
+    tokenizer.pop("bpe_dropout")
     return {"source": source_identity(data.pop("source")), "data": data,
-            "tokenizer": asdict(recipe.tokenizer), "loader": LOADER_VERSION}  # fmt: skip
+            "tokenizer": tokenizer, "loader": LOADER_VERSION}  # fmt: skip
 
 
 def prepare_pairs(recipe: TranslationRecipe) -> Prepared:

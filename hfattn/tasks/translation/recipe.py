@@ -58,9 +58,28 @@ class Seq2SeqTokenizerSection(BuiltTokenizerSection):
     encoded with it. It bounds the memory and the seconds of a large corpus's tokenizer (the
     measured times: the translation page's "Large corpora"); ``null``: every pair."""
 
+    bpe_dropout: float = 0.0
+    r"""BPE-dropout (Provilkov et al. 2020, "BPE-Dropout: Simple and Effective Subword
+    Regularization"; 0.1 in the paper): every epoch cuts the training pairs anew, each
+    applicable merge of a BPE step dropped with this probability, so that the model meets many
+    segmentations of each word; validation, test, translation and the saved tokenizer keep the
+    deterministic one. Seeded with ``training.seed`` and the epoch: a resumed run meets the
+    same ids. ``type: bpe`` only; 0: off (the translation page's "Small corpora")."""
+
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "tokenizer", "sample_pairs")
+        require(
+            0 <= self.bpe_dropout < 1,
+            "tokenizer.bpe_dropout",
+            f"must be in [0, 1) (0: off), got {self.bpe_dropout}",
+        )
+        require(
+            not self.bpe_dropout or self.type == "bpe",
+            "tokenizer.bpe_dropout",
+            f"is for type bpe (merges to drop); type {self.type} has none (unigram sampling "
+            "is not offered: tokenizers cannot seed it)",
+        )
 
 
 @dataclass

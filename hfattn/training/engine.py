@@ -145,9 +145,11 @@ def train(
             # `end_training` destroyed the group, its gradient reducer held the group's last
             # reference, and its deallocation (GIL held) joined gloo's threads while one of
             # them waited for the GIL to free a finished work's tensors: one process of a
-            # two-process CPU run hung at its exit.
+            # two-process CPU run hung at its exit. Only a launch of several processes has a
+            # wrapper to release: `free_memory` runs a full garbage collection (0.1-0.3 s).
             run.model = run.loss_model = None
-            acc.free_memory()
+            if acc.num_processes > 1:
+                acc.free_memory()
             acc.end_training()  # the trackers' files closed, whatever ended the run
         if result.interrupted:
             # the caller says so (`hfattn train` prints how to continue): logged once, not twice

@@ -115,21 +115,27 @@ def translation_run(folder, **training):
     return run_recipe(load_recipe(recipe))
 
 
-@pytest.fixture(scope="module")
-def eager_translation(tmp_path_factory):
-    """The eager run that both compiled translation runs are compared with."""
-    return translation_run(tmp_path_factory.mktemp("eager"))
+BUCKETS = {"token_budget": 400, "length_buckets": 2}
+"""Batches in two length buckets, their dimensions marked dynamic: one graph for both."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("setting", "backend"), [(True, "inductor"), ("regional", "aot_eager")])
-def test_vaswani_translation_compiles(setting, backend, eager_translation, tmp_path, monkeypatch):
-    """Padded batches of several lengths: one recompile with dynamic sizes, then reused; the
-    evaluation after training (greedy decoding, BLEU) runs on the model itself. ``regional``
-    compiles each layer and the modules around them on their own, with the same losses."""
+@pytest.mark.parametrize(
+    ("setting", "backend", "batching"),
+    [(True, "inductor", BUCKETS), ("regional", "aot_eager", {})],
+    ids=["inductor-buckets", "regional-padded"],
+)
+def test_vaswani_translation_compiles(setting, backend, batching, tmp_path, monkeypatch):
+    """Inductor's kernels for length buckets (one graph with dynamic sizes, which Inductor
+    compiles once for the run), padded batches of several lengths under ``regional`` (each
+    layer and the modules around them compiled on their own): the eager run's losses and
+    weights; the evaluation after training (greedy decoding, BLEU) runs on the model itself."""
+    eager = translation_run(tmp_path / "eager", **batching)
     compile_with(monkeypatch, backend)
-    eager = eager_translation
-    compiled = translation_run(tmp_path / "compiled", compile=setting)
+    compiled = translation_run(tmp_path / "compiled", compile=setting, **batching)
+    if batching:
+        records = [json.loads(line) for line in (compiled.output_dir / "metrics.jsonl").open()]
+        assert {r["compiles"] for r in records if r["split"] == "train"} == {1}
     assert train_losses(compiled.output_dir) == pytest.approx(
         train_losses(eager.output_dir), rel=RTOL
     )
@@ -148,8 +154,7 @@ def test_r_drop_and_word_dropout_compile_to_the_eager_losses(tmp_path, monkeypat
     """R-Drop's two passes run through the compiled model, and the decoder inputs that word
     dropout adds to a batch are in it when the batch's dimensions are marked dynamic: batches
     in two length buckets share the one graph, with the eager run's losses."""
-    regularized = {"r_drop_alpha": 1.0, "word_dropout": 0.2, "token_budget": 400,
-                   "length_buckets": 2}  # fmt: skip
+    regularized = {"r_drop_alpha": 1.0, "word_dropout": 0.2, **BUCKETS}
     eager = translation_run(tmp_path / "eager", **regularized)
     compile_with(monkeypatch, "aot_eager")
     compiled = translation_run(tmp_path / "compiled", compile=True, **regularized)

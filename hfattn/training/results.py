@@ -141,18 +141,20 @@ def save_run_results(output_dir: Path, model, tokenizer, results: dict, metrics_
 
 
 def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:
-    """Train and validation loss against the optimizer step, from ``metrics.jsonl``."""
-    import matplotlib
+    """Train and validation loss against the optimizer step, from ``metrics.jsonl``.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Drawn on a bare :class:`~matplotlib.figure.Figure` (no pyplot state) with fixed margins:
+    a layout pass would draw the figure once more before it is saved."""
+    from matplotlib.figure import Figure
 
     records = (
         [json.loads(line) for line in metrics_path.read_text().splitlines()]
         if metrics_path.exists()
         else []
     )
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.12)
+    ax = fig.add_subplot()
     for split, style in (("train", "-"), ("validation", "o-")):
         points = [
             (r["step"], r["loss"])
@@ -165,11 +167,10 @@ def plot_loss_curve(metrics_path: Path, out_path: Path) -> None:
     ax.set_ylabel("loss (nats / token)")
     ax.set_title("Training curve")
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
     with atomic_path(out_path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
 
 
 __all__ = [

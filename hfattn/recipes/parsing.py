@@ -185,7 +185,7 @@ def load_recipe(
     recipe.output_dir = outline.output_dir
     if run is not None and not run.resume:
         check_run_folder(recipe, overwrite=run.overwrite)
-    recipe.model_config = validate_model_section(recipe.model)
+    recipe.model_config = recipe.checked_model_config(validate_model_section(recipe.model))
     changes = ()
     if run is not None and run.resume:
         changes = tuple(check_run_folder(recipe, resume=True))

@@ -384,6 +384,25 @@ class RecipeBase:
         )
         require_extras(self.required_extras())  # before any data is read
 
+    def checked_model_config(self, config):
+        """``config`` (built from ``model:``; ``None`` for a pretrained checkpoint) once the
+        fields that act through the model are checked against it. R-Drop
+        (``training.r_drop_alpha``, Liang et al. 2021) pulls together the predictions of two
+        dropout masks: in a model whose every dropout rate is 0 both passes agree, the KL term
+        is 0 and the second pass is cost alone, so that recipe is refused."""
+        alpha = getattr(getattr(self, "training", None), "r_drop_alpha", 0)
+        if config is not None and alpha:
+            rates = {key: value for key, value in config.to_dict().items()
+                     if "dropout" in key and isinstance(value, int | float)}  # fmt: skip
+            require(
+                any(rates.values()),
+                "training.r_drop_alpha",
+                f"compares the outputs of two dropout masks, and model.type {config.model_type} "
+                f"has every dropout rate at 0 ({', '.join(sorted(rates))}): set one "
+                "(model.dropout=0.1) or leave r_drop_alpha at 0",
+            )
+        return config
+
     def required_extras(self) -> list[tuple[str, Extra]]:
         """``(what, extra)`` for each optional extra this recipe needs (``("lora", PEFT)``), which
         the recipe checks require before any data is read

@@ -149,8 +149,8 @@ class TrainingSection:
     and the loss is ``½(CE₁ + CE₂) + α · ½(KL(P₁‖P₂) + KL(P₂‖P₁))``, where ``CE`` is each
     pass's loss as the task computes it (label smoothing included) and the KL terms compare the
     two passes' predicted distributions, averaged over the labelled (non-padding) target
-    positions (a classifier's examples). It acts through the model's dropout (with every
-    dropout rate at 0 the two passes agree and the KL term is 0) and costs a second forward and
+    positions (a classifier's examples). It acts through the model's dropout (a model whose
+    every dropout rate is 0 is refused: its two passes would agree) and costs a second forward and
     backward a step; the train loss of ``metrics.jsonl`` is this objective, the validation loss
     the plain cross-entropy. A stateful char-RNN runs both passes from the same carried state
     and carries the first pass's on. The paper sets α = 5 for its translation tasks; 0: off."""

@@ -315,6 +315,27 @@ def test_regularizer_fields_out_of_range_are_refused(tmp_path, overrides, refuse
 
 
 @pytest.mark.parametrize(
+    ("recipe", "no_dropout"),
+    [
+        ("bahdanau_date_normalization.yaml", ["model.dropout=0"]),
+        ("vaswani_dates_en_es.yaml",
+         ["model.dropout=0", "model.attention_dropout=0", "model.activation_dropout=0"]),
+        ("char_rnn_shakespeare.yaml", ["model.dropout=0"]),
+    ],
+)  # fmt: skip
+def test_r_drop_is_refused_for_a_model_without_dropout(recipe, no_dropout):
+    """Two passes of a model without dropout agree: R-Drop would add a KL of 0 at twice the
+    cost. Refused in one line naming the field and the rates; one rate above 0 is enough."""
+    r_drop = ["training.r_drop_alpha=1", *no_dropout]
+    with pytest.raises(RecipeError) as err:
+        load_recipe(RECIPES / recipe, r_drop)
+    assert str(err.value).startswith("training.r_drop_alpha: compares the outputs of two")
+    assert "model.dropout=0.1" in str(err.value) and "\n" not in str(err.value)
+    recipe = load_recipe(RECIPES / recipe, [*r_drop[:-1], f"{no_dropout[-1][:-1]}0.1"])
+    assert recipe.training.r_drop_alpha == 1
+
+
+@pytest.mark.parametrize(
     ("recipe", "refused"),
     [
         ("gpt2_shakespeare_lora.yaml",

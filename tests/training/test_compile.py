@@ -97,14 +97,16 @@ def test_stateful_char_rnn_compiles_checkpoints_and_resumes(tmp_path, monkeypatc
     assert resumed.sample  # generation after training runs on the model itself
 
 
-def translation_run(folder, **training):
-    """A 1+1-layer Vaswani Transformer (d 32, 4 heads, no dropout) trained 6 steps on dates."""
+def translation_run(folder, model=None, **training):
+    """A 1+1-layer Vaswani Transformer (d 32, 4 heads, no dropout unless ``model`` sets it)
+    trained 6 steps on dates."""
     recipe = write_recipe(
         folder,
         base={},
         name="vaswani_compile_test",
         task="translation",
-        model={**TINY_TRANSLATION_MODELS["vaswani"], "encoder_layers": 1, "decoder_layers": 1},
+        model={**TINY_TRANSLATION_MODELS["vaswani"], "encoder_layers": 1, "decoder_layers": 1,
+               **(model or {})},
         tokenizer={"type": "char"},
         data={"source": "date-normalization", "size": 600},
         training={"batch_size": 32, "max_steps": 6, "learning_rate": 0.005, "log_every": 1,
@@ -155,9 +157,10 @@ def test_r_drop_and_word_dropout_compile_to_the_eager_losses(tmp_path, monkeypat
     dropout adds to a batch are in it when the batch's dimensions are marked dynamic: batches
     in two length buckets share the one graph, with the eager run's losses."""
     regularized = {"r_drop_alpha": 1.0, "word_dropout": 0.2, **BUCKETS}
-    eager = translation_run(tmp_path / "eager", **regularized)
+    dropout = {"dropout": 0.1}  # R-Drop compares two dropout masks
+    eager = translation_run(tmp_path / "eager", dropout, **regularized)
     compile_with(monkeypatch, "aot_eager")
-    compiled = translation_run(tmp_path / "compiled", compile=True, **regularized)
+    compiled = translation_run(tmp_path / "compiled", dropout, compile=True, **regularized)
     assert train_losses(compiled.output_dir) == pytest.approx(
         train_losses(eager.output_dir), rel=RTOL
     )

@@ -23,10 +23,12 @@ TEXT_METRICS = ("bleu", "chrf", "exact_match")
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A tiny Vaswani run (saved generation settings: beam 2, 16 new tokens)."""
+    """A tiny Vaswani run (saved generation settings: beam 2, 16 new tokens), trained once for
+    the session (``hfattn evaluate`` writes nothing into it; the export test copies it)."""
+    from tests.helpers.shared_runs import shared_run
     from tests.helpers.tiny_runs import build_vaswani_translation_run
 
-    return build_vaswani_translation_run(tmp_path_factory.mktemp("decoding") / "run")
+    return shared_run(tmp_path_factory, "vaswani_tiny", build_vaswani_translation_run)
 
 
 def evaluate(monkeypatch, *args: str) -> dict:

@@ -56,13 +56,13 @@ class SampledPairs:
     def longest(self) -> tuple[int, int]:
         """The most ids a source and a target can have in any epoch: each side's longest text
         in characters (a word's starting pieces) plus ``<eos>``, at most its limit."""
-        words = self.words()
+        words = self.words()  # read first: the starting lengths are those of the words read
         starts, bounds = self.sampler.starting_lengths(), []
         for batches, limit in zip(words, self.limits, strict=True):
             most = 1
-            for words, counts in batches:
+            for word_ids, counts in batches:
                 text = np.zeros(len(counts), np.int64)
-                np.add.at(text, np.repeat(np.arange(len(counts)), counts), starts[words])
+                np.add.at(text, np.repeat(np.arange(len(counts)), counts), starts[word_ids])
                 most = max(most, int(text.max(initial=0)) + 1)
             bounds.append(most if limit is None else min(most, limit))
         return bounds[0], bounds[1]

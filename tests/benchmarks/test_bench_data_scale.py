@@ -370,11 +370,15 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
 # ---------------------------------------------------------------------------- one quick run
 
 
+PREPARE_CASE = "vaswani-prepare/1.45M"
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    """One ``--quick`` run of a text case and (with the Bible) a pairs case, 3 steps each."""
+    """One ``--quick`` run of a text case (3 steps) and, with the Bible, a pairs case of
+    ``hfattn prepare`` (watched to its exit)."""
     work = tmp_path_factory.mktemp("data-scale")
-    cases = ["char-rnn/100MB"] + ([] if bible_missing() else ["luong/31k"])
+    cases = ["char-rnn/100MB"] + ([] if bible_missing() else [PREPARE_CASE])
     out, report = work / "out.json", work / "report.json"
     argv = ["--quick", "--cases", *cases, "--steps", "3", "--work", str(work / "work"),
             "--out", str(out), "--json", str(report)]  # fmt: skip
@@ -391,24 +395,24 @@ def test_a_quick_run_records_both_runs_of_each_case(quick):
     assert text["corpus"]["bytes"] <= 300_000 and text["corpus"]["made"]
     assert text["corpus"]["made_of"] == "the Shakespeare training plays repeated"
     assert 0 < text["corpus"]["key_ms"] < 1000  # a sample of its bytes, timed
-    if "luong/31k" in data["cases"]:
-        pairs = data["cases"]["luong/31k"]["corpus"]
-        assert pairs["pairs"] == 1000 and pairs["made_of"] == "the Bible's training books repeated"
+    if PREPARE_CASE in data["cases"]:
+        pairs = data["cases"][PREPARE_CASE]["corpus"]
+        assert pairs["pairs"] == 3000 and pairs["made_of"] == "the Bible's training books repeated"
     else:
-        assert "luong/31k" not in data["not_run"]  # it was not asked for
-    for name, record in data["cases"].items():
+        assert PREPARE_CASE not in data["not_run"]  # it was not asked for
+    for record in data["cases"].values():
         assert record["load_average"].count(",") == 2
-        assert "--set training.log_every=1" in record["command"]
-        for key in ("first_run", "cached_run"):
-            one = record[key]
-            assert one["status"] == "done", (name, key, one.get("log_tail"))
-            assert one["steps_seen"] >= 3 and one["seconds_to_first_step"] > 0
-            assert one["first_step_wall_s"] > 0
-            assert 0 < one["peak_rss_training_gb"] <= one["peak_rss_gb"]
-            assert one["peak_rss_per_process_gb"]["command"] > 0.1  # torch alone holds more
-            assert one["steps_per_s"] > 0
-        assert record["peak_rss_gb"] == max(record["first_run"]["peak_rss_gb"],
-                                            record["cached_run"]["peak_rss_gb"])  # fmt: skip
+    assert "--set training.log_every=1" in text["command"]
+    for key in ("first_run", "cached_run"):
+        one = text[key]
+        assert one["status"] == "done", (key, one.get("log_tail"))
+        assert one["steps_seen"] >= 3 and one["seconds_to_first_step"] > 0
+        assert one["first_step_wall_s"] > 0
+        assert 0 < one["peak_rss_training_gb"] <= one["peak_rss_gb"]
+        assert one["peak_rss_per_process_gb"]["command"] > 0.1  # torch alone holds more
+        assert one["steps_per_s"] > 0
+    assert text["peak_rss_gb"] == max(text["first_run"]["peak_rss_gb"],
+                                      text["cached_run"]["peak_rss_gb"])  # fmt: skip
     targets = data["cases"]["char-rnn/100MB"]["targets"]
     assert len(targets) == 4 and targets[-1]["met"] is None  # char-rnn/4.4MB not run
     names = {r["name"] for r in report["records"]}
@@ -444,12 +448,8 @@ def test_the_docs_render_what_the_benchmark_writes_and_refuse_a_quick_file(quick
 
 @pytest.mark.slow
 @pytest.mark.skipif(bible_missing() is not None, reason="the Bible is not installed")
-def test_a_prepare_case_runs_hfattn_prepare_to_its_exit_then_reuses(tmp_path):
-    out = tmp_path / "out.json"
-    argv = ["--quick", "--cases", "vaswani-prepare/1.45M", "--work", str(tmp_path / "work"),
-            "--out", str(out), "--json", str(tmp_path / "report.json")]  # fmt: skip
-    assert bench.main(argv) == 0
-    record = json.loads(out.read_text())["cases"]["vaswani-prepare/1.45M"]
+def test_a_prepare_case_runs_hfattn_prepare_to_its_exit_then_reuses(quick):
+    record = quick[0]["cases"][PREPARE_CASE]
     assert record["command"].startswith("hfattn prepare recipes/vaswani_bible_en_es_base.yaml")
     first, second = record["first_run"], record["cached_run"]
     assert first["status"] == second["status"] == "exited"

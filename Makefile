@@ -35,8 +35,10 @@ sword:
 # The whole suite, one pytest-xdist worker per core (each test runs torch on one thread), each
 # test file on one worker (its module fixtures built once). tests/docs/test_docs_browser.py builds
 # the documentation with --strict, so a broken page (a dead link, a missing image or anchor)
-# fails `make test`.
+# fails `make test`. The sources are compiled first: many tests start `hfattn` in a fresh
+# interpreter, and where PYTHONDONTWRITEBYTECODE is set each would compile what it imports again.
 test: $(STAMP) browser sword
+	$(PY) -m compileall -q -j 0 hfattn tests benchmarks docs/hooks
 	$(PY) -m pytest -q -n auto --dist loadfile
 
 # The documentation site (docs/, mkdocs.yml) into site/; the recipe and CLI references are

@@ -75,12 +75,17 @@ def validation_score(results: dict, metric: str) -> float:
 
 def trial_records(sweep: Path, study) -> list[dict]:
     """The sweep's ``trials.json`` rows, each with ``seconds``: the trial's own, from its start
-    to its end as ``study`` records them (Optuna's ``duration``)."""
+    to its end as ``study`` records them (Optuna's ``duration``), and ``scores``: every
+    validation metric of its saved model (a pruned trial's too), ``None`` for a trial that
+    saved none."""
     rows = json.loads((sweep / "trials.json").read_text(encoding="utf-8"))
     durations = {t.number: t.duration.total_seconds() for t in study.trials if t.duration}
     for row in rows:
         seconds = durations.get(row["number"])
         row["seconds"] = None if seconds is None else round(seconds, 1)
+        folder = sweep / (row["run_folder"] or "-")
+        saved = (folder / EVAL_RESULTS_FILE).is_file()
+        row["scores"] = run_results(folder)["all_metrics"].get("validation") if saved else None
     return rows
 
 

@@ -43,10 +43,10 @@ from hfattn.storage.file_io import atomic_write_text
 
 if __package__:  # docs.hooks.results_tables (tests, python -m)
     from .gpu_blocks import candidates_block, compile_block
-    from .sweep_block import sweep_block
+    from .sweep_block import option_effects_block, sweep_block
 else:  # MkDocs loads a hook with its folder on the path
     from gpu_blocks import candidates_block, compile_block
-    from sweep_block import sweep_block
+    from sweep_block import option_effects_block, sweep_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,6 +58,10 @@ TRAINING_PAGE = ROOT / "docs" / "training.md"
 CAUSAL_LM_PAGE = ROOT / "docs" / "tasks" / "causal-lm.md"
 TRANSLATION_PAGE = ROOT / "docs" / "tasks" / "translation.md"
 SWEEPS_PAGE = ROOT / "docs" / "sweeps.md"
+NOTES = ROOT / "benchmarks" / "NOTES.md"
+SMALL_CORPUS_RECIPE = "vaswani_bible_en_es"
+"""The recipe whose sweep measures the options of a small corpus (the translation page's
+"Small corpora" and the benchmark notes)."""
 
 
 @dataclass(frozen=True)
@@ -857,6 +861,11 @@ def data_scale_block(page: Path, root: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
+SMALL_CORPUS_BLOCK = {
+    "small-corpus-options": lambda root: option_effects_block(root, SMALL_CORPUS_RECIPE)
+}
+"""The options of a small corpus measured by the sweep of :data:`SMALL_CORPUS_RECIPE`."""
+
 BLOCKS = {
     README: {"headline": readme_table},
     RESULTS_PAGE: {
@@ -872,9 +881,11 @@ BLOCKS = {
         "candidates": candidates_block,
     },
     SWEEPS_PAGE: {"example": sweep_block},
-    **{
-        page: {"large-corpora": lambda root, page=page: data_scale_block(page, root)}
-        for page in DATA_SCALE_FAMILIES
+    NOTES: SMALL_CORPUS_BLOCK,
+    CAUSAL_LM_PAGE: {"large-corpora": lambda root: data_scale_block(CAUSAL_LM_PAGE, root)},
+    TRANSLATION_PAGE: {
+        "large-corpora": lambda root: data_scale_block(TRANSLATION_PAGE, root),
+        **SMALL_CORPUS_BLOCK,
     },
 }
 """The generated blocks of each file, by marker name."""

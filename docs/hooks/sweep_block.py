@@ -72,3 +72,49 @@ def sweep_block(root: Path) -> str:
             )
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) or SWEEP_NONE
+
+
+OPTION_EFFECTS_NONE = "The search of this recipe has no measurement in this release."
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def option_effects_block(root: Path, recipe: str) -> str:
+    """The validation score of ``sweep_<recipe>.json``'s completed trials by the value of each
+    field that the space searched among a few values (a ``choice``): for each value, how many
+    completed trials had it, their median and their best. A random search varies every field
+    at once, so a value's median is taken over whatever the other fields were."""
+    path = root / f"sweep_{recipe}.json"
+    if not path.is_file():
+        return OPTION_EFFECTS_NONE
+    run = json.loads(path.read_text("utf-8"))
+    metric = run["metric"]
+    done = [t for t in run["trials"] if t["state"] == "COMPLETE" and t[metric] is not None]
+    fields = [k for k in run["trials"][0] if "." in k]
+    lines = [
+        f"On a {machine_words(run['provenance']['machine'])} (`python -m benchmarks.bench_sweep "
+        f"--recipe recipes/{recipe}.yaml --space {run['space']}` with "
+        f"`--set {' --set '.join(run['settings'])}`): the {len(done)} trials of "
+        f"{len(run['trials'])} that trained to the end (the others were pruned), their "
+        f"validation {metric} by the value of each option. Every trial draws every option, so "
+        "a value's median is taken over the others' values.",
+        "",
+        f"| option | value | trials | median {metric} | best {metric} |",
+        "|---|---|---|---|---|",
+    ]
+    for field in fields:
+        values = sorted({t[field] for t in run["trials"]})
+        if len(values) > 4:  # a range, not a choice
+            continue
+        for value in values:
+            scores = [t[metric] for t in done if t[field] == value]
+            pick = max if run.get("larger_is_better", True) else min
+            median, best = (_median(scores), pick(scores)) if scores else (None, None)
+            lines.append(
+                f"| `{field}` | {value} | {len(scores)} | {_value(median)} | {_value(best)} |"
+            )
+    return "\n".join(lines)

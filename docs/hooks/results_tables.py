@@ -880,7 +880,10 @@ BLOCKS = {
         "compile": compile_block,
         "candidates": candidates_block,
     },
-    SWEEPS_PAGE: {"example": sweep_block},
+    SWEEPS_PAGE: {
+        "example": sweep_block,
+        "small-corpus": lambda root: sweep_block(root, SMALL_CORPUS_RECIPE),
+    },
     NOTES: SMALL_CORPUS_BLOCK,
     CAUSAL_LM_PAGE: {"large-corpora": lambda root: data_scale_block(CAUSAL_LM_PAGE, root)},
     TRANSLATION_PAGE: {

@@ -35,43 +35,47 @@ def _seeds(run: dict) -> str:
     return f" (`--seed` {', '.join(map(str, seeds))})" if seeds else ""
 
 
-def sweep_block(root: Path) -> str:
-    """A paragraph and a table of trials for each sweep results file."""
-    blocks = []
-    for name in block_files(root):
-        run = json.loads((root / name).read_text("utf-8"))
-        metric, best = run["metric"], run["best"]
-        states = ", ".join(f"{count} {state.lower()}" for state, count in run["states"].items())
-        low, high = run["retrain_range"]
-        retrains = ", ".join(_value(r[metric]) for r in run["retrains"])
-        within = "within" if run["best_within_retrain_range"] else "outside"
-        gap = min(abs(r[metric] - best[metric]) for r in run["retrains"])
-        lines = [
-            f"On a {machine_words(run['provenance']['machine'])} (`python -m "
-            f"benchmarks.bench_sweep`: `recipes/{run['recipe']}.yaml` with the space "
-            f"`{run['space']}`, `--set {' '.join(run['settings'])}`), {run['processes']} "
-            f"`hfattn sweep` processes on one study, one torch thread each{_seeds(run)}, ran "
-            f"{len(run['trials'])} trials in {run['sweep_s']:.0f} s: {states}. The best, trial "
-            f"{best['number']} (validation {metric} {_value(best[metric])}: "
-            f"{_params(best['params'])}), trained again from `best_recipe.yaml` with "
-            f"`training.seed` 0 to {len(run['retrains']) - 1}, scores {retrains} (range "
-            f"{_value(low)} to {_value(high)}): the best trial's value is {within} that range, "
-            f"{_value(gap)} from the nearest of those runs, which differ among themselves by "
-            f"{_value(high - low)}.",
-            "",
-            f"| trial | state | validation {metric} | steps | seconds | settings |",
-            "|---|---|---|---|---|---|",
-        ]
-        for trial in run["trials"]:
-            params = {k: v for k, v in trial.items() if "." in k}
-            seconds = trial.get("seconds")
-            lines.append(
-                f"| {trial['number']} | {trial['state'].lower()} | {_value(trial[metric])} "
-                f"| {trial['steps'] or '—'} | {'—' if seconds is None else f'{seconds:.0f}'} "
-                f"| {_params(params)} |"
-            )
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) or SWEEP_NONE
+EXAMPLE_RECIPE = "bahdanau_date_normalization"
+"""The recipe of the example of ``docs/sweeps.md``."""
+
+
+def sweep_block(root: Path, recipe: str = EXAMPLE_RECIPE) -> str:
+    """A paragraph and a table of trials for the sweep results file of ``recipe``."""
+    path = root / f"sweep_{recipe}.json"
+    if not path.is_file():
+        return SWEEP_NONE
+    run = json.loads(path.read_text("utf-8"))
+    metric, best = run["metric"], run["best"]
+    states = ", ".join(f"{count} {state.lower()}" for state, count in run["states"].items())
+    low, high = run["retrain_range"]
+    retrains = ", ".join(_value(r[metric]) for r in run["retrains"])
+    within = "within" if run["best_within_retrain_range"] else "outside"
+    gap = min(abs(r[metric] - best[metric]) for r in run["retrains"])
+    lines = [
+        f"On a {machine_words(run['provenance']['machine'])} (`python -m "
+        f"benchmarks.bench_sweep`: `recipes/{run['recipe']}.yaml` with the space "
+        f"`{run['space']}`, `--set {' '.join(run['settings'])}`), {run['processes']} "
+        f"`hfattn sweep` processes on one study, one torch thread each{_seeds(run)}, ran "
+        f"{len(run['trials'])} trials in {run['sweep_s']:.0f} s: {states}. The best, trial "
+        f"{best['number']} (validation {metric} {_value(best[metric])}: "
+        f"{_params(best['params'])}), trained again from `best_recipe.yaml` with "
+        f"`training.seed` 0 to {len(run['retrains']) - 1}, scores {retrains} (range "
+        f"{_value(low)} to {_value(high)}): the best trial's value is {within} that range, "
+        f"{_value(gap)} from the nearest of those runs, which differ among themselves by "
+        f"{_value(high - low)}.",
+        "",
+        f"| trial | state | validation {metric} | steps | seconds | settings |",
+        "|---|---|---|---|---|---|",
+    ]
+    for trial in run["trials"]:
+        params = {k: v for k, v in trial.items() if "." in k}
+        seconds = trial.get("seconds")
+        lines.append(
+            f"| {trial['number']} | {trial['state'].lower()} | {_value(trial[metric])} "
+            f"| {trial['steps'] or '—'} | {'—' if seconds is None else f'{seconds:.0f}'} "
+            f"| {_params(params)} |"
+        )
+    return "\n".join(lines)
 
 
 OPTION_EFFECTS_NONE = "The search of this recipe has no measurement in this release."
@@ -83,38 +87,54 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
+def _score(trial: dict, metric: str) -> float | None:
+    """The trial's validation ``metric``: its sweep value, else from its saved scores."""
+    if trial.get(metric) is not None:
+        return trial[metric]
+    return (trial.get("scores") or {}).get(metric)
+
+
 def option_effects_block(root: Path, recipe: str) -> str:
-    """The validation score of ``sweep_<recipe>.json``'s completed trials by the value of each
-    field that the space searched among a few values (a ``choice``): for each value, how many
-    completed trials had it, their median and their best. A random search varies every field
-    at once, so a value's median is taken over whatever the other fields were."""
+    """The validation scores of ``sweep_<recipe>.json``'s completed trials by the value of
+    each field that the space searched among a few values (a ``choice``): for each value, how
+    many completed trials had it, and the median and best of the sweep's metric, and of BLEU
+    when the sweep chose by another. A random search varies every field at once, so a value's
+    median is taken over whatever the other fields were."""
     path = root / f"sweep_{recipe}.json"
     if not path.is_file():
         return OPTION_EFFECTS_NONE
     run = json.loads(path.read_text("utf-8"))
-    metric = run["metric"]
-    done = [t for t in run["trials"] if t["state"] == "COMPLETE" and t[metric] is not None]
+    chosen_by = run["metric"]
+    done = [t for t in run["trials"] if t["state"] == "COMPLETE"]
+    metrics = [chosen_by] + [
+        m for m in ("bleu",) if m != chosen_by and done and _score(done[0], m) is not None
+    ]
+    larger = {chosen_by: run.get("larger_is_better", True), "bleu": True}
     fields = [k for k in run["trials"][0] if "." in k]
+    columns = " | ".join(f"{metric}: median, best" for metric in metrics)
     lines = [
         f"On a {machine_words(run['provenance']['machine'])} (`python -m benchmarks.bench_sweep "
         f"--recipe recipes/{recipe}.yaml --space {run['space']}` with "
         f"`--set {' --set '.join(run['settings'])}`): the {len(done)} trials of "
-        f"{len(run['trials'])} that trained to the end (the others were pruned), their "
-        f"validation {metric} by the value of each option. Every trial draws every option, so "
-        "a value's median is taken over the others' values.",
+        f"{len(run['trials'])} that trained to the end (the others were pruned), chosen by "
+        f"validation {chosen_by}, by the value of each option. Every trial draws every option, "
+        "so a value's median is taken over the others' values.",
         "",
-        f"| option | value | trials | median {metric} | best {metric} |",
-        "|---|---|---|---|---|",
+        f"| option | value | trials | {columns} |",
+        "|---|---|---|" + "---|" * len(metrics),
     ]
     for field in fields:
         values = sorted({t[field] for t in run["trials"]})
         if len(values) > 4:  # a range, not a choice
             continue
         for value in values:
-            scores = [t[metric] for t in done if t[field] == value]
-            pick = max if run.get("larger_is_better", True) else min
-            median, best = (_median(scores), pick(scores)) if scores else (None, None)
-            lines.append(
-                f"| `{field}` | {value} | {len(scores)} | {_value(median)} | {_value(best)} |"
-            )
+            cells = []
+            for metric in metrics:
+                scores = [_score(t, metric) for t in done if t[field] == value]
+                pick = max if larger[metric] else min
+                cells.append(
+                    f"{_value(_median(scores))}, {_value(pick(scores))}" if scores else "—"
+                )
+            count = sum(t[field] == value for t in done)
+            lines.append(f"| `{field}` | {value} | {count} | {' | '.join(cells)} |")
     return "\n".join(lines)

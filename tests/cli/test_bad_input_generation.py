@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import gradio as gr
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -35,6 +34,15 @@ from tests.helpers.bad_input import FUZZ as BASE_FUZZ
 from tests.helpers.bad_input import MIXED_SCRIPTS, one_error_line, texts
 from tests.helpers.recipe_helpers import write_recipe
 from tests.helpers.tiny_runs import TINY_TRANSLATION_MODELS
+
+
+def gradio_error() -> type[Exception]:
+    """``gradio.Error``, imported by the tests that use it: importing gradio takes seconds,
+    and every ``pytest -n`` worker imports this file to collect it."""
+    import gradio
+
+    return gradio.Error
+
 
 FUZZ = settings(BASE_FUZZ, max_examples=25)
 """The budget of every property here."""
@@ -380,7 +388,7 @@ def test_text_generation_space_streams_text_or_names_the_field(
     text = check_outcome(
         lambda: space_generate(module, context, prompt, temperature, top_k, top_p, new_tokens),
         [name for name, ok in ranges.items() if not ok],
-        error=gr.Error,
+        error=gradio_error(),
     )
     if text is not None:
         assert text.startswith(prompt) and len(text) <= len(prompt) + new_tokens
@@ -391,7 +399,7 @@ def test_text_generation_space_cuts_a_prompt_to_the_positions(gpt2_lm):
     module, context = space("text_generation", gpt2_lm, max_input_chars=5000)
     text = space_generate(module, context, LONG, 0.0, 0, 1.0, 8)
     assert text.startswith(LONG) and len(text) > len(LONG)
-    with pytest.raises(gr.Error, match="New tokens must be below 32 for this model"):
+    with pytest.raises(gradio_error(), match="New tokens must be below 32 for this model"):
         space_generate(module, context, "ROMEO:", 0.0, 0, 1.0, 32)
 
 
@@ -434,7 +442,7 @@ def test_translation_space_translates_each_line_or_names_the_field(
     result = check_outcome(
         lambda: module.translate(context, text, num_beams, new_tokens, layer, head),
         bad + ["source "] * ("Source text" in bad),  # the CLI's words: "source 1 is blank"
-        error=gr.Error,
+        error=gradio_error(),
     )
     if result is not None:
         translations, figure = result
@@ -456,7 +464,7 @@ def test_classification_space_scores_labels_or_refuses(classification_space, tex
     result = check_outcome(
         lambda: module.classify(context, text),
         [] if valid else ["Text", "text "],  # the CLI's words: "text 0 is blank"
-        error=gr.Error,
+        error=gradio_error(),
     )
     if result is not None:
         scores, weights = result

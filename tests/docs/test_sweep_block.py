@@ -45,21 +45,23 @@ def test_the_option_effects_are_the_completed_trials_by_each_chosen_value(tmp_pa
     recipe = "vaswani_bible_en_es"
     assert sweep_block.option_effects_block(tmp_path, recipe) == sweep_block.OPTION_EFFECTS_NONE
 
-    def trial(number, state, bleu, rate, dropout):
-        return {"number": number, "state": state, "bleu": bleu, "steps": 900,
-                "training.learning_rate": rate, "training.word_dropout": dropout}  # fmt: skip
+    def trial(number, state, loss, bleu, rate, dropout):
+        return {"number": number, "state": state, "loss": loss, "steps": 900,
+                "training.learning_rate": rate, "training.word_dropout": dropout,
+                "scores": {"loss": loss, "bleu": bleu}}  # fmt: skip
 
-    trials = [trial(0, "COMPLETE", 10.0, 1e-3, 0.0), trial(1, "COMPLETE", 12.0, 2e-3, 0.1),
-              trial(2, "COMPLETE", 8.0, 3e-3, 0.1), trial(3, "PRUNED", 2.0, 4e-3, 0.0),
-              trial(4, "COMPLETE", 11.0, 5e-3, 0.1)]  # fmt: skip
+    trials = [trial(0, "COMPLETE", 4.0, 10.0, 1e-3, 0.0), trial(1, "COMPLETE", 3.5, 12.0, 2e-3, 0.1),
+              trial(2, "COMPLETE", 4.5, 8.0, 3e-3, 0.1), trial(3, "PRUNED", 6.0, 2.0, 4e-3, 0.0),
+              trial(4, "COMPLETE", 3.9, 11.0, 5e-3, 0.1)]  # fmt: skip
     run = {"space": "recipes/sweeps/v.yaml", "settings": ["training.max_minutes=12"],
-           "metric": "bleu", "larger_is_better": True, "trials": trials,
+           "metric": "loss", "larger_is_better": False, "trials": trials,
            "provenance": {"machine": MACHINE}}  # fmt: skip
     (tmp_path / f"sweep_{recipe}.json").write_text(json.dumps(run))
     block = sweep_block.option_effects_block(tmp_path, recipe)
     assert "the 4 trials of 5 that trained to the end" in block
+    assert "| option | value | trials | loss: median, best | bleu: median, best |" in block
     rows = [line for line in block.splitlines() if line.startswith("| `")]
     assert rows == [  # the learning rate took five values: a range, not an option
-        "| `training.word_dropout` | 0.0 | 1 | 10 | 10 |",
-        "| `training.word_dropout` | 0.1 | 3 | 11 | 12 |",
+        "| `training.word_dropout` | 0.0 | 1 | 4, 4 | 10, 10 |",
+        "| `training.word_dropout` | 0.1 | 3 | 3.9, 3.5 | 11, 12 |",
     ]

@@ -83,8 +83,8 @@ def trial_records(sweep: Path, study) -> list[dict]:
     for row in rows:
         seconds = durations.get(row["number"])
         row["seconds"] = None if seconds is None else round(seconds, 1)
-        folder = sweep / (row["run_folder"] or "-")
-        saved = (folder / EVAL_RESULTS_FILE).is_file()
+        folder = row["run_folder"] and sweep / row["run_folder"]
+        saved = folder and (folder / EVAL_RESULTS_FILE).is_file()
         row["scores"] = run_results(folder)["all_metrics"].get("validation") if saved else None
     return rows
 

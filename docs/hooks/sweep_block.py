@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hfattn.common.machine import machine_words
 
-SWEEP_NONE = "The example sweep has no measurement in this release."
+SWEEP_NONE = "This sweep has no measurement in this release."
 
 
 def block_files(root: Path) -> list[str]:
@@ -39,12 +39,17 @@ EXAMPLE_RECIPE = "bahdanau_date_normalization"
 """The recipe of the example of ``docs/sweeps.md``."""
 
 
+def _sweep_file(root: Path, recipe: str) -> dict | None:
+    """``sweep_<recipe>.json`` of ``root`` (``bench_sweep.py``'s results file), or ``None``."""
+    path = root / f"sweep_{recipe}.json"
+    return json.loads(path.read_text("utf-8")) if path.is_file() else None
+
+
 def sweep_block(root: Path, recipe: str = EXAMPLE_RECIPE) -> str:
     """A paragraph and a table of trials for the sweep results file of ``recipe``."""
-    path = root / f"sweep_{recipe}.json"
-    if not path.is_file():
+    run = _sweep_file(root, recipe)
+    if run is None:
         return SWEEP_NONE
-    run = json.loads(path.read_text("utf-8"))
     metric, best = run["metric"], run["best"]
     states = ", ".join(f"{count} {state.lower()}" for state, count in run["states"].items())
     low, high = run["retrain_range"]
@@ -100,10 +105,9 @@ def option_effects_block(root: Path, recipe: str) -> str:
     many completed trials had it, and the median and best of the sweep's metric, and of BLEU
     when the sweep chose by another. A random search varies every field at once, so a value's
     median is taken over whatever the other fields were."""
-    path = root / f"sweep_{recipe}.json"
-    if not path.is_file():
+    run = _sweep_file(root, recipe)
+    if run is None:
         return OPTION_EFFECTS_NONE
-    run = json.loads(path.read_text("utf-8"))
     chosen_by = run["metric"]
     done = [t for t in run["trials"] if t["state"] == "COMPLETE"]
     metrics = [chosen_by] + [
@@ -128,13 +132,13 @@ def option_effects_block(root: Path, recipe: str) -> str:
         if len(values) > 4:  # a range, not a choice
             continue
         for value in values:
+            having = [t for t in done if t[field] == value]
             cells = []
             for metric in metrics:
-                scores = [_score(t, metric) for t in done if t[field] == value]
+                scores = [_score(t, metric) for t in having]
                 pick = max if larger[metric] else min
                 cells.append(
                     f"{_value(_median(scores))}, {_value(pick(scores))}" if scores else "—"
                 )
-            count = sum(t[field] == value for t in done)
-            lines.append(f"| `{field}` | {value} | {count} | {' | '.join(cells)} |")
+            lines.append(f"| `{field}` | {value} | {len(having)} | {' | '.join(cells)} |")
     return "\n".join(lines)

@@ -37,9 +37,10 @@ sword:
 # the documentation with --strict, so a broken page (a dead link, a missing image or anchor)
 # fails `make test`. The sources are compiled first: many tests start `hfattn` in a fresh
 # interpreter, and where PYTHONDONTWRITEBYTECODE is set each would compile what it imports again.
+# TorchInductor's cold C++ compile is left out (`.venv/bin/python -m pytest -m inductor` runs it).
 test: $(STAMP) browser sword
 	$(PY) -m compileall -q -j 0 hfattn tests benchmarks docs/hooks
-	$(PY) -m pytest -q -n auto --dist loadfile
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not inductor"
 
 # The documentation site (docs/, mkdocs.yml) into site/; the recipe and CLI references are
 # generated from the code at each build (docs/hooks/reference.py). Warnings are errors.

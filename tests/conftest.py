@@ -10,14 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import torch
-
-import hfattn.tasks  # noqa: F401  (registers the tasks that recipes name, as the CLI does)
 
 # The test models are tiny: a second intra-op thread only spins against the first (and
 # against any other process on a 2-core machine). Subprocesses inherit the variable.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-torch.set_num_threads(1)
 
 # Prepared data (hfattn.data.prepared) goes to a folder of this session, never to the user's
 # cache; subprocesses (xdist workers too) inherit it, and the process that made it removes it at
@@ -74,6 +70,19 @@ def fresh_python(tmp_path_factory) -> Path:
     from tests.helpers.fresh_env import make_fresh_venv
 
     return make_fresh_venv(tmp_path_factory.mktemp("fresh") / "venv")
+
+
+def pytest_configure(config):
+    """Where tests run: torch on one thread, and the tasks that recipes name registered (as
+    the CLI registers them). The xdist controller of ``make test`` runs no test: it imports
+    neither, and its workers start that much sooner."""
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    import torch
+
+    import hfattn.tasks  # noqa: F401
+
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -264,8 +264,9 @@ CHAR_RNN = "char_rnn_make_run_epyc_bf16"
 LUONG = "bahdanau_bible_en_es_epyc_bf16_30min"
 """The Luong recipe as a user runs it: ``hfattn train`` (its final scores: beam 4, the saved
 generation settings, as ``hfattn evaluate`` prints them)."""
-VASWANI = "vaswani_bible_en_es_xeon_amx_30min"
-"""The 2+2 Vaswani recipe as a user runs it (its file names its machine)."""
+VASWANI = "vaswani_bible_en_es_epyc_bf16_30min"
+"""The 2+2 Vaswani recipe as a user runs it: ``hfattn train`` (its final scores, as
+``hfattn evaluate`` prints them)."""
 ROWS: tuple[Row, ...] = (
     Row(
         model="char-RNN, GRU 512, Muon, continuous cache",

@@ -1,6 +1,7 @@
 """Publishing a translation model: the pushed card (metrics, pipeline tag, attention variant,
-a usage snippet that runs), the translation Space called through gradio_client and driven in a
-headless Chromium, and the pushed repo + Space run from the Hub without hfattn."""
+a usage snippet that runs where hfattn is not installed), the translation Space called through
+gradio_client and driven in a headless Chromium. The same Space app started from the Hub
+without hfattn is ``tests/hub/test_vaswani_publishing.py``'s."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from hfattn.cli import main as cli_main
-from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
+from hfattn.hub import inspect_folder, load_space_app, stage_space
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.fresh_env import run_card_snippet
 from tests.helpers.space_helpers import SPACE_FILES, heatmap, launch_space, model_calls
@@ -323,26 +323,3 @@ def test_translation_in_headless_chromium(translation_space, translation_run, tm
         finally:
             browser.close()
     assert (tmp_path / "translation.png").stat().st_size > 10_000
-
-
-# ----------------------------------------------------------------------- fresh environment
-@pytest.mark.slow
-def test_translation_space_from_hub_runs_without_hfattn(
-    hub_server, translation_run, fresh_python, tmp_path
-):
-    """The pushed model + Space, downloaded and started like on Spaces (``python app.py``) in
-    an environment without hfattn, translate like hfattn does."""
-    from tests.helpers.fresh_env import space_from_hub
-
-    push_model_folder(translation_run, "tester/translation-e2e", space=True)
-    start = time.perf_counter()
-    with space_from_hub(hub_server, "tester/translation-e2e", fresh_python, tmp_path) as (_, url):
-        text, plot = Client(url, verbose=False).predict(
-            "\n".join(SENTENCES), 3, NEW_TOKENS, api_name="/translate"
-        )
-        print(f"translation Space cold start to first answer: {time.perf_counter() - start:.2f}s")
-    assert text.split("\n") == expected_translations(translation_run, SENTENCES, 3)
-    assert plot is not None
-    assert hub_server.resolved("tester/translation-e2e", "model.safetensors")
-    if MODEL == "bahdanau":  # the modeling code came from the repo, not from hfattn
-        assert "modeling_bahdanau.py" in hub_server.files("tester/translation-e2e")

@@ -5,9 +5,9 @@ against hfattn's own ``generate``, and against CTranslate2's own conversion of a
     .venv/bin/python -m benchmarks.bench_export [--repeats 5] [--engine-repeats 25]
         [--threads 1] [--batch 32] [--new-tokens 64] [--latency-sentences 16] [--json PATH]
 
-The model is the Bible recipe's size (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN
-layers, d 256, 4 heads, FFN 1024, a vocabulary of 8,000 shared by source, target and output
-layer, sinusoidal positions), random weights. The Marian model is ``bench_vaswani.make_models``'
+The model has the Bible recipe's layers (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN
+layers, d 256, 4 heads, FFN 1024, sinusoidal positions) and a vocabulary of 8,000 shared by
+source, target and output layer, random weights. The Marian model is ``bench_vaswani.make_models``'
 ``MarianMTModel`` configured to the same network and holding a copy of the same weights,
 converted with ``ctranslate2.converters.TransformersConverter`` (CTranslate2's own Marian
 loader), in fp32 and int8 like hfattn's export. Everything runs in one process, with the same
@@ -45,7 +45,7 @@ from benchmarks.lib.benchlib import BenchReport, add_json_argument, load_average
 from hfattn.export import DecodingSettings, export_ctranslate2, require_ctranslate2
 
 BIBLE = Size("bible", layers=2, d_model=256, heads=4, ffn=1024, batch=32)
-"""``recipes/vaswani_bible_en_es.yaml``'s network (``batch``: the generation batch)."""
+"""``recipes/vaswani_bible_en_es.yaml``'s layers (``batch``: the generation batch)."""
 VOCAB, MAX_POSITIONS = 8000, 128
 SYSTEMS = ("hfattn", "export fp32", "export int8", "marian fp32", "marian int8")
 TARGETS = {  # (system, mode) -> export / hfattn generate tokens/s

@@ -29,9 +29,9 @@ with ``--json`` the records of ``benchmarks/lib/benchlib.py`` (failed requests: 
 growth: target ≤ 5 %).
 
 Engines (``--engines``, instead of the three apps): the translation Space on a Vaswani model of
-the Bible recipe's size (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN layers, d 256, 4
-heads, FFN 1024, a shared vocabulary of 8,000; random weights, as ``bench_export.py``) with its
-CTranslate2 export in ``ct2/`` (``--quantization``, default int8), or the ``--translation`` run
+the Bible recipe's layers (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN layers, d 256, 4
+heads, FFN 1024), a shared vocabulary of 8,000 and random weights (``bench_export.py``'s), with
+its CTranslate2 export in ``ct2/`` (``--quantization``, default int8), or the ``--translation`` run
 given (it must hold ``ct2/``). The app is staged and run twice as a Space runs it, each in its
 own process (``python app.py``), with ``HFATTN_ENGINE=generate`` and
 ``HFATTN_ENGINE=ctranslate2`` (the page's engine line is checked), both with the same torch and
@@ -215,9 +215,9 @@ def report_records(results: list[dict]) -> BenchReport:
 
 # ------------------------------------------------------------------------------ engines
 def bible_size_run(out: Path, quantization: str) -> Path:
-    """A translation model folder of the Bible recipe's size (``bench_export.BIBLE``, vocab
-    8,000, random weights) and decoding defaults (4 beams, ``early_stopping``), with its CTranslate2
-    export (``quantization``) in ``ct2/``."""
+    """A translation model folder of the Bible recipe's layers (``bench_export.BIBLE``, vocab
+    8,000, random weights) and decoding defaults (4 beams, ``early_stopping``), with its
+    CTranslate2 export (``quantization``) in ``ct2/``."""
     from benchmarks.bench_export import BIBLE, MAX_POSITIONS, VOCAB
     from benchmarks.bench_vaswani import make_models
     from hfattn.export.export_folder import export_ctranslate2

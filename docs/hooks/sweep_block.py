@@ -1,7 +1,7 @@
-"""The measured example sweep of ``docs/sweeps.md``, rendered from
-``benchmarks/results/sweep_<recipe>.json`` (``python -m benchmarks.bench_sweep``; registered in
-:data:`results_tables.BLOCKS`): how long the sweep took, each trial, the best one and the best
-recipe trained again with other seeds.
+"""The measured sweeps, rendered from ``benchmarks/results/sweep_<recipe>.json`` (``python -m
+benchmarks.bench_sweep``; registered in :data:`results_tables.BLOCKS`): for ``docs/sweeps.md``,
+how long a sweep took, each trial, the best one and the best recipe trained again with other
+seeds; for the translation page and NOTES, the completed trials' scores by each option's value.
 
 Standard library only, as :mod:`docs.hooks.results_tables`.
 """
@@ -135,7 +135,7 @@ def option_effects_block(root: Path, recipe: str) -> str:
             having = [t for t in done if t[field] == value]
             cells = []
             for metric in metrics:
-                scores = [_score(t, metric) for t in having]
+                scores = [s for s in (_score(t, metric) for t in having) if s is not None]
                 pick = max if larger[metric] else min
                 cells.append(
                     f"{_value(_median(scores))}, {_value(pick(scores))}" if scores else "—"

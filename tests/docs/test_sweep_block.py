@@ -65,3 +65,25 @@ def test_the_option_effects_are_the_completed_trials_by_each_chosen_value(tmp_pa
         "| `training.word_dropout` | 0.0 | 1 | 4, 4 | 10, 10 |",
         "| `training.word_dropout` | 0.1 | 3 | 3.9, 3.5 | 11, 12 |",
     ]
+
+
+def test_a_completed_trial_without_saved_scores_counts_only_where_it_has_a_score(tmp_path):
+    """A trial whose run folder kept no scores (``scores: null``) still has the sweep's value:
+    it counts in that column's median and best, not in BLEU's."""
+    recipe = "vaswani_bible_en_es"
+    trials = [
+        {"number": 0, "state": "COMPLETE", "loss": 4.0, "training.word_dropout": 0.0,
+         "scores": {"loss": 4.0, "bleu": 10.0}},
+        {"number": 1, "state": "COMPLETE", "loss": 3.0, "training.word_dropout": 0.0,
+         "scores": None},
+    ]  # fmt: skip
+    run = {"space": "recipes/sweeps/v.yaml", "settings": ["training.max_minutes=12"],
+           "metric": "loss", "larger_is_better": False, "trials": trials,
+           "provenance": {"machine": MACHINE}}  # fmt: skip
+    (tmp_path / f"sweep_{recipe}.json").write_text(json.dumps(run))
+    rows = [
+        line
+        for line in sweep_block.option_effects_block(tmp_path, recipe).splitlines()
+        if line.startswith("| `")
+    ]
+    assert rows == ["| `training.word_dropout` | 0.0 | 2 | 3.5, 3 | 10, 10 |"]

@@ -30,6 +30,11 @@ def _params(params: dict) -> str:
                      for name, v in params.items())  # fmt: skip
 
 
+def _settings(run: dict) -> str:
+    """The ``--set`` options ``bench_sweep.py`` was given, as they are typed (one each)."""
+    return " ".join(f"--set {setting}" for setting in run["settings"])
+
+
 def _seeds(run: dict) -> str:
     seeds = run.get("sampler_seeds")
     return f" (`--seed` {', '.join(map(str, seeds))})" if seeds else ""
@@ -59,7 +64,7 @@ def sweep_block(root: Path, recipe: str = EXAMPLE_RECIPE) -> str:
     lines = [
         f"On a {machine_words(run['provenance']['machine'])} (`python -m "
         f"benchmarks.bench_sweep`: `recipes/{run['recipe']}.yaml` with the space "
-        f"`{run['space']}`, `--set {' '.join(run['settings'])}`), {run['processes']} "
+        f"`{run['space']}`, `{_settings(run)}`), {run['processes']} "
         f"`hfattn sweep` processes on one study, one torch thread each{_seeds(run)}, ran "
         f"{len(run['trials'])} trials in {run['sweep_s']:.0f} s: {states}. The best, trial "
         f"{best['number']} (validation {metric} {_value(best[metric])}: "
@@ -119,7 +124,7 @@ def option_effects_block(root: Path, recipe: str) -> str:
     lines = [
         f"On a {machine_words(run['provenance']['machine'])} (`python -m benchmarks.bench_sweep "
         f"--recipe recipes/{recipe}.yaml --space {run['space']}` with "
-        f"`--set {' --set '.join(run['settings'])}`): the {len(done)} trials of "
+        f"`{_settings(run)}`): the {len(done)} trials of "
         f"{len(run['trials'])} that trained to the end (the others were pruned), chosen by "
         f"validation {chosen_by}, by the value of each option. Every trial draws every option, "
         "so a value's median is taken over the others' values.",

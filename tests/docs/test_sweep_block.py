@@ -15,7 +15,7 @@ def test_the_example_is_the_results_file(tmp_path):
     pruned = {**trial, "number": 1, "state": "PRUNED", "loss": 0.9, "steps": 150,
               "seconds": None}  # fmt: skip
     run = {"recipe": "bahdanau_date_normalization", "space": "recipes/sweeps/x.yaml",
-           "settings": ["training.eval_every=150"], "metric": "loss", "processes": 2, "sampler_seeds": [0, 1],
+           "settings": ["training.eval_every=150", "training.max_steps=450"], "metric": "loss", "processes": 2, "sampler_seeds": [0, 1],
            "sweep_s": 301.4, "trials": [trial, pruned], "states": {"COMPLETE": 1, "PRUNED": 1},
            "best": {"number": 0, "loss": 0.0123, "params": {"training.learning_rate": 0.00572}},
            "retrains": [{"loss": 0.0129}, {"loss": 0.0157}], "retrain_range": [0.0129, 0.0157],
@@ -23,6 +23,8 @@ def test_the_example_is_the_results_file(tmp_path):
     (tmp_path / "sweep_bahdanau_date_normalization.json").write_text(json.dumps(run))
     block = sweep_block.sweep_block(tmp_path)
     assert "2-core AMD EPYC 7B13, AVX2" in block
+    # the command as typed: bench_sweep.py takes one setting a --set
+    assert "`--set training.eval_every=150 --set training.max_steps=450`" in block
     assert (
         "one torch thread each (`--seed` 0, 1), ran 2 trials in 301 s: 1 complete, 1 pruned"
         in block

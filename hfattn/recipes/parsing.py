@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException, ValidationError
+from omegaconf.errors import OmegaConfBaseException
 
-from ..common.field_checks import describe_type, require_known_key, type_error
+from ..common.field_checks import require_known_key
 from ..storage.resume_checks import FieldChange
+from .field_types import field_error, field_hints, section_class
 from .model_section import (
     check_model_fields,
     check_model_types,
@@ -177,11 +178,12 @@ def load_recipe(
         FileExistsError: a new ``run`` into a folder that holds one, without ``overwrite``.
         ValueError: a ``data.source`` that names no dataset; a resumed run's recipe changed.
     """
-    outline = recipe_outline(path, overrides)
+    given = _given_configs(Path(path), overrides)  # read and shape-checked once
+    outline = _outline(given)
     if run is not None:
         outline.output_dir = run.folder or outline.output_dir
         check_before_training(outline, resume=run.resume, overwrite=run.overwrite)
-    recipe = check_recipe_values(path, overrides)
+    recipe = _checked_values(given)
     recipe.output_dir = outline.output_dir
     if run is not None and not run.resume:
         check_run_folder(recipe, overwrite=run.overwrite)
@@ -205,24 +207,16 @@ def check_recipe_values(
     Raises:
         RecipeError, FileNotFoundError: as :func:`load_recipe`.
     """
-    path = Path(path)
-    _, cls, raw, dotlist = _given_configs(path, overrides)
+    return _checked_values(_given_configs(Path(path), overrides))
+
+
+def _checked_values(given: _Given) -> RecipeBase:
+    """:func:`check_recipe_values` of the recipe as :func:`_given_configs` read it."""
     try:
-        merged = OmegaConf.merge(_schema(cls), raw, dotlist)
-        given_model = OmegaConf.merge(raw, dotlist).get("model")
-        if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
-            merged.model = given_model  # not merged into the task's default ``type``
-        check_finite(OmegaConf.to_container(merged))
-        return OmegaConf.to_object(merged)
+        check_finite(OmegaConf.to_container(given.merged))
+        return OmegaConf.to_object(given.merged)
     except OmegaConfBaseException as err:
-        raise _field_error(err, path, cls) from None
-
-
-def field_hints(cls: type) -> dict[str, Any]:
-    """The type hints of the fields of the recipe (or section) class ``cls``: a ``ClassVar``
-    (:attr:`~hfattn.recipes.schema.RecipeBase.model_config`) is no field a recipe may set."""
-    hints = typing.get_type_hints(cls)
-    return {k: v for k, v in hints.items() if typing.get_origin(v) is not typing.ClassVar}
+        raise field_error(err, given.path, given.cls) from None
 
 
 def _shape(hint) -> str | None:
@@ -263,7 +257,7 @@ def check_shapes(given: dict, cls: type, prefix: str = "") -> None:
                 name,
                 f"expected a mapping of fields, got {type(value).__name__} {value!r}",
             )
-            section = _section_class(hints[key])
+            section = section_class(hints[key])
             if section is not None:
                 check_shapes(value, section, f"{name}.")
         elif shape == "list":
@@ -286,19 +280,13 @@ def _require_in_a_section(key: str, hints: dict) -> None:
     sections = [
         name
         for name, hint in hints.items()
-        if (section := _section_class(hint)) is not None and key in field_hints(section)
+        if (section := section_class(hint)) is not None and key in field_hints(section)
     ]
     require(
         not sections,
         key,
         f"not a field of a recipe; did you mean {' or '.join(f'{s}.{key}' for s in sections)}?",
     )
-
-
-def _section_class(hint) -> type | None:
-    """The dataclass of a section's type hint (``LoraSection | None`` → ``LoraSection``), or
-    ``None`` for a plain mapping (``model: dict``)."""
-    return next((h for h in [hint, *typing.get_args(hint)] if dataclasses.is_dataclass(h)), None)
 
 
 def check_finite(given, name: str = "") -> None:
@@ -350,30 +338,26 @@ def recipe_outline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
             unknown key, a value of the wrong type, an unknown attention score).
         FileNotFoundError: when ``path`` does not exist.
     """
-    path = Path(path)
-    task, given = _given_recipe(path, overrides)
-    hints = field_hints(recipe_class(task))
-    base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
+    return _outline(_given_configs(Path(path), overrides))
+
+
+def _outline(configs: _Given) -> RecipeOutline:
+    """:func:`recipe_outline` of the recipe as :func:`_given_configs` read it."""
+    path, task, merged = configs.path, configs.task, configs.merged
     try:
+        given = OmegaConf.to_container(OmegaConf.merge(configs.raw, configs.dotlist), resolve=True)
+        base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
         recipe = OmegaConf.to_object(OmegaConf.merge(_schema(RecipeBase), {**base, "task": task}))
-        sections = {
-            name: _typed_section(name, _section_class(hints[name]), value)
-            for name, value in given.items()
-            if isinstance(value, dict) and _section_class(hints[name]) is not None
-        }
-        training = sections.get("training") or _typed_section(
-            "training", _section_class(hints["training"]), {}
-        )
     except OmegaConfBaseException as err:
-        raise _field_error(err, path, recipe_class(task)) from None
-    model = _given_model(recipe_class(task), given.get("model"))
+        raise field_error(err, path, configs.cls) from None
+    model = _given_model(configs.cls, given.get("model"))
     check_model_types(model)
     check_model_fields(model)
     source = (given.get("data") or {}).get("source")
     return RecipeOutline(
         task=task,
         output_dir=recipe.output_dir,
-        training=training,
+        training=merged.training,
         hub=recipe.hub,
         data=types.SimpleNamespace(source=source if isinstance(source, str) else None),
     )
@@ -390,25 +374,32 @@ def _given_model(cls: type[RecipeBase], model) -> dict:
     return {**default, **model}
 
 
-def _typed_section(name: str, section: type, value: dict):
-    """The section ``name`` of a recipe, ``value`` merged onto its dataclass ``section`` (an
-    OmegaConf mapping: types checked, defaults filled, the section's ``__post_init__`` not
-    run), so that OmegaConf's errors name ``name.field``."""
-    typed = OmegaConf.create({name: _schema(section)})
-    return OmegaConf.merge(typed, {name: value})[name]
-
-
 @functools.cache
 def _schema(cls: type):
     """``OmegaConf.structured(cls)``, built once per class: every merge copies it."""
     return OmegaConf.structured(cls)
 
 
-def _given_configs(path: Path, overrides):
-    """The task of the recipe file ``path``, its recipe class, and the file and its ``--set``
-    overrides as OmegaConf mappings (``model: <hub id | folder>`` spelt out as a section), their
-    keys and section shapes checked against the recipe class (:func:`check_shapes`): what
-    :func:`check_recipe_values` and :func:`recipe_outline` both start from.
+@dataclass(frozen=True)
+class _Given:
+    """A recipe file as :func:`_given_configs` reads it."""
+
+    path: Path
+    task: str
+    cls: type[RecipeBase]
+    raw: Any
+    dotlist: Any
+    merged: Any
+    """``raw`` and ``dotlist`` merged onto the recipe class: types checked, defaults filled,
+    no section's ``__post_init__`` run yet."""
+
+
+def _given_configs(path: Path, overrides) -> _Given:
+    """The recipe file ``path`` (resolved), its task and recipe class, and the file and its
+    ``--set`` overrides as OmegaConf mappings (``model: <hub id | folder>`` spelt out as a
+    section), their keys and section shapes checked against the recipe class
+    (:func:`check_shapes`): what :func:`check_recipe_values` and :func:`recipe_outline` both
+    start from, read once by :func:`load_recipe`.
 
     Raises:
         RecipeError, FileNotFoundError: as :func:`recipe_outline`.
@@ -425,62 +416,15 @@ def _given_configs(path: Path, overrides):
                 given.model = normalize_model_section(given.model)
             check_shapes(OmegaConf.to_container(given), cls)
     except OmegaConfBaseException as err:
-        raise _field_error(err, path) from None
-    return task, cls, raw, dotlist
-
-
-def _given_recipe(path: Path, overrides) -> tuple[str, dict]:
-    """The task and the recipe file ``path`` with its ``--set`` overrides merged in, as plain
-    data (interpolations resolved), checked as :func:`_given_configs` checks them.
-
-    Raises:
-        RecipeError, FileNotFoundError: as :func:`recipe_outline`.
-    """
-    task, _, raw, dotlist = _given_configs(path, overrides)
+        raise field_error(err, path) from None
     try:
-        return task, OmegaConf.to_container(OmegaConf.merge(raw, dotlist), resolve=True)
+        merged = OmegaConf.merge(_schema(cls), raw, dotlist)
+        given_model = OmegaConf.merge(raw, dotlist).get("model")
+        if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
+            merged.model = given_model  # not merged into the task's default ``type``
     except OmegaConfBaseException as err:
-        raise _field_error(err, path) from None
-
-
-def _field_error(err: OmegaConfBaseException, path: Path, cls: type | None = None) -> RecipeError:
-    """OmegaConf's error as one line naming the field (else the recipe file); a value that
-    does not convert to the type of its field of the recipe class ``cls`` in the words of every
-    type error (:func:`~hfattn.common.field_checks.type_error`): ``training.max_steps: 'twenty'
-    is not an integer``, not OmegaConf's ``Value 'twenty' of type 'str' could not be converted
-    to Integer``."""
-    key = getattr(err, "full_key", None)
-    if isinstance(err, ValidationError) and key and cls is not None:
-        hint = _field_hint(cls, key)
-        if hint is not None and describe_type(hint) is not None:
-            value = err.value
-            value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-            return type_error(key, value, hint)
-    reason = str(err).splitlines()[0]
-    return RecipeError(f"{key or path}: {reason}")
-
-
-def _field_hint(cls: type, key: str):
-    """The type hint of the field ``key`` (``training.max_steps``, ``data.splits[1]``: a list's
-    item) of the recipe class ``cls``, or ``None`` when ``key`` names no typed field."""
-    hint = cls
-    for part in key.split("."):
-        name, *indices = part.replace("]", "").split("[")
-        section = _section_class(hint)
-        if section is None or name not in field_hints(section):
-            return None
-        hint = field_hints(section)[name]
-        for _ in indices:  # an item of a list field: the list's item type
-            hint = _item_type(hint)
-    return hint
-
-
-def _item_type(hint):
-    """The item type of a list field's hint (``list[str] | None`` → ``str``), or ``None``."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        hint = next((h for h in typing.get_args(hint) if h is not type(None)), None)
-    args = typing.get_args(hint)
-    return args[0] if args else None
+        raise field_error(err, path, cls) from None
+    return _Given(path, task, cls, raw, dotlist, merged)
 
 
 __all__ = [

@@ -110,8 +110,8 @@ def test_import_hfattn_imports_neither_torch_nor_transformers():
     "first_import",
     [
         "import hfattn.models",  # the registration's own place
-        "import transformers; import hfattn.models",  # transformers first changes nothing
-        "from hfattn import CharRNNConfig",  # module __getattr__ imports hfattn.models
+        # transformers first changes nothing; module __getattr__ imports hfattn.models
+        "import transformers; from hfattn import CharRNNConfig",
     ],
 )
 def test_importing_the_models_registers_every_model_type(first_import, tmp_path):

@@ -29,7 +29,7 @@ from hfattn.common.field_checks import field_default
 from hfattn.data.prepared import ROOT_VARIABLE
 from hfattn.data.shakespeare import play_text
 from hfattn.recipes import RecipeError, Run, check_recipe_values, load_recipe, recipe_class
-from hfattn.recipes.parsing import field_hints
+from hfattn.recipes.field_types import field_hints
 from hfattn.recipes.run_checks import check_before_training
 from tests.helpers.recipe_helpers import corpus_file
 from tests.helpers.tiny_pretrained import tiny_distilbert_folder, tiny_gpt2_folder

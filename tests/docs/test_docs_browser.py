@@ -6,8 +6,7 @@ whole.
 
 One strict build for the module (``mkdocs build --strict -d TMP``, about 10 s). The browser
 tests drive Debian's headless Chromium through Playwright and skip with a reason without it.
-Pages are loaded with every request off this machine refused (the site works offline), and
-each check leaves a screenshot in its ``tmp_path``.
+Pages are loaded with every request off this machine refused (the site works offline).
 """
 
 from __future__ import annotations
@@ -235,7 +234,7 @@ def _heading(page) -> str:
     return page.locator("h1").first.inner_text().removesuffix("¶").strip()
 
 
-def test_navigation_leads_to_pages_from_disk_and_from_a_server(page, home, tmp_path):
+def test_navigation_leads_to_pages_from_disk_and_from_a_server(page, home):
     page.goto(home)
     assert _heading(page) == "hfattn"
     nav = page.locator(".md-sidebar--primary")
@@ -245,16 +244,15 @@ def test_navigation_leads_to_pages_from_disk_and_from_a_server(page, home, tmp_p
         ("Command line", "reference/cli.html", "Command-line reference"),
         ("Home", "index.html", "hfattn"),
     ]
-    for number, (link, path, heading) in enumerate(steps):
+    for link, path, heading in steps:
         nav.get_by_role("link", name=link, exact=True).click()
         page.wait_for_load_state()
         assert page.url.split("#")[0].endswith("/" + path), (link, page.url)
         assert _heading(page) == heading, (link, page.url)  # a page, not a folder listing
         assert page.title() == ("hfattn" if link == "Home" else f"{link} - hfattn")
-        page.screenshot(path=tmp_path / f"{number}_{path.replace('/', '_')}.png")
 
 
-def test_search_finds_pages_from_disk_and_from_a_server(page, home, tmp_path):
+def test_search_finds_pages_from_disk_and_from_a_server(page, home):
     from playwright.sync_api import expect
 
     page.goto(home)
@@ -265,7 +263,6 @@ def test_search_finds_pages_from_disk_and_from_a_server(page, home, tmp_path):
     hits = page.locator(".md-search-result__item")
     expect(hits.first).to_be_visible(timeout=15_000)
     expect(meta).to_contain_text("matching document")
-    page.screenshot(path=tmp_path / "search.png")
     href = hits.first.locator("a").first.get_attribute("href")
     assert urlsplit(href).path.endswith(".html"), href
     hits.first.locator("a").first.click()
@@ -283,7 +280,7 @@ def test_search_finds_pages_from_disk_and_from_a_server(page, home, tmp_path):
         "index.html",
     ],
 )
-def test_wide_tables_scroll_in_their_frame_and_code_wraps_between_words(page, site, path, tmp_path):
+def test_wide_tables_scroll_in_their_frame_and_code_wraps_between_words(page, site, path):
     page.goto((site / path).as_uri())
     frames = page.evaluate(TABLE_FRAMES_JS)
     assert frames, f"{path} has no table"
@@ -294,7 +291,6 @@ def test_wide_tables_scroll_in_their_frame_and_code_wraps_between_words(page, si
         assert not wider or frame["scroll_width"] > frame["client_width"], frame
     assert page.evaluate("() => document.documentElement.scrollWidth") <= WIDTH
     assert page.evaluate(BROKEN_CODE_WORDS_JS) == []
-    page.screenshot(path=tmp_path / f"{path.replace('/', '_')}.png")
 
 
 # Every cell of the page's first table: its column, whether its content is wider than the cell,
@@ -311,7 +307,7 @@ CELLS_JS = r"""() => {
 }"""
 
 
-def test_the_results_table_is_readable_at_1280_px(page, site, tmp_path):
+def test_the_results_table_is_readable_at_1280_px(page, site):
     """At 1,280 px the results table fits its frame, every column in view (the command
     column was cut off at the frame's edge and scrolled sideways), no cell's content wider
     than the cell, and the code in its cells wrapped between words only."""
@@ -321,7 +317,6 @@ def test_the_results_table_is_readable_at_1280_px(page, site, tmp_path):
     assert headers[-1] == "files" and "command" in headers, headers
     wrap = page.locator(".md-typeset__scrollwrap").first
     wrap.scroll_into_view_if_needed()
-    page.screenshot(path=tmp_path / "results_table.png")
     assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth"), "the table scrolls sideways"
     box = wrap.bounding_box()
     cells = page.evaluate(CELLS_JS)

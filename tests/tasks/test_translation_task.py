@@ -342,8 +342,6 @@ def test_run_folder_translate_and_evaluate_commands(marian_run, tmp_path, capsys
     again = get_task("translation").evaluate_folder(marian_run, recipe, ["test"])["test"]
     for name in ("bleu", "chrf", "exact_match", "token_accuracy", "loss"):
         assert again[name] == pytest.approx(test[name], rel=1e-6), name
-    assert main(["evaluate", str(marian_run), "--split", "test"]) == 0
-    assert "bleu" in capsys.readouterr().out
 
 
 @pytest.mark.slow

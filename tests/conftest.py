@@ -64,6 +64,16 @@ def char_rnn_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def reber_attention_run(tmp_path_factory) -> Path:
+    """A finished run of the Reber classifier with attention pooling, trained once for the
+    whole session like :func:`char_rnn_run` (do not modify it: copy it first)."""
+    from tests.helpers.shared_runs import shared_run
+    from tests.helpers.tiny_runs import build_reber_attention_run
+
+    return shared_run(tmp_path_factory, "reber_attention_tiny", build_reber_attention_run)
+
+
+@pytest.fixture(scope="session")
 def fresh_python(tmp_path_factory) -> Path:
     """The python of a virtual environment that has torch, transformers and gradio but where
     ``import hfattn`` fails."""

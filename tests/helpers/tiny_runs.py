@@ -164,14 +164,24 @@ def build_vaswani_translation_run(out: Path, *, steps: int = 200, seed: int = 0)
     )
 
 
-def build_classification_run(tmp: Path, recipe: str, *overrides: str) -> Path:
+def build_classification_run(
+    tmp: Path, recipe: str, *overrides: str, out: Path | None = None
+) -> Path:
     """Run ``hfattn train recipes/<recipe> --set ...`` (:data:`TINY_CLASSIFICATION_TRAINING`,
-    then ``overrides``) into ``tmp/run``; returns the run."""
+    then ``overrides``) into ``out`` (by default ``tmp/run``); returns the run."""
     from hfattn.cli import main as cli_main
 
-    out = Path(tmp) / "run"
+    out = Path(out) if out is not None else Path(tmp) / "run"
     args = [*TINY_CLASSIFICATION_TRAINING, *overrides, f"output_dir={out}"]
     command = ["train", str(RECIPES / recipe), *(x for a in args for x in ("--set", a))]
     if cli_main(command) != 0:
         raise RuntimeError(f"hfattn {' '.join(command)} failed")
     return out
+
+
+def build_reber_attention_run(out: Path) -> Path:
+    """The Reber grammar classifier with attention pooling (remote code on the Hub), trained
+    by :func:`build_classification_run` into ``out``."""
+    return build_classification_run(
+        Path(out).parent, "rnn_classifier_reber.yaml", "model.pooling=attention", out=out
+    )

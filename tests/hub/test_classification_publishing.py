@@ -87,12 +87,10 @@ def lora_run(tiny_base, tmp_path_factory) -> Path:
     )
 
 
-@pytest.fixture(scope="module")
-def rnn_run(tmp_path_factory) -> Path:
+@pytest.fixture
+def rnn_run(reber_attention_run) -> Path:
     """``rnn_classifier_reber.yaml`` with attention pooling (remote code on the Hub)."""
-    return build_classification_run(
-        tmp_path_factory.mktemp("rnn"), "rnn_classifier_reber.yaml", "model.pooling=attention"
-    )
+    return reber_attention_run
 
 
 def load_classifier(folder: Path, base: Path | None = None):

@@ -39,17 +39,15 @@ TIMEOUTS = {"request_timeout_s": 300, "deadline_s": 400}
 
 
 @pytest.fixture(scope="module")
-def runs(char_rnn_run, tmp_path_factory) -> dict[str, Path]:
+def runs(char_rnn_run, reber_attention_run, tmp_path_factory) -> dict[str, Path]:
     """A tiny trained run folder per Space app."""
-    from tests.helpers.tiny_runs import build_classification_run, build_translation_run
+    from tests.helpers.tiny_runs import build_translation_run
 
     tmp = tmp_path_factory.mktemp("load_runs")
     return {
         "text_generation": char_rnn_run,
         "translation": build_translation_run(tmp / "translation"),
-        "classification": build_classification_run(
-            tmp / "classification", "rnn_classifier_reber.yaml", "model.pooling=attention"
-        ),
+        "classification": reber_attention_run,
     }
 
 

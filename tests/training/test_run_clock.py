@@ -125,7 +125,7 @@ def test_a_run_planned_by_the_clock_alone_anneals_with_the_clock_not_the_steps()
 def test_a_clock_planned_run_trains_to_the_clock_and_ends_annealed(tmp_path):
     """``epochs: null`` and no ``max_steps``: neither the steps nor the passes over the 1,200
     pairs end the run; its last step is the first past the clock, at learning rate 0."""
-    budget_minutes = 0.1
+    budget_minutes = 0.05
     run = build_translation_run(tmp_path / "run", steps=10,
                                 training={"max_steps": None, "epochs": None,
                                           "max_minutes": budget_minutes, "schedule": "linear",

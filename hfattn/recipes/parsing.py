@@ -345,7 +345,7 @@ def _outline(configs: _Given) -> RecipeOutline:
     """:func:`recipe_outline` of the recipe as :func:`_given_configs` read it."""
     path, task, merged = configs.path, configs.task, configs.merged
     try:
-        given = OmegaConf.to_container(OmegaConf.merge(configs.raw, configs.dotlist), resolve=True)
+        given = OmegaConf.to_container(configs.given, resolve=True)
         base = {key: given[key] for key in ("name", "output_dir", "hub") if key in given}
         recipe = OmegaConf.to_object(OmegaConf.merge(_schema(RecipeBase), {**base, "task": task}))
     except OmegaConfBaseException as err:
@@ -387,11 +387,11 @@ class _Given:
     path: Path
     task: str
     cls: type[RecipeBase]
-    raw: Any
-    dotlist: Any
+    given: Any
+    """The file with its ``--set`` overrides merged in, as given (no defaults)."""
     merged: Any
-    """``raw`` and ``dotlist`` merged onto the recipe class: types checked, defaults filled,
-    no section's ``__post_init__`` run yet."""
+    """``given`` merged onto the recipe class: types checked, defaults filled, no section's
+    ``__post_init__`` run yet."""
 
 
 def _given_configs(path: Path, overrides) -> _Given:
@@ -418,13 +418,13 @@ def _given_configs(path: Path, overrides) -> _Given:
     except OmegaConfBaseException as err:
         raise field_error(err, path) from None
     try:
-        merged = OmegaConf.merge(_schema(cls), raw, dotlist)
-        given_model = OmegaConf.merge(raw, dotlist).get("model")
-        if OmegaConf.is_dict(given_model) and "pretrained" in given_model:
-            merged.model = given_model  # not merged into the task's default ``type``
+        given = OmegaConf.merge(raw, dotlist)
+        merged = OmegaConf.merge(_schema(cls), given)
+        if OmegaConf.is_dict(given.get("model")) and "pretrained" in given.model:
+            merged.model = given.model  # not merged into the task's default ``type``
     except OmegaConfBaseException as err:
         raise field_error(err, path, cls) from None
-    return _Given(path, task, cls, raw, dotlist, merged)
+    return _Given(path, task, cls, given, merged)
 
 
 __all__ = [

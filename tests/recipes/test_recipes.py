@@ -205,8 +205,8 @@ def test_unreachable_hub_is_a_quick_model_pretrained_error(monkeypatch, hub):
     import hfattn.tasks.pretrained as pretrained
     from hfattn.tasks.pretrained import resolve_pretrained
 
-    # the probe's timeout, shortened: the silent Hub is waited for once, for that long
-    monkeypatch.setattr(pretrained, "HUB_PROBE_TIMEOUT_S", 0.5)
+    timeout = 0.5  # the probe's timeout, shortened: the silent Hub is waited for once, so long
+    monkeypatch.setattr(pretrained, "HUB_PROBE_TIMEOUT_S", timeout)
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     if hub == "silent":
@@ -237,4 +237,4 @@ def test_unreachable_hub_is_a_quick_model_pretrained_error(monkeypatch, hub):
         server.close()
     assert connects(attempts) == [address]  # one request, no retries
     if hub == "silent":
-        assert elapsed >= 0.5 * 0.9  # it did wait for the answer, once
+        assert elapsed >= timeout * 0.9  # it did wait for the answer, once

@@ -1,6 +1,6 @@
 """``benchmarks/bench_data_scale.py``: the corpora it makes, the watch of a command's process
 tree, the figures it reads from a run's files and log, its targets, and one ``--quick`` run of a
-text case and a pairs case read back by the docs' generator."""
+text case read back by the docs' generator."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from benchmarks import bench_data_scale as bench
 from benchmarks.lib import scale_corpora
 from benchmarks.lib.process_tree import Watch, Watched, is_running, run_watched
 from docs.hooks import results_tables
+from hfattn.data.prepared import MANIFEST_FILE, ROOT_VARIABLE
 
 MB = 1_000_000
 
@@ -370,17 +371,12 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
 # ---------------------------------------------------------------------------- one quick run
 
 
-PREPARE_CASE = "vaswani-prepare/1.45M"
-
-
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    """One ``--quick`` run of a text case (3 steps) and, with the Bible, a pairs case of
-    ``hfattn prepare`` (watched to its exit)."""
+    """One ``--quick`` run of a text case (3 steps): ``hfattn train`` twice, watched."""
     work = tmp_path_factory.mktemp("data-scale")
-    cases = ["char-rnn/100MB"] + ([] if bible_missing() else [PREPARE_CASE])
     out, report = work / "out.json", work / "report.json"
-    argv = ["--quick", "--cases", *cases, "--steps", "3", "--work", str(work / "work"),
+    argv = ["--quick", "--cases", "char-rnn/100MB", "--steps", "3", "--work", str(work / "work"),
             "--out", str(out), "--json", str(report)]  # fmt: skip
     assert bench.main(argv) == 0
     return json.loads(out.read_text()), json.loads(report.read_text()), work
@@ -395,11 +391,8 @@ def test_a_quick_run_records_both_runs_of_each_case(quick):
     assert text["corpus"]["bytes"] <= 300_000 and text["corpus"]["made"]
     assert text["corpus"]["made_of"] == "the Shakespeare training plays repeated"
     assert 0 < text["corpus"]["key_ms"] < 1000  # a sample of its bytes, timed
-    if PREPARE_CASE in data["cases"]:
-        pairs = data["cases"][PREPARE_CASE]["corpus"]
-        assert pairs["pairs"] == 3000 and pairs["made_of"] == "the Bible's training books repeated"
-    else:
-        assert PREPARE_CASE not in data["not_run"]  # it was not asked for
+    assert list(data["cases"]) == ["char-rnn/100MB"]
+    assert "vaswani-prepare/1.45M" not in data["not_run"]  # it was not asked for
     for record in data["cases"].values():
         assert record["load_average"].count(",") == 2
     assert "--set training.log_every=1" in text["command"]
@@ -446,14 +439,43 @@ def test_the_docs_render_what_the_benchmark_writes_and_refuse_a_quick_file(quick
     assert "| `char_rnn_shakespeare` |" in block and "luong" not in block
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(bible_missing() is not None, reason="the Bible is not installed")
-def test_a_prepare_case_runs_hfattn_prepare_to_its_exit_then_reuses(quick):
-    record = quick[0]["cases"][PREPARE_CASE]
-    assert record["command"].startswith("hfattn prepare recipes/vaswani_bible_en_es_base.yaml")
+def test_a_prepare_case_runs_hfattn_prepare_to_its_exit_then_reuses(tmp_path, monkeypatch):
+    """A ``prepare`` case watches ``hfattn prepare`` to its exit, twice, under a cache of its
+    own: the first run's new folder (its manifest's seconds) and the second's ``reusing`` line
+    are read as the real commands write them (the text case's real run reads the same lines)."""
+    commands = []
+
+    def prepare(command, *, env, log_path, until, **options):
+        commands.append(command)
+        cache, folder = Path(env[ROOT_VARIABLE]), "translation-0123abcd"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        if len(commands) == 1:
+            (cache / folder).mkdir()
+            manifest = {"seconds": 12.5, "prepared_by": "host 7"}
+            (cache / folder / MANIFEST_FILE).write_text(json.dumps(manifest))
+            log_path.write_text(f"INFO hfattn.data.prepared: preparing 3,000 pairs into {folder}\n")
+        else:
+            log_path.write_text(f"INFO hfattn.data.prepared: reusing prepared data {folder} "
+                                "(3,000 pairs, prepared by host 7)\n")  # fmt: skip
+        assert until(Watch(time.monotonic())) is False  # watched to its exit
+        return Watched(status="exited", returncode=0, seconds=14.0 if len(commands) == 1 else 2.0,
+                       peak_rss=900_000_000, peak_rss_per_process={"command": 900_000_000},
+                       marks={})  # fmt: skip
+
+    monkeypatch.setattr(bench, "run_watched", prepare)
+    settings = bench.Settings(steps=None, steady_from=2, poll_s=0.1, timeout_s=60.0,
+                              rss_limit_gb=12.0, quick_steps=3)  # fmt: skip
+    record = bench.run_case(bench.CASES["vaswani-prepare/1.45M"], {"source": "/pairs"}, settings,
+                            tmp_path)  # fmt: skip
+    assert commands[0][1:4] == ["-m", "hfattn", "prepare"] and commands[0] == commands[1]
+    assert record["command"] == (
+        "hfattn prepare recipes/vaswani_bible_en_es_base.yaml --set data.source=/pairs"
+    )
     first, second = record["first_run"], record["cached_run"]
     assert first["status"] == second["status"] == "exited"
     assert first["preparation"] == "prepared" and second["preparation"] == "reused"
-    assert first["seconds_to_prepared"] >= first["preparation_seconds"] > 0
-    assert second["seconds_to_prepared"] > 0 and first["seconds_to_first_step"] is None
-    assert [t["met"] for t in record["targets"]] == [True, True, True]  # tiny corpus
+    assert first["seconds_to_prepared"] == 14.0 and first["preparation_seconds"] == 12.5
+    assert second["seconds_to_prepared"] == 2.0 and second["reused_prepared_by"] == ["host 7"]
+    assert first["seconds_to_first_step"] is None and first["steps_seen"] == 0
+    targets = bench.targets_of("vaswani-prepare/1.45M", {"vaswani-prepare/1.45M": record})
+    assert [t["met"] for t in targets] == [True, True, True]

@@ -91,21 +91,42 @@ def test_two_cpu_processes_match_one_process_and_log_as_one(tmp_path, caplog):
     assert LAUNCH_WARNING not in double_err
 
 
+PRINT_ENVIRONMENT = "import json, os; print(json.dumps(dict(os.environ)))"
+
+
 @pytest.mark.slow
-def test_accelerate_launch_of_two_processes_on_a_cpu_warns_once(tmp_path):
-    recipe = _recipe(tmp_path)
+def test_accelerate_launch_of_two_processes_on_a_cpu_warns_once(tmp_path, monkeypatch, caplog):
+    """``accelerate launch --num_processes 2`` on a CPU starts one process (a script that prints
+    its environment, so only the launcher runs for real), quietly (its options as the docs give
+    them); ``hfattn train`` in that environment warns once, naming the command that starts N
+    CPU processes, and trains in one process."""
+    script = tmp_path / "environment.py"
+    script.write_text(PRINT_ENVIRONMENT)
     accelerate = str(Path(sys.executable).parent / "accelerate")
     command = [accelerate, "launch", "--num_processes", "2", *ACCELERATE_LAUNCH_OPTIONS.split(),
-               "-m", "hfattn", "train", str(recipe), "--set", "training.max_steps=4"]  # fmt: skip
+               str(script)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_ADDR")}
-    err = _run(command, env)
-    assert ACCELERATE_DEFAULTS_WARNING not in err  # the launcher's six lines
-    warnings = [line for line in err.splitlines() if LAUNCH_WARNING in line]
-    assert len(warnings) == 1, err[-3000:]
-    assert warnings[0].startswith("WARNING ")
+    import subprocess
+
+    launched = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    assert ACCELERATE_DEFAULTS_WARNING not in launched.stderr  # the launcher's six lines
+    environ = json.loads(launched.stdout.strip().splitlines()[-1])
+    assert int(environ.get("WORLD_SIZE", "1")) == 1  # one process, not the two asked for
+
+    recipe = _recipe(tmp_path)
+    argv = ["train", str(recipe), "--set", "training.max_steps=4"]
+    for name, value in environ.items():
+        if name.startswith("ACCELERATE_") or name in ("MASTER_ADDR", "MASTER_PORT"):
+            monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "argv", ["hfattn", *argv])
+    with caplog.at_level(logging.WARNING, logger="hfattn"):
+        assert main(argv) == 0
+    warnings = [r for r in caplog.records if LAUNCH_WARNING in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING, caplog.text[-3000:]
     assert (
         "`ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node N -m hfattn train "
-        f"{recipe} --set training.max_steps=4`" in warnings[0]
+        f"{recipe} --set training.max_steps=4`" in warnings[0].getMessage()
     )
     results = json.loads((tmp_path / "run" / "eval_results.json").read_text())
     assert results["training"]["num_processes"] == 1

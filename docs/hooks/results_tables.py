@@ -265,7 +265,7 @@ LUONG = "bahdanau_bible_en_es_epyc_bf16_30min"
 """The Luong recipe as a user runs it: ``hfattn train`` (its final scores: beam 4, the saved
 generation settings, as ``hfattn evaluate`` prints them)."""
 VASWANI = "vaswani_bible_en_es_epyc_bf16_30min"
-"""The 2+2 Vaswani recipe as a user runs it: ``hfattn train`` (its final scores, as
+"""The 2+2 pre-LN Vaswani recipe as a user runs it: ``hfattn train`` (its final scores, as
 ``hfattn evaluate`` prints them)."""
 ROWS: tuple[Row, ...] = (
     Row(
@@ -296,7 +296,7 @@ ROWS: tuple[Row, ...] = (
         _bible_scores(LUONG),
     ),
     _translation_row(
-        "Vaswani 2+2",
+        "Vaswani 2+2, pre-LN",
         "vaswani_bible_en_es",
         30,
         VASWANI,

@@ -30,11 +30,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(command, env=None):
+    """``command`` run to its exit (it must succeed): its completed process."""
     import subprocess
 
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stderr
+    return proc
 
 
 def _train_records(run_dir: Path) -> list[dict]:
@@ -66,7 +67,7 @@ def test_two_cpu_processes_match_one_process_and_log_as_one(tmp_path, caplog):
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone",
                 "--nproc_per_node", "2", "-m", "hfattn", "train", str(two)]  # fmt: skip
-    double_err = _run(torchrun, env)
+    double_err = _run(torchrun, env).stderr
     results = json.loads((tmp_path / "two" / "run" / "eval_results.json").read_text())
     assert results["training"]["num_processes"] == 2
     # each process trained 4 of the 8 streams; averaged gradients give the same model
@@ -106,10 +107,7 @@ def test_accelerate_launch_of_two_processes_on_a_cpu_warns_once(tmp_path, monkey
     command = [accelerate, "launch", "--num_processes", "2", *ACCELERATE_LAUNCH_OPTIONS.split(),
                str(script)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_ADDR")}
-    import subprocess
-
-    launched = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    assert launched.returncode == 0, launched.stderr[-3000:]
+    launched = _run(command, env)
     assert ACCELERATE_DEFAULTS_WARNING not in launched.stderr  # the launcher's six lines
     environ = json.loads(launched.stdout.strip().splitlines()[-1])
     assert int(environ.get("WORLD_SIZE", "1")) == 1  # one process, not the two asked for

@@ -296,7 +296,7 @@ ROWS: tuple[Row, ...] = (
         _bible_scores(LUONG),
     ),
     _translation_row(
-        "Vaswani 2+2, pre-LN, unigram tokenizer",
+        "Vaswani 2+2, pre-LN, unigram tokenizer, no dropout",
         "vaswani_bible_en_es",
         30,
         VASWANI,

@@ -106,34 +106,28 @@ def test_import_hfattn_imports_neither_torch_nor_transformers():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "first_import",
-    [
-        "import hfattn.models",  # the registration's own place
-        # transformers first changes nothing; module __getattr__ imports hfattn.models
-        "import transformers; from hfattn import CharRNNConfig",
-    ],
-)
-def test_importing_the_models_registers_every_model_type(first_import, tmp_path):
-    """After ``import hfattn.models`` (or a model class from ``hfattn``), the Auto classes know
-    every hfattn model type, a saved folder round-trips through them, and ``save_pretrained``
-    writes ``auto_map`` (register_for_auto_class)."""
+def test_importing_the_models_registers_every_model_type(tmp_path):
+    """After a model class is imported from ``hfattn`` (its module ``__getattr__`` imports
+    ``hfattn.models``, where the registration lives; transformers imported first changes
+    nothing), the Auto classes know every hfattn model type, a saved folder round-trips through
+    them, and ``save_pretrained`` writes ``auto_map`` (register_for_auto_class). One fresh
+    interpreter: ``import hfattn.models`` alone runs the same registration."""
     out = python(
-        f"""
+        """
         import json, sys
-        {first_import}
+        import transformers; from hfattn import CharRNNConfig
         from transformers import (
             AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, CONFIG_MAPPING,
         )
         from hfattn.models import AUTO_CLASSES
-        report = {{
+        report = {
             "char-rnn": type(AutoConfig.for_model("char-rnn", hidden_size=8)).__name__,
             "bahdanau": type(AutoConfig.for_model("bahdanau")).__name__,
             "registered": sorted(
                 cfg.__name__ for cfg, _, _ in AUTO_CLASSES
                 if CONFIG_MAPPING[cfg.model_type] is cfg
             ),
-        }}
+        }
         from hfattn import BahdanauConfig, CharRNNConfig, CharRNNForCausalLM
         config = BahdanauConfig(
             vocab_size=20, embedding_dim=8, encoder_hidden_size=8, decoder_layers=1

@@ -421,3 +421,18 @@ def test_the_validation_of_the_last_step_is_reported_and_never_pruned():
     reporter = TrialReporter(trial, "loss", last_step=600)
     reporter.on_evaluate(earlier, {"loss": 0.7})
     assert trial.reported == [(450, 0.7)] and earlier.stop.reason == PRUNED and reporter.pruned
+
+
+@pytest.mark.parametrize("space", sorted((ROOT / "recipes" / "sweeps").glob("*.yaml")), ids=str)
+def test_each_shipped_space_fits_its_recipe_as_its_header_runs_it(space):
+    """The command at the head of a shipped space (its indented ``#   hfattn sweep`` lines:
+    the recipe, the ``--set`` items) passes every check a sweep makes before it loads
+    anything: every value of every field."""
+    from hfattn.recipes.search_space import load_search_space
+
+    lines = space.read_text().splitlines()
+    recipe = ROOT / lines[0].split("A search space for ", 1)[1].split()[0]
+    command = " ".join(line[1:] for line in lines if line.startswith("#   ")).split()
+    assert command[:2] == ["hfattn", "sweep"] and recipe.is_file(), lines[:4]
+    sets = [command[i + 1] for i, word in enumerate(command) if word == "--set"]
+    assert load_search_space(space, recipe, sets)

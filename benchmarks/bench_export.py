@@ -7,7 +7,7 @@ against hfattn's own ``generate``, and against CTranslate2's own conversion of a
 
 The model has the Bible recipe's layers (``recipes/vaswani_bible_en_es.yaml``: 2+2 post-LN
 layers, d 256, 4 heads, FFN 1024, sinusoidal positions) and a vocabulary of 8,000 shared by
-source, target and output layer, random weights. The Marian model is ``bench_vaswani.make_models``'
+source, target and output layer, random weights. The Marian model is ``vaswani_marian.make_models``'
 ``MarianMTModel`` configured to the same network and holding a copy of the same weights,
 converted with ``ctranslate2.converters.TransformersConverter`` (CTranslate2's own Marian
 loader), in fp32 and int8 like hfattn's export. Everything runs in one process, with the same
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_vaswani import PAD, Size, generation_config, make_batch, make_models
 from benchmarks.lib.benchlib import BenchReport, add_json_argument, load_average
+from benchmarks.lib.vaswani_marian import PAD, Size, generation_config, make_batch, make_models
 from hfattn.export import DecodingSettings, export_ctranslate2, require_ctranslate2
 
 BIBLE = Size("bible", layers=2, d_model=256, heads=4, ffn=1024, batch=32)

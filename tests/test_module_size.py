@@ -1,6 +1,9 @@
-"""Every module of hfattn holds one job in at most 500 lines; a module that grows past them is
+"""Every module holds one job in at most 500 lines (issue 72): those of hfattn, of the
+benchmarks, of the docs' build hooks and of the Space apps. A module that grows past them is
 split by job (``inputs.py`` and ``model_loading.py``; ``scores.py``, ``score_base.py``,
-``kernel_scores.py`` and ``distance_scores.py``).
+``kernel_scores.py`` and ``distance_scores.py``; ``bench_vaswani.py`` and the
+``benchmarks/lib/vaswani_*.py`` it runs; the translation Space's ``app.py`` and its
+``translation_engine.py``).
 
 The modeling files (``hfattn/models/modeling_*.py``) are the exception: by the convention of
 ``transformers``, one file holds a whole architecture, so that a reader (and
@@ -10,7 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "hfattn"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "hfattn"
+OUTSIDE_THE_PACKAGE = (ROOT / "benchmarks", ROOT / "docs" / "hooks", ROOT / "spaces")
+"""The folders of Python beside the package that the limit holds for too (the tests are not
+held to it)."""
 MAX_LINES = 500
 
 
@@ -19,15 +26,34 @@ def is_exempt(module: Path) -> bool:
     return module.parent == PACKAGE / "models" and module.name.startswith("modeling_")
 
 
-def test_every_module_but_the_modeling_files_has_at_most_500_lines():
-    modules = sorted(PACKAGE.rglob("*.py"))
-    assert len(modules) > 100 and any(map(is_exempt, modules))
+def python_files(folder: Path) -> list[Path]:
+    """The ``.py`` files under ``folder``, sorted."""
+    return sorted(path for path in folder.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def too_long(modules: list[Path]) -> dict[str, int]:
+    """``{path from the repository root: lines}`` of the modules of ``modules`` (the exempt
+    ones left out) that have more than :data:`MAX_LINES` lines."""
     lengths = {
-        module.relative_to(PACKAGE.parent).as_posix(): len(module.read_bytes().splitlines())
+        module.relative_to(ROOT).as_posix(): len(module.read_bytes().splitlines())
         for module in modules
         if not is_exempt(module)
     }
-    assert {name: lines for name, lines in lengths.items() if lines > MAX_LINES} == {}
+    return {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
+
+
+def test_every_module_but_the_modeling_files_has_at_most_500_lines():
+    modules = python_files(PACKAGE)
+    assert len(modules) > 100 and any(map(is_exempt, modules))
+    assert too_long(modules) == {}
+
+
+def test_every_module_of_the_benchmarks_docs_hooks_and_spaces_has_at_most_500_lines():
+    found = {folder: python_files(folder) for folder in OUTSIDE_THE_PACKAGE}
+    assert all(found.values())
+    modules = [module for folder_modules in found.values() for module in folder_modules]
+    assert not any(map(is_exempt, modules))
+    assert too_long(modules) == {}
 
 
 def test_only_the_modeling_files_are_exempt():
@@ -35,3 +61,5 @@ def test_only_the_modeling_files_are_exempt():
     assert is_exempt(models / "modeling_vaswani.py")
     assert not is_exempt(models / "scores.py")
     assert not is_exempt(PACKAGE / "commands" / "modeling_x.py")
+    assert not is_exempt(ROOT / "benchmarks" / "modeling_x.py")
+    assert not is_exempt(ROOT / "spaces" / "translation" / "modeling_x.py")

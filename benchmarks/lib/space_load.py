@@ -1,16 +1,13 @@
-"""Load and memory measurements of a Space app served in-process (used by
-``tests/spaces/test_space_load.py`` and ``benchmarks/bench_space_load.py``).
+"""Load on a Space app (used by ``tests/spaces/test_space_load.py`` and
+``benchmarks/bench_space_load.py``; what each app is sent: ``benchmarks/lib/space_scenarios.py``;
+its memory over repeated requests: ``benchmarks/lib/space_memory.py``).
 
 - :func:`run_clients`: N ``gradio_client.Client`` threads against a loopback URL, one request
   each, all released at once so that the Space's queue really holds them; every request has a
   timeout and the whole run a deadline. Returns the counts of answered and failed requests and
   the latency percentiles (from submit to the final answer).
-- :func:`memory_growth`: the resident memory (RSS) of this process after ``first`` and after
-  ``total`` sequential calls, each read after ``gc.collect()`` and ``malloc_trim(0)`` (freed
-  heap given back to the OS, so that only memory still held counts; what was alive before the
-  first reading is frozen out of these collections, ``gc.freeze``).
-- :data:`SCENARIOS`: what the load sends to each of the three apps, and how an answer under
-  load is checked: it must equal the app's answer to the same input with no load.
+- :func:`load_scenario`: a scenario's reference answers with no load, then its load checked
+  against them.
 - :func:`serve_space` and :func:`run_http_clients`: a staged Space run as its own process
   (``python app.py``, as a Space runs it) and N concurrent requests on Gradio's REST API
   from one asyncio loop, so that the load measures the server and not the clients.
@@ -19,12 +16,7 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import ctypes
-import ctypes.util
-import gc
-import inspect
 import json
 import sys
 import threading
@@ -39,91 +31,11 @@ from typing import Any
 import numpy as np
 import psutil
 
+from benchmarks.lib.space_scenarios import Scenario
+
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MAX_CLIENTS = 200
 """The most client threads :func:`run_clients` starts."""
-
-
-# ---------------------------------------------------------------------------- scenarios
-def _text_summary(args: tuple, answer: Any) -> Hashable:
-    """A text-generation answer: the prompt and a continuation."""
-    prompt = args[0]
-    if not isinstance(answer, str) or not answer.startswith(prompt) or answer == prompt:
-        raise ValueError(f"expected {prompt!r} and a continuation, got {answer!r}")
-    return answer
-
-
-def _translation_summary(args: tuple, answer: Any) -> Hashable:
-    """A translation answer: one non-empty line per source line and the heatmap."""
-    text, plot = answer
-    lines = text.split("\n")
-    if len(lines) != len(args[0].split("\n")) or not all(lines):
-        raise ValueError(f"expected one translation per line of {args[0]!r}, got {text!r}")
-    if not plot or plot.get("type") != "altair":
-        raise ValueError(f"expected the attention heatmap, got {str(plot)[:80]!r}")
-    return text
-
-
-def _classification_summary(args: tuple, answer: Any) -> Hashable:
-    """A classification answer: label probabilities summing to 1, the best one first, and the
-    token weights (attention pooling) when the model has them."""
-    scores, weights = answer
-    confidences = [(c["label"], c["confidence"]) for c in scores["confidences"]]
-    if abs(sum(p for _, p in confidences) - 1.0) > 1e-5 or scores["label"] != confidences[0][0]:
-        raise ValueError(f"expected probabilities summing to 1, best first, got {scores!r}")
-    tokens = tuple((w["token"], round(w["class_or_confidence"], 6)) for w in weights or ())
-    return scores["label"], tuple((label, round(p, 6)) for label, p in confidences), tokens
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """What the load sends to one Space app (``spaces/<app>/``): its endpoint, the distinct
-    inputs the clients cycle through, and ``summary(args, answer)``, the answer reduced to
-    what must not change under load (raises ``ValueError`` on a malformed answer)."""
-
-    app: str
-    api_name: str
-    inputs: tuple[tuple, ...]
-    summary: Callable[[tuple, Any], Hashable]
-
-    def requests(self, n: int) -> list[tuple]:
-        """``n`` requests cycling through :attr:`inputs`."""
-        return [self.inputs[i % len(self.inputs)] for i in range(n)]
-
-
-NEW_TOKENS = 8
-"""New tokens per request: the load measures the queue, not long generations."""
-SCENARIOS = {
-    "text_generation": Scenario(
-        "text_generation",
-        "/generate",
-        tuple(
-            (prompt, 0.0, 50, 0.95, NEW_TOKENS)  # greedy: the same prompt gives the same text
-            for prompt in ("ROMEO:", "JULIET:", "HAMLET:", "KING LEAR:", "First Citizen:")
-        ),
-        _text_summary,
-    ),
-    "translation": Scenario(
-        "translation",
-        "/translate",
-        tuple(
-            (date, 2, 16)
-            for date in ("April 22, 2019", "3 May 2001", "December 31, 1999", "June 5, 1987")
-        ),
-        _translation_summary,
-    ),
-    "classification": Scenario(
-        "classification",
-        "/classify",
-        tuple(
-            (text,)
-            for text in ("B T B T S X S E T E", "B P B P T V V E P E", "B T B T S X S E P E")
-        ),
-        _classification_summary,
-    ),
-}
-"""The three apps' load: short greedy generations, two-beam translations of dates, Reber
-strings for a recurrent classifier."""
 
 
 # ------------------------------------------------------------------------------- clients
@@ -449,95 +361,3 @@ def load_scenario(
 
     requests = scenario.requests(clients)
     return run_clients(url, scenario.api_name, requests, expected=expected, **kwargs), reference
-
-
-# -------------------------------------------------------------------------------- memory
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
-
-
-def rss_bytes() -> int:
-    """This process's resident memory after a full garbage collection, with the heap's free
-    pages given back to the OS (``malloc_trim(0)``, glibc) so that only memory in use counts."""
-    gc.collect()
-    if hasattr(_LIBC, "malloc_trim"):
-        _LIBC.malloc_trim(0)
-    return psutil.Process().memory_info().rss
-
-
-@dataclass
-class MemoryResult:
-    """RSS after ``first`` and after ``total`` sequential calls."""
-
-    first: int
-    total: int
-    rss_first: int
-    rss_total: int
-
-    @property
-    def growth(self) -> float:
-        """``rss_total / rss_first - 1``."""
-        return self.rss_total / self.rss_first - 1.0
-
-    @property
-    def bytes_per_call(self) -> float:
-        """The growth spread over the calls between the two readings."""
-        return (self.rss_total - self.rss_first) / (self.total - self.first)
-
-    def summary(self) -> dict:
-        """The figures as a JSON-ready dict (MiB, percent, KiB per call)."""
-        return {
-            "calls": [self.first, self.total],
-            "rss_mib": [round(self.rss_first / 2**20, 1), round(self.rss_total / 2**20, 1)],
-            "growth_percent": round(100 * self.growth, 2),
-            "kib_per_call": round(self.bytes_per_call / 1024, 2),
-        }
-
-
-def memory_growth(call: Callable[[int], Any], first: int = 100, total: int = 1000) -> MemoryResult:
-    """Call ``call(i)`` for i = 0 .. ``total``-1 in sequence and read :func:`rss_bytes` after
-    the first ``first`` calls (the warm-up: caches, allocator pools) and after all of them."""
-    if not 0 < first < total:
-        raise ValueError(f"need 0 < first < total, got first={first}, total={total}")
-    for i in range(first):
-        call(i)
-    # One full collection, then everything still alive is frozen out of the collector's
-    # reach: the two readings' collections walk only what the calls made since (the objects
-    # of torch, transformers and gradio cost ~0.5 s per full collection). A frozen object is
-    # still freed when its last reference goes; only a frozen cycle turned garbage waits for
-    # the unfreeze, so the second reading can come out higher, never hide growth.
-    gc.collect()
-    gc.freeze()
-    try:
-        rss_first = rss_bytes()
-        for i in range(first, total):
-            call(i)
-        rss_total = rss_bytes()
-    finally:
-        gc.unfreeze()
-    return MemoryResult(first, total, rss_first, rss_total)
-
-
-def handler(demo, api_name: str) -> Callable[..., Any]:
-    """The Python function behind the endpoint ``api_name`` of the Gradio app ``demo`` (what
-    its queue calls; no server, no (de)serialisation): ``handler(demo, "/generate")(*args)``
-    returns its final output (a streaming handler is run to its end)."""
-    name = api_name.lstrip("/")
-    matches = [f.fn for f in demo.fns.values() if f.api_name == name]
-    if len(matches) != 1:
-        raise ValueError(f"{api_name}: no such endpoint (or several) in this app")
-    fn = matches[0]
-    if not inspect.isgeneratorfunction(fn):
-        return fn
-
-    def run_to_end(*args):
-        outputs = collections.deque(fn(*args), maxlen=1)  # keep only the last one
-        return outputs[0] if outputs else None
-
-    return run_to_end
-
-
-def scenario_memory(demo, scenario: Scenario, first: int = 100, total: int = 1000) -> MemoryResult:
-    """:func:`memory_growth` of ``scenario``'s handler, called directly with its inputs in
-    turn."""
-    fn = handler(demo, scenario.api_name)
-    return memory_growth(lambda i: fn(*scenario.inputs[i % len(scenario.inputs)]), first, total)

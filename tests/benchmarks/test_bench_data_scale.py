@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from benchmarks import bench_data_scale as bench
-from benchmarks.lib import scale_corpora
+from benchmarks.lib import scale_cases, scale_corpora, scale_run, scale_targets
 from benchmarks.lib.process_tree import Watch, Watched, is_running, run_watched
-from docs.hooks import results_tables
+from docs.hooks import data_scale_block, results_pages
 from hfattn.data.prepared import MANIFEST_FILE, ROOT_VARIABLE
 
 MB = 1_000_000
@@ -145,7 +145,7 @@ def test_a_command_that_exits_is_seen_with_its_status_and_output(tmp_path):
 
 def test_the_metrics_tail_reads_whole_train_records_only(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    tail = bench.MetricsTail(path)
+    tail = scale_run.MetricsTail(path)
     assert tail.read() == []  # no file yet
     path.write_text('{"step": 1, "split": "train", "wall_s": 5.0}\n{"step": 2, "spl')
     assert [r["step"] for r in tail.read()] == [1]
@@ -156,9 +156,9 @@ def test_the_metrics_tail_reads_whole_train_records_only(tmp_path):
 
 def test_the_steady_speed_counts_from_its_first_step_to_the_last():
     rows = [{"step": s, "wall_s": 10.0 + 0.5 * s} for s in range(1, 101)]
-    assert bench.steady_steps_per_s(rows, 10) == pytest.approx(2.0)
-    assert bench.steady_steps_per_s(rows[:10], 10) is None  # no step after the 10th
-    assert bench.steady_steps_per_s([], 10) is None
+    assert scale_run.steady_steps_per_s(rows, 10) == pytest.approx(2.0)
+    assert scale_run.steady_steps_per_s(rows[:10], 10) is None  # no step after the 10th
+    assert scale_run.steady_steps_per_s([], 10) is None
 
 
 def manifest(cache: Path, name: str, seconds: float, by: str) -> None:
@@ -169,28 +169,28 @@ def manifest(cache: Path, name: str, seconds: float, by: str) -> None:
 def test_a_run_prepared_the_folders_that_appeared_in_its_cache(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
-    before = bench.prepared_folders(cache)
+    before = scale_run.prepared_folders(cache)
     manifest(cache, "translation-aa", 41.5, "host:12 (rank 0)")
     manifest(cache, "translation-bb", 2.0, "host:12 (rank 0)")
     (cache / ".translation-cc.x1.tmp").mkdir()  # a preparation under way: not complete
     lines = ["INFO hfattn.data.prepared: preparing the pairs of F into /c/translation-aa",
              "train: 3%", "INFO hfattn.data.prepared: prepared the pairs in 41.5 s: /c/t"]  # fmt: skip
-    found = bench.preparation_of(lines, before, bench.prepared_folders(cache))
+    found = scale_run.preparation_of(lines, before, scale_run.prepared_folders(cache))
     assert found["preparation"] == "prepared"
     assert found["preparation_seconds"] == pytest.approx(43.5)
     assert found["prepared_folders"] == ["translation-aa", "translation-bb"]
     assert found["prepared_by"] == ["host:12 (rank 0)"]
     assert found["preparing_lines"] == 1 and found["most_preparing_lines_for_one_folder"] == 1
 
-    after = bench.prepared_folders(cache)
+    after = scale_run.prepared_folders(cache)
     reuse = ["INFO hfattn.data.prepared: waiting for another process preparing X into /c/t",
              "INFO hfattn.data.prepared: reusing prepared data /c/translation-aa (81.0 MB; "
              "prepared by host:13 (rank 1))"]  # fmt: skip
-    found = bench.preparation_of(reuse, after, after)
+    found = scale_run.preparation_of(reuse, after, after)
     assert found["preparation"] == "reused" and found["preparation_seconds"] is None
     assert found["reused_prepared_by"] == ["host:13 (rank 1)"]
     assert found["waiting_lines"] == 1 and found["preparing_lines"] == 0
-    assert bench.preparation_of(["train: 1%"], after, after)["preparation"] == "not reported"
+    assert scale_run.preparation_of(["train: 1%"], after, after)["preparation"] == "not reported"
 
 
 # ---------------------------------------------------------------------------- targets
@@ -214,21 +214,21 @@ def test_the_targets_are_the_issues_and_read_other_cases():
         "char-rnn/4.4MB": case(run(7.0, 0.8), run(6.0, 0.8), steps_per_s=10.0),
         "char-rnn/100MB": case(run(61.0, 2.0), run(4.0, 1.0), steps_per_s=9.5),
     }
-    targets = {t["name"]: t for t in bench.targets_of("char-rnn/100MB", cases)}
+    targets = {t["name"]: t for t in scale_targets.targets_of("char-rnn/100MB", cases)}
     assert targets["first run: seconds to the first step"]["met"] is False  # 61 > 60
     assert targets["second run: seconds to the first step"]["met"] is True
     assert targets["peak RSS of the process tree (GB)"]["value"] == 2.0
     assert targets["steady steps/s over char-rnn/4.4MB's"]["value"] == pytest.approx(0.95)
     del cases["char-rnn/4.4MB"]  # the reference not measured: no figure, no verdict
-    ratio = bench.targets_of("char-rnn/100MB", cases)[-1]
+    ratio = scale_targets.targets_of("char-rnn/100MB", cases)[-1]
     assert ratio["value"] is None and ratio["met"] is None
-    assert bench.targets_of("char-rnn/4.4MB", {"char-rnn/4.4MB": {}}) == []
+    assert scale_targets.targets_of("char-rnn/4.4MB", {"char-rnn/4.4MB": {}}) == []
 
     pairs = {
         "luong/31k": case(run(8.0, 0.9), run(5.0, 0.9, training=0.7)),
         "luong/4.5M": case(run(200.0, 3.5), run(9.0, 2.1, training=1.9)),
     }
-    targets = {t["name"]: t for t in bench.targets_of("luong/4.5M", pairs)}
+    targets = {t["name"]: t for t in scale_targets.targets_of("luong/4.5M", pairs)}
     assert targets["second run: training RSS above luong/31k's (GB)"]["value"] == 1.2
     assert targets["second run: training RSS above luong/31k's (GB)"]["met"] is False
     assert targets["first run: preparation seconds"]["met"] is None  # not reported
@@ -236,7 +236,7 @@ def test_the_targets_are_the_issues_and_read_other_cases():
     ranks = {"command": 0.1, "rank 0": 2.5, "rank 1": 3.2}
     two = {"luong-2proc/1.45M": case(run(50.0, 5.8, peak_rss_per_process_gb=ranks),
                                      run(9.0, 4.0))}  # fmt: skip
-    got = {t["name"]: t for t in bench.targets_of("luong-2proc/1.45M", two)}
+    got = {t["name"]: t for t in scale_targets.targets_of("luong-2proc/1.45M", two)}
     assert got["first run: peak RSS of each process (GB)"]["value"] == 3.2
     assert got["first run: preparations of one prepared folder"]["met"] is True
 
@@ -253,10 +253,10 @@ def test_a_case_whose_first_run_makes_no_step_skips_the_second_and_misses_its_ta
         return Watched(status="over RSS limit", returncode=None, seconds=81.0,
                        peak_rss=12_400_000_000, peak_rss_per_process={"command": 12_400_000_000})  # fmt: skip
 
-    monkeypatch.setattr(bench, "run_watched", killed)
-    settings = bench.Settings(steps=None, steady_from=10, poll_s=0.1, timeout_s=60.0,
+    monkeypatch.setattr(scale_run, "run_watched", killed)
+    settings = scale_run.Settings(steps=None, steady_from=10, poll_s=0.1, timeout_s=60.0,
                               rss_limit_gb=12.0)  # fmt: skip
-    record = bench.run_case(bench.CASES["char-rnn/100MB"], {"source": "/big.txt"}, settings,
+    record = scale_run.run_case(scale_cases.CASES["char-rnn/100MB"], {"source": "/big.txt"}, settings,
                             tmp_path)  # fmt: skip
     assert len(calls) == 1 and "data.source=/big.txt" in calls[0]
     first, cached = record["first_run"], record["cached_run"]
@@ -267,31 +267,31 @@ def test_a_case_whose_first_run_makes_no_step_skips_the_second_and_misses_its_ta
     ]
     assert cached["status"] == "not run" and cached["seconds_to_first_step"] is None
     assert record["peak_rss_gb"] == 12.4 and record["steps_per_s"] is None
-    targets = bench.targets_of("char-rnn/100MB", {"char-rnn/100MB": record})
+    targets = scale_targets.targets_of("char-rnn/100MB", {"char-rnn/100MB": record})
     assert [t["met"] for t in targets] == [False] * 4
     assert targets[2]["value"] == 12.4  # the peak it reached before it was stopped
 
 
 def test_every_case_has_a_corpus_and_a_recipe_in_both_modes():
-    root = Path(bench.ROOT)
-    for name, one in bench.CASES.items():
+    root = Path(scale_cases.ROOT)
+    for name, one in scale_cases.CASES.items():
         assert (root / "recipes" / f"{one.recipe}.yaml").is_file(), name
-        assert one.corpus in bench.CORPORA and one.corpus in bench.QUICK_CORPORA, name
-    assert set(bench.TARGETS) <= set(bench.CASES)
-    sizes = {label: c.repeats for label, c in bench.CORPORA.items() if c.repeats}
+        assert one.corpus in scale_cases.CORPORA and one.corpus in scale_cases.QUICK_CORPORA, name
+    assert set(scale_targets.TARGETS) <= set(scale_cases.CASES)
+    sizes = {label: c.repeats for label, c in scale_cases.CORPORA.items() if c.repeats}
     assert {k: 29_004 * v for k, v in sizes.items()} == {
         "31k": 29_004, "290k": 290_040, "1.45M": 1_450_200, "4.5M": 4_495_620}  # fmt: skip
 
 
 def test_the_two_process_command_is_the_documented_one(tmp_path):
-    argv, typed = bench.train_command(bench.CASES["luong-2proc/1.45M"], "/d", tmp_path)
+    argv, typed = scale_run.train_command(scale_cases.CASES["luong-2proc/1.45M"], "/d", tmp_path)
     assert typed.startswith(
         "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node 2 -m hfattn train "
         "recipes/bahdanau_bible_en_es.yaml --set data.source=/d"
     )
     assert argv[1:7] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                          "-m"]  # fmt: skip
-    _, alone = bench.train_command(bench.CASES["luong/31k"], "/d", tmp_path)
+    _, alone = scale_run.train_command(scale_cases.CASES["luong/31k"], "/d", tmp_path)
     assert alone.endswith("--set training.log_every=1 --overwrite")
 
 
@@ -325,10 +325,10 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
                        peak_rss_per_process={"command": 2_000_000_000},
                        marks={"first step": 9.5})  # fmt: skip
 
-    monkeypatch.setattr(bench, "run_watched", trained)
-    settings = bench.Settings(steps=None, steady_from=10, poll_s=0.1, timeout_s=60.0,
+    monkeypatch.setattr(scale_run, "run_watched", trained)
+    settings = scale_run.Settings(steps=None, steady_from=10, poll_s=0.1, timeout_s=60.0,
                               rss_limit_gb=12.0, quick_steps=4)  # fmt: skip
-    record = bench.run_case(bench.CASES["chollet-model/1M"], {"source": "/pairs.jsonl"}, settings,
+    record = scale_run.run_case(scale_cases.CASES["chollet-model/1M"], {"source": "/pairs.jsonl"}, settings,
                             tmp_path)  # fmt: skip
     assert len(commands) == 2 and "training.max_steps=100" in commands[0]  # not --quick's 4
     assert record["command"].endswith("--set training.max_steps=100 --overwrite")
@@ -339,7 +339,7 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
                                "test": {"num_examples": 500, "sampled_from": 3000}}  # fmt: skip
     assert first["evaluation_lines"] == {"evaluating": ["validation", "test"], "bar_updates": 1}
     assert first["split_sizes"] == "train 994,000 pairs, validation 3,000, test 3,000"
-    targets = {t["name"]: t["met"] for t in bench.targets_of("chollet-model/1M",
+    targets = {t["name"]: t["met"] for t in scale_targets.targets_of("chollet-model/1M",
                                                               {"chollet-model/1M": record})}  # fmt: skip
     assert targets == {"first run: final evaluation seconds": False,  # 130 s > 2 minutes
                        "second run: final evaluation seconds": True,
@@ -349,12 +349,12 @@ def test_a_model_case_trains_to_the_saved_model_and_reads_its_final_evaluation(
     data = {"quick": False, "provenance": {"date": "2026-11-28T00:00:00", "machine": {
                 "cpu": "AMD EPYC", "cores": 2, "isa": "AVX-512 BF16", "gpu": None}},
             "settings": {"poll_s": 0.1, "steady_from": 10},
-            "cases": {"chollet-model/1M": {**record, "targets": bench.targets_of(
+            "cases": {"chollet-model/1M": {**record, "targets": scale_targets.targets_of(
                 "chollet-model/1M", {"chollet-model/1M": record}), "corpus": {
                 "pairs": 1_000_000, "made_of": "the Bible's training books repeated",
                 "repeats": 34.478, "held_out": "none of its own", "key_ms": 1.37}}}}  # fmt: skip
-    (tmp_path / "results" / results_tables.DATA_SCALE).write_text(json.dumps(data))
-    block = results_tables.data_scale_block(results_tables.TRANSLATION_PAGE, tmp_path / "results")
+    (tmp_path / "results" / data_scale_block.DATA_SCALE).write_text(json.dumps(data))
+    block = data_scale_block.data_scale_block(results_pages.TRANSLATION_PAGE, tmp_path / "results")
     assert "`--set training.max_steps=100`" in block
     assert (
         "| 300.0 s (final evaluation 130.0 s), peak 2.00 GB | 300.0 s (final evaluation "
@@ -427,12 +427,12 @@ def test_the_docs_render_what_the_benchmark_writes_and_refuse_a_quick_file(quick
     data, _, work = quick
     root = work / "results"
     root.mkdir(exist_ok=True)
-    (root / results_tables.DATA_SCALE).write_text(json.dumps(data))
+    (root / data_scale_block.DATA_SCALE).write_text(json.dumps(data))
     with pytest.raises(ValueError, match="--quick"):
-        results_tables.data_scale_block(results_tables.CAUSAL_LM_PAGE, root)
+        data_scale_block.data_scale_block(results_pages.CAUSAL_LM_PAGE, root)
     data = {**data, "quick": False}
-    (root / results_tables.DATA_SCALE).write_text(json.dumps(data))
-    block = results_tables.data_scale_block(results_tables.CAUSAL_LM_PAGE, root)
+    (root / data_scale_block.DATA_SCALE).write_text(json.dumps(data))
+    block = data_scale_block.data_scale_block(results_pages.CAUSAL_LM_PAGE, root)
     record = data["cases"]["char-rnn/100MB"]
     assert f"{record['corpus']['bytes'] / MB:,.1f} MB (the Shakespeare training plays" in block
     assert f"{record['first_run']['seconds_to_first_step']:,.1f} s (" in block
@@ -462,10 +462,10 @@ def test_a_prepare_case_runs_hfattn_prepare_to_its_exit_then_reuses(tmp_path, mo
                        peak_rss=900_000_000, peak_rss_per_process={"command": 900_000_000},
                        marks={})  # fmt: skip
 
-    monkeypatch.setattr(bench, "run_watched", prepare)
-    settings = bench.Settings(steps=None, steady_from=2, poll_s=0.1, timeout_s=60.0,
+    monkeypatch.setattr(scale_run, "run_watched", prepare)
+    settings = scale_run.Settings(steps=None, steady_from=2, poll_s=0.1, timeout_s=60.0,
                               rss_limit_gb=12.0, quick_steps=3)  # fmt: skip
-    record = bench.run_case(bench.CASES["vaswani-prepare/1.45M"], {"source": "/pairs"}, settings,
+    record = scale_run.run_case(scale_cases.CASES["vaswani-prepare/1.45M"], {"source": "/pairs"}, settings,
                             tmp_path)  # fmt: skip
     assert commands[0][1:4] == ["-m", "hfattn", "prepare"] and commands[0] == commands[1]
     assert record["command"] == (
@@ -477,5 +477,5 @@ def test_a_prepare_case_runs_hfattn_prepare_to_its_exit_then_reuses(tmp_path, mo
     assert first["seconds_to_prepared"] == 14.0 and first["preparation_seconds"] == 12.5
     assert second["seconds_to_prepared"] == 2.0 and second["reused_prepared_by"] == ["host 7"]
     assert first["seconds_to_first_step"] is None and first["steps_seen"] == 0
-    targets = bench.targets_of("vaswani-prepare/1.45M", {"vaswani-prepare/1.45M": record})
+    targets = scale_targets.targets_of("vaswani-prepare/1.45M", {"vaswani-prepare/1.45M": record})
     assert [t["met"] for t in targets] == [True, True, True]

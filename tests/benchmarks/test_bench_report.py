@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import run_all
+from benchmarks.lib import bench_runs, results_report
 from benchmarks.lib.benchlib import is_met, write_atomically
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ def test_is_met_reads_the_comparison():
 
 def test_a_bare_list_of_records_is_accepted():
     """The shape ``bench_space_load.py`` writes: name, value, target, met."""
-    data = run_all.normalise(
+    data = bench_runs.normalise(
         [{"name": "answered", "value": 50, "target": 50, "met": True}], "space_load", "cpu"
     )
     (record,) = data["records"]
@@ -73,7 +74,7 @@ def test_a_bare_list_of_records_is_accepted():
         "device": "cpu",
     }
     with pytest.raises(ValueError, match="a record lacks value"):
-        run_all.normalise({"records": [{"name": "x"}]}, "b", "cpu")
+        bench_runs.normalise({"records": [{"name": "x"}]}, "b", "cpu")
 
 
 def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
@@ -85,7 +86,7 @@ def test_the_runner_writes_one_report_atomically(tmp_path, monkeypatch):
     (bench_dir / "bench_good.py").write_text(GOOD)
     (bench_dir / "bench_bad.py").write_text(BAD)
     out, charts = tmp_path / "RESULTS.md", tmp_path / "results"
-    kept = f"{run_all.KEEP_BEGIN}\nA note written by hand.\n{run_all.KEEP_END}"
+    kept = f"{results_report.KEEP_BEGIN}\nA note written by hand.\n{results_report.KEEP_END}"
     out.write_text(f"# old report\n\n{kept}\n")
     renames = []
     real_replace = os.replace

@@ -8,7 +8,7 @@ from argparse import Namespace
 import pytest
 import torch
 
-from benchmarks import bench_vaswani
+from benchmarks.lib import vaswani_recipe_step
 
 TINY = [
     "data.size=800",
@@ -32,7 +32,7 @@ def test_the_recipe_step_compiles_each_setting_once_for_its_buckets(monkeypatch)
     way."""
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
     seen = []
-    result = bench_vaswani.measure_recipe(args(), lambda r: seen.append(list(r["compiled"])))
+    result = vaswani_recipe_step.measure_recipe(args(), lambda r: seen.append(list(r["compiled"])))
     assert seen == [[], ["regional"], ["regional", "true"]]  # written after each part
     assert result["recipe"] == "vaswani_dates_en_es" and len(result["bucket_shapes"]) == 3
     assert result["optimizer"] == "adamw"
@@ -54,4 +54,4 @@ def test_the_recipe_step_compiles_each_setting_once_for_its_buckets(monkeypatch)
 
 def test_a_recipe_without_a_token_budget_is_refused():
     with pytest.raises(SystemExit, match="no training.token_budget"):
-        bench_vaswani.measure_recipe(Namespace(**{**vars(args()), "set": ["data.size=800"]}))
+        vaswani_recipe_step.measure_recipe(Namespace(**{**vars(args()), "set": ["data.size=800"]}))

@@ -4,7 +4,7 @@ when it has nothing to rewrite."""
 
 from __future__ import annotations
 
-from docs.hooks import results_tables
+from docs.hooks import results_pages, results_tables
 from hfattn.commands.report import print_metrics
 from hfattn.tasks.classification.job import SAMPLE_WIDTH, sample_text
 
@@ -33,7 +33,7 @@ def test_make_results_says_when_nothing_changed(tmp_path, monkeypatch, capsys):
     page.parent.mkdir()
     start, end = results_tables.markers("figures")
     page.write_text(f"# Results\n{start}\nold\n{end}\n", "utf-8")
-    monkeypatch.setattr(results_tables, "ROOT", tmp_path)
+    monkeypatch.setattr(results_pages, "ROOT", tmp_path)
     monkeypatch.setattr(results_tables, "BLOCKS", {page: {"figures": lambda root: "new"}})
     assert results_tables.main(["--write"]) == 0
     assert capsys.readouterr().out == "rewrote docs/page.md\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from docs.hooks import results_tables
+from docs.hooks import reference_cells, reference_recipes, results_tables
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -23,14 +23,19 @@ README_MAX_LINES = 200
 
 
 def _load_hook(file: str = "reference.py"):
-    """``docs/hooks/<file>`` as a module (MkDocs loads it by path, not as a package)."""
+    """``docs/hooks/<file>`` as a module, loaded as MkDocs loads it: by path, not as a package,
+    with its folder on the path while it runs (it imports the modules beside it)."""
     name = f"docs_hook_{file.removesuffix('.py')}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(DOCS / "hooks"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(DOCS / "hooks"))
     return module
 
 
@@ -149,10 +154,10 @@ class _Child(_Base):
     optional: float | None = None
 
 
-def test_attribute_docstrings_are_found_through_the_bases_and_bare_fields_are_listed(hook):
-    docs = hook.attribute_docstrings(_Child)
+def test_attribute_docstrings_are_found_through_the_bases_and_bare_fields_are_listed():
+    docs = reference_recipes.attribute_docstrings(_Child)
     assert docs == {"documented": "Documented in the base.", "extra": "The child's own field."}
-    rows = hook.section_fields(_Child)
+    rows = reference_recipes.section_fields(_Child)
     assert [(r.name, r.type, r.default) for r in rows] == [
         ("documented", "int", "2"),
         ("bare", "str", "x"),
@@ -162,7 +167,7 @@ def test_attribute_docstrings_are_found_through_the_bases_and_bare_fields_are_li
     assert [r.doc for r in rows] == ["Documented in the base.", "", "The child's own field.", ""]
 
 
-def test_args_docstrings_name_each_field_of_a_shared_entry(hook):
+def test_args_docstrings_name_each_field_of_a_shared_entry():
     doc = """Config.
 
     Args:
@@ -172,7 +177,7 @@ def test_args_docstrings_name_each_field_of_a_shared_entry(hook):
 
     Returns nothing.
     """
-    assert hook.args_docs(doc) == {
+    assert reference_recipes.args_docs(doc) == {
         "size": "the width, over two lines.",
         "encoder_layers": "``N`` of each stack.",
         "decoder_layers": "``N`` of each stack.",
@@ -202,7 +207,7 @@ def test_cli_reference_lists_every_subcommand_and_option(hook):
                 if option not in ("-h", "--help"):
                     assert option in block, (name, option)
             if not action.option_strings and action.help:
-                assert hook.text_cell(action.help)[:30] in block, (name, action.dest)
+                assert reference_cells.text_cell(action.help)[:30] in block, (name, action.dest)
 
 
 def test_cli_reference_follows_nested_subcommands(hook):

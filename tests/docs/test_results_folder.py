@@ -7,13 +7,22 @@ keeps what was committed)."""
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 import json
 import re
 from pathlib import Path
 from unittest import mock
 
-from docs.hooks import gpu_blocks, results_tables, sweep_block
+from docs.hooks import (
+    data_scale_block,
+    feed_block,
+    gpu_blocks,
+    headline_table,
+    results_figures,
+    results_tables,
+    speed_paragraphs,
+    sweep_block,
+)
+from docs.hooks.reference import PUBLISHED_PAGES
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
@@ -24,7 +33,7 @@ TOKEN = re.compile(r"[\w.-]+")
 
 LACKING_PROVENANCE = {
     "rnn_export_cpu.json",
-    results_tables.GPU_BENCH,  # names its GPU only (results_tables.gpu_machine)
+    speed_paragraphs.GPU_BENCH,  # names its GPU only (speed_paragraphs.gpu_machine)
 }
 """The JSON results files that record no ``provenance`` block (commit, command, machine)."""
 
@@ -65,12 +74,7 @@ def read_by_tables(root: Path = RESULTS) -> set[str]:
 def pages() -> list[Path]:
     """The README, every page of ``docs/`` and the repository files the site publishes
     (``PUBLISHED_PAGES`` of ``docs/hooks/reference.py``: the benchmark report, notes, ...)."""
-    spec = importlib.util.spec_from_file_location(
-        "docs_hook_reference_pages", REPO / "docs" / "hooks" / "reference.py"
-    )
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    published = [REPO / path for path in hook.PUBLISHED_PAGES]
+    published = [REPO / path for path in PUBLISHED_PAGES]
     return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *published]
 
 
@@ -103,17 +107,17 @@ def test_every_results_file_is_read_by_a_table_a_test_or_a_page():
 
 
 def test_the_tables_read_every_file_they_cite():
-    figures = [f for row in results_tables.ROWS for f in row.figures.values()]
-    for group in (results_tables.SPEED_FIGURES, results_tables.GPU_FIGURES):
+    figures = [f for row in headline_table.ROWS for f in row.figures.values()]
+    for group in (speed_paragraphs.SPEED_FIGURES, speed_paragraphs.GPU_FIGURES):
         figures += list(group.values())
-    figures += list(results_tables.FEED_FIGURES.values())
-    cited = set(results_tables.figure_files(figures)) | {results_tables.ATTENTION_VARIANTS}
-    cited |= {path.name for path in results_tables.speedrun_files(RESULTS)}
+    figures += list(feed_block.FEED_FIGURES.values())
+    cited = set(results_figures.figure_files(figures)) | {results_tables.ATTENTION_VARIANTS}
+    cited |= {path.name for path in speed_paragraphs.speedrun_files(RESULTS)}
     cited |= set(gpu_blocks.block_files(RESULTS)) | set(sweep_block.block_files(RESULTS))
-    if (RESULTS / results_tables.DATA_SCALE).is_file():  # optional: a page says when missing
-        cited.add(results_tables.DATA_SCALE)
+    if (RESULTS / data_scale_block.DATA_SCALE).is_file():  # optional: a page says when missing
+        cited.add(data_scale_block.DATA_SCALE)
     assert read_by_tables() == cited
-    assert {results_tables.GPU_BENCH, "scores_date_normalization.md", "bench_feed.json"} <= cited
+    assert {speed_paragraphs.GPU_BENCH, "scores_date_normalization.md", "bench_feed.json"} <= cited
 
 
 def test_an_added_unread_file_is_listed(tmp_path):

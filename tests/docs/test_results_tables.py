@@ -11,23 +11,31 @@ from pathlib import Path
 
 import pytest
 
-from docs.hooks import gpu_blocks, results_tables, sweep_block
-from docs.hooks.results_tables import (
-    ATTENTION_VARIANTS,
+from docs.hooks import (
+    data_scale_block,
+    feed_block,
+    gpu_blocks,
+    headline_table,
+    results_figures,
+    results_pages,
+    results_tables,
+    speed_paragraphs,
+    sweep_block,
+)
+from docs.hooks.data_scale_block import DATA_SCALE
+from docs.hooks.feed_block import FEED, FEED_FIGURES
+from docs.hooks.headline_table import ROWS
+from docs.hooks.results_pages import (
     BAHDANAU_PAGE,
     CAUSAL_LM_PAGE,
-    DATA_SCALE,
-    FEED,
-    FEED_FIGURES,
-    GPU_FIGURES,
     README,
     RESULTS,
     RESULTS_PAGE,
-    ROWS,
-    SPEED_FIGURES,
     TRAINING_PAGE,
     TRANSLATION_PAGE,
 )
+from docs.hooks.results_tables import ATTENTION_VARIANTS
+from docs.hooks.speed_paragraphs import GPU_FIGURES, SPEED_FIGURES
 
 
 def cited_files() -> set[str]:
@@ -36,7 +44,7 @@ def cited_files() -> set[str]:
     figures += list(SPEED_FIGURES.values()) + list(GPU_FIGURES.values())
     figures += list(FEED_FIGURES.values())
     optional = {DATA_SCALE} if (RESULTS / DATA_SCALE).is_file() else set()
-    speedruns = {path.name for path in results_tables.speedrun_files()}
+    speedruns = {path.name for path in speed_paragraphs.speedrun_files()}
     speedruns |= set(gpu_blocks.block_files(RESULTS)) | set(sweep_block.block_files(RESULTS))
     return {figure.file for figure in figures} | {ATTENTION_VARIANTS} | optional | speedruns
 
@@ -56,14 +64,14 @@ def test_every_cited_file_exists_and_holds_its_figure():
 
 def test_the_gpu_figures_are_read_from_their_files_lists_included(tmp_path):
     root = copy_results(tmp_path)
-    bench = root / results_tables.GPU_BENCH
+    bench = root / speed_paragraphs.GPU_BENCH
     data = json.loads(bench.read_text("utf-8"))
     assert GPU_FIGURES["v_mfu"].read(root) == data["training"][0]["hfattn"]["mfu"]
-    paragraph = results_tables.gpu_paragraph(root)
+    paragraph = speed_paragraphs.gpu_paragraph(root)
     assert f"an MFU of {data['training'][0]['hfattn']['mfu']:.1%}" in paragraph
     data["training"][0]["hfattn"]["mfu"] = 0.4321
     bench.write_text(json.dumps(data), "utf-8")
-    assert "an MFU of 43.2%" in results_tables.gpu_paragraph(root)
+    assert "an MFU of 43.2%" in speed_paragraphs.gpu_paragraph(root)
     assert README in results_tables.stale_files(root)
     assert RESULTS_PAGE in results_tables.stale_files(root)
 
@@ -71,7 +79,7 @@ def test_the_gpu_figures_are_read_from_their_files_lists_included(tmp_path):
 def test_the_published_tables_are_those_their_files_give():
     assert results_tables.stale_files() == [], "run `make results`"
     assert TRAINING_PAGE in results_tables.BLOCKS
-    assert results_tables.feed_block() in TRAINING_PAGE.read_text("utf-8")
+    assert feed_block.feed_block() in TRAINING_PAGE.read_text("utf-8")
     for path in (README, RESULTS_PAGE):
         for row in ROWS:
             assert row.result.format(**row.values()) in path.read_text("utf-8"), (path, row)
@@ -111,9 +119,9 @@ def test_the_attention_variants_table_is_the_one_its_benchmark_printed(tmp_path)
 
 
 def test_each_recipe_row_gives_the_commands_that_train_and_score_it():
-    root = Path(results_tables.ROOT)
+    root = Path(results_pages.ROOT)
     for row in ROWS:
-        cell = results_tables.row_cells(row)["command"]
+        cell = headline_table.row_cells(row)["command"]
         if row.recipe == "baseline":
             assert "hfattn evaluate" not in cell, cell
             continue
@@ -126,13 +134,13 @@ def test_each_recipe_row_gives_the_commands_that_train_and_score_it():
 
 def test_a_missing_file_fails_with_its_name(tmp_path):
     root = copy_results(tmp_path)
-    (root / results_tables.GPU_BENCH).unlink()
-    with pytest.raises(FileNotFoundError, match=results_tables.GPU_BENCH):
+    (root / speed_paragraphs.GPU_BENCH).unlink()
+    with pytest.raises(FileNotFoundError, match=speed_paragraphs.GPU_BENCH):
         results_tables.stale_files(root)
 
 
 def test_a_missing_figure_fails_with_its_name(tmp_path):
-    figure = results_tables.Figure(results_tables.BENCH, record="no such measure")
+    figure = results_figures.Figure(speed_paragraphs.BENCH, record="no such measure")
     with pytest.raises(KeyError, match="no such measure"):
         figure.read()
 
@@ -177,14 +185,16 @@ def set_machine(path: Path, machine: dict | None) -> None:
 def test_the_speed_paragraph_names_the_one_machine_of_its_files(tmp_path):
     root = copy_results(tmp_path)
     machine = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
-    files = results_tables.figure_files(SPEED_FIGURES.values())
+    files = results_figures.figure_files(SPEED_FIGURES.values())
     assert len(files) >= 3  # make bench, the exports on the Bible, the Space load test
     for name in files:
         set_machine(root / name, machine)
-    assert "(`make bench`, 4-core Test CPU 9000, AVX2)" in results_tables.speed_paragraph("", root)
+    assert "(`make bench`, 4-core Test CPU 9000, AVX2)" in speed_paragraphs.speed_paragraph(
+        "", root
+    )
     set_machine(root / files[-1], {**machine, "cores": 2})
     with pytest.raises(ValueError, match="different machines.*2-core Test CPU 9000"):
-        results_tables.speed_paragraph("", root)
+        speed_paragraphs.speed_paragraph("", root)
     set_machine(root / files[0], None)
     with pytest.raises(KeyError, match=f"{files[0]}: records no provenance"):
         results_tables.stale_files(root)
@@ -192,14 +202,14 @@ def test_the_speed_paragraph_names_the_one_machine_of_its_files(tmp_path):
 
 def test_the_gpu_paragraph_refuses_a_benchmark_of_another_gpu(tmp_path):
     root = copy_results(tmp_path)
-    machine = results_tables.shared_machine([results_tables.BAHDANAU_GPU], root)
-    assert f"On a GPU ({machine}," in results_tables.gpu_paragraph(root)
-    bench = root / results_tables.GPU_BENCH
+    machine = results_figures.shared_machine([speed_paragraphs.BAHDANAU_GPU], root)
+    assert f"On a GPU ({machine}," in speed_paragraphs.gpu_paragraph(root)
+    bench = root / speed_paragraphs.GPU_BENCH
     data = json.loads(bench.read_text("utf-8"))
     data["machine"] = "NVIDIA A10G"
     bench.write_text(json.dumps(data), "utf-8")
     with pytest.raises(ValueError, match="measured on NVIDIA A10G"):
-        results_tables.gpu_paragraph(root)
+        speed_paragraphs.gpu_paragraph(root)
 
 
 TEST_CPU = {"cpu": "Test CPU 9000", "cores": 4, "isa": "AVX2", "gpu": None}
@@ -231,7 +241,7 @@ def write_feed(root: Path, machine: dict | None = TEST_CPU) -> dict:
             "target_tokens_per_step_max": 25338,
             "tokens_vs_budget": -0.0097,
         }  # fmt: skip
-        for name, steps in zip(results_tables.FEED_RECIPES, (3000, 1500, 1500), strict=True)
+        for name, steps in zip(feed_block.FEED_RECIPES, (3000, 1500, 1500), strict=True)
     }
     compiled = {"buckets": 8, "graphs_first_epoch": 8, "recompiles_second_epoch": 0,
                 "graph_breaks": 0, "epoch_seconds": [41.0, 2.5]}  # fmt: skip
@@ -246,7 +256,7 @@ def write_feed(root: Path, machine: dict | None = TEST_CPU) -> dict:
 def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
     root = copy_results(tmp_path)
     write_feed(root)
-    block = results_tables.feed_block(root)
+    block = feed_block.feed_block(root)
     assert "(`.venv/bin/python -m benchmarks.bench_feed`, 4-core Test CPU 9000, AVX2)" in block
     assert (
         "| `vaswani_bible_en_es_base` | 3,000 | 3 | 14.1%, 14.3% | 24,756 (21,183–25,338) "
@@ -265,8 +275,8 @@ def test_the_feed_block_gives_its_file_figures_and_names_the_machines(tmp_path):
         "compiled 8 graph(s) in the first epoch and 0 in the second, with 0 graph breaks" in block
     )
     assert "0 for the Bahdanau (additive) model, 1 for Luong's" in block
-    gpu = results_tables.gpu_machine(root)
-    bench = json.loads((root / results_tables.GPU_BENCH).read_text("utf-8"))
+    gpu = speed_paragraphs.gpu_machine(root)
+    bench = json.loads((root / speed_paragraphs.GPU_BENCH).read_text("utf-8"))
     tps = bench["training"][0]["hfattn"]["tokens_per_s"]
     assert f"one GPU ({gpu};" in block
     assert f"trains at {tps:,.0f} target tokens/s" in block
@@ -277,10 +287,10 @@ def test_a_changed_feed_figure_makes_the_training_page_stale(tmp_path):
     root = copy_results(tmp_path)
     data = write_feed(root)
     page = results_tables.render_blocks(TRAINING_PAGE.read_text("utf-8"), TRAINING_PAGE, root)
-    assert results_tables.feed_block(root) in page
+    assert feed_block.feed_block(root) in page
     data["compile"]["recompiles_second_epoch"] = 3
     (root / FEED).write_text(json.dumps(data), "utf-8")
-    assert "and 3 in the second" in results_tables.feed_block(root)
+    assert "and 3 in the second" in feed_block.feed_block(root)
     assert results_tables.rendered(TRAINING_PAGE, root) != page
 
 
@@ -288,26 +298,26 @@ def test_the_feed_block_refuses_a_file_without_its_machine_or_figures(tmp_path):
     root = copy_results(tmp_path)
     write_feed(root, machine=None)
     with pytest.raises(KeyError, match="bench_feed.json: records no provenance"):
-        results_tables.feed_block(root)
+        feed_block.feed_block(root)
     with pytest.raises(KeyError, match="bench_feed.json: records no provenance"):
         results_tables.stale_files(root)
     data = write_feed(root)
     del data["compile"]  # bench_feed.py --skip-compile
     (root / FEED).write_text(json.dumps(data), "utf-8")
     with pytest.raises(KeyError, match="bench_feed.json: no compile.buckets"):
-        results_tables.feed_block(root)
+        feed_block.feed_block(root)
     (root / FEED).unlink()
     with pytest.raises(FileNotFoundError, match=FEED):
-        results_tables.feed_block(root)
+        feed_block.feed_block(root)
 
 
 def test_the_time_to_quality_comes_from_the_gpu_speedrun_files(tmp_path):
     """Without a GPU speedrun file the README says there is no measurement; with one (a CPU
     run's file is not one) it gives that file's figures and curve, and the pages are stale."""
     root = copy_results(tmp_path)
-    for path in results_tables.speedrun_files(root):
+    for path in speed_paragraphs.speedrun_files(root):
         path.unlink()
-    assert results_tables.speedrun_paragraph(root) == results_tables.SPEEDRUN_NONE
+    assert speed_paragraphs.speedrun_paragraph(root) == speed_paragraphs.SPEEDRUN_NONE
     run = {"recipe": "vaswani_bible_en_es_base", "gpu": None, "wall_s": 287.4,
            "test_bleu": 30.61, "test_chrf": 52.3, "steps": 3000, "tokens_per_s": 512345.6,
            "eager_tokens_per_s": 401234.7, "mfu": 0.3612, "compile_s": 21.2,
@@ -316,22 +326,22 @@ def test_the_time_to_quality_comes_from_the_gpu_speedrun_files(tmp_path):
                      {"wall_s": 190.7, "step": 2000, "bleu": 28.96}]}  # fmt: skip
     cpu = root / "speedrun_vaswani_bible_en_es_base_cpu.json"
     cpu.write_text(json.dumps(run), "utf-8")
-    assert results_tables.speedrun_paragraph(root) == results_tables.SPEEDRUN_NONE
+    assert speed_paragraphs.speedrun_paragraph(root) == speed_paragraphs.SPEEDRUN_NONE
     run["gpu"] = "NVIDIA H200"
     (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
-    paragraph = results_tables.speedrun_paragraph(root)
+    paragraph = speed_paragraphs.speedrun_paragraph(root)
     assert "Time to quality on one NVIDIA H200" in paragraph
     assert "saves its model 287 s after the command starts, test BLEU **30.6**" in paragraph
     assert "512,346 target tokens/s (MFU 36.1%), compiled in 21 s (eager: 401,235" in paragraph
     assert "21.0 at 95 s, 29.0 at 191 s" in paragraph
     run["compile_s"] = 0.0
     (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
-    assert results_tables.SPEEDRUN_EAGER in results_tables.speedrun_paragraph(root)
+    assert speed_paragraphs.SPEEDRUN_EAGER in speed_paragraphs.speedrun_paragraph(root)
     assert README in results_tables.stale_files(root)
     del run["test_chrf"]
     (root / "speedrun_vaswani_bible_en_es_base_NVIDIA_H200.json").write_text(json.dumps(run))
     with pytest.raises(KeyError, match="test_chrf"):
-        results_tables.speedrun_paragraph(root)
+        speed_paragraphs.speedrun_paragraph(root)
 
 
 def scale_run(first_step: float | None, peak: float, preparation: str, seconds: float | None,
@@ -380,14 +390,14 @@ def test_the_large_corpora_say_they_have_no_measurement_without_their_file(tmp_p
     root = copy_results(tmp_path)
     (root / DATA_SCALE).unlink(missing_ok=True)
     for page in (CAUSAL_LM_PAGE, TRANSLATION_PAGE):
-        assert results_tables.data_scale_block(page, root) == results_tables.DATA_SCALE_NONE
+        assert data_scale_block.data_scale_block(page, root) == data_scale_block.DATA_SCALE_NONE
         assert page in results_tables.BLOCKS
 
 
 def test_the_large_corpora_tables_are_the_data_scale_files(tmp_path):
     root = copy_results(tmp_path)
     data = write_data_scale(root)
-    text = results_tables.data_scale_block(CAUSAL_LM_PAGE, root)
+    text = data_scale_block.data_scale_block(CAUSAL_LM_PAGE, root)
     assert (
         "on 4-core Test CPU 9000, AVX2 (`python -m benchmarks.bench_data_scale`, 2026-11-27)"
         in text
@@ -399,7 +409,7 @@ def test_the_large_corpora_tables_are_the_data_scale_files(tmp_path):
         "| 1 of 2 met; missed: first run: seconds to the first step 71.2 (target <= 60) |"
     ) in text
     assert "bahdanau" not in text
-    pairs = results_tables.data_scale_block(TRANSLATION_PAGE, root)
+    pairs = data_scale_block.data_scale_block(TRANSLATION_PAGE, root)
     assert (
         "| `bahdanau_bible_en_es`, 2 processes | 1,450,200 pairs (the Bible's training books "
         "repeated, 50×) | over RSS limit after 612 s, no step; peak 23.90 GB "
@@ -427,10 +437,10 @@ def test_the_large_corpora_refuse_a_quick_file_or_one_without_its_machine(tmp_pa
         results_tables.stale_files(root)
     write_data_scale(root, machine=None)
     with pytest.raises(KeyError, match="data_scale.json: records no provenance"):
-        results_tables.data_scale_block(TRANSLATION_PAGE, root)
+        data_scale_block.data_scale_block(TRANSLATION_PAGE, root)
     data = write_data_scale(root)
     del data["cases"]["luong-2proc/1.45M"], data["cases"]["vaswani-prepare/1.45M"]
     (root / DATA_SCALE).write_text(json.dumps(data), "utf-8")
-    assert results_tables.data_scale_block(TRANSLATION_PAGE, root) == (
-        results_tables.DATA_SCALE_NONE
+    assert data_scale_block.data_scale_block(TRANSLATION_PAGE, root) == (
+        data_scale_block.DATA_SCALE_NONE
     )  # no case of the page

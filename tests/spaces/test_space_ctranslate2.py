@@ -65,8 +65,8 @@ def _contexts(app, run: Path):
     model = AutoModelForSeq2SeqLM.from_pretrained(run).eval()
     tokenizer = AutoTokenizer.from_pretrained(run)
     limits = app.frame.Limits(max_new_tokens=40)
-    engine = app.load_engine(str(run), "auto")
-    assert isinstance(engine, app.CTranslate2Engine)
+    engine = app.translation_engine.load_engine(str(run), "auto")
+    assert isinstance(engine, app.translation_engine.CTranslate2Engine)
     return (
         app.frame.Context(model, tokenizer, limits, str(run)),
         app.frame.Context(model, tokenizer, limits, str(run), engine),
@@ -121,7 +121,8 @@ def test_ctranslate2_translates_and_draws_as_generate(app, runs):
 def test_the_engine_follows_the_models_stopping_rule_and_beam_width(app, runs):
     generate, ctranslate2 = _contexts(app, runs[0])
     config = generate.model.generation_config
-    assert app.beam_patience(True) == 1.0 and app.beam_patience(False) == 2.0
+    patience = app.translation_engine.beam_patience
+    assert patience(True) == 1.0 and patience(False) == 2.0
     # early_stopping=True is CTranslate2's own rule (patience 1): beam search with any
     # length penalty gives generate's translations.
     config.early_stopping = True
@@ -140,18 +141,19 @@ def test_the_engine_follows_the_models_stopping_rule_and_beam_width(app, runs):
 
 def test_engine_choice(app, runs, monkeypatch):
     run, plain = (str(r) for r in runs)
-    monkeypatch.delenv(app.ENGINE_ENV, raising=False)
-    assert app.engine_choice() == "auto"
-    assert app.load_engine(run).label == "CTranslate2 (float32)"
-    assert app.load_engine(plain) is None  # auto, no export: generate
-    assert app.load_engine(run, "generate") is None
+    engines = app.translation_engine
+    monkeypatch.delenv(engines.ENGINE_ENV, raising=False)
+    assert engines.engine_choice() == "auto"
+    assert engines.load_engine(run).label == "CTranslate2 (float32)"
+    assert engines.load_engine(plain) is None  # auto, no export: generate
+    assert engines.load_engine(run, "generate") is None
     with pytest.raises(RuntimeError, match=r"HFATTN_ENGINE=ctranslate2 but .*plain has no CTr"):
-        app.load_engine(plain, "ctranslate2")
-    monkeypatch.setenv(app.ENGINE_ENV, "fast")
+        engines.load_engine(plain, "ctranslate2")
+    monkeypatch.setenv(engines.ENGINE_ENV, "fast")
     with pytest.raises(
         ValueError, match="HFATTN_ENGINE must be one of auto, generate, ctranslate2; got 'fast'"
     ):
-        app.engine_choice()
+        engines.engine_choice()
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(
@@ -159,9 +161,9 @@ def test_engine_choice(app, runs, monkeypatch):
         "find_spec",
         lambda name, *args: None if name == "ctranslate2" else find_spec(name, *args),
     )
-    assert app.load_engine(run, "auto") is None  # not installed: generate
+    assert engines.load_engine(run, "auto") is None  # not installed: generate
     with pytest.raises(RuntimeError, match="but ctranslate2 is not installed"):
-        app.load_engine(run, "ctranslate2")
+        engines.load_engine(run, "ctranslate2")
 
 
 # ---- the page, staging -----------------------------------------------------------------------
@@ -182,9 +184,9 @@ def test_space_page_says_which_engine_runs(app, runs, tmp_path, monkeypatch):
     assert "Translations are decoded by **CTranslate2** from the model repo's" in readme
     assert "(`ct2/`, float32;" in readme and "`HFATTN_ENGINE=generate`" in readme
 
-    monkeypatch.setenv(app.ENGINE_ENV, "generate")
+    monkeypatch.setenv(app.translation_engine.ENGINE_ENV, "generate")
     assert _engine_line(app.build_demo(str(run)).config) == GENERATE
-    monkeypatch.setenv(app.ENGINE_ENV, "auto")
+    monkeypatch.setenv(app.translation_engine.ENGINE_ENV, "auto")
     assert _engine_line(app.build_demo(str(plain)).config) == GENERATE
 
     staged = stage_space(inspect_folder(plain), "owner/plain", tmp_path / "plain_space")
@@ -204,14 +206,14 @@ def test_the_hub_repo_export_is_found(app, runs, hub_server, tmp_path, monkeypat
     assert "ct2/model.bin" in hub_server.files("tester/ct2-space")
     space_files = hub_server.files("tester/ct2-space", repo_type="space")
     assert "requirements.txt" in space_files
-    engine = app.load_engine("tester/ct2-space", "auto")
+    engine = app.translation_engine.load_engine("tester/ct2-space", "auto")
     assert engine.label == "CTranslate2 (float32)"
     assert engine.folder.name == "ct2" and (engine.folder / "model.bin").is_file()
     downloaded = {p.name for p in engine.folder.parent.iterdir()}
     assert downloaded == {"ct2"}  # the model's own files are not fetched twice
-    assert app.load_engine("tester/plain-space", "auto") is None
+    assert app.translation_engine.load_engine("tester/plain-space", "auto") is None
     with pytest.raises(RuntimeError, match="tester/plain-space has no CTranslate2 export"):
-        app.load_engine("tester/plain-space", "ctranslate2")
+        app.translation_engine.load_engine("tester/plain-space", "ctranslate2")
 
 
 @pytest.mark.slow
@@ -239,7 +241,7 @@ def test_space_from_hub_decodes_with_the_export_without_hfattn(
 def test_benchmark_engine_records_judge_the_p95_target():
     """``bench_space_load.py --engines``: the p95 ratio generate / CTranslate2 is judged
     against 2×, failed requests against 0; the table has one row per engine."""
-    from benchmarks.bench_space_load import engine_records, engines_table
+    from benchmarks.lib.space_engines import engine_records, engines_table
 
     def engine(line, p50, p95, failed=0):
         summary = {"clients": 50, "failed": failed, "p50_s": p50, "p95_s": p95}

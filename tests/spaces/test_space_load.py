@@ -1,8 +1,8 @@
 """The Space apps under load: 50 concurrent ``gradio_client`` clients per app, all answered
 correctly because the queue makes the excess wait; a queue sized below the load refuses the
 excess (so the settings are what makes the difference); no memory growth over repeated
-requests (``benchmarks/lib/space_load.py`` does the measuring, ``benchmarks/bench_space_load.py``
-the full 100 vs 1,000 requests)."""
+requests (``benchmarks/lib/space_load.py`` and ``benchmarks/lib/space_memory.py`` do the
+measuring, ``benchmarks/bench_space_load.py`` the full 100 vs 1,000 requests)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks.lib.space_load import (
-    SCENARIOS,
     call_once,
     load_scenario,
-    memory_growth,
-    rss_bytes,
     run_clients,
     run_http_clients,
-    scenario_memory,
     serve_space,
 )
+from benchmarks.lib.space_memory import memory_growth, rss_bytes, scenario_memory
+from benchmarks.lib.space_scenarios import SCENARIOS
 from tests.helpers.space_helpers import launch_space
 
 CLIENTS = 50

@@ -186,7 +186,8 @@ def stage_space(
 
 
 def load_space_app(space_dir: str | Path) -> ModuleType:
-    """Import a staged Space's ``app.py`` (with its own ``frame.py``) as a fresh module.
+    """Import a staged Space's ``app.py`` as a fresh module, with the modules beside it
+    (``frame.py``, ``input_text.py``, an app's own) imported from this Space's folder.
 
     The module exposes ``build_demo(model_id=None) -> gradio.Blocks``.
 
@@ -198,8 +199,8 @@ def load_space_app(space_dir: str | Path) -> ModuleType:
         raise SpaceError(str(GRADIO.error("the Space apps")))
     if not (space_dir / APP_FILE).is_file():
         raise SpaceError(f"{space_dir} has no {APP_FILE}")
-    for name in (FRAME_FILE, INPUT_TEXT_FILE):  # each staged Space brings its own copies
-        sys.modules.pop(Path(name).stem, None)
+    for module_file in space_dir.glob("*.py"):  # each staged Space brings its own copies
+        sys.modules.pop(module_file.stem, None)
     sys.path.insert(0, str(space_dir))
     try:
         name = f"hfattn_space_app_{abs(hash(space_dir))}"

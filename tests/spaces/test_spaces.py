@@ -14,7 +14,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from hfattn.cli import main as cli_main
-from hfattn.hub import inspect_folder, push_model_folder, stage_space
+from hfattn.hub import inspect_folder, load_space_app, push_model_folder, stage_space
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.space_helpers import launch_space, load_space_frame, model_calls
 
@@ -222,6 +222,18 @@ def test_space_from_hub_runs_without_hfattn(hub_server, char_rnn_run, fresh_pyth
 
 
 # ------------------------------------------------------------------------------- frame
+def test_each_loaded_space_imports_its_own_modules(tmp_path):
+    """A module beside ``app.py`` (``frame.py``, an app's own engine) comes from the Space being
+    loaded, not from a Space loaded earlier in the same process."""
+    for value in ("first", "second"):
+        space = tmp_path / value
+        space.mkdir()
+        (space / "engine.py").write_text(f"NAME = {value!r}\n")
+        (space / "app.py").write_text("import engine\nNAME = engine.NAME\n")
+    assert load_space_app(tmp_path / "first").NAME == "first"
+    assert load_space_app(tmp_path / "second").NAME == "second"
+
+
 def test_frame_model_id_precedence(tmp_path, monkeypatch, char_rnn_run):
     frame = load_space_frame()
     monkeypatch.delenv(frame.MODEL_ENV, raising=False)

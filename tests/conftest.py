@@ -33,7 +33,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 # --------------------------------------------------------------------------- publishing
 # A local Hub, a trained tiny char-RNN run folder and a Python environment without hfattn
-# (tests/hub/test_hub_push.py, tests/spaces/test_spaces.py).
+# (tests/hub/test_push_*.py, tests/spaces/test_spaces.py).
 
 TEST_TOKEN = "hf_TESTtoken0123456789secret"
 """The token the publishing tests push with; it must never show up in logs, errors or cards."""

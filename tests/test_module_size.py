@@ -1,9 +1,11 @@
 """Every module holds one job in at most 500 lines (issue 72): those of hfattn, of the
-benchmarks, of the docs' build hooks and of the Space apps. A module that grows past them is
-split by job (``inputs.py`` and ``model_loading.py``; ``scores.py``, ``score_base.py``,
-``kernel_scores.py`` and ``distance_scores.py``; ``bench_vaswani.py`` and the
+benchmarks, of the docs' build hooks, of the Space apps and of the tests. A module that grows
+past them is split by job (``inputs.py`` and ``model_loading.py``; ``scores.py``,
+``score_base.py``, ``kernel_scores.py`` and ``distance_scores.py``; ``bench_vaswani.py`` and the
 ``benchmarks/lib/vaswani_*.py`` it runs; the translation Space's ``app.py`` and its
-``translation_engine.py``).
+``translation_engine.py``), a test module by concern (``tests/recipes/test_fail_fast.py`` into
+``test_checks_before_training.py``, ``test_data_source_typos.py`` and
+``test_time_bounded_run_output.py``, with what they share in ``tests/helpers/early_errors.py``).
 
 The modeling files (``hfattn/models/modeling_*.py``) are the exception: by the convention of
 ``transformers``, one file holds a whole architecture, so that a reader (and
@@ -15,9 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hfattn"
-OUTSIDE_THE_PACKAGE = (ROOT / "benchmarks", ROOT / "docs" / "hooks", ROOT / "spaces")
-"""The folders of Python beside the package that the limit holds for too (the tests are not
-held to it)."""
+OUTSIDE_THE_PACKAGE = (
+    ROOT / "benchmarks",
+    ROOT / "docs" / "hooks",
+    ROOT / "spaces",
+    ROOT / "tests",
+)
+"""The folders of Python beside the package that the limit holds for too."""
 MAX_LINES = 500
 
 
@@ -48,7 +54,7 @@ def test_every_module_but_the_modeling_files_has_at_most_500_lines():
     assert too_long(modules) == {}
 
 
-def test_every_module_of_the_benchmarks_docs_hooks_and_spaces_has_at_most_500_lines():
+def test_every_module_of_the_benchmarks_docs_hooks_spaces_and_tests_has_at_most_500_lines():
     found = {folder: python_files(folder) for folder in OUTSIDE_THE_PACKAGE}
     assert all(found.values())
     modules = [module for folder_modules in found.values() for module in folder_modules]
@@ -63,3 +69,4 @@ def test_only_the_modeling_files_are_exempt():
     assert not is_exempt(PACKAGE / "commands" / "modeling_x.py")
     assert not is_exempt(ROOT / "benchmarks" / "modeling_x.py")
     assert not is_exempt(ROOT / "spaces" / "translation" / "modeling_x.py")
+    assert not is_exempt(ROOT / "tests" / "models" / "modeling_x.py")

@@ -1,9 +1,12 @@
-"""One tester per hfattn model family for the shared contract suite (``test_model_contracts.py``).
+"""One tester per hfattn model family for the shared contract suite
+(``tests/models/test_model_contracts_*.py``), and what the suite's modules share.
 
 A tester describes a tiny model of its family and what the suite needs to exercise it: the
 inputs of one forward, the output fields and their documented shapes, the LoRA targets, and,
 for every contract the family legitimately lacks, one line saying why (``lacks``). A new
-family gets the whole suite by adding one tester to :data:`TESTERS`.
+family gets the whole suite by adding one tester to :data:`TESTERS`. A contract test runs once
+per tester (:data:`by_tester`) and is skipped, with the tester's reason, where the family lacks
+the contract (:func:`skip_if_lacking`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import torch
 
 from hfattn import (
@@ -313,3 +317,40 @@ BAHDANAU_LUONG_ONE_PASS = _bahdanau(
     "bahdanau-luong-one-pass", cell="gru", attention="luong", input_feeding=False
 )
 """The one-pass decoder (no step loop in teacher forcing), for the contracts that differ there."""
+
+
+# --------------------------------------------------------------------------- the suite's helpers
+by_tester = pytest.mark.parametrize("tester", TESTERS, ids=str)
+"""Run a contract test once per tester of :data:`TESTERS`."""
+
+
+def skip_if_lacking(tester: ModelTester, contract: str) -> None:
+    if contract in tester.lacks:
+        pytest.skip(f"{tester.name}: {tester.lacks[contract]}")
+
+
+def forward(model, batch: dict, **kwargs):
+    with torch.no_grad():
+        return model(**batch, **kwargs)
+
+
+def assert_same_outputs(tester: ModelTester, a, b, atol: float = 1e-5) -> None:
+    torch.testing.assert_close(a.logits, b.logits, atol=atol, rtol=1e-4 if atol else 0)
+
+
+def without_labels(batch: dict) -> dict:
+    return {k: v for k, v in batch.items() if k != "labels"}
+
+
+def generation_inputs(tester: ModelTester) -> dict:
+    """Prompts (causal LM: left-padded) or right-padded sources for ``generate``."""
+    side = "left" if tester.kind == "causal-lm" else "right"
+    ids, mask = tester.token_ids(side=side)
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def generate(model, inputs: dict, seed: int = 0, **kwargs) -> torch.Tensor:
+    torch.manual_seed(seed)
+    defaults = dict(max_new_tokens=6, min_new_tokens=6, pad_token_id=PAD, eos_token_id=EOS)
+    with torch.no_grad():
+        return model.generate(**inputs, **{**defaults, **kwargs})

@@ -1,4 +1,4 @@
-"""CharRNNForCausalLM beyond the shared contract suite (``test_model_contracts.py``):
+"""CharRNNForCausalLM beyond the shared contract suite (``test_model_contracts_*.py``):
 
 1. ``output_hidden_states`` in ``generate`` and with left padding.
 2. The recurrent state is a ``Cache`` (``RecurrentCache``) that counts the tokens it has seen,

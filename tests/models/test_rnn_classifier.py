@@ -1,7 +1,7 @@
 """The recurrent text classifier (``rnn-classifier``): presets against the seeds' parameter
 counts, masking, pooling equations, losses, learning, pipeline, frozen embeddings. The
 contracts every family keeps (saving, dtypes, output flags, export, checkpointing, PEFT,
-remote code) are in ``test_model_contracts.py``."""
+remote code) are in ``test_model_contracts_*.py``."""
 
 from __future__ import annotations
 

@@ -1,91 +1,33 @@
 """Fail fast (issue 21): every check of ``hfattn train`` that needs neither data nor the run
 folder answers within 2 s, before torch is imported
-(``hfattn.recipes.run_checks.check_before_training``
-on the recipe's outline); the run folder is checked once the recipe is fully loaded, so that
-any bad field comes first; a ``data.source`` typo fails at once for every task; a time-bounded
-run's progress
-bar follows the clock to 100 %; other libraries' noise is quiet unless ``hfattn -v``.
+(``hfattn.recipes.run_checks.check_before_training`` on the recipe's outline); the run folder
+is checked once the recipe is fully loaded, so that any bad field comes first. A
+``data.source`` typo is in ``test_data_source_typos.py``, the output of a time-bounded run in
+``test_time_bounded_run_output.py``.
 
-The timed checks run in fresh interpreters: this test process has imported torch already.
+The timed checks run in fresh interpreters (``tests/helpers/early_errors.py``): this test
+process has imported torch already.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hfattn.data.sources import check_source
 from hfattn.recipes import task_recipe
 from hfattn.tasks import TASK_NAMES, get_task
-from tests.helpers.network import RECORD_CONNECTIONS
-from tests.helpers.recipe_helpers import small_recipe, write_recipe
+from tests.helpers.early_errors import HEAVY, assert_fast_error, assert_one_error, early_error
+from tests.helpers.recipe_helpers import write_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
-HEAVY = ("torch", "transformers", "accelerate", "datasets")
-"""What an early error must not import (it took 4 to 50 s: these imports, and Hub retries)."""
-
-# `hfattn ARGV` in a fresh interpreter; the last stdout line reports the exit status, which
-# heavy modules were imported by then and the network connections attempted
-RUN_CLI = (
-    RECORD_CONNECTIONS
-    + """
-import json
-from hfattn.cli import main
-code = main(json.loads(sys.argv[1]))
-heavy = [m for m in json.loads(sys.argv[2]) if m in sys.modules]
-print(json.dumps({"code": code, "heavy": heavy, "connections": connections}))
-"""
-)
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a CLI subprocess: no token, an empty ``HF_HOME``-less Hub setting is
-    left to the caller; one thread."""
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_HUB_OFFLINE")}
-    return {**env, "OMP_NUM_THREADS": "1", **extra}
-
-
-def early_error(argv: list[str], cwd: Path, **env: str) -> tuple[str, list[str], list[str]]:
-    """Run ``hfattn ARGV`` (expected to fail with status 2); return its stderr, the heavy
-    modules it imported and its connection attempts."""
-    result = subprocess.run(
-        [sys.executable, "-c", RUN_CLI, json.dumps(argv), json.dumps(HEAVY)],
-        cwd=cwd,
-        env=clean_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["code"] == 2, result.stderr
-    return result.stderr, report["heavy"], report["connections"]
-
-
-def assert_one_error(argv: list[str], cwd: Path, expected: str, **env: str):
-    """``hfattn ARGV`` fails with one error line holding ``expected``; returns its stderr, the
-    heavy modules it imported and its connection attempts."""
-    err, heavy, connections = early_error(argv, cwd, **env)
-    assert expected in err, err
-    assert err.count("error: ") == 1, err
-    return err, heavy, connections
-
-
-def assert_fast_error(argv: list[str], cwd: Path, expected: str, **env: str) -> str:
-    """The error comes at once: before any heavy import and without trying the network.
-    Returns its stderr."""
-    err, heavy, connections = assert_one_error(argv, cwd, expected, **env)
-    assert heavy == [], f"imported {heavy} before the error"
-    assert connections == [], f"tried the network ({connections}) before {err.strip()}"
-    return err
-
-
-# ---- 1. every check that needs no data, before any loading ----------------------------------
+# ---- every check that needs no data, before any loading -------------------------------------
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     """A tiny causal-LM recipe (a slice of Macbeth) whose output_dir already holds a run."""
@@ -356,188 +298,3 @@ def test_each_task_recipe_module_is_light_and_names_what_validation_reports():
         recipe_module = sys.modules[task_recipe(name).recipe_class.__module__]
         metadata = get_task(name).card_metadata(("d", "d"), recipe_module.METRIC_NAMES)
         assert metrics[name] == list(metadata["reported_metrics"]), name
-
-
-# ---- 2. data.source typos, every task -------------------------------------------------------
-TYPOS = {
-    "classification": ("rnn_classifier_genre.yaml", "genr",
-                       "data.source: 'genr' is not an embedded dataset (genre, reber, reviews-es), "
-                       "an existing file, or a Hub dataset id; did you mean 'genre'?"),
-    "causal-lm": ("char_rnn_shakespeare.yaml", "shakespear",
-                  "data.source: 'shakespear' is not an embedded dataset (shakespeare), an "
-                  "existing file, or a Hub dataset id; did you mean 'shakespeare'?"),
-    "translation": ("vaswani_dates_en_es.yaml", "date",
-                    "data.source: 'date' is not an embedded dataset (bible, bible+kjv, dates, numbers, "
-                    "date-normalization), an existing file, or a Hub dataset id; did you mean "
-                    "'dates'?"),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("task", sorted(TYPOS))
-def test_a_data_source_typo_fails_at_once(task, tmp_path):
-    recipe, typo, expected = TYPOS[task]
-    argv = ["train", str(RECIPES / recipe), "--set", f"data.source={typo}",
-            "--set", f"output_dir={tmp_path / 'run'}"]  # fmt: skip
-    assert_fast_error(argv, tmp_path, expected)
-
-
-def test_sources_that_cannot_be_a_dataset(tmp_path, monkeypatch):
-    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets"))
-    embedded = ("genre", "reber", "reviews-es")
-    with pytest.raises(FileNotFoundError, match=r"data\.source: no such file or folder"):
-        check_source(str(tmp_path / "missing.csv"), embedded)
-    with pytest.raises(ValueError, match=r"did you mean 'reviews-es'\?"):
-        check_source("reviews_es", embedded, bare_hub_ids=True)
-    with pytest.raises(ValueError, match=r"a Hub dataset id is owner/name"):
-        check_source("imdb", embedded)  # a bare name where a task takes owner/name only
-    with pytest.raises(ValueError, match=r"a Hub dataset id is owner/name"):
-        check_source("me/a--b", embedded)
-    (tmp_path / "mine.csv").write_text("text,label\n")
-    for fine in ("genre", str(tmp_path / "mine.csv"), str(tmp_path), "me/corpus", "imdb"):
-        check_source(fine, embedded, bare_hub_ids=True)  # online: Hub ids go to the Hub
-    check_source("https://example.org/spa.zip", embedded, urls=True)
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(ValueError, match=r"the Hub is offline .* it is not cached"):
-        check_source("me/corpus", embedded)
-    (tmp_path / "hub" / "datasets--me--corpus").mkdir(parents=True)
-    check_source("me/corpus", embedded)  # downloaded before: it loads offline
-
-
-HUB_DATASET = """
-import os, sys
-from huggingface_hub import HfApi
-from hfattn.data.text import check_text_source, load_text_splits
-HfApi().create_repo("me/corpus", repo_type="dataset")
-HfApi().upload_file(path_or_fileobj=sys.argv[1], path_in_repo="train.txt", repo_id="me/corpus",
-                    repo_type="dataset")
-splits = load_text_splits("me/corpus", validation_fraction=0.1, test_fraction=0.1)
-print(sum(len(text) for docs in splits.values() for text in docs))
-os.environ["HF_DATASETS_OFFLINE"] = "1"
-check_text_source("me/corpus")  # cached now: it loads offline too
-try:
-    check_text_source("me/other")
-except ValueError as err:
-    print(err)
-"""
-
-
-def test_hub_dataset_ids_keep_working(tmp_path):
-    """A real Hub id passes the check and loads (a local Hub-compatible server)."""
-    from tests.helpers.hub_server import HubServer
-
-    corpus = tmp_path / "train.txt"
-    corpus.write_text("To be, or not to be, that is the question.\n" * 50, encoding="utf-8")
-    with HubServer(tmp_path / "hub") as server:
-        result = subprocess.run(
-            [sys.executable, "-c", HUB_DATASET, str(corpus)],
-            env=clean_env(HF_ENDPOINT=server.url, HF_TOKEN="hf_test", HF_HOME=str(tmp_path)),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert result.returncode == 0, result.stderr
-    loaded, offline = result.stdout.strip().splitlines()
-    assert int(loaded) == len(corpus.read_text()) - 1  # its lines, joined by newlines
-    assert "'me/other' is not an embedded dataset" in offline and "the Hub is offline" in offline
-
-
-# ---- 3. the progress bar of a time-bounded run, 4. other libraries' noise -------------------
-def cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """``hfattn ARGV`` in a fresh interpreter (it must succeed)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "hfattn", *argv],
-        cwd=cwd,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    return result
-
-
-TIED = {"type": "char-rnn", "cell": "gru", "embedding_dim": 32, "hidden_size": 32,
-        "tie_word_embeddings": True}  # fmt: skip
-"""Tied embeddings: accelerate removes the shared tensor from every checkpoint, and says so."""
-NOISE = ("Removed shared tensor", "Writing model shards", "Loading weights")
-
-
-@pytest.fixture(scope="module")
-def clocked_run(tmp_path_factory) -> tuple[Path, str]:
-    """A tiny tied char-RNN run that the clock stops long before its 100,000 steps, trained
-    by the CLI with the default logging: ``(run folder, stderr)``."""
-    folder = tmp_path_factory.mktemp("clocked")
-    recipe = small_recipe(  # a small corpus: short final evaluations
-        folder,
-        model=TIED,
-        training={
-            "max_steps": 100_000,
-            "epochs": 10_000,
-            "max_minutes": 0.025,
-            "log_every": 5,
-            "eval_every": None,
-            "save_every": 50,
-        },  # fmt: skip
-    )
-    return folder / "run", cli(["train", str(recipe)], folder).stderr
-
-
-def test_the_bar_of_a_time_bounded_run_follows_the_clock_to_100_percent(clocked_run):
-    run, err = clocked_run
-    training = json.loads((run / "eval_results.json").read_text())["training"]
-    assert training["stop_reason"] == "time budget"
-    assert 0 < training["global_step"] < training["schedule_steps"] // 10
-    last = [part for part in err.replace("\r", "\n").splitlines() if part.startswith("train:")][-1]
-    assert last.startswith("train: 100%|██████████|"), last
-    assert f"step={training['global_step']}" in last  # the real step, next to the percentage
-    # once the bar is closed, each final evaluation says what it scores before it starts
-    after_bar = err.replace("\r", "\n").split(last, 1)[1].splitlines()
-    said = [line for line in after_bar if "evaluating" in line]
-    assert said == [
-        f"INFO hfattn.training.finishing: evaluating the {split} split with the final weights..."
-        for split in ("validation", "test")
-    ], err[-2000:]
-
-
-@pytest.mark.slow
-def test_other_libraries_are_quiet_by_default_and_back_with_verbose(
-    clocked_run, tmp_path, capfd, caplog
-):
-    """Quiet in a fresh interpreter (the libraries imported after the set-up read its
-    environment: the clocked run) and in this one (they are imported already: set up through
-    their own functions); ``-v`` brings their messages back. In this process hfattn's records
-    reach pytest's log capture, not stderr."""
-    from hfattn.cli import main
-    from hfattn.commands.logging_setup import configure_logging, set_verbose
-
-    run, err = clocked_run
-    assert list((run / "checkpoints").glob("step-*"))  # checkpoints with a shared tensor
-    assert not [noise for noise in NOISE if noise in err], err
-    assert (
-        "INFO hfattn.tokenization.characters: char tokenizer:" in err
-    )  # hfattn's own messages stay
-
-    assert main(["generate", str(run), "--prompt", "Zoë:\n", "--max-new-tokens", "5"]) == 0
-    quiet = capfd.readouterr()
-    assert quiet.out.startswith("Zoë:\n")
-    assert "prompt characters not in the vocabulary" in caplog.text  # hfattn's warning
-    said = quiet.err + caplog.text
-    assert not [noise for noise in NOISE if noise in said], said
-
-    recipe = small_recipe(
-        tmp_path, model=TIED, training={"max_steps": 2, "eval_every": 2, "save_every": 2}
-    )
-    try:
-        assert main(["train", str(recipe), "-v"]) == 0
-        verbose = capfd.readouterr().err + caplog.text
-    finally:  # the default set-up back for the next tests of this process
-        set_verbose(False)
-        configure_logging()
-    assert "Removed shared tensor {'lm_head.weight'} while saving" in verbose
-    assert "Writing model shards" in verbose

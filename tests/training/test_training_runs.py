@@ -1,17 +1,14 @@
-"""The Accelerate training engine on tiny recipes: outputs, resume, budgets, accumulation.
+"""The Accelerate training engine on tiny recipes: outputs, resume, budgets, accumulation, and
+what it refuses before or while it trains (a non-finite loss, a folder that holds a run, bad
+data sources and push settings). Mixed precision is in ``test_mixed_precision.py``, the kept
+and averaged checkpoints in ``test_best_and_averaged_checkpoints.py``.
 
 Runs that assert no score train on 6000 characters (``small_recipe``): quick validations."""
 
 import json
-import logging
-import re
-from pathlib import Path
-from unittest import mock
 
 import pytest
 import torch
-from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM
 
 from hfattn.cli import main
 from hfattn.orchestration.run import run_recipe
@@ -171,65 +168,6 @@ def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
     assert "--resume: no checkpoint under" in capsys.readouterr().err
 
 
-def test_bf16_mixed_precision_trains(tmp_path):
-    recipe = load_recipe(
-        write_recipe(
-            tmp_path, training={"max_steps": 10, "mixed_precision": "bf16", "eval_every": 10}
-        )
-    )
-    result = run_recipe(recipe)
-    saved = json.loads((tmp_path / "run" / "eval_results.json").read_text())
-    assert saved["training"]["mixed_precision"] == "bf16"
-    assert result.metrics["test"]["loss"] < 4.4  # below the uniform-guess loss ln(vocab ≈ 65)
-    assert weights(tmp_path / "run")["lm_head.weight"].dtype == torch.float32  # master weights
-
-
-@pytest.mark.parametrize("native", [True, False])
-def test_auto_mixed_precision_is_bf16_only_where_the_cpu_has_bf16_kernels(
-    tmp_path, monkeypatch, caplog, native
-):
-    from hfattn.training import precision
-
-    monkeypatch.setattr(precision, "has_bf16_kernels", lambda device: native)
-    training = {"max_steps": 4, "mixed_precision": "auto", "eval_every": None, "save_every": None}
-    with caplog.at_level(logging.INFO, logger=precision.__name__):
-        run_recipe(load_recipe(write_recipe(tmp_path, training=training)))
-    saved = json.loads((tmp_path / "run" / "eval_results.json").read_text())
-    assert saved["training"]["mixed_precision"] == ("bf16" if native else "no")
-    assert f"mixed_precision=auto: {'bf16' if native else 'no'} on this cpu" in caplog.text
-
-
-def test_an_explicit_precision_is_kept_and_warned_about_where_it_is_slow_or_void(caplog):
-    from hfattn.training.precision import resolve_mixed_precision
-
-    cpu, native = torch.device("cpu"), "hfattn.training.precision.has_bf16_kernels"
-    with caplog.at_level(logging.WARNING):
-        with mock.patch(native, return_value=False):
-            assert resolve_mixed_precision("bf16", cpu) == "bf16"
-            assert resolve_mixed_precision("auto", cpu) == "no"
-            assert resolve_mixed_precision("no", cpu) == "no"
-        assert caplog.text.count("WARNING") == 1
-        assert "bf16: this cpu has no bf16 kernels, so bf16 is emulated" in caplog.text
-        caplog.clear()
-        with mock.patch(native, return_value=True):
-            assert resolve_mixed_precision("bf16", cpu) == "bf16"
-            assert resolve_mixed_precision("fp16", cpu) == "fp16"
-        assert caplog.text.count("WARNING") == 1 and "fp16 has no effect on CPU" in caplog.text
-
-
-def test_bf16_kernels_are_found_on_avx512_bf16_cpus_and_not_on_avx2_only_ones():
-    from hfattn.training.precision import has_bf16_kernels
-
-    cpuinfo = Path("/proc/cpuinfo")
-    flags = set(cpuinfo.read_text().split()) if cpuinfo.exists() else set()
-    if "avx512_bf16" in flags or "amx_bf16" in flags:
-        assert has_bf16_kernels(torch.device("cpu"))
-    elif "avx2" in flags and not any(flag.startswith("avx512") for flag in flags):
-        assert not has_bf16_kernels(torch.device("cpu"))
-    else:
-        pytest.skip("neither an AVX-512 BF16 nor an AVX2-only x86 CPU")
-
-
 def test_non_finite_loss_stops_training_with_the_step(tmp_path, monkeypatch, capsys):
     nan_loss_at(monkeypatch, {25})
     recipe = write_recipe(tmp_path)
@@ -346,33 +284,6 @@ def test_a_checkpoint_write_cut_short_leaves_no_temp_folder(tmp_path, monkeypatc
     assert names == ["step-5"]  # the complete checkpoint stays; no .tmp-step-10
 
 
-@pytest.mark.parametrize("metric", ["accuracy", "loss"])
-def test_best_checkpoint_follows_metric_for_best_model(tmp_path, metric):
-    """``training.metric_for_best_model`` picks the kept model: the largest accuracy (larger is
-    better by default for names not ending in ``loss``) or the smallest loss."""
-    training = {"max_steps": 30, "epochs": 2, "eval_every": 5, "save_every": 100,
-                "metric_for_best_model": metric}  # fmt: skip
-    result = run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
-    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
-    validation = [r for r in records if r["split"] == "validation"]
-    assert len(validation) == 6
-    pick = max if metric == "accuracy" else min
-    best = pick(validation, key=lambda r: (r[metric], -r["step"]) if pick is max else r[metric])
-    assert result.progress.best_step == best["step"]
-    assert result.progress.best_score == best[metric]
-    kept = AutoModelForCausalLM.from_pretrained(tmp_path / "run").state_dict()
-    saved = load_file(str(tmp_path / "run" / "checkpoints" / "best" / "model.safetensors"))
-    assert saved.keys() == kept.keys() and all(torch.equal(kept[k], saved[k]) for k in saved)
-
-
-def test_unknown_metric_for_best_model_is_refused_before_training(tmp_path, capsys):
-    recipe = write_recipe(tmp_path, training={"metric_for_best_model": "bleu"})
-    assert main(["train", str(recipe)]) == 2
-    err = capsys.readouterr().err
-    assert "training.metric_for_best_model: 'bleu' is not one of loss, perplexity" in err
-    assert not (tmp_path / "run" / "metrics.jsonl").exists()
-
-
 def test_trained_tokens_count_the_labels_that_count_or_the_real_inputs():
     from hfattn.batching.seq2seq import pad_pairs, pad_sources
     from hfattn.training.engine import trained_tokens
@@ -382,176 +293,3 @@ def test_trained_tokens_count_the_labels_that_count_or_the_real_inputs():
     labelled = {**pad_sources([[5, 6, 7], [5]], 0), "labels": torch.tensor([1, 0])}
     assert trained_tokens(labelled) == 3 + 1  # a classifier: its real input tokens
     assert trained_tokens(torch.zeros(4, 17, dtype=torch.long)) == 4 * 16  # a window of T + 1
-
-
-def test_checkpoint_average_is_the_mean_of_the_saved_weights(tmp_path):
-    """``average_checkpoint_weights``: floating tensors averaged (dtype kept), other tensors
-    from the newest folder; checkpoints of another model are refused naming the folder."""
-    from safetensors.torch import save_file
-
-    from hfattn.training.checkpoints import average_checkpoint_weights
-
-    folders = []
-    for step, value in ((10, 1.0), (20, 2.0), (30, 6.0)):
-        folder = tmp_path / f"step-{step}"
-        folder.mkdir()
-        save_file(
-            {
-                "w": torch.full((2, 3), value),
-                "half": torch.full((4,), value, dtype=torch.bfloat16),
-                "count": torch.tensor([step]),
-            },
-            str(folder / "model.safetensors"),
-        )
-        folders.append(folder)
-    mean = average_checkpoint_weights(folders)
-    assert torch.equal(mean["w"], torch.full((2, 3), 3.0))
-    assert mean["half"].dtype == torch.bfloat16 and torch.equal(
-        mean["half"], torch.full((4,), 3.0, dtype=torch.bfloat16)
-    )
-    assert torch.equal(mean["count"], torch.tensor([30]))
-    other = tmp_path / "other"
-    other.mkdir()
-    save_file({"w": torch.zeros(3, 2), "half": torch.zeros(4), "count": torch.tensor([1])},
-              str(other / "model.safetensors"))  # fmt: skip
-    with pytest.raises(ValueError, match="other holds other tensors"):
-        average_checkpoint_weights([other, *folders])
-
-
-def test_averaged_checkpoints_compete_with_the_best_checkpoint(tmp_path):
-    """``training.average_checkpoints: 3``: the mean of the newest three checkpoints is scored
-    on validation (a ``validation-averaged`` record naming their steps) and is the saved
-    model exactly when its loss beats every single validation."""
-    from hfattn.storage.run_folder import complete_checkpoints
-    from hfattn.training.checkpoints import average_checkpoint_weights
-
-    training = {"max_steps": 30, "epochs": 2, "eval_every": 10, "save_every": 5,
-                "keep_checkpoints": 3, "average_checkpoints": 3, "learning_rate": 0.03}  # fmt: skip
-    result = run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
-    run = tmp_path / "run"
-    records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
-    averaged = [r for r in records if r["split"] == "validation-averaged"]
-    assert [r["averaged_steps"] for r in averaged] == [[20, 25, 30]]
-    best_single = min(r["loss"] for r in records if r["split"] == "validation")
-    folders = complete_checkpoints(run)
-    assert [f.name for f in folders] == ["step-20", "step-25", "step-30"]
-    kept = AutoModelForCausalLM.from_pretrained(run).state_dict()
-    mean = average_checkpoint_weights(folders)
-    summary = json.loads((run / "eval_results.json").read_text())["training"]
-    if averaged[0]["loss"] < best_single:
-        assert result.progress.best_averaged_steps == [20, 25, 30]
-        assert summary["best_averaged_steps"] == [20, 25, 30]
-        assert all(torch.equal(kept[k], mean[k]) for k in mean)
-        assert result.metrics["validation"]["loss"] == pytest.approx(averaged[0]["loss"])
-    else:
-        assert result.progress.best_averaged_steps is None
-        assert summary["best_averaged_steps"] is None
-        assert not all(torch.equal(kept[k], mean[k]) for k in mean)
-
-
-def test_averaged_checkpoints_compete_with_the_last_step_without_periodic_validation(tmp_path):
-    """``eval_every: null``: no validation while training; at the end the last step and the
-    mean of the newest two checkpoints are validated, and the better one is the model."""
-    training = {"max_steps": 20, "epochs": 2, "eval_every": None, "save_every": 10,
-                "keep_checkpoints": 2, "average_checkpoints": 2, "learning_rate": 0.03}  # fmt: skip
-    result = run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
-    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
-    validations = [(r["split"], r["step"]) for r in records if r["split"].startswith("valid")]
-    assert validations == [("validation", 20), ("validation-averaged", 20)]
-    averaged = next(r for r in records if r["split"] == "validation-averaged")
-    last = next(r for r in records if r["split"] == "validation")
-    assert averaged["averaged_steps"] == [10, 20]
-    won = averaged["loss"] < last["loss"]
-    assert (result.progress.best_averaged_steps == [10, 20]) == won
-
-
-@pytest.mark.parametrize(
-    ("training", "message"),
-    [
-        ({"average_checkpoints": 3, "keep_checkpoints": 2},
-         "training.average_checkpoints: must be from 2 to training.keep_checkpoints=2"),
-        ({"average_checkpoints": 1},
-         "training.average_checkpoints: must be from 2 to training.keep_checkpoints=2"),
-    ],
-)  # fmt: skip
-def test_average_checkpoints_is_checked_before_training(tmp_path, capsys, training, message):
-    assert main(["train", str(write_recipe(tmp_path, training=training))]) == 2
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "run" / "metrics.jsonl").exists()
-
-
-def test_averaged_weights_load_into_a_model_with_tied_embeddings(tmp_path):
-    """Accelerate saves one name for tied tensors (``safetensors.torch.save_model``): the
-    average still loads, the tie kept; a tensor that is really missing is refused."""
-    from safetensors.torch import save_file, save_model
-
-    from hfattn.training.checkpoints import average_checkpoint_weights, load_saved_weights
-
-    class Tied(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = torch.nn.Embedding(5, 3)
-            self.head = torch.nn.Linear(3, 5)
-            self.head.weight = self.embed.weight
-
-    folders = []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        folder = tmp_path / f"step-{seed}"
-        folder.mkdir()
-        save_model(Tied(), str(folder / "model.safetensors"))
-        folders.append(folder)
-    saved = [load_file(str(f / "model.safetensors")) for f in folders]
-    assert len(saved[0]) == 2  # the tied weight under one name, and the head's bias
-    model = Tied()
-    load_saved_weights(model, average_checkpoint_weights(folders))
-    name = next(k for k in saved[0] if k.endswith("weight"))
-    torch.testing.assert_close(model.embed.weight, (saved[0][name] + saved[1][name]) / 2)
-    assert model.head.weight is model.embed.weight
-    save_file({"head.bias": torch.zeros(5)}, str(tmp_path / "partial.safetensors"))
-    with pytest.raises(ValueError, match="missing"):
-        load_saved_weights(model, load_file(str(tmp_path / "partial.safetensors")))
-
-
-def test_the_final_evaluations_are_announced_before_they_run(tmp_path, caplog):
-    """Once the progress bar is closed, each evaluation says what it scores before it starts
-    (a final evaluation takes seconds to minutes and printed nothing)."""
-    from hfattn.training import finishing
-
-    def said() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.name == finishing.logger.name]
-
-    scored = []
-    evaluate = finishing.TrainingSession.evaluate
-
-    def spy(run, split, final=False):
-        scored.append((split, final, len(said())))
-        return evaluate(run, split, final)
-
-    training = {"max_steps": 30, "epochs": 2, "eval_every": 20, "save_every": 20,
-                "average_checkpoints": 2}  # fmt: skip
-    with (
-        mock.patch.object(finishing.TrainingSession, "evaluate", spy),
-        caplog.at_level(logging.INFO, logger=finishing.logger.name),
-    ):
-        run_recipe(load_recipe(small_recipe(tmp_path, training=training)))
-    final = said()[2]
-    assert said() == [
-        "evaluating the validation split with the weights of step 30...",
-        "evaluating the validation split with the mean weights of 2 checkpoints...",
-        final,
-        "evaluating the test split with the final weights...",
-    ]
-    # the kept weights were validated already, the same way: their scores, not a new decoding
-    assert re.fullmatch(
-        r"the validation split with the final weights: the scores of (step \d+|the mean of "
-        r"steps \[20, 30\]), already computed the same way",
-        final,
-    )
-    # step 20's periodic validation unannounced (the bar shows it), then each after its line
-    assert scored == [
-        ("validation", False, 0),
-        ("validation", False, 1),
-        ("validation", False, 2),
-        ("test", True, 4),
-    ]

@@ -1,6 +1,6 @@
 """The Vaswani Transformer: equations, masks, cache, generation, initialisation, presets,
 positions and Seq2SeqTrainer. The contracts every family keeps (saving, dtypes, output flags,
-export, checkpointing, PEFT, remote code) are in ``test_model_contracts.py``."""
+export, checkpointing, PEFT, remote code) are in ``test_model_contracts_*.py``."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ and ``benchmarks/bench_space_load.py``): :func:`memory_growth` reads the residen
 of this process after ``first`` and after ``total`` sequential calls, each read after
 ``gc.collect()`` and ``malloc_trim(0)`` (freed heap given back to the OS, so that only memory
 still held counts; what was alive before the first reading is frozen out of these collections,
-``gc.freeze``); :func:`scenario_memory` calls an app's handler directly with a scenario's
-inputs."""
+``gc.freeze``, and unfrozen after unless the process had frozen objects before);
+:func:`scenario_memory` calls an app's handler directly with a scenario's inputs."""
 
 from __future__ import annotations
 
@@ -73,7 +73,9 @@ def memory_growth(call: Callable[[int], Any], first: int = 100, total: int = 100
     # reach: the two readings' collections walk only what the calls made since (the objects
     # of torch, transformers and gradio cost ~0.5 s per full collection). A frozen object is
     # still freed when its last reference goes; only a frozen cycle turned garbage waits for
-    # the unfreeze, so the second reading can come out higher, never hide growth.
+    # the unfreeze, so the second reading can come out higher, never hide growth. A process
+    # that froze its objects itself (the test session) keeps them frozen afterwards.
+    frozen_before = gc.get_freeze_count() > 0
     gc.collect()
     gc.freeze()
     try:
@@ -82,7 +84,8 @@ def memory_growth(call: Callable[[int], Any], first: int = 100, total: int = 100
             call(i)
         rss_total = rss_bytes()
     finally:
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()
     return MemoryResult(first, total, rss_first, rss_total)
 
 

@@ -6,6 +6,7 @@ measuring, ``benchmarks/bench_space_load.py`` the full 100 vs 1,000 requests).""
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -145,6 +146,21 @@ def test_memory_check_catches_a_leak():
     kept.clear()
     clean = memory_growth(lambda i: bytearray(per_call), 100, 600)
     assert abs(clean.bytes_per_call) < 0.05 * per_call and clean.growth < 0.01
+
+
+def test_memory_check_leaves_the_collector_as_it_found_it():
+    """What the process froze itself (the test session: ``tests/conftest.py``) stays frozen
+    after a memory check; a process that froze nothing has nothing frozen after it."""
+    assert gc.get_freeze_count() > 0
+    memory_growth(lambda i: None, 1, 2)
+    assert gc.get_freeze_count() > 0
+    gc.unfreeze()
+    try:
+        memory_growth(lambda i: None, 1, 2)
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.collect()
+        gc.freeze()
 
 
 def test_queue_settings_from_env(monkeypatch):

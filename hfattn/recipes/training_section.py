@@ -77,8 +77,9 @@ class TrainingSection:
     """Clip the gradients' global L2 norm to this; ``null``: no clipping."""
     mixed_precision: str = "no"
     """``no``, ``bf16`` (CPU and recent GPUs) or ``fp16`` (GPU), as in Accelerate, or ``auto``:
-    bf16 where the device has bf16 kernels (a bf16 GPU; a CPU with AVX-512 or AMX), else
-    ``no`` (an AVX2-only CPU emulates bf16, many times slower than fp32). Autocast keeps bf16
+    bf16 where the device has bf16 kernels (a bf16 GPU; an x86 CPU with AVX-512 BF16 or AMX),
+    else ``no`` (a CPU with AVX2, or AVX-512 without BF16, emulates bf16, several times slower
+    than fp32). Autocast keeps bf16
     copies of the weights and activations beside the fp32 ones: a step peaks higher in
     memory than in fp32."""
     log_every: int = 50

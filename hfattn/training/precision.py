@@ -1,15 +1,17 @@
 """The precision a run trains in: ``training.mixed_precision`` resolved for the device.
 
-``auto`` asks for bf16 autocast only where the device has bf16 kernels: a CUDA GPU that
-supports bf16, or a CPU for which oneDNN has them (AVX-512 or AMX on x86; the check is
-oneDNN's own, ``torch.ops.mkldnn._is_mkldnn_bf16_supported``). Elsewhere bf16 is emulated
-and slower than fp32, so ``auto`` trains in fp32 there (how it is measured:
-``benchmarks/NOTES.md``).
+``auto`` asks for bf16 autocast only where the device computes bf16 natively: a CUDA GPU that
+supports bf16; on an x86 CPU, the AVX-512 BF16 or AMX-BF16 instructions (oneDNN also reports
+bf16 kernels on plain AVX-512, where it converts to fp32 around every product: a Luong step
+there is several times slower than in fp32); on another CPU (Arm), oneDNN's own check,
+``torch.ops.mkldnn._is_mkldnn_bf16_supported``. Elsewhere bf16 is emulated and slower than
+fp32, so ``auto`` trains in fp32 there (how it is measured: ``benchmarks/NOTES.md``).
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 
 import torch
 
@@ -20,11 +22,15 @@ AUTO = "auto"
 
 
 def has_bf16_kernels(device: torch.device) -> bool:
-    """Whether ``device`` computes bf16 natively: ``torch.cuda.is_bf16_supported()`` on CUDA,
-    oneDNN's bf16 check on the CPU; other devices (MPS, XPU) are trusted to."""
+    """Whether ``device`` computes bf16 natively: ``torch.cuda.is_bf16_supported()`` on CUDA;
+    on an x86 CPU the AVX-512 BF16 or AMX instructions (the checks ``torch.cpu`` gives
+    TorchInductor), on another CPU oneDNN's bf16 check; other devices (MPS, XPU) are trusted
+    to."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
+        if platform.machine().lower() in ("x86_64", "amd64"):
+            return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     return True
 

@@ -27,7 +27,7 @@ def test_the_grid_scores_the_translations_of_each_setting(tmp_path, capsys):
 
     run = build_translation_run(tmp_path / "run", steps=20, training={"eval_every": None})
     out = tmp_path / "grid.json"
-    args = [str(run), "--data", "date-normalization", "--limit", "40", "--num-beams", "1", "3"]
+    args = [str(run), "--data", "date-normalization", "--limit", "16", "--num-beams", "1", "3"]
     assert bench_decoding.main([*args, "--mbr", "--json", str(out)]) == 0
     table = capsys.readouterr().out
     assert table.count("| 3 | 1 |") == 2 and table.count("| 1 | — | most probable |") == 1
@@ -36,7 +36,7 @@ def test_the_grid_scores_the_translations_of_each_setting(tmp_path, capsys):
 
     model = AutoModelForSeq2SeqLM.from_pretrained(run)
     tokenizer = AutoTokenizer.from_pretrained(run)
-    pairs = load_translation_splits("date-normalization")["validation"]["translation"][:40]
+    pairs = load_translation_splits("date-normalization")["validation"]["translation"][:16]
     sources, references = [p["en"] for p in pairs], [p["iso"] for p in pairs]
     for beams, label in ((1, "beam 1, length penalty None"), (3, "beam 3, length penalty 1.0")):
         written = translate_texts(model, tokenizer, sources, num_beams=beams, max_new_tokens=160)

@@ -157,11 +157,13 @@ def test_muon_lowers_the_loss_of_a_char_rnn():
     model = _tiny_char_rnn()
     optimizer = build_optimizer("muon", model, lr=1e-2)
     generator = torch.Generator().manual_seed(0)
-    text = torch.arange(20).repeat(6)[None].expand(4, -1).clone()  # a cycle: learnable
+    text = torch.arange(20).repeat(2)[None].expand(4, -1).clone()  # a cycle: learnable
     text += torch.randint(0, 2, (4, 1), generator=generator)
     text %= 20
     losses = []
-    for _ in range(60):
+    # 70 steps: the loss ends at 0.10-0.20 of the first over 5 seeds; with the recurrent
+    # matrices left out of the update (lr 0 for Muon's group) it is still above 0.4 of it
+    for _ in range(70):
         loss = model(input_ids=text, labels=text).loss
         optimizer.zero_grad()
         loss.backward()

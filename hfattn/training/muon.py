@@ -20,11 +20,12 @@ recurrent and input matrices of an RNN, attention and feed-forward projections. 
 output layer (``get_output_embeddings()``), biases, norms and tensors of other ranks take AdamW,
 as in Jordan et al. A classification head is a hidden-layer ``Linear`` to this rule and takes Muon.
 
-``torch.optim.Muon`` runs the iteration in bfloat16, which a CPU without bfloat16 matrix units
-(AVX2 only) emulates slowly; :class:`MuonAdamW` runs it in ``ns_dtype``: the engine passes
-bfloat16 when the run trains in bf16 (``training.mixed_precision`` resolved to ``bf16``, so the
-device has bf16 kernels), else the parameter's own dtype (float32 for a float32 model). On an
-AVX-512 BF16 CPU the iteration of a 1536 × 512 GRU matrix takes 0.4× its float32 time.
+``torch.optim.Muon`` runs the iteration in bfloat16, which a CPU without bfloat16 instructions
+(AVX2, or AVX-512 without BF16) emulates slowly; :class:`MuonAdamW` runs it in ``ns_dtype``:
+the engine passes bfloat16 when the run trains in bf16 (``training.mixed_precision`` resolved
+to ``bf16``, so the device has bf16 kernels), else the parameter's own dtype (float32 for a
+float32 model). On an AVX-512 BF16 CPU the iteration of a 1536 × 512 GRU matrix takes 0.4× its
+float32 time.
 """
 
 from __future__ import annotations

@@ -15,22 +15,28 @@ import platform
 
 import torch
 
+from ..common.machine import cpu_isa, read_cpuinfo
+
 logger = logging.getLogger(__name__)
 
 AUTO = "auto"
 """``training.mixed_precision: auto``: bf16 where the device has bf16 kernels, else ``no``."""
+NATIVE_BF16_ISAS = ("AMX", "AVX-512 BF16")
+"""The x86 instruction sets of :data:`~hfattn.common.machine.ISA_FLAGS` that compute bf16
+natively; below them (AVX-512, AVX2) bf16 is emulated around fp32 products."""
 
 
 def has_bf16_kernels(device: torch.device) -> bool:
     """Whether ``device`` computes bf16 natively: ``torch.cuda.is_bf16_supported()`` on CUDA;
-    on an x86 CPU the AVX-512 BF16 or AMX instructions (the checks ``torch.cpu`` gives
-    TorchInductor), on another CPU oneDNN's bf16 check; other devices (MPS, XPU) are trusted
-    to."""
+    on an x86 CPU the AVX-512 BF16 or AMX instructions (:data:`NATIVE_BF16_ISAS`, the
+    instruction set :func:`~hfattn.common.machine.cpu_isa` reads from ``/proc/cpuinfo``, as
+    the results' provenance records it; fp32 where there is no such file), on another CPU
+    oneDNN's bf16 check; other devices (MPS, XPU) are trusted to."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
         if platform.machine().lower() in ("x86_64", "amd64"):
-            return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+            return cpu_isa(read_cpuinfo()) in NATIVE_BF16_ISAS
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     return True
 

@@ -182,23 +182,23 @@ def test_generate_samples_with_a_fresh_seed_that_it_prints(models, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_a_blank_line_of_a_file_gives_a_blank_output_line(models, capsys, tmp_path):
-    """``translate --file`` keeps one output line per input line: a blank line among the
-    sources is a blank line among the translations, not a refusal of the whole file."""
-    folder = str(models["translator"])
+@pytest.mark.parametrize(
+    ("model", "command", "lines"),
+    [("translator", "translate", ["lunes", "", "  ", "martes"]),
+     ("classifier", "classify", ["BPB", "", "BTB"])],
+)  # fmt: skip
+def test_a_blank_line_of_a_file_gives_a_blank_output_line(
+    models, capsys, tmp_path, model, command, lines
+):
+    """``translate --file`` and ``classify --file`` keep one output line per input line: a
+    blank line among the inputs is a blank line among the outputs, not a refusal of the whole
+    file; the other lines get what the same texts get as arguments."""
+    folder = str(models[model])
     file = tmp_path / "in.txt"
-    file.write_text("lunes\n\n  \nmartes\n", encoding="utf-8")
-    assert main(["translate", folder, "lunes", "martes"]) == 0
-    alone = capsys.readouterr().out.split("\n")[:2]
-    assert main(["translate", folder, "--file", str(file)]) == 0
-    assert capsys.readouterr().out.split("\n")[:4] == [alone[0], "", "", alone[1]]
-
-
-def test_a_blank_line_of_a_file_gives_a_blank_label_line(models, capsys, tmp_path):
-    folder = str(models["classifier"])
-    file = tmp_path / "in.txt"
-    file.write_text("BPB\n\nBTB\n", encoding="utf-8")
-    assert main(["classify", folder, "BPB", "BTB"]) == 0
-    alone = capsys.readouterr().out.split("\n")[:2]
-    assert main(["classify", folder, "--file", str(file)]) == 0
-    assert capsys.readouterr().out.split("\n")[:3] == [alone[0], "", alone[1]]
+    file.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    texts = [line for line in lines if line.strip()]
+    assert main([command, folder, *texts]) == 0
+    alone = iter(capsys.readouterr().out.split("\n")[: len(texts)])
+    expected = [next(alone) if line.strip() else "" for line in lines]
+    assert main([command, folder, "--file", str(file)]) == 0
+    assert capsys.readouterr().out.split("\n")[: len(lines)] == expected
